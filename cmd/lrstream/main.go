@@ -32,9 +32,7 @@ type command struct {
 
 // commands lists the subcommands in the order `lrstream help` shows them.
 func commands() []command {
-	return []command{
-		recipeCommand(),
-	}
+	return []command{}
 }
 
 // exitError carries a specific exit status.
