@@ -1,0 +1,140 @@
+package collate
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/lrstream/lrstream/schema"
+)
+
+// Names of the standard columns every batch carries, in wire order.
+const (
+	ColIndex        = "index"
+	ColEpisodeIndex = "episode_index"
+	ColFrameIndex   = "frame_index"
+	ColTimestamp    = "timestamp"
+	ColTaskIndex    = "task_index"
+	ColTask         = "task"
+)
+
+// Names of the per-sample list columns.
+const (
+	KeyMessages           = "messages"
+	KeyMessageStreams     = "message_streams"
+	KeyTargetMessages     = "target_message_indices"
+	KeyLanguagePersistent = "language_persistent"
+	KeyLanguageEvents     = "language_events"
+)
+
+// Positions of the standard numeric columns in Batch.Columns.
+const (
+	PosIndex = iota
+	PosEpisodeIndex
+	PosFrameIndex
+	PosTimestamp
+	PosTaskIndex
+	// NumStandard is the number of standard numeric columns; feature
+	// columns follow them in Batch.Columns.
+	NumStandard
+)
+
+// StandardFeatures returns the standard numeric columns (index,
+// episode_index, frame_index: <i8; timestamp: <f4; task_index: <i8) as
+// scalar features, in the order they appear in Batch.Columns.
+func StandardFeatures() []Feature {
+	return []Feature{
+		{Name: ColIndex, DType: "<i8"},
+		{Name: ColEpisodeIndex, DType: "<i8"},
+		{Name: ColFrameIndex, DType: "<i8"},
+		{Name: ColTimestamp, DType: "<f4"},
+		{Name: ColTaskIndex, DType: "<i8"},
+	}
+}
+
+// Column is one stacked numeric column of a batch: a C-order little-endian
+// array of shape Shape (the first dimension is the batch size) and numpy
+// dtype DType, stored as raw bytes.
+type Column struct {
+	Name  string
+	DType string
+	// Shape is (batch size, per-sample shape...).
+	Shape []int
+	Data  []byte
+}
+
+// Int64At returns element i of an "<i8" column.
+func (c *Column) Int64At(i int) int64 {
+	return int64(binary.LittleEndian.Uint64(c.Data[8*i:]))
+}
+
+// Float32At returns element i of an "<f4" column.
+func (c *Column) Float32At(i int) float32 {
+	return math.Float32frombits(binary.LittleEndian.Uint32(c.Data[4*i:]))
+}
+
+// Batch is N collated samples in columnar form. Columns holds the standard
+// numeric columns (positions PosIndex..PosTaskIndex) followed by the feature
+// columns in Config.Features order. The per-sample list columns are Task,
+// Samples (nil when no sample of the batch carries messages) and, with
+// Config.KeepLanguage, Persistent and Events.
+//
+// A Batch returned by a Batcher belongs to the caller until it hands it back
+// with Batcher.Recycle.
+type Batch struct {
+	// N is the number of samples.
+	N       int
+	Columns []Column
+	Task    []string
+	// Samples holds each sample's rendered messages and sidecars; nil when
+	// no sample of the batch carries messages (passthrough batch).
+	Samples []*schema.Sample
+	// Persistent and Events are the raw language rows per sample; nil
+	// unless the batcher keeps language.
+	Persistent [][]schema.Row
+	Events     [][]schema.Row
+
+	// samples backs Samples while the batch fills, including nil entries.
+	samples []*schema.Sample
+}
+
+// Column returns the column with the given name, or nil.
+func (b *Batch) Column(name string) *Column {
+	for i := range b.Columns {
+		if b.Columns[i].Name == name {
+			return &b.Columns[i]
+		}
+	}
+	return nil
+}
+
+// Index returns sample i's dataset index.
+func (b *Batch) Index(i int) int64 { return b.Columns[PosIndex].Int64At(i) }
+
+// EpisodeIndex returns sample i's episode index.
+func (b *Batch) EpisodeIndex(i int) int64 { return b.Columns[PosEpisodeIndex].Int64At(i) }
+
+// FrameIndex returns sample i's frame index within its episode.
+func (b *Batch) FrameIndex(i int) int64 { return b.Columns[PosFrameIndex].Int64At(i) }
+
+// Timestamp returns sample i's timestamp.
+func (b *Batch) Timestamp(i int) float32 { return b.Columns[PosTimestamp].Float32At(i) }
+
+// TaskIndex returns sample i's task index.
+func (b *Batch) TaskIndex(i int) int64 { return b.Columns[PosTaskIndex].Int64At(i) }
+
+// reset empties b for reuse, keeping its buffers.
+func (b *Batch) reset() {
+	b.N = 0
+	for i := range b.Columns {
+		b.Columns[i].Data = b.Columns[i].Data[:0]
+	}
+	clear(b.Task)
+	b.Task = b.Task[:0]
+	clear(b.samples)
+	b.samples = b.samples[:0]
+	b.Samples = nil
+	clear(b.Persistent)
+	b.Persistent = b.Persistent[:0]
+	clear(b.Events)
+	b.Events = b.Events[:0]
+}
