@@ -1,0 +1,868 @@
+package fetch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultEndpoint is the public Hugging Face Hub.
+const DefaultEndpoint = "https://huggingface.co"
+
+// CacheMode says which files a Hub source keeps in the local cache.
+type CacheMode string
+
+const (
+	// CacheFull downloads every opened file whole into the cache (the
+	// huggingface_hub behaviour) and reads it locally.
+	CacheFull CacheMode = "full"
+	// CacheNone caches metadata files whole but streams data shards
+	// (paths under data/ and videos/) with HTTP range requests, keeping
+	// nothing on disk.
+	CacheNone CacheMode = "none"
+)
+
+// ParseCacheMode parses "full" or "none" ("" means full).
+func ParseCacheMode(s string) (CacheMode, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "full":
+		return CacheFull, nil
+	case "none":
+		return CacheNone, nil
+	}
+	return "", fmt.Errorf("cache mode %q: want full or none", s)
+}
+
+// HubOptions configures a Hub source. HubOptionsFromEnv fills it the way
+// huggingface_hub reads its environment; zero values take defaults.
+type HubOptions struct {
+	// Endpoint is the Hub base URL (HF_ENDPOINT), default DefaultEndpoint.
+	Endpoint string
+	// Token is the access token (HF_TOKEN or the token file); "" for
+	// anonymous access. It is only ever sent to the endpoint's host.
+	Token string
+	// CacheDir is the huggingface_hub cache (HF_HUB_CACHE), default
+	// ~/.cache/huggingface/hub.
+	CacheDir string
+	// Offline (HF_HUB_OFFLINE=1) serves everything from the cache and
+	// never touches the network.
+	Offline bool
+	// Cache is the caching mode for data shards (default CacheFull).
+	// Metadata files are always cached whole.
+	Cache CacheMode
+	// Progress receives download progress lines (bytes, rate, ETA); nil
+	// disables progress. Set it only when it is a terminal.
+	Progress io.Writer
+	// Logger receives debug logs (requests, retries, cache hits); nil
+	// discards them. Tokens and headers are never logged.
+	Logger *slog.Logger
+	// Retry bounds retries of each request; zero fields take
+	// DefaultRetryPolicy's values.
+	Retry RetryPolicy
+	// Transport is the HTTP transport (nil: a pooled clone of
+	// http.DefaultTransport).
+	Transport http.RoundTripper
+	// PrefetchGap: ranges passed to Prefetch that are at most this many
+	// bytes apart are fetched as one request (default 64 KiB; negative
+	// means only touching ranges are merged).
+	PrefetchGap int64
+	// PrefetchMaxSpan splits merged ranges larger than this into several
+	// requests so they download in parallel (default 8 MiB).
+	PrefetchMaxSpan int64
+	// PrefetchConcurrency bounds the range requests in flight for one
+	// Prefetch call (default 6).
+	PrefetchConcurrency int
+	// PrefetchMemory bounds the prefetched bytes one streamed file keeps
+	// in memory; the oldest ranges are dropped first (default 256 MiB).
+	PrefetchMemory int64
+	// FooterSize is how many trailing bytes a streamed file fetches in one
+	// request when a read touches its end, so a parquet footer costs one
+	// request (default 64 KiB).
+	FooterSize int64
+}
+
+// HubOptionsFromEnv reads the huggingface_hub environment variables:
+// HF_ENDPOINT, HF_TOKEN (else HUGGING_FACE_HUB_TOKEN, else the token file
+// HF_TOKEN_PATH, default $HF_HOME/token), HF_HOME (default
+// $XDG_CACHE_HOME/huggingface or ~/.cache/huggingface), HF_HUB_CACHE
+// (default $HF_HOME/hub) and HF_HUB_OFFLINE. getenv is usually os.Getenv.
+func HubOptionsFromEnv(getenv func(string) string) (HubOptions, error) {
+	var o HubOptions
+	o.Endpoint = strings.TrimRight(strings.TrimSpace(getenv("HF_ENDPOINT")), "/")
+	if o.Endpoint == "" {
+		o.Endpoint = DefaultEndpoint
+	}
+	home := getenv("HF_HOME")
+	if home == "" {
+		cache := getenv("XDG_CACHE_HOME")
+		if cache == "" {
+			uh := getenv("HOME")
+			if uh == "" {
+				var err error
+				if uh, err = os.UserHomeDir(); err != nil {
+					return o, fmt.Errorf("hub options: no HF_HOME and no home directory: %w", err)
+				}
+			}
+			cache = filepath.Join(uh, ".cache")
+		}
+		home = filepath.Join(cache, "huggingface")
+	}
+	home = expandHome(home, getenv)
+	o.CacheDir = getenv("HF_HUB_CACHE")
+	if o.CacheDir == "" {
+		o.CacheDir = filepath.Join(home, "hub")
+	}
+	o.CacheDir = expandHome(o.CacheDir, getenv)
+	o.Offline = envTrue(getenv("HF_HUB_OFFLINE"))
+	o.Token = strings.TrimSpace(getenv("HF_TOKEN"))
+	if o.Token == "" {
+		o.Token = strings.TrimSpace(getenv("HUGGING_FACE_HUB_TOKEN"))
+	}
+	if o.Token == "" {
+		tp := getenv("HF_TOKEN_PATH")
+		if tp == "" {
+			tp = filepath.Join(home, "token")
+		}
+		tp = expandHome(tp, getenv)
+		b, err := os.ReadFile(tp)
+		switch {
+		case err == nil:
+			o.Token = strings.TrimSpace(string(b))
+		case errors.Is(err, fs.ErrNotExist):
+		default:
+			// The path is fine to print; the file's content is not read.
+			return o, fmt.Errorf("hub options: read token file: %w", err)
+		}
+	}
+	return o, nil
+}
+
+func expandHome(p string, getenv func(string) string) string {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		h := getenv("HOME")
+		if h == "" {
+			h, _ = os.UserHomeDir()
+		}
+		if h != "" {
+			return filepath.Join(h, p[1:])
+		}
+	}
+	return p
+}
+
+func envTrue(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "1", "on", "yes", "true":
+		return true
+	}
+	return false
+}
+
+// ErrOffline is matched (errors.Is) by errors for data that offline mode
+// (HF_HUB_OFFLINE=1) cannot find in the cache.
+var ErrOffline = errors.New("not in the local cache and offline mode (HF_HUB_OFFLINE=1) forbids network access")
+
+// HubStats counts a Hub source's work.
+type HubStats struct {
+	// Requests is the number of HTTP requests sent (retries and redirect
+	// hops included).
+	Requests int64
+	// Retries is the number of retried attempts.
+	Retries int64
+	// BytesFetched is the number of response body bytes read.
+	BytesFetched int64
+	// CacheHits is the number of files opened from the local cache.
+	CacheHits int64
+}
+
+type hubStats struct {
+	requests, retries, bytes, cacheHits atomic.Int64
+}
+
+// Hub is a Source reading a dataset repository on the Hugging Face Hub,
+// pinned to one commit, through a huggingface_hub-compatible cache.
+type Hub struct {
+	id        string // org/name
+	requested string // the revision as asked for
+	sha       string
+	opts      HubOptions
+	endpoint  *url.URL
+	httpc     *http.Client
+	cache     *repoCache
+	log       *slog.Logger
+	retryLog  any
+	prog      *progress
+	stats     hubStats
+
+	mu      sync.Mutex
+	entries map[string]treeEntry // by path
+	listed  map[string]bool      // directories whose direct children are in entries
+	refDone bool
+}
+
+var (
+	repoPartRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+	shaRE      = regexp.MustCompile(`^[0-9a-f]{40}$`)
+)
+
+// ParseRepoSpec splits "ORG/NAME[@REVISION]" (optionally prefixed by
+// "hf://datasets/" or "datasets/") into the repo id and revision
+// (default "main").
+func ParseRepoSpec(spec string) (id, revision string, err error) {
+	s := strings.TrimPrefix(strings.TrimPrefix(spec, "hf://"), "datasets/")
+	id, revision, _ = strings.Cut(s, "@")
+	if revision == "" {
+		revision = "main"
+	}
+	org, name, ok := strings.Cut(id, "/")
+	if !ok || !repoPartRE.MatchString(org) || !repoPartRE.MatchString(name) ||
+		strings.Contains(id, "--") || strings.Contains(id, "..") || len(id) > 96 {
+		return "", "", fmt.Errorf("dataset %q: want ORG/NAME[@REVISION] with letters, digits, '-', '_' and '.'", spec)
+	}
+	if err := validRevision(revision); err != nil {
+		return "", "", fmt.Errorf("dataset %q: %w", spec, err)
+	}
+	return id, revision, nil
+}
+
+func validRevision(rev string) error {
+	if len(rev) > 255 || strings.ContainsAny(rev, "\\\x00 ~^:?*[") || strings.HasPrefix(rev, "/") ||
+		strings.HasSuffix(rev, "/") || strings.Contains(rev, "//") || strings.Contains(rev, "..") || rev == "." {
+		return fmt.Errorf("invalid revision %q", rev)
+	}
+	for _, r := range rev {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("invalid revision %q", rev)
+		}
+	}
+	return nil
+}
+
+// OpenHub opens the dataset repoSpec ("ORG/NAME[@REVISION]") on the Hub and
+// resolves its revision to a commit SHA once; every later request is
+// pinned to that SHA. Offline, the revision is resolved from the cache
+// (refs/<branch> or a snapshots/<sha> directory).
+func OpenHub(ctx context.Context, repoSpec string, opts HubOptions) (*Hub, error) {
+	id, rev, err := ParseRepoSpec(repoSpec)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Endpoint == "" {
+		opts.Endpoint = DefaultEndpoint
+	}
+	ep, err := url.Parse(strings.TrimRight(opts.Endpoint, "/"))
+	if err != nil || (ep.Scheme != "http" && ep.Scheme != "https") || ep.Host == "" {
+		return nil, fmt.Errorf("hub endpoint %q: want an http(s) URL", opts.Endpoint)
+	}
+	if opts.CacheDir == "" {
+		o, err := HubOptionsFromEnv(func(string) string { return "" })
+		if err != nil {
+			return nil, err
+		}
+		opts.CacheDir = o.CacheDir
+	}
+	if opts.Cache == "" {
+		opts.Cache = CacheFull
+	}
+	if opts.Cache != CacheFull && opts.Cache != CacheNone {
+		return nil, fmt.Errorf("hub: cache mode %q: want full or none", opts.Cache)
+	}
+	opts.Retry = opts.Retry.withDefaults()
+	if opts.PrefetchGap == 0 {
+		opts.PrefetchGap = 64 << 10
+	}
+	if opts.PrefetchGap < 0 {
+		opts.PrefetchGap = 0
+	}
+	if opts.PrefetchMaxSpan <= 0 {
+		opts.PrefetchMaxSpan = 8 << 20
+	}
+	if opts.PrefetchConcurrency <= 0 {
+		opts.PrefetchConcurrency = 6
+	}
+	if opts.PrefetchMemory <= 0 {
+		opts.PrefetchMemory = 256 << 20
+	}
+	if opts.FooterSize <= 0 {
+		opts.FooterSize = 64 << 10
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	h := &Hub{
+		id:        id,
+		requested: rev,
+		opts:      opts,
+		endpoint:  ep,
+		log:       log,
+		entries:   map[string]treeEntry{},
+		listed:    map[string]bool{},
+	}
+	if opts.Logger != nil {
+		h.retryLog = slogRetryLogger{log}
+	}
+	if opts.Progress != nil {
+		h.prog = newProgress(opts.Progress)
+	}
+	h.cache, err = newRepoCache(opts.CacheDir, id)
+	if err != nil {
+		return nil, err
+	}
+	base := opts.Transport
+	if base == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 16
+		t.ResponseHeaderTimeout = 60 * time.Second
+		base = t
+	}
+	h.httpc = &http.Client{
+		Transport:     &countingTransport{base: base, n: &h.stats.requests},
+		CheckRedirect: h.checkRedirect,
+	}
+	if err := h.resolveRevision(ctx); err != nil {
+		return nil, h.scrub(err)
+	}
+	h.log.Debug("hub: dataset opened", "dataset", id, "revision", rev, "sha", h.sha, "offline", opts.Offline, "cache", string(opts.Cache))
+	return h, nil
+}
+
+// ID returns the repo id, ORG/NAME.
+func (h *Hub) ID() string { return h.id }
+
+// Revision returns the commit SHA every request is pinned to.
+func (h *Hub) Revision() string { return h.sha }
+
+// RequestedRevision returns the revision as given (branch, tag or SHA).
+func (h *Hub) RequestedRevision() string { return h.requested }
+
+// Stats returns counters of the work done so far.
+func (h *Hub) Stats() HubStats {
+	return HubStats{
+		Requests:     h.stats.requests.Load(),
+		Retries:      h.stats.retries.Load(),
+		BytesFetched: h.stats.bytes.Load(),
+		CacheHits:    h.stats.cacheHits.Load(),
+	}
+}
+
+// SnapshotDir is the cache directory holding this commit's files
+// (symlinks into blobs/), as huggingface_hub lays it out.
+func (h *Hub) SnapshotDir() string { return h.cache.snapshotDir(h.sha) }
+
+// countingTransport counts requests (each retry and redirect hop).
+type countingTransport struct {
+	base http.RoundTripper
+	n    *atomic.Int64
+}
+
+func (t *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	t.n.Add(1)
+	return t.base.RoundTrip(r)
+}
+
+// redirectInfo collects what a request learns from the redirects it
+// follows: the Hub sends X-Linked-Etag / X-Linked-Size / X-Repo-Commit on
+// the redirect of an LFS file to its CDN.
+type redirectInfo struct {
+	linkedEtag, linkedSize, repoCommit string
+	redirected                         bool
+}
+
+type redirectKey struct{}
+
+// checkRedirect follows redirects (at most 10), records the Hub's linked
+// headers, and strips the Authorization header whenever the next hop is
+// not on the endpoint's scheme+host, so the token never reaches a CDN.
+func (h *Hub) checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return &errNoRetry{errors.New("stopped after 10 redirects")}
+	}
+	if req.URL.Scheme != "https" && req.URL.Scheme != "http" {
+		return &errNoRetry{fmt.Errorf("redirect to unsupported scheme %q", req.URL.Scheme)}
+	}
+	if ri, ok := req.Context().Value(redirectKey{}).(*redirectInfo); ok {
+		ri.redirected = true
+		if r := req.Response; r != nil {
+			if v := r.Header.Get("X-Linked-Etag"); v != "" {
+				ri.linkedEtag = v
+			}
+			if v := r.Header.Get("X-Linked-Size"); v != "" {
+				ri.linkedSize = v
+			}
+			if v := r.Header.Get("X-Repo-Commit"); v != "" {
+				ri.repoCommit = v
+			}
+		}
+	}
+	if !h.sameOrigin(req.URL) {
+		req.Header.Del("Authorization")
+		req.Header.Del("Cookie")
+	}
+	return nil
+}
+
+// sameOrigin reports whether u is on the endpoint's scheme and host:port.
+func (h *Hub) sameOrigin(u *url.URL) bool {
+	return strings.EqualFold(u.Scheme, h.endpoint.Scheme) && strings.EqualFold(hostPort(u), hostPort(h.endpoint))
+}
+
+func hostPort(u *url.URL) string {
+	host, port := u.Hostname(), u.Port()
+	if port == "" {
+		switch u.Scheme {
+		case "https":
+			port = "443"
+		case "http":
+			port = "80"
+		}
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// newRequest builds a GET/HEAD for the endpoint path p (already escaped)
+// with the token attached.
+func (h *Hub) newRequest(ctx context.Context, method, escapedPath, rawQuery string) (*http.Request, error) {
+	u := *h.endpoint
+	u.User = nil
+	u.RawPath = strings.TrimRight(h.endpoint.EscapedPath(), "/") + escapedPath
+	p, err := url.PathUnescape(u.RawPath)
+	if err != nil {
+		return nil, fmt.Errorf("hub: bad request path %q: %w", escapedPath, err)
+	}
+	u.Path = p
+	u.RawQuery = rawQuery
+	return h.newRequestURL(ctx, method, &u)
+}
+
+func (h *Hub) newRequestURL(ctx context.Context, method string, u *url.URL) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("hub: %s %s: %w", method, u.Redacted(), err)
+	}
+	req.Header.Set("User-Agent", "lrstream (huggingface_hub-compatible)")
+	if h.opts.Token != "" && h.sameOrigin(u) {
+		req.Header.Set("Authorization", "Bearer "+h.opts.Token)
+	}
+	if u.User != nil {
+		// Never send endpoint credentials embedded in the URL.
+		req.URL.User = nil
+	}
+	return req, nil
+}
+
+// escapeRepoPath escapes a slash-separated path segment by segment.
+func escapeRepoPath(p string) string {
+	parts := strings.Split(p, "/")
+	for i, s := range parts {
+		parts[i] = url.PathEscape(s)
+	}
+	return strings.Join(parts, "/")
+}
+
+func (h *Hub) apiPrefix() string { return "/api/datasets/" + escapeRepoPath(h.id) }
+
+func (h *Hub) resolvePath(name string) string {
+	return "/datasets/" + escapeRepoPath(h.id) + "/resolve/" + h.sha + "/" + escapeRepoPath(name)
+}
+
+func (h *Hub) newState(method string, u *url.URL) *retryState {
+	return newRetryState(h.opts.Retry, method, u, h.log, func() { h.stats.retries.Add(1) })
+}
+
+// getJSON GETs an API URL and decodes its JSON body into v. It returns the
+// response headers (for pagination).
+func (h *Hub) getJSON(ctx context.Context, req *http.Request, v any) (http.Header, error) {
+	s := h.newState(req.Method, req.URL)
+	for {
+		resp, err := h.do(ctx, s, req)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			err := s.statusError(resp)
+			resp.Body.Close()
+			return nil, err
+		}
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+		resp.Body.Close()
+		h.stats.bytes.Add(int64(len(body)))
+		if err != nil {
+			if rerr := s.retryBody(ctx, err); rerr != nil {
+				return nil, rerr
+			}
+			continue
+		}
+		if err := json.Unmarshal(body, v); err != nil {
+			return nil, fmt.Errorf("%s %s: decode JSON: %w", req.Method, req.URL.Redacted(), err)
+		}
+		return resp.Header, nil
+	}
+}
+
+// resolveRevision pins h.sha.
+func (h *Hub) resolveRevision(ctx context.Context) error {
+	if h.opts.Offline {
+		sha, err := h.cache.offlineRevision(h.requested)
+		if err != nil {
+			return fmt.Errorf("dataset %s@%s: %w", h.id, h.requested, err)
+		}
+		h.sha = sha
+		return nil
+	}
+	if shaRE.MatchString(h.requested) {
+		if st, err := os.Stat(h.cache.snapshotDir(h.requested)); err == nil && st.IsDir() {
+			// A commit is immutable: a snapshot already in the cache
+			// proves it exists, no need to ask the Hub.
+			h.sha = h.requested
+			return nil
+		}
+	}
+	req, err := h.newRequest(ctx, http.MethodGet, h.apiPrefix()+"/revision/"+url.PathEscape(h.requested), "")
+	if err != nil {
+		return err
+	}
+	var info struct {
+		SHA string `json:"sha"`
+	}
+	if _, err := h.getJSON(ctx, req, &info); err != nil {
+		return fmt.Errorf("dataset %s: resolve revision %s: %w", h.id, h.requested, err)
+	}
+	if !shaRE.MatchString(info.SHA) {
+		return fmt.Errorf("dataset %s: resolve revision %s: the Hub answered an invalid commit %q", h.id, h.requested, shorten(info.SHA, 80))
+	}
+	h.sha = info.SHA
+	return nil
+}
+
+// treeEntry is one entry of the tree API.
+type treeEntry struct {
+	Type string `json:"type"` // "file" or "directory"
+	Path string `json:"path"`
+	Size int64  `json:"size"`
+	OID  string `json:"oid"` // git blob sha1
+	LFS  *struct {
+		OID  string `json:"oid"` // sha256 of the content
+		Size int64  `json:"size"`
+	} `json:"lfs,omitempty"`
+}
+
+// blobHash is the name huggingface_hub gives the blob: the sha256 for LFS
+// files (X-Linked-Etag), the git blob sha1 otherwise (ETag).
+func (e treeEntry) blobHash() string {
+	if e.LFS != nil && e.LFS.OID != "" {
+		return strings.ToLower(e.LFS.OID)
+	}
+	return strings.ToLower(e.OID)
+}
+
+func (e treeEntry) size() int64 {
+	if e.LFS != nil && e.LFS.Size > 0 {
+		return e.LFS.Size
+	}
+	return e.Size
+}
+
+// ValidateRemotePath checks a slash-separated path from a remote listing
+// (or a caller): relative, no "." or ".." segments, no empty segments, no
+// backslashes, NUL or control characters. Such a path cannot escape the
+// directory it is joined to.
+func ValidateRemotePath(p string) error {
+	if p == "" {
+		return errors.New("empty path")
+	}
+	if strings.HasPrefix(p, "/") {
+		return fmt.Errorf("path %q is absolute", shorten(p, 200))
+	}
+	if strings.ContainsRune(p, '\\') {
+		return fmt.Errorf("path %q contains a backslash", shorten(p, 200))
+	}
+	for _, r := range p {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("path %q contains a control character", shorten(p, 200))
+		}
+	}
+	for _, seg := range strings.Split(p, "/") {
+		switch seg {
+		case "":
+			return fmt.Errorf("path %q has an empty segment", shorten(p, 200))
+		case ".", "..":
+			return fmt.Errorf("path %q has a %q segment", shorten(p, 200), seg)
+		}
+	}
+	if len(p) >= 2 && p[1] == ':' {
+		return fmt.Errorf("path %q looks like a drive path", shorten(p, 200))
+	}
+	return nil
+}
+
+// ErrUnsafePath is matched (errors.Is) by errors for remote paths that
+// could escape the dataset or cache directory.
+var ErrUnsafePath = errors.New("unsafe remote path")
+
+func cleanDir(dir string) (string, error) {
+	dir = strings.Trim(dir, "/")
+	if dir == "" || dir == "." {
+		return "", nil
+	}
+	if err := ValidateRemotePath(dir); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrUnsafePath, err)
+	}
+	return dir, nil
+}
+
+// listTree lists dir (recursively or not) with the tree API, following
+// Link rel="next" pages, validates every path and records the entries.
+func (h *Hub) listTree(ctx context.Context, dir string, recursive bool) ([]treeEntry, error) {
+	p := h.apiPrefix() + "/tree/" + h.sha
+	if dir != "" {
+		p += "/" + escapeRepoPath(dir)
+	}
+	q := ""
+	if recursive {
+		q = "recursive=true"
+	}
+	req, err := h.newRequest(ctx, http.MethodGet, p, q)
+	if err != nil {
+		return nil, err
+	}
+	var all []treeEntry
+	for page := 0; ; page++ {
+		if page > 100000 {
+			return nil, fmt.Errorf("list %s: too many pages", req.URL.Redacted())
+		}
+		var entries []treeEntry
+		hdr, err := h.getJSON(ctx, req, &entries)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			if err := ValidateRemotePath(e.Path); err != nil {
+				return nil, fmt.Errorf("list %s of dataset %s: the Hub listed an %w: %w", displayDir(dir), h.id, ErrUnsafePath, err)
+			}
+			if dir != "" && !strings.HasPrefix(e.Path, dir+"/") {
+				return nil, fmt.Errorf("list %s of dataset %s: the Hub listed %q outside the directory: %w", displayDir(dir), h.id, shorten(e.Path, 200), ErrUnsafePath)
+			}
+			switch e.Type {
+			case "file":
+				if bh := e.blobHash(); !hexRE.MatchString(bh) {
+					return nil, fmt.Errorf("list %s of dataset %s: file %q has an invalid hash %q: %w", displayDir(dir), h.id, e.Path, shorten(bh, 80), ErrUnsafePath)
+				}
+				if e.size() < 0 {
+					return nil, fmt.Errorf("list %s of dataset %s: file %q has a negative size", displayDir(dir), h.id, e.Path)
+				}
+			case "directory":
+			default:
+				continue
+			}
+			all = append(all, e)
+		}
+		next := nextLink(hdr.Get("Link"))
+		if next == "" {
+			break
+		}
+		nu, err := req.URL.Parse(next)
+		if err != nil {
+			return nil, fmt.Errorf("list %s of dataset %s: bad pagination link: %w", displayDir(dir), h.id, err)
+		}
+		if !h.sameOrigin(nu) {
+			return nil, fmt.Errorf("list %s of dataset %s: pagination link to another host %s refused", displayDir(dir), h.id, nu.Host)
+		}
+		if req, err = h.newRequestURL(ctx, http.MethodGet, nu); err != nil {
+			return nil, err
+		}
+	}
+	h.mu.Lock()
+	for _, e := range all {
+		h.entries[e.Path] = e
+		if e.Type == "directory" && recursive {
+			h.listed[e.Path] = true
+		}
+	}
+	h.listed[dir] = true
+	h.mu.Unlock()
+	return all, nil
+}
+
+var hexRE = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
+
+func displayDir(d string) string {
+	if d == "" {
+		return "/"
+	}
+	return d
+}
+
+// nextLink extracts the rel="next" URL of a Link header.
+func nextLink(v string) string {
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if !strings.HasPrefix(part, "<") {
+			continue
+		}
+		end := strings.Index(part, ">")
+		if end < 0 {
+			continue
+		}
+		for _, param := range strings.Split(part[end+1:], ";") {
+			k, val, _ := strings.Cut(strings.TrimSpace(param), "=")
+			if strings.EqualFold(strings.TrimSpace(k), "rel") {
+				for _, rel := range strings.Fields(strings.Trim(strings.TrimSpace(val), `"`)) {
+					if strings.EqualFold(rel, "next") {
+						return part[1:end]
+					}
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// List returns the sorted paths of all files under dir ("" for the whole
+// dataset) at the pinned commit: from the tree API online, from the
+// snapshot directory offline. A missing directory lists as empty.
+func (h *Hub) List(ctx context.Context, dir string) ([]string, error) {
+	d, err := cleanDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("list %s in %s: %w", dir, h.id, err)
+	}
+	if h.opts.Offline {
+		out, err := h.cache.listSnapshot(h.sha, d)
+		if err != nil {
+			return nil, h.scrub(fmt.Errorf("list %s in %s@%s: %w", displayDir(d), h.id, h.sha, err))
+		}
+		return out, nil
+	}
+	entries, err := h.listTree(ctx, d, true)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, h.scrub(fmt.Errorf("list %s in %s@%s: %w", displayDir(d), h.id, h.sha, err))
+	}
+	var out []string
+	for _, e := range entries {
+		if e.Type == "file" {
+			out = append(out, e.Path)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// stat finds the tree entry of a file, listing its parent directory (one
+// request, which also describes its siblings) when it is not known yet.
+func (h *Hub) stat(ctx context.Context, name string) (treeEntry, error) {
+	h.mu.Lock()
+	e, ok := h.entries[name]
+	parent := path.Dir(name)
+	if parent == "." {
+		parent = ""
+	}
+	listed := h.listed[parent]
+	h.mu.Unlock()
+	if !ok && !listed {
+		if _, err := h.listTree(ctx, parent, false); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return treeEntry{}, err
+		}
+		h.mu.Lock()
+		e, ok = h.entries[name]
+		h.listed[parent] = true
+		h.mu.Unlock()
+	}
+	if !ok {
+		return treeEntry{}, fmt.Errorf("%s: %w", name, fs.ErrNotExist)
+	}
+	if e.Type != "file" {
+		return treeEntry{}, fmt.Errorf("%s is a directory", name)
+	}
+	return e, nil
+}
+
+// isShard reports whether name is bulk data, streamed under CacheNone:
+// paths under data/ and videos/. Everything else is metadata, always
+// cached whole.
+func isShard(name string) bool {
+	return strings.HasPrefix(name, "data/") || strings.HasPrefix(name, "videos/")
+}
+
+// Open opens name at the pinned commit. A file already in the cache
+// snapshot (downloaded by lrstream or by Python tools) is read locally
+// without any request. Otherwise metadata files, and every file under
+// CacheFull, are downloaded whole into the cache first; data shards under
+// CacheNone are streamed with range requests (the File then implements
+// Prefetcher).
+func (h *Hub) Open(ctx context.Context, name string) (File, error) {
+	f, err := h.open(ctx, name)
+	if err != nil {
+		return nil, h.scrub(fmt.Errorf("open %s in %s@%s: %w", name, h.id, shortSHA(h.sha), err))
+	}
+	return f, nil
+}
+
+func shortSHA(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}
+
+func (h *Hub) open(ctx context.Context, name string) (File, error) {
+	if err := ValidateRemotePath(name); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnsafePath, err)
+	}
+	if f, err := h.cache.openSnapshot(h.sha, name); err == nil {
+		h.stats.cacheHits.Add(1)
+		h.log.Debug("hub: cache hit", "file", name)
+		return f, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	if h.opts.Offline {
+		return nil, fmt.Errorf("%w (cache %s)", ErrOffline, h.cache.root)
+	}
+	e, err := h.stat(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if h.opts.Cache == CacheNone && isShard(name) {
+		return h.newRemoteFile(ctx, e), nil
+	}
+	if err := h.download(ctx, e); err != nil {
+		return nil, err
+	}
+	return h.cache.openSnapshot(h.sha, name)
+}
+
+// scrub makes sure an error message cannot carry the token, whatever
+// wrapped error produced it.
+func (h *Hub) scrub(err error) error {
+	if err == nil || h.opts.Token == "" || !strings.Contains(err.Error(), h.opts.Token) {
+		return err
+	}
+	return &scrubbedError{err: err, msg: strings.ReplaceAll(err.Error(), h.opts.Token, "[token]")}
+}
+
+type scrubbedError struct {
+	err error
+	msg string
+}
+
+func (e *scrubbedError) Error() string { return e.msg }
+func (e *scrubbedError) Unwrap() error { return e.err }

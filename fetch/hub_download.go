@@ -1,0 +1,269 @@
+package fetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// fileSizeIs reports whether p is a regular file of the given size.
+func fileSizeIs(p string, size int64) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Size() == size
+}
+
+// download makes sure the blob of e is in the cache (verified) and that
+// the snapshot links to it. Concurrent callers, in this process or in
+// others (lrstream or huggingface_hub), serialise on the blob's lock.
+func (h *Hub) download(ctx context.Context, e treeEntry) error {
+	hash, size := e.blobHash(), e.size()
+	if !hexRE.MatchString(hash) {
+		return fmt.Errorf("%w: invalid blob hash %q", ErrUnsafePath, shorten(hash, 80))
+	}
+	blob := h.cache.blobPath(hash)
+	finish := func() error {
+		if err := h.cache.link(h.sha, e.Path, hash); err != nil {
+			return err
+		}
+		return h.writeRef()
+	}
+	if fileSizeIs(blob, size) {
+		return finish()
+	}
+	if err := os.MkdirAll(h.cache.dir+"/blobs", 0o755); err != nil {
+		return fmt.Errorf("hub cache: %w", err)
+	}
+	unlock, err := h.cache.lock(ctx, hash, func() {
+		h.log.Debug("hub: waiting for another download of the same file", "file", e.Path)
+	})
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if fileSizeIs(blob, size) { // another process finished it meanwhile
+		return finish()
+	}
+	inc := blob + ".incomplete"
+	if err := h.fetchToFile(ctx, e, hash, size, inc); err != nil {
+		if errors.Is(err, ErrHashMismatch) {
+			os.Remove(inc) // untrusted bytes: never resume from them
+		}
+		return err
+	}
+	if err := verifyBlob(inc, hash, size); err != nil {
+		os.Remove(inc)
+		return fmt.Errorf("download %s: %w", e.Path, err)
+	}
+	if err := os.Rename(inc, blob); err != nil {
+		return fmt.Errorf("hub cache: %w", err)
+	}
+	h.log.Debug("hub: downloaded", "file", e.Path, "bytes", size, "blob", hash)
+	return finish()
+}
+
+// writeRef records refs/<requested> when a branch or tag was asked for,
+// once a snapshot file exists (huggingface_hub's scan_cache_dir treats a
+// ref to a missing snapshot as corruption).
+func (h *Hub) writeRef() error {
+	h.mu.Lock()
+	done := h.refDone
+	h.mu.Unlock()
+	if done || h.requested == h.sha {
+		return nil
+	}
+	if err := h.cache.writeRef(h.requested, h.sha); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	h.refDone = true
+	h.mu.Unlock()
+	return nil
+}
+
+// checkOrigin validates the headers of a resolve response against the
+// pinned commit and the expected blob hash. A mismatching ETag is a hard
+// error: the bytes cannot be trusted to be the file we listed.
+func (h *Hub) checkOrigin(resp *http.Response, ri *redirectInfo, hash string) error {
+	commit := ri.repoCommit
+	if !ri.redirected {
+		commit = resp.Header.Get("X-Repo-Commit")
+	}
+	if commit != "" && !strings.EqualFold(commit, h.sha) {
+		return fmt.Errorf("the Hub served commit %s instead of the pinned %s", shorten(commit, 64), h.sha)
+	}
+	etag := normalizeEtag(ri.linkedEtag)
+	if etag == "" && !ri.redirected {
+		etag = normalizeEtag(resp.Header.Get("X-Linked-Etag"))
+		if etag == "" {
+			etag = normalizeEtag(resp.Header.Get("ETag"))
+		}
+	}
+	if etag != "" && hash != "" && etag != hash {
+		return fmt.Errorf("%w: the Hub's ETag %s differs from the listed hash %s", ErrHashMismatch, shorten(etag, 80), hash)
+	}
+	return nil
+}
+
+// fetchToFile downloads e into the .incomplete file p, resuming a partial
+// file with a Range request and resuming after connection drops within
+// the retry budget.
+func (h *Hub) fetchToFile(ctx context.Context, e treeEntry, hash string, size int64, p string) error {
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("hub cache: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("hub cache: %w", err)
+	}
+	have := st.Size()
+	if have > size {
+		have = 0
+	}
+	if err := f.Truncate(have); err != nil {
+		return fmt.Errorf("hub cache: %w", err)
+	}
+	var tr *tracker
+	if h.prog != nil {
+		tr = h.prog.start(e.Path, size)
+		tr.add(have)
+		defer tr.done()
+	}
+	var s *retryState
+	for have < size || size == 0 {
+		ri := &redirectInfo{}
+		rctx := context.WithValue(ctx, redirectKey{}, ri)
+		req, err := h.newRequest(rctx, http.MethodGet, h.resolvePath(e.Path), "")
+		if err != nil {
+			return err
+		}
+		if s == nil {
+			s = h.newState(http.MethodGet, req.URL)
+		}
+		if have > 0 {
+			req.Header.Set("Range", "bytes="+strconv.FormatInt(have, 10)+"-")
+		}
+		resp, err := h.do(rctx, s, req)
+		if err != nil {
+			return err
+		}
+		switch resp.StatusCode {
+		case http.StatusOK:
+			have = 0
+			if tr != nil {
+				tr.reset()
+			}
+		case http.StatusPartialContent:
+			start, _, _, ok := parseContentRange(resp.Header.Get("Content-Range"))
+			if !ok || start != have {
+				resp.Body.Close()
+				return fmt.Errorf("GET %s: bad Content-Range %q for a resume at %d", req.URL.Redacted(), shorten(resp.Header.Get("Content-Range"), 80), have)
+			}
+		default:
+			err := s.statusError(resp)
+			resp.Body.Close()
+			return err
+		}
+		if err := h.checkOrigin(resp, ri, hash); err != nil {
+			resp.Body.Close()
+			return fmt.Errorf("GET %s: %w", req.URL.Redacted(), err)
+		}
+		if _, err := f.Seek(have, io.SeekStart); err != nil {
+			resp.Body.Close()
+			return fmt.Errorf("hub cache: %w", err)
+		}
+		if err := f.Truncate(have); err != nil {
+			resp.Body.Close()
+			return fmt.Errorf("hub cache: %w", err)
+		}
+		n, rerr := copyBody(f, resp.Body, size-have, tr)
+		resp.Body.Close()
+		have += n
+		h.stats.bytes.Add(n)
+		var werr *writeError
+		if errors.As(rerr, &werr) {
+			return fmt.Errorf("hub cache: %w", werr.err)
+		}
+		if rerr == nil && have < size {
+			rerr = io.ErrUnexpectedEOF
+		}
+		if rerr != nil {
+			h.log.Debug("hub: download interrupted, resuming", "file", e.Path, "at", have, "error", rerr)
+			if err := s.retryBody(ctx, rerr); err != nil {
+				return err
+			}
+			continue
+		}
+		break
+	}
+	return nil
+}
+
+type writeError struct{ err error }
+
+func (e *writeError) Error() string { return e.err.Error() }
+
+// copyBody copies at most limit bytes of body to w (one byte more is
+// read to detect an overlong body, which is an error).
+func copyBody(w io.Writer, body io.Reader, limit int64, tr *tracker) (int64, error) {
+	buf := make([]byte, 256<<10)
+	var n int64
+	for {
+		m, err := body.Read(buf)
+		if m > 0 {
+			if n+int64(m) > limit {
+				return n, fmt.Errorf("%w: the server sent more bytes than the file's size", ErrHashMismatch)
+			}
+			if _, werr := w.Write(buf[:m]); werr != nil {
+				return n, &writeError{werr}
+			}
+			n += int64(m)
+			if tr != nil {
+				tr.add(int64(m))
+			}
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+// parseContentRange parses "bytes START-END/TOTAL" (TOTAL may be "*").
+func parseContentRange(v string) (start, end, total int64, ok bool) {
+	v = strings.TrimSpace(v)
+	rest, found := strings.CutPrefix(v, "bytes ")
+	if !found {
+		return 0, 0, 0, false
+	}
+	rng, tot, found := strings.Cut(rest, "/")
+	if !found {
+		return 0, 0, 0, false
+	}
+	a, b, found := strings.Cut(rng, "-")
+	if !found {
+		return 0, 0, 0, false
+	}
+	var err error
+	if start, err = strconv.ParseInt(a, 10, 64); err != nil {
+		return 0, 0, 0, false
+	}
+	if end, err = strconv.ParseInt(b, 10, 64); err != nil || end < start {
+		return 0, 0, 0, false
+	}
+	total = -1
+	if tot != "*" {
+		if total, err = strconv.ParseInt(tot, 10, 64); err != nil {
+			return 0, 0, 0, false
+		}
+	}
+	return start, end, total, true
+}
