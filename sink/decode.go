@@ -1,0 +1,485 @@
+package sink
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/lrstream/lrstream/collate"
+	"github.com/lrstream/lrstream/schema"
+)
+
+// Array is a decoded msgpack-numpy array: numpy dtype string, shape and raw
+// C-order bytes.
+type Array struct {
+	DType string
+	Shape []int
+	Data  []byte
+}
+
+// Field is one named column of a decoded batch.
+type Field struct {
+	Name string
+	// Value is an *Array for numeric columns, otherwise the decoded
+	// msgpack value (see Decoder.Next for the value types).
+	Value any
+}
+
+// DecodedBatch is a decoded batch message.
+type DecodedBatch struct {
+	Meta    BatchMeta
+	Size    int
+	Columns []Field
+}
+
+// Column returns the named column's value, or nil.
+func (b *DecodedBatch) Column(name string) any {
+	for _, f := range b.Columns {
+		if f.Name == name {
+			return f.Value
+		}
+	}
+	return nil
+}
+
+// Message is one decoded wire message.
+type Message struct {
+	// Type is "header", "batch", "end" or "error".
+	Type string
+	// Raw is the message's exact encoded bytes (owned by the Message).
+	Raw []byte
+	// Value is the whole message as a generic value (a schema.Map).
+	Value schema.Map
+	// Exactly one of the following is set, according to Type.
+	Header *Header
+	Batch  *DecodedBatch
+	End    *End
+	Error  string
+}
+
+// Decoder reads wire messages from a msgpack stream.
+type Decoder struct {
+	r   *bufio.Reader
+	raw []byte
+}
+
+// NewDecoder returns a Decoder reading from r.
+func NewDecoder(r io.Reader) *Decoder { return &Decoder{r: bufio.NewReaderSize(r, 64<<10)} }
+
+// errTruncated reports input ending inside a message.
+var errTruncated = fmt.Errorf("sink: stream truncated inside a message: %w", io.ErrUnexpectedEOF)
+
+// Next decodes the next message. It returns io.EOF when the input ends
+// cleanly between messages and an error wrapping io.ErrUnexpectedEOF when
+// it ends inside one. Generic values decode as nil, bool, int64, uint64
+// (above MaxInt64), float64, string, []byte, []any, schema.Map (keys
+// converted to strings) and *Array (msgpack-numpy maps).
+func (d *Decoder) Next() (*Message, error) {
+	d.raw = d.raw[:0]
+	if _, err := d.r.Peek(1); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, io.EOF
+		}
+		return nil, fmt.Errorf("sink: read: %w", err)
+	}
+	v, err := d.value(0)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := v.(schema.Map)
+	if !ok {
+		return nil, fmt.Errorf("sink: message is a %T, want a map", v)
+	}
+	msg := &Message{Raw: append([]byte(nil), d.raw...), Value: m}
+	t, _ := m.Get("type")
+	msg.Type, _ = t.(string)
+	switch msg.Type {
+	case TypeHeader:
+		msg.Header, err = headerFromMap(m)
+	case TypeBatch:
+		msg.Batch, err = batchFromMap(m)
+	case TypeEnd:
+		msg.End, err = endFromMap(m)
+	case TypeError:
+		s, _ := m.Get("message")
+		msg.Error, _ = s.(string)
+	default:
+		err = fmt.Errorf("sink: unknown message type %q", msg.Type)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return msg, nil
+}
+
+func (d *Decoder) read(n int) ([]byte, error) {
+	start := len(d.raw)
+	if cap(d.raw)-start < n {
+		nb := make([]byte, start, 2*cap(d.raw)+n)
+		copy(nb, d.raw)
+		d.raw = nb
+	}
+	d.raw = d.raw[:start+n]
+	if _, err := io.ReadFull(d.r, d.raw[start:]); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, errTruncated
+		}
+		return nil, fmt.Errorf("sink: read: %w", err)
+	}
+	return d.raw[start : start+n], nil
+}
+
+func (d *Decoder) uint(n int) (uint64, error) {
+	p, err := d.read(n)
+	if err != nil {
+		return 0, err
+	}
+	switch n {
+	case 1:
+		return uint64(p[0]), nil
+	case 2:
+		return uint64(binary.BigEndian.Uint16(p)), nil
+	case 4:
+		return uint64(binary.BigEndian.Uint32(p)), nil
+	}
+	return binary.BigEndian.Uint64(p), nil
+}
+
+const maxDecodeDepth = 1000
+
+// value decodes one msgpack value.
+func (d *Decoder) value(depth int) (any, error) {
+	if depth > maxDecodeDepth {
+		return nil, errors.New("sink: msgpack nested too deeply")
+	}
+	p, err := d.read(1)
+	if err != nil {
+		return nil, err
+	}
+	c := p[0]
+	switch {
+	case c <= 0x7f:
+		return int64(c), nil
+	case c >= 0xe0:
+		return int64(int8(c)), nil
+	case c&0xf0 == 0x80:
+		return d.mapBody(int(c&0x0f), depth)
+	case c&0xf0 == 0x90:
+		return d.arrayBody(int(c&0x0f), depth)
+	case c&0xe0 == 0xa0:
+		return d.str(int(c & 0x1f))
+	}
+	switch c {
+	case 0xc0:
+		return nil, nil
+	case 0xc2:
+		return false, nil
+	case 0xc3:
+		return true, nil
+	case 0xc4, 0xc5, 0xc6:
+		n, err := d.uint(1 << (c - 0xc4))
+		if err != nil {
+			return nil, err
+		}
+		b, err := d.read(int(n))
+		if err != nil {
+			return nil, err
+		}
+		return append([]byte{}, b...), nil
+	case 0xca:
+		u, err := d.uint(4)
+		return float64(math.Float32frombits(uint32(u))), err
+	case 0xcb:
+		u, err := d.uint(8)
+		return math.Float64frombits(u), err
+	case 0xcc, 0xcd, 0xce, 0xcf:
+		u, err := d.uint(1 << (c - 0xcc))
+		if err != nil {
+			return nil, err
+		}
+		if u > math.MaxInt64 {
+			return u, nil
+		}
+		return int64(u), nil
+	case 0xd0:
+		u, err := d.uint(1)
+		return int64(int8(u)), err
+	case 0xd1:
+		u, err := d.uint(2)
+		return int64(int16(u)), err
+	case 0xd2:
+		u, err := d.uint(4)
+		return int64(int32(u)), err
+	case 0xd3:
+		u, err := d.uint(8)
+		return int64(u), err
+	case 0xd9, 0xda, 0xdb:
+		n, err := d.uint(1 << (c - 0xd9))
+		if err != nil {
+			return nil, err
+		}
+		return d.str(int(n))
+	case 0xdc, 0xdd:
+		n, err := d.uint(2 << (c - 0xdc))
+		if err != nil {
+			return nil, err
+		}
+		return d.arrayBody(int(n), depth)
+	case 0xde, 0xdf:
+		n, err := d.uint(2 << (c - 0xde))
+		if err != nil {
+			return nil, err
+		}
+		return d.mapBody(int(n), depth)
+	}
+	return nil, fmt.Errorf("sink: unsupported msgpack type byte 0x%02x", c)
+}
+
+func (d *Decoder) str(n int) (string, error) {
+	b, err := d.read(n)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+func (d *Decoder) arrayBody(n, depth int) (any, error) {
+	out := make([]any, 0, min(n, 4096))
+	for i := 0; i < n; i++ {
+		v, err := d.value(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// mapBody decodes a map; a map with bin keys carrying nd = true is a
+// msgpack-numpy array and becomes an *Array.
+func (d *Decoder) mapBody(n, depth int) (any, error) {
+	m := schema.Map{Keys: make([]string, 0, min(n, 4096)), Values: make([]any, 0, min(n, 4096))}
+	binKeys := false
+	for i := 0; i < n; i++ {
+		k, err := d.value(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		var key string
+		switch x := k.(type) {
+		case string:
+			key = x
+		case []byte:
+			key, binKeys = string(x), true
+		default:
+			return nil, fmt.Errorf("sink: map key is a %T", k)
+		}
+		v, err := d.value(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		m.Keys = append(m.Keys, key)
+		m.Values = append(m.Values, v)
+	}
+	if binKeys {
+		if nd, _ := m.Get("nd"); nd == true {
+			return arrayFromMap(m)
+		}
+	}
+	return m, nil
+}
+
+func arrayFromMap(m schema.Map) (*Array, error) {
+	a := &Array{}
+	t, _ := m.Get("type")
+	a.DType, _ = t.(string)
+	if bt, ok := t.([]byte); ok {
+		a.DType = string(bt)
+	}
+	data, _ := m.Get("data")
+	a.Data, _ = data.([]byte)
+	shape, _ := m.Get("shape")
+	sh, ok := shape.([]any)
+	if !ok || a.DType == "" {
+		return nil, errors.New("sink: malformed msgpack-numpy array")
+	}
+	elems := 1
+	for _, d := range sh {
+		n, ok := d.(int64)
+		if !ok || n < 0 {
+			return nil, errors.New("sink: malformed msgpack-numpy array shape")
+		}
+		a.Shape = append(a.Shape, int(n))
+		elems *= int(n)
+	}
+	f := collate.Feature{Name: "array", DType: a.DType}
+	if err := f.Validate(); err == nil && elems*f.ItemSize() != len(a.Data) {
+		return nil, fmt.Errorf("sink: msgpack-numpy array has %d data bytes, want %d for %s %v", len(a.Data), elems*f.ItemSize(), a.DType, a.Shape)
+	}
+	return a, nil
+}
+
+// Helpers converting generic values to typed fields.
+
+func getStr(m schema.Map, k string) string {
+	v, _ := m.Get(k)
+	s, _ := v.(string)
+	return s
+}
+
+func getInt(m schema.Map, k string) int64 {
+	v, _ := m.Get(k)
+	i, _ := v.(int64)
+	return i
+}
+
+func getBool(m schema.Map, k string) bool {
+	v, _ := m.Get(k)
+	b, _ := v.(bool)
+	return b
+}
+
+func headerFromMap(m schema.Map) (*Header, error) {
+	h := &Header{
+		Format: getStr(m, "format"), Version: getStr(m, "lrstream_version"),
+		Dataset: getStr(m, "dataset"), Revision: getStr(m, "revision"), FPS: int(getInt(m, "fps")),
+		Recipe: getStr(m, "recipe"), RecipeSHA256: getStr(m, "recipe_sha256"), Mode: getStr(m, "mode"),
+		BatchSize: int(getInt(m, "batch_size")), DropLast: getBool(m, "drop_last"), KeepLanguage: getBool(m, "keep_language"),
+	}
+	if fs, ok := m.Get("features"); ok {
+		list, _ := fs.([]any)
+		for _, e := range list {
+			fm, ok := e.(schema.Map)
+			if !ok {
+				return nil, errors.New("sink: header feature is not a map")
+			}
+			f := collate.Feature{Name: getStr(fm, "name"), DType: getStr(fm, "dtype"), Shape: []int{}}
+			sh, _ := fm.Get("shape")
+			dims, _ := sh.([]any)
+			for _, d := range dims {
+				n, _ := d.(int64)
+				f.Shape = append(f.Shape, int(n))
+			}
+			h.Features = append(h.Features, f)
+		}
+	}
+	for _, kv := range []struct {
+		k   string
+		dst *json.RawMessage
+	}{{"tools", &h.Tools}, {"options", &h.Options}} {
+		if v, ok := m.Get(kv.k); ok && v != nil {
+			b, err := appendJSONValue(nil, v)
+			if err != nil {
+				return nil, fmt.Errorf("sink: header %s: %w", kv.k, err)
+			}
+			*kv.dst = b
+		}
+	}
+	if cs, ok := m.Get("components"); ok {
+		list, _ := cs.([]any)
+		for _, c := range list {
+			s, _ := c.(string)
+			h.Components = append(h.Components, s)
+		}
+	}
+	if v, ok := m.Get("share"); ok {
+		sm, _ := v.(schema.Map)
+		h.Share = Share{Rank: int(getInt(sm, "rank")), WorldSize: int(getInt(sm, "world_size")),
+			Worker: int(getInt(sm, "worker")), NumWorkers: int(getInt(sm, "num_workers"))}
+	}
+	return h, nil
+}
+
+func batchFromMap(m schema.Map) (*DecodedBatch, error) {
+	b := &DecodedBatch{Size: int(getInt(m, "size"))}
+	b.Meta = BatchMeta{Seq: getInt(m, "seq"), Epoch: getInt(m, "epoch"), Resume: getStr(m, "resume")}
+	v, _ := m.Get("columns")
+	cols, ok := v.(schema.Map)
+	if !ok {
+		return nil, errors.New("sink: batch message without a columns map")
+	}
+	for i, k := range cols.Keys {
+		b.Columns = append(b.Columns, Field{Name: k, Value: cols.Values[i]})
+	}
+	return b, nil
+}
+
+func endFromMap(m schema.Map) (*End, error) {
+	e := &End{Frames: getInt(m, "frames"), Rendered: getInt(m, "rendered"), Dropped: getInt(m, "dropped"),
+		Passthrough: getInt(m, "passthrough"), Skipped: getInt(m, "skipped"), Errors: getInt(m, "errors"),
+		Batches: getInt(m, "batches"), Samples: getInt(m, "samples")}
+	if v, ok := m.Get("components"); ok {
+		cm, _ := v.(schema.Map)
+		for i, k := range cm.Keys {
+			n, _ := cm.Values[i].(int64)
+			e.Components = append(e.Components, ComponentCount{Name: k, Count: n})
+		}
+	}
+	return e, nil
+}
+
+// Stream is a whole decoded stream.
+type Stream struct {
+	Header  *Header
+	Batches []*DecodedBatch
+	End     *End
+}
+
+// StreamError is an in-band error message read from a stream.
+type StreamError struct{ Message string }
+
+// Error returns the producer's message.
+func (e *StreamError) Error() string { return "lrstream stream failed: " + e.Message }
+
+// ErrNoEnd reports a stream that ended without an end message.
+var ErrNoEnd = errors.New("sink: stream ended without an end message (truncated)")
+
+// Decode reads a whole stream and checks its grammar: a header, batches,
+// then end. An in-band error message is returned as a *StreamError (with
+// what was read so far), a missing end as ErrNoEnd.
+func Decode(r io.Reader) (*Stream, error) {
+	d := NewDecoder(r)
+	s := &Stream{}
+	for {
+		m, err := d.Next()
+		if errors.Is(err, io.EOF) {
+			return s, ErrNoEnd
+		}
+		if err != nil {
+			return s, err
+		}
+		if s.End != nil {
+			return s, errors.New("sink: message after end")
+		}
+		switch m.Type {
+		case TypeError:
+			return s, &StreamError{Message: m.Error}
+		case TypeHeader:
+			if s.Header != nil {
+				return s, errors.New("sink: second header")
+			}
+			s.Header = m.Header
+		case TypeBatch:
+			if s.Header == nil {
+				return s, errors.New("sink: batch before header")
+			}
+			s.Batches = append(s.Batches, m.Batch)
+		case TypeEnd:
+			if s.Header == nil {
+				return s, errors.New("sink: end before header")
+			}
+			s.End = m.End
+			if _, err := d.Next(); !errors.Is(err, io.EOF) {
+				if err == nil {
+					return s, errors.New("sink: message after end")
+				}
+				return s, err
+			}
+			return s, nil
+		}
+	}
+}

@@ -1,0 +1,12 @@
+// Package sink writes collated batches out as a stream in lrstream's wire
+// format (docs/wire-format.md): one header message, batch messages, then an
+// end message — or an error message when the stream fails.
+//
+// Implementations: NewMsgpack (the binary wire format, for pipes, sockets
+// and shard files), NewJSONL (one JSON object per message, for humans and
+// debugging) and Discard (counts bytes, for benchmarks). Decoder reads the
+// msgpack format back, for tests and shard replay.
+//
+// Encoding is deterministic: the same messages give the same bytes, map keys
+// always come in a fixed or source-preserved order.
+package sink

@@ -1,0 +1,366 @@
+package sink
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/lrstream/lrstream/collate"
+	"github.com/lrstream/lrstream/schema"
+)
+
+// AppendHeader appends the msgpack header message for h to dst.
+func AppendHeader(dst []byte, h Header) ([]byte, error) {
+	b := mpMapHeader(dst, 17)
+	b = mpStr(b, "type")
+	b = mpStr(b, TypeHeader)
+	b = mpStr(b, "format")
+	format := h.Format
+	if format == "" {
+		format = FormatVersion
+	}
+	b = mpStr(b, format)
+	b = mpStr(b, "lrstream_version")
+	b = mpStr(b, h.Version)
+	b = mpStr(b, "dataset")
+	b = mpStr(b, h.Dataset)
+	b = mpStr(b, "revision")
+	b = mpStr(b, h.Revision)
+	b = mpStr(b, "fps")
+	b = mpInt(b, int64(h.FPS))
+	b = mpStr(b, "recipe")
+	b = mpStr(b, h.Recipe)
+	b = mpStr(b, "recipe_sha256")
+	b = mpStr(b, h.RecipeSHA256)
+	b = mpStr(b, "mode")
+	b = mpStr(b, h.Mode)
+	b = mpStr(b, "batch_size")
+	b = mpInt(b, int64(h.BatchSize))
+	b = mpStr(b, "drop_last")
+	b = mpBool(b, h.DropLast)
+	b = mpStr(b, "keep_language")
+	b = mpBool(b, h.KeepLanguage)
+	b = mpStr(b, "features")
+	b = mpArrayHeader(b, len(h.Features))
+	for _, f := range h.Features {
+		b = mpMapHeader(b, 3)
+		b = mpStr(b, "name")
+		b = mpStr(b, f.Name)
+		b = mpStr(b, "dtype")
+		b = mpStr(b, f.DType)
+		b = mpStr(b, "shape")
+		b = mpArrayHeader(b, len(f.Shape))
+		for _, d := range f.Shape {
+			b = mpInt(b, int64(d))
+		}
+	}
+	var err error
+	b = mpStr(b, "tools")
+	if b, err = appendRawJSON(b, h.Tools); err != nil {
+		return dst, fmt.Errorf("sink: header tools: %w", err)
+	}
+	b = mpStr(b, "options")
+	if b, err = appendRawJSON(b, h.Options); err != nil {
+		return dst, fmt.Errorf("sink: header options: %w", err)
+	}
+	b = mpStr(b, "components")
+	b = mpArrayHeader(b, len(h.Components))
+	for _, c := range h.Components {
+		b = mpStr(b, c)
+	}
+	b = mpStr(b, "share")
+	b = mpMapHeader(b, 4)
+	b = mpStr(b, "rank")
+	b = mpInt(b, int64(h.Share.Rank))
+	b = mpStr(b, "world_size")
+	b = mpInt(b, int64(h.Share.WorldSize))
+	b = mpStr(b, "worker")
+	b = mpInt(b, int64(h.Share.Worker))
+	b = mpStr(b, "num_workers")
+	b = mpInt(b, int64(h.Share.NumWorkers))
+	return b, nil
+}
+
+// appendRawJSON transcodes JSON text, or writes nil for an empty value.
+func appendRawJSON(b []byte, raw json.RawMessage) ([]byte, error) {
+	if len(raw) == 0 {
+		return mpNil(b), nil
+	}
+	return appendJSONAsMsgpack(b, raw)
+}
+
+// AppendEnd appends the msgpack end message for e to dst.
+func AppendEnd(dst []byte, e End) []byte {
+	b := mpMapHeader(dst, 10)
+	b = mpStr(b, "type")
+	b = mpStr(b, TypeEnd)
+	for _, kv := range []struct {
+		k string
+		v int64
+	}{{"frames", e.Frames}, {"rendered", e.Rendered}, {"dropped", e.Dropped}, {"passthrough", e.Passthrough},
+		{"skipped", e.Skipped}, {"errors", e.Errors}, {"batches", e.Batches}, {"samples", e.Samples}} {
+		b = mpStr(b, kv.k)
+		b = mpInt(b, kv.v)
+	}
+	b = mpStr(b, "components")
+	b = mpMapHeader(b, len(e.Components))
+	for _, c := range e.Components {
+		b = mpStr(b, c.Name)
+		b = mpInt(b, c.Count)
+	}
+	return b
+}
+
+// AppendError appends the msgpack error message for msg to dst.
+func AppendError(dst []byte, msg string) []byte {
+	b := mpMapHeader(dst, 2)
+	b = mpStr(b, "type")
+	b = mpStr(b, TypeError)
+	b = mpStr(b, "message")
+	return mpStr(b, msg)
+}
+
+// batchKeys counts the column entries of a batch message.
+func batchKeys(bt *collate.Batch) int {
+	n := len(bt.Columns) + 1 // numeric columns + task
+	if bt.Samples != nil {
+		n += 3
+	}
+	if bt.Persistent != nil {
+		n++
+	}
+	if bt.Events != nil {
+		n++
+	}
+	return n
+}
+
+// AppendBatch appends the msgpack batch message for bt to dst. Batches can
+// be encoded concurrently (each into its own buffer) and written in order
+// with Msgpack.WriteEncoded.
+func AppendBatch(dst []byte, bt *collate.Batch, meta BatchMeta) ([]byte, error) {
+	b := mpMapHeader(dst, 6)
+	b = mpStr(b, "type")
+	b = mpStr(b, TypeBatch)
+	b = mpStr(b, "seq")
+	b = mpInt(b, meta.Seq)
+	b = mpStr(b, "epoch")
+	b = mpInt(b, meta.Epoch)
+	b = mpStr(b, "size")
+	b = mpInt(b, int64(bt.N))
+	b = mpStr(b, "resume")
+	if meta.Resume == "" {
+		b = mpNil(b)
+	} else {
+		b = mpStr(b, meta.Resume)
+	}
+	b = mpStr(b, "columns")
+	b = mpMapHeader(b, batchKeys(bt))
+	for i := range bt.Columns {
+		c := &bt.Columns[i]
+		b = mpStr(b, c.Name)
+		b = appendNDArray(b, c)
+	}
+	b = mpStr(b, collate.ColTask)
+	b = mpArrayHeader(b, len(bt.Task))
+	for _, s := range bt.Task {
+		b = mpStr(b, s)
+	}
+	var err error
+	if bt.Samples != nil {
+		b = mpStr(b, collate.KeyMessages)
+		b = mpArrayHeader(b, len(bt.Samples))
+		for i, s := range bt.Samples {
+			b = mpArrayHeader(b, len(s.Messages))
+			for j := range s.Messages {
+				if b, err = appendMessage(b, &s.Messages[j]); err != nil {
+					return dst, fmt.Errorf("sink: batch %d sample %d (index %d) message %d: %w", meta.Seq, i, bt.Index(i), j, err)
+				}
+			}
+		}
+		b = mpStr(b, collate.KeyMessageStreams)
+		b = mpArrayHeader(b, len(bt.Samples))
+		for _, s := range bt.Samples {
+			b = mpArrayHeader(b, len(s.Streams))
+			for _, st := range s.Streams {
+				b = mpStr(b, st)
+			}
+		}
+		b = mpStr(b, collate.KeyTargetMessages)
+		b = mpArrayHeader(b, len(bt.Samples))
+		for _, s := range bt.Samples {
+			b = mpArrayHeader(b, len(s.Targets))
+			for _, t := range s.Targets {
+				b = mpInt(b, int64(t))
+			}
+		}
+	}
+	for _, lang := range []struct {
+		key  string
+		rows [][]schema.Row
+	}{{collate.KeyLanguagePersistent, bt.Persistent}, {collate.KeyLanguageEvents, bt.Events}} {
+		if lang.rows == nil {
+			continue
+		}
+		b = mpStr(b, lang.key)
+		b = mpArrayHeader(b, len(lang.rows))
+		for i, rows := range lang.rows {
+			b = mpArrayHeader(b, len(rows))
+			for j := range rows {
+				if b, err = appendRow(b, &rows[j]); err != nil {
+					return dst, fmt.Errorf("sink: batch %d sample %d (index %d) %s row %d: %w", meta.Seq, i, bt.Index(i), lang.key, j, err)
+				}
+			}
+		}
+	}
+	return b, nil
+}
+
+// appendNDArray writes a column the msgpack-numpy way: a map with bin keys
+// nd, type, kind, shape, data.
+func appendNDArray(b []byte, c *collate.Column) []byte {
+	b = mpMapHeader(b, 5)
+	b = mpBin(b, []byte("nd"))
+	b = mpBool(b, true)
+	b = mpBin(b, []byte("type"))
+	b = mpStr(b, c.DType)
+	b = mpBin(b, []byte("kind"))
+	b = mpBin(b, nil)
+	b = mpBin(b, []byte("shape"))
+	b = mpArrayHeader(b, len(c.Shape))
+	for _, d := range c.Shape {
+		b = mpInt(b, int64(d))
+	}
+	b = mpBin(b, []byte("data"))
+	return mpBin(b, c.Data)
+}
+
+// appendMessage writes one chat message: role, then content when present,
+// then tool_calls when present.
+func appendMessage(b []byte, m *schema.Message) ([]byte, error) {
+	n := 1
+	if m.Kind != schema.NoContent {
+		n++
+	}
+	if m.ToolCalls != nil {
+		n++
+	}
+	b = mpMapHeader(b, n)
+	b = mpStr(b, "role")
+	b = mpStr(b, m.Role)
+	var err error
+	switch m.Kind {
+	case schema.TextContent:
+		b = mpStr(b, "content")
+		b = mpStr(b, m.Text)
+	case schema.BlockContent:
+		b = mpStr(b, "content")
+		b = mpArrayHeader(b, len(m.Blocks))
+		for _, blk := range m.Blocks {
+			if b, err = appendValue(b, blk); err != nil {
+				return b, fmt.Errorf("content block: %w", err)
+			}
+		}
+	}
+	if m.ToolCalls != nil {
+		b = mpStr(b, "tool_calls")
+		if b, err = appendJSONAsMsgpack(b, m.ToolCalls); err != nil {
+			return b, err
+		}
+	}
+	return b, nil
+}
+
+// appendRow writes one raw language row with LeRobot's field names;
+// timestamp only for persistent rows.
+func appendRow(b []byte, r *schema.Row) ([]byte, error) {
+	n := 5
+	if r.HasTimestamp {
+		n++
+	}
+	b = mpMapHeader(b, n)
+	b = mpStr(b, "role")
+	b = mpStr(b, r.Role)
+	b = mpStr(b, "content")
+	b = mpOptStr(b, r.Content)
+	b = mpStr(b, "style")
+	b = mpOptStr(b, r.Style)
+	if r.HasTimestamp {
+		b = mpStr(b, "timestamp")
+		b = mpFloat64(b, r.Timestamp)
+	}
+	b = mpStr(b, "camera")
+	b = mpOptStr(b, r.Camera)
+	b = mpStr(b, "tool_calls")
+	if r.ToolCalls == nil {
+		return mpNil(b), nil
+	}
+	return appendJSONAsMsgpack(b, r.ToolCalls)
+}
+
+func mpOptStr(b []byte, s *string) []byte {
+	if s == nil {
+		return mpNil(b)
+	}
+	return mpStr(b, *s)
+}
+
+// appendValue writes a JSON-like value: nil, bool, integers, floats,
+// string, []any, schema.Map, json.RawMessage.
+func appendValue(b []byte, v any) ([]byte, error) {
+	var err error
+	switch x := v.(type) {
+	case nil:
+		return mpNil(b), nil
+	case bool:
+		return mpBool(b, x), nil
+	case int64:
+		return mpInt(b, x), nil
+	case int:
+		return mpInt(b, int64(x)), nil
+	case int32:
+		return mpInt(b, int64(x)), nil
+	case uint64:
+		return mpUint(b, x), nil
+	case float64:
+		return mpFloat64(b, x), nil
+	case float32:
+		return mpFloat64(b, float64(x)), nil
+	case string:
+		return mpStr(b, x), nil
+	case json.Number:
+		return appendJSONAsMsgpack(b, []byte(x))
+	case json.RawMessage:
+		return appendJSONAsMsgpack(b, x)
+	case []any:
+		b = mpArrayHeader(b, len(x))
+		for _, e := range x {
+			if b, err = appendValue(b, e); err != nil {
+				return b, err
+			}
+		}
+		return b, nil
+	case schema.Map:
+		if len(x.Keys) != len(x.Values) {
+			return b, fmt.Errorf("malformed map: %d keys, %d values", len(x.Keys), len(x.Values))
+		}
+		b = mpMapHeader(b, len(x.Keys))
+		for i, k := range x.Keys {
+			b = mpStr(b, k)
+			if b, err = appendValue(b, x.Values[i]); err != nil {
+				return b, err
+			}
+		}
+		return b, nil
+	case *schema.Map:
+		return appendValue(b, *x)
+	case []schema.Map:
+		b = mpArrayHeader(b, len(x))
+		for _, e := range x {
+			if b, err = appendValue(b, e); err != nil {
+				return b, err
+			}
+		}
+		return b, nil
+	}
+	return b, fmt.Errorf("unsupported value type %T", v)
+}

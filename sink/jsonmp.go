@@ -1,0 +1,299 @@
+package sink
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// appendJSONAsMsgpack transcodes one JSON value (the whole of src, with
+// surrounding whitespace) to msgpack, preserving object key order. Integers
+// that fit int64/uint64 become msgpack integers, other numbers float64.
+func appendJSONAsMsgpack(dst, src []byte) ([]byte, error) {
+	t := jsonTranscoder{src: src, out: dst}
+	t.ws()
+	if err := t.value(0); err != nil {
+		return dst, fmt.Errorf("sink: transcoding JSON to msgpack: %w", err)
+	}
+	t.ws()
+	if t.pos != len(t.src) {
+		return dst, fmt.Errorf("sink: transcoding JSON to msgpack: trailing data at offset %d", t.pos)
+	}
+	return t.out, nil
+}
+
+type jsonTranscoder struct {
+	src []byte
+	pos int
+	out []byte
+}
+
+const maxJSONDepth = 10000
+
+var errJSONEnd = errors.New("unexpected end of JSON")
+
+func (t *jsonTranscoder) ws() {
+	for t.pos < len(t.src) {
+		switch t.src[t.pos] {
+		case ' ', '\t', '\n', '\r':
+			t.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (t *jsonTranscoder) errAt(what string) error {
+	if t.pos >= len(t.src) {
+		return errJSONEnd
+	}
+	return fmt.Errorf("%s at offset %d", what, t.pos)
+}
+
+func (t *jsonTranscoder) literal(lit string) bool {
+	if len(t.src)-t.pos >= len(lit) && string(t.src[t.pos:t.pos+len(lit)]) == lit {
+		t.pos += len(lit)
+		return true
+	}
+	return false
+}
+
+func (t *jsonTranscoder) value(depth int) error {
+	if depth > maxJSONDepth {
+		return errors.New("JSON nested too deeply")
+	}
+	if t.pos >= len(t.src) {
+		return errJSONEnd
+	}
+	switch c := t.src[t.pos]; {
+	case c == '{':
+		t.pos++
+		at := len(t.out)
+		t.out = append(t.out, 0, 0, 0, 0, 0)
+		n := 0
+		t.ws()
+		if t.pos < len(t.src) && t.src[t.pos] == '}' {
+			t.pos++
+		} else {
+			for {
+				t.ws()
+				if t.pos >= len(t.src) || t.src[t.pos] != '"' {
+					return t.errAt("expected object key")
+				}
+				if err := t.str(); err != nil {
+					return err
+				}
+				t.ws()
+				if t.pos >= len(t.src) || t.src[t.pos] != ':' {
+					return t.errAt("expected ':'")
+				}
+				t.pos++
+				t.ws()
+				if err := t.value(depth + 1); err != nil {
+					return err
+				}
+				n++
+				t.ws()
+				if t.pos >= len(t.src) {
+					return errJSONEnd
+				}
+				if t.src[t.pos] == ',' {
+					t.pos++
+					continue
+				}
+				if t.src[t.pos] == '}' {
+					t.pos++
+					break
+				}
+				return t.errAt("expected ',' or '}'")
+			}
+		}
+		t.out = mpPatchContainer(t.out, at, n, true)
+	case c == '[':
+		t.pos++
+		at := len(t.out)
+		t.out = append(t.out, 0, 0, 0, 0, 0)
+		n := 0
+		t.ws()
+		if t.pos < len(t.src) && t.src[t.pos] == ']' {
+			t.pos++
+		} else {
+			for {
+				t.ws()
+				if err := t.value(depth + 1); err != nil {
+					return err
+				}
+				n++
+				t.ws()
+				if t.pos >= len(t.src) {
+					return errJSONEnd
+				}
+				if t.src[t.pos] == ',' {
+					t.pos++
+					continue
+				}
+				if t.src[t.pos] == ']' {
+					t.pos++
+					break
+				}
+				return t.errAt("expected ',' or ']'")
+			}
+		}
+		t.out = mpPatchContainer(t.out, at, n, false)
+	case c == '"':
+		return t.str()
+	case c == 't':
+		if !t.literal("true") {
+			return t.errAt("invalid literal")
+		}
+		t.out = mpBool(t.out, true)
+	case c == 'f':
+		if !t.literal("false") {
+			return t.errAt("invalid literal")
+		}
+		t.out = mpBool(t.out, false)
+	case c == 'n':
+		if !t.literal("null") {
+			return t.errAt("invalid literal")
+		}
+		t.out = mpNil(t.out)
+	case c == '-' || (c >= '0' && c <= '9'):
+		return t.number()
+	default:
+		return t.errAt(fmt.Sprintf("unexpected character %q", c))
+	}
+	return nil
+}
+
+func (t *jsonTranscoder) number() error {
+	start := t.pos
+	isFloat := false
+	for t.pos < len(t.src) {
+		c := t.src[t.pos]
+		if c >= '0' && c <= '9' || c == '-' || c == '+' {
+			t.pos++
+			continue
+		}
+		if c == '.' || c == 'e' || c == 'E' {
+			isFloat = true
+			t.pos++
+			continue
+		}
+		break
+	}
+	s := string(t.src[start:t.pos])
+	if !isFloat {
+		if v, err := strconv.ParseInt(s, 10, 64); err == nil {
+			t.out = mpInt(t.out, v)
+			return nil
+		}
+		if v, err := strconv.ParseUint(s, 10, 64); err == nil {
+			t.out = mpUint(t.out, v)
+			return nil
+		}
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return fmt.Errorf("invalid number %q at offset %d", s, start)
+	}
+	t.out = mpFloat64(t.out, v)
+	return nil
+}
+
+// str transcodes a JSON string starting at the opening quote.
+func (t *jsonTranscoder) str() error {
+	t.pos++ // opening quote
+	start := t.pos
+	// Fast path: no escapes.
+	for t.pos < len(t.src) {
+		c := t.src[t.pos]
+		if c == '"' {
+			t.out = mpStrHeader(t.out, t.pos-start)
+			t.out = append(t.out, t.src[start:t.pos]...)
+			t.pos++
+			return nil
+		}
+		if c == '\\' {
+			break
+		}
+		if c < 0x20 {
+			return t.errAt("control character in string")
+		}
+		t.pos++
+	}
+	buf := append([]byte(nil), t.src[start:t.pos]...)
+	for t.pos < len(t.src) {
+		c := t.src[t.pos]
+		switch {
+		case c == '"':
+			t.pos++
+			t.out = mpStrHeader(t.out, len(buf))
+			t.out = append(t.out, buf...)
+			return nil
+		case c < 0x20:
+			return t.errAt("control character in string")
+		case c != '\\':
+			buf = append(buf, c)
+			t.pos++
+			continue
+		}
+		t.pos++
+		if t.pos >= len(t.src) {
+			return errJSONEnd
+		}
+		e := t.src[t.pos]
+		t.pos++
+		switch e {
+		case '"', '\\', '/':
+			buf = append(buf, e)
+		case 'b':
+			buf = append(buf, '\b')
+		case 'f':
+			buf = append(buf, '\f')
+		case 'n':
+			buf = append(buf, '\n')
+		case 'r':
+			buf = append(buf, '\r')
+		case 't':
+			buf = append(buf, '\t')
+		case 'u':
+			r, ok := t.hex4()
+			if !ok {
+				return t.errAt("invalid \\u escape")
+			}
+			if utf16.IsSurrogate(r) {
+				r2 := utf8.RuneError
+				save := t.pos
+				if t.literal(`\u`) {
+					if x, ok := t.hex4(); ok {
+						r2 = utf16.DecodeRune(r, x)
+					}
+				}
+				if r2 == utf8.RuneError {
+					t.pos = save
+					r = utf8.RuneError
+				} else {
+					r = r2
+				}
+			}
+			buf = utf8.AppendRune(buf, r)
+		default:
+			return t.errAt("invalid escape")
+		}
+	}
+	return errJSONEnd
+}
+
+func (t *jsonTranscoder) hex4() (rune, bool) {
+	if len(t.src)-t.pos < 4 {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(t.src[t.pos:t.pos+4]), 16, 32)
+	if err != nil {
+		return 0, false
+	}
+	t.pos += 4
+	return rune(v), true
+}

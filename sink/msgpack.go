@@ -1,0 +1,118 @@
+package sink
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/lrstream/lrstream/collate"
+)
+
+// state tracks where a sink is in the header, batch*, end|error grammar.
+type state uint8
+
+const (
+	stateStart state = iota
+	stateOpen
+	stateDone
+)
+
+// errOrder reports a call out of the stream grammar.
+var errOrder = errors.New("sink: call out of order (want Header, Batch*, End or Fail)")
+
+// Msgpack writes the binary wire format to an io.Writer, one Write call per
+// message. It reuses one encode buffer, so a batch costs no allocation once
+// the buffer has grown.
+type Msgpack struct {
+	w     io.Writer
+	buf   []byte
+	n     int64
+	state state
+}
+
+// NewMsgpack returns a Sink writing msgpack messages to w.
+func NewMsgpack(w io.Writer) *Msgpack { return &Msgpack{w: w} }
+
+// BytesWritten returns the number of bytes written so far.
+func (s *Msgpack) BytesWritten() int64 { return s.n }
+
+func (s *Msgpack) write(p []byte) error {
+	n, err := s.w.Write(p)
+	s.n += int64(n)
+	if err != nil {
+		return fmt.Errorf("sink: write: %w", err)
+	}
+	return nil
+}
+
+// Header writes the header message.
+func (s *Msgpack) Header(h Header) error {
+	if s.state != stateStart {
+		return errOrder
+	}
+	b, err := AppendHeader(s.buf[:0], h)
+	if err != nil {
+		return err
+	}
+	s.buf = b
+	s.state = stateOpen
+	return s.write(b)
+}
+
+// Batch encodes and writes one batch message.
+func (s *Msgpack) Batch(bt *collate.Batch, meta BatchMeta) error {
+	if s.state != stateOpen {
+		return errOrder
+	}
+	b, err := AppendBatch(s.buf[:0], bt, meta)
+	if err != nil {
+		return err
+	}
+	s.buf = b
+	return s.write(b)
+}
+
+// WriteEncoded writes messages already encoded by AppendBatch (for
+// example by parallel encoders, or read back from shard files by a
+// Decoder). It must come after Header and before End or Fail.
+func (s *Msgpack) WriteEncoded(p []byte) error {
+	if s.state != stateOpen {
+		return errOrder
+	}
+	return s.write(p)
+}
+
+// End writes the end message.
+func (s *Msgpack) End(e End) error {
+	if s.state != stateOpen {
+		return errOrder
+	}
+	s.state = stateDone
+	s.buf = AppendEnd(s.buf[:0], e)
+	return s.write(s.buf)
+}
+
+// Fail writes an error message carrying err's text. It is valid before the
+// header too (a stream may consist of a single error message), but not
+// after End or a previous Fail.
+func (s *Msgpack) Fail(err error) error {
+	if s.state == stateDone {
+		return errOrder
+	}
+	s.state = stateDone
+	msg := "unknown error"
+	if err != nil {
+		msg = err.Error()
+	}
+	s.buf = AppendError(s.buf[:0], msg)
+	return s.write(s.buf)
+}
+
+type discardWriter struct{}
+
+func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+
+// Discard returns a msgpack Sink that encodes every message (so it costs
+// what a real sink costs) and discards the bytes; BytesWritten reports how
+// many were produced. For benchmarks.
+func Discard() *Msgpack { return &Msgpack{w: discardWriter{}} }

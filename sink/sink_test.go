@@ -1,0 +1,303 @@
+package sink
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/lrstream/lrstream/schema"
+	vmsgpack "github.com/vmihailenco/msgpack/v5"
+)
+
+func encodeFixture(t testing.TB, n, bs int, keep bool) []byte {
+	var buf bytes.Buffer
+	writeFixture(t, NewMsgpack(&buf), n, bs, keep)
+	return buf.Bytes()
+}
+
+func TestRoundTrip(t *testing.T) {
+	data := encodeFixture(t, 100, 16, true)
+	s, err := Decode(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := s.Header
+	if h.Format != FormatVersion || h.Dataset != "lrstream/fixture" || h.FPS != 30 || h.BatchSize != 16 || !h.KeepLanguage {
+		t.Fatalf("header %+v", h)
+	}
+	if len(h.Features) != 9 || h.Features[5].Name != "observation.state" || !reflect.DeepEqual(h.Features[8].Shape, []int{2, 3}) {
+		t.Fatalf("features %+v", h.Features)
+	}
+	var tools any
+	if err := json.Unmarshal(h.Tools, &tools); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(h.Tools), `[{"type":"function","function":{"name":"say","description"`) {
+		t.Fatalf("tools order not preserved: %s", h.Tools)
+	}
+	kept := 100 - 100/7
+	if s.End == nil || s.End.Samples != int64(kept) || s.End.Dropped != 100/7 || len(s.End.Components) != 2 || s.End.Components[1].Name != "high" {
+		t.Fatalf("end %+v", s.End)
+	}
+	var want []int
+	for i := 0; i < 100; i++ {
+		if i%7 != 6 {
+			want = append(want, i)
+		}
+	}
+	pos := 0
+	for bi, b := range s.Batches {
+		if b.Meta.Seq != int64(bi) || b.Meta.Resume == "" {
+			t.Fatalf("meta %+v", b.Meta)
+		}
+		names := []string{}
+		for _, c := range b.Columns {
+			names = append(names, c.Name)
+		}
+		wantNames := "index episode_index frame_index timestamp task_index observation.state action observation.flag observation.grid task messages message_streams target_message_indices language_persistent language_events"
+		if strings.Join(names, " ") != wantNames {
+			t.Fatalf("columns %v", names)
+		}
+		idx := b.Column("index").(*Array)
+		st := b.Column("observation.state").(*Array)
+		grid := b.Column("observation.grid").(*Array)
+		if idx.DType != "<i8" || !reflect.DeepEqual(st.Shape, []int{b.Size, dim}) || !reflect.DeepEqual(grid.Shape, []int{b.Size, 2, 3}) {
+			t.Fatalf("arrays %+v %+v", idx, st.Shape)
+		}
+		msgs := b.Column("messages").([]any)
+		for i := 0; i < b.Size; i++ {
+			fi := want[pos]
+			pos++
+			if got := int(binary.LittleEndian.Uint64(idx.Data[8*i:])); got != fi {
+				t.Fatalf("index %d want %d", got, fi)
+			}
+			if got := math.Float32frombits(binary.LittleEndian.Uint32(st.Data[4*(i*dim+3):])); got != float32(fi)+0.03 {
+				t.Fatalf("state %v", got)
+			}
+			ms := msgs[i].([]any)
+			exp := fixtureSample(fi)
+			if len(ms) != len(exp.Messages) {
+				t.Fatalf("messages %v", ms)
+			}
+			m0 := ms[0].(schema.Map)
+			if !reflect.DeepEqual(m0.Keys, []string{"role", "content"}) || m0.Values[1] != exp.Messages[0].Text {
+				t.Fatalf("message %v", m0)
+			}
+			blocks := ms[2].(schema.Map).Values[1].([]any)
+			if blocks[2].(schema.Map).Values[1] != int64(-5) {
+				t.Fatalf("blocks %v", blocks)
+			}
+			if fi%3 == 0 {
+				tc := ms[4].(schema.Map)
+				if !reflect.DeepEqual(tc.Keys, []string{"role", "tool_calls"}) {
+					t.Fatalf("tool call message keys %v", tc.Keys)
+				}
+				js, err := appendJSONValue(nil, tc.Values[1])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(js) != `[{"type":"function","function":{"name":"say","arguments":{"text":"hello é🤖","z":1,"a":[1.5,-2,"Infinity",null,true]}}}]` {
+					t.Fatalf("tool calls %s", js)
+				}
+			}
+		}
+	}
+	if pos != kept {
+		t.Fatalf("decoded %d samples, want %d", pos, kept)
+	}
+}
+
+// TestThirdPartyDecoder checks the bytes with an independent msgpack
+// implementation.
+func TestThirdPartyDecoder(t *testing.T) {
+	data := encodeFixture(t, 40, 8, true)
+	dec := vmsgpack.NewDecoder(bytes.NewReader(data))
+	types := []string{}
+	for {
+		v, err := dec.DecodeInterface()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, ok := v.(map[string]any)
+		if !ok {
+			t.Fatalf("message is %T", v)
+		}
+		types = append(types, m["type"].(string))
+		if m["type"] == "batch" {
+			cols := m["columns"].(map[string]any)
+			if len(cols["task"].([]any)) != int(m["size"].(int8)) {
+				t.Fatal("task length")
+			}
+		}
+	}
+	if types[0] != "header" || types[len(types)-1] != "end" || len(types) != 2+5 {
+		t.Fatalf("types %v", types)
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	a := encodeFixture(t, 77, 10, true)
+	b := encodeFixture(t, 77, 10, true)
+	if !bytes.Equal(a, b) {
+		t.Fatal("encoding is not deterministic")
+	}
+}
+
+func TestRawRoundTrip(t *testing.T) {
+	data := encodeFixture(t, 30, 8, false)
+	d := NewDecoder(bytes.NewReader(data))
+	var out bytes.Buffer
+	for {
+		m, err := d.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.Write(m.Raw)
+	}
+	if !bytes.Equal(out.Bytes(), data) {
+		t.Fatal("Raw bytes do not reproduce the stream")
+	}
+}
+
+func TestTruncated(t *testing.T) {
+	data := encodeFixture(t, 30, 8, false)
+	for _, cut := range []int{1, 10, len(data) / 2, len(data) - 1} {
+		_, err := Decode(bytes.NewReader(data[:cut]))
+		if !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Errorf("cut %d: %v", cut, err)
+		}
+	}
+	// A stream cut exactly between messages lacks its end.
+	var prefix []byte
+	d := NewDecoder(bytes.NewReader(data))
+	for i := 0; i < 3; i++ {
+		m, err := d.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		prefix = append(prefix, m.Raw...)
+	}
+	if _, err := Decode(bytes.NewReader(prefix)); !errors.Is(err, ErrNoEnd) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestFail(t *testing.T) {
+	var buf bytes.Buffer
+	s := NewMsgpack(&buf)
+	if err := s.Header(Header{BatchSize: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Fail(errors.New("render: episode 3: boom")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.End(End{}); err == nil {
+		t.Fatal("End after Fail should fail")
+	}
+	_, err := Decode(&buf)
+	var se *StreamError
+	if !errors.As(err, &se) || se.Message != "render: episode 3: boom" {
+		t.Fatalf("got %v", err)
+	}
+	// A stream may be a lone error.
+	buf.Reset()
+	if err := NewMsgpack(&buf).Fail(errors.New("no dataset")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Decode(&buf); !errors.As(err, &se) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestOrder(t *testing.T) {
+	s := NewMsgpack(io.Discard)
+	if err := s.End(End{}); err == nil {
+		t.Fatal("End before Header should fail")
+	}
+}
+
+func TestJSONTranscoder(t *testing.T) {
+	for _, src := range []string{
+		`null`, `true`, `false`, `0`, `-1`, `-33`, `127`, `128`, `-129`, `65536`, `-2147483649`, `9223372036854775807`,
+		`18446744073709551615`, `1.5`, `-0.0`, `1e-7`, `""`, `"a\"b\\c\/\b\f\n\r\t\u0001\u00e9\ud83e\udd16"`,
+		`[]`, `{}`, ` [1, [2, [3, {}]], {"b": 1, "a": 2}] `, `{"z": {"y": [1, 2, 3], "x": null}, "a": "s"}`,
+		`"` + strings.Repeat("x", 40) + `"`, `"` + strings.Repeat("y", 300) + `"`, `"` + strings.Repeat("y", 70000) + `"`,
+		`[` + strings.Repeat("1,", 20) + `1]`, `[` + strings.Repeat("1,", 70000) + `1]`,
+	} {
+		mp, err := appendJSONAsMsgpack(nil, []byte(src))
+		if err != nil {
+			t.Fatalf("%q: %v", src, err)
+		}
+		v, err := NewDecoder(bytes.NewReader(mp)).value(0)
+		if err != nil {
+			t.Fatalf("%.40q: %v", src, err)
+		}
+		js, err := appendJSONValue(nil, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a, b any
+		if err := json.Unmarshal([]byte(src), &a); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(js, &b); err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("%.60q -> %.60s", src, js)
+		}
+		// Cross-check with vmihailenco.
+		var w any
+		if err := vmsgpack.Unmarshal(mp, &w); err != nil {
+			t.Fatalf("%.40q: third-party decode: %v", src, err)
+		}
+	}
+	if v, _ := NewDecoder(bytes.NewReader(must(appendJSONAsMsgpack(nil, []byte(`{"b":1,"a":2}`))))).value(0); !reflect.DeepEqual(v.(schema.Map).Keys, []string{"b", "a"}) {
+		t.Fatal("key order lost")
+	}
+	for _, bad := range []string{``, `[`, `{"a"}`, `{"a":1,}`, `tru`, `"abc`, `1 2`, `[1,]`, `{1:2}`, "\"\x01\""} {
+		if _, err := appendJSONAsMsgpack(nil, []byte(bad)); err == nil {
+			t.Errorf("%q: want error", bad)
+		}
+	}
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func TestJSONL(t *testing.T) {
+	var buf bytes.Buffer
+	writeFixture(t, NewJSONL(&buf), 20, 8, true)
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if len(lines) != 2+3 {
+		t.Fatalf("%d lines", len(lines))
+	}
+	for i, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("line %d: %v\n%s", i, err, l)
+		}
+	}
+	if !strings.Contains(lines[1], `"observation.grid":[[[0,-1,-2],[-3,-4,-5]],`) || !strings.Contains(lines[1], `"observation.flag":[false,true,`) {
+		t.Fatalf("batch line: %.2000s", lines[1])
+	}
+	if !strings.Contains(lines[1], `"timestamp":[0.0,0.033333335,`) {
+		t.Fatalf("timestamps: %.3000s", lines[1])
+	}
+}
