@@ -42,8 +42,6 @@ type span struct {
 	err      error
 }
 
-func (s *span) covers(off, end int64) bool { return s.off <= off && end <= s.end }
-
 func (h *Hub) newRemoteFile(ctx context.Context, e treeEntry) *remoteFile {
 	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	return &remoteFile{h: h, name: e.Path, size: e.size(), hash: e.blobHash(), ctx: fctx, cancel: cancel}
@@ -110,16 +108,10 @@ func (f *remoteFile) read(off, end int64) ([]byte, error) {
 		f.mu.Unlock()
 		return nil, errors.New("file is closed")
 	}
-	var hit *span
-	for i := len(f.spans) - 1; i >= 0; i-- {
-		if f.spans[i].covers(off, end) {
-			hit = f.spans[i]
-			break
-		}
-	}
+	parts := f.coverLocked(off, end)
 	tailStart := max(f.size-f.h.opts.FooterSize, 0)
 	var fetchTail *span
-	if hit == nil && off >= tailStart {
+	if parts == nil && off >= tailStart {
 		// A read in the last FooterSize bytes (a parquet footer and its
 		// length) fetches the whole tail in one request.
 		if f.tail == nil { // (a failed tail span is dropped by fill)
@@ -127,30 +119,70 @@ func (f *remoteFile) read(off, end int64) ([]byte, error) {
 			fetchTail = f.tail
 			f.addLocked(f.tail)
 		}
-		hit = f.tail
+		parts = []*span{f.tail}
 	}
 	f.mu.Unlock()
 	if fetchTail != nil {
 		f.fill(f.ctx, fetchTail)
 	}
-	if hit != nil {
-		select {
-		case <-hit.done:
-		case <-f.ctx.Done():
-			return nil, f.ctx.Err()
-		}
-		if hit.err == nil {
-			if hit.data == nil { // served by the whole-file fallback
-				if w := f.wholeData(); w != nil {
-					return w[off:end], nil
-				}
-			} else {
-				return hit.data[off-hit.off : end-hit.off], nil
-			}
+	if parts != nil {
+		if out, ok, err := f.assemble(parts, off, end); err != nil || ok {
+			return out, err
 		}
 		// A failed prefetch falls back to a direct read.
 	}
 	return f.fetch(f.ctx, off, end)
+}
+
+// coverLocked returns spans that together cover [off, end), or nil.
+// f.mu is held.
+func (f *remoteFile) coverLocked(off, end int64) []*span {
+	var parts []*span
+	for pos := off; pos < end; {
+		var best *span
+		for _, s := range f.spans {
+			if s.off <= pos && pos < s.end && (best == nil || s.end > best.end) {
+				best = s
+			}
+		}
+		if best == nil {
+			return nil
+		}
+		parts = append(parts, best)
+		pos = best.end
+	}
+	return parts
+}
+
+// assemble waits for the spans and copies [off, end) out of them; ok is
+// false if one of them failed.
+func (f *remoteFile) assemble(parts []*span, off, end int64) (out []byte, ok bool, err error) {
+	for _, s := range parts {
+		select {
+		case <-s.done:
+		case <-f.ctx.Done():
+			return nil, false, f.ctx.Err()
+		}
+		if s.err != nil {
+			return nil, false, nil
+		}
+	}
+	if w := f.wholeData(); w != nil {
+		return w[off:end], true, nil
+	}
+	if len(parts) == 1 && parts[0].data != nil {
+		s := parts[0]
+		return s.data[off-s.off : end-s.off], true, nil
+	}
+	out = make([]byte, 0, end-off)
+	for _, s := range parts {
+		if s.data == nil {
+			return nil, false, nil
+		}
+		lo, hi := max(off, s.off), min(end, s.end)
+		out = append(out, s.data[lo-s.off:hi-s.off]...)
+	}
+	return out, true, nil
 }
 
 // addLocked records a new span and evicts the oldest finished spans over
@@ -223,14 +255,7 @@ func (f *remoteFile) Prefetch(ctx context.Context, ranges []Range) error {
 		if r.Len <= 0 || off >= end {
 			continue
 		}
-		covered := false
-		for _, s := range f.spans {
-			if s.covers(off, end) {
-				covered = true
-				break
-			}
-		}
-		if !covered {
+		if f.coverLocked(off, end) == nil {
 			rs = append(rs, Range{Off: off, Len: end - off})
 		}
 	}

@@ -200,7 +200,7 @@ func (s *retryState) decide(ctx context.Context, resp *http.Response, err error)
 		hint = serverWait(resp.Header, time.Now())
 	}
 	if s.attempts >= s.policy.MaxAttempts {
-		s.why = fmt.Sprintf("%d attempts", s.attempts)
+		s.why = ""
 		return false, ErrRetryBudget
 	}
 	wait := hint
