@@ -1,0 +1,41 @@
+"""Python client for lrstream: read rendered, collated LeRobot batches
+from ``lrstream stream`` (pipe or file) or ``lrstream serve`` (Unix socket).
+
+Needs only msgpack and numpy. The PyTorch wrapper
+:class:`LRStreamDataset` imports torch lazily, on first use.
+"""
+
+from .reader import (
+    Batch,
+    ProtocolError,
+    StreamError,
+    StreamReader,
+    TruncatedStreamError,
+    connect,
+    decode_array,
+    hello,
+    read_stream,
+)
+
+__all__ = [
+    "Batch",
+    "LRStreamDataset",
+    "ProtocolError",
+    "StreamError",
+    "StreamReader",
+    "TruncatedStreamError",
+    "connect",
+    "decode_array",
+    "hello",
+    "read_stream",
+]
+
+__version__ = "0.1.0"
+
+
+def __getattr__(name):
+    if name == "LRStreamDataset":
+        from .torch_dataset import LRStreamDataset
+
+        return LRStreamDataset
+    raise AttributeError(f"module 'lrstream_client' has no attribute {name!r}")

@@ -1,0 +1,229 @@
+"""Streaming reader for lrstream's wire format (docs/wire-format.md).
+
+Only msgpack and numpy are needed. A stream is a sequence of msgpack maps:
+one ``header``, any number of ``batch`` messages, then ``end`` -- or an
+``error`` message when the producer failed. :class:`StreamReader` reads
+such a stream from a file, a path, a pipe or a socket and yields batches as
+dicts whose numeric columns are numpy arrays viewing the received bytes
+(no copy) and whose message columns are plain lists.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+from typing import Any, BinaryIO, Dict, Iterator, Optional, Union
+
+import msgpack
+import numpy as np
+
+FORMAT_PREFIX = "lrstream/"
+SUPPORTED_MAJOR = 1
+
+# Largest single message the reader accepts (msgpack's default is 100 MiB).
+MAX_MESSAGE_BYTES = 2**31 - 1
+
+
+class StreamError(RuntimeError):
+    """The producer reported an error in-band (an ``error`` message)."""
+
+
+class ProtocolError(ValueError):
+    """The bytes do not follow the wire format."""
+
+
+class TruncatedStreamError(ProtocolError):
+    """The stream ended without an ``end`` message: the producer died, the
+    connection dropped, or a file was cut short."""
+
+
+class Batch(dict):
+    """One batch: a dict from column name to value, plus the envelope.
+
+    Attributes:
+        seq: batch sequence number within the stream (from 0).
+        epoch: epoch the batch belongs to.
+        size: number of samples.
+        resume: opaque resume token continuing after this batch, or None.
+    """
+
+    def __init__(self, columns: Dict[str, Any], seq: int, epoch: int, size: int, resume: Optional[str]):
+        super().__init__(columns)
+        self.seq = seq
+        self.epoch = epoch
+        self.size = size
+        self.resume = resume
+
+    def __reduce__(self):  # keep the envelope across pickling (DataLoader workers)
+        return (Batch, (dict(self), self.seq, self.epoch, self.size, self.resume))
+
+
+def decode_array(obj: Dict[bytes, Any]) -> np.ndarray:
+    """Decode a msgpack-numpy map (bin keys nd, type, kind, shape, data)
+    into a read-only numpy array viewing the data bytes."""
+    dtype = obj[b"type"]
+    if isinstance(dtype, bytes):
+        dtype = dtype.decode()
+    shape = tuple(obj[b"shape"])
+    return np.frombuffer(obj[b"data"], dtype=np.dtype(dtype)).reshape(shape)
+
+
+def _object_hook(obj: Dict[Any, Any]) -> Any:
+    if b"nd" in obj and obj[b"nd"] is True:
+        return decode_array(obj)
+    return obj
+
+
+Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, BinaryIO, socket.socket]
+
+
+class StreamReader:
+    """Reads one lrstream stream.
+
+    ``source`` is a path, a bytes-like object holding a whole stream, a
+    binary file-like object (a pipe such as ``subprocess.Popen.stdout``,
+    ``sys.stdin.buffer``, an open file) or a connected socket.
+
+    Iterating yields :class:`Batch` objects. ``header`` is read on first
+    access (or when iteration starts); ``end`` holds the end message's
+    counts once the stream is exhausted. An ``error`` message raises
+    :class:`StreamError`; a stream that stops before ``end`` raises
+    :class:`TruncatedStreamError`.
+    """
+
+    def __init__(self, source: Source, *, read_size: int = 1 << 20):
+        self._close = None
+        if isinstance(source, (str, os.PathLike)):
+            f = open(source, "rb")
+            self._close = f.close
+        elif isinstance(source, (bytes, bytearray, memoryview)):
+            f = io.BytesIO(source)
+        elif isinstance(source, socket.socket):
+            f = source.makefile("rb")
+            self._close = f.close
+        else:
+            f = source
+        self._file = f
+        self._unpacker = msgpack.Unpacker(
+            f,
+            raw=False,
+            object_hook=_object_hook,
+            read_size=read_size,
+            max_buffer_size=MAX_MESSAGE_BYTES,
+        )
+        self._header: Optional[Dict[str, Any]] = None
+        self.end: Optional[Dict[str, Any]] = None
+        self._done = False
+
+    # -- context manager -------------------------------------------------
+    def __enter__(self) -> "StreamReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the underlying file if the reader opened it."""
+        if self._close is not None:
+            self._close()
+            self._close = None
+
+    # -- reading ---------------------------------------------------------
+    def _next_message(self) -> Optional[Dict[str, Any]]:
+        try:
+            msg = next(self._unpacker)
+        except StopIteration:
+            return None
+        except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError) as e:
+            raise ProtocolError(f"malformed lrstream stream: {e}") from e
+        if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
+            raise ProtocolError(f"malformed lrstream message: {type(msg).__name__} without a type")
+        if msg["type"] == "error":
+            self._done = True
+            raise StreamError(msg.get("message", "unknown error"))
+        return msg
+
+    @property
+    def header(self) -> Dict[str, Any]:
+        """The header message (format, dataset, revision, fps, recipe,
+        recipe_sha256, mode, batch_size, features, tools, options, ...)."""
+        if self._header is None:
+            msg = self._next_message()
+            if msg is None:
+                raise TruncatedStreamError("lrstream stream ended before its header")
+            if msg["type"] != "header":
+                raise ProtocolError(f"lrstream stream starts with {msg['type']!r}, want 'header'")
+            fmt = msg.get("format", "")
+            if not isinstance(fmt, str) or not fmt.startswith(FORMAT_PREFIX):
+                raise ProtocolError(f"not an lrstream stream (format {fmt!r})")
+            try:
+                major = int(fmt[len(FORMAT_PREFIX):].split(".")[0])
+            except ValueError:
+                raise ProtocolError(f"bad lrstream format version {fmt!r}") from None
+            if major != SUPPORTED_MAJOR:
+                raise ProtocolError(f"unsupported lrstream format {fmt!r}; this client reads {FORMAT_PREFIX}{SUPPORTED_MAJOR}")
+            self._header = msg
+        return self._header
+
+    def __iter__(self) -> Iterator[Batch]:
+        self.header
+        while not self._done:
+            msg = self._next_message()
+            if msg is None:
+                self._done = True
+                raise TruncatedStreamError("lrstream stream ended without an 'end' message (truncated)")
+            t = msg["type"]
+            if t == "batch":
+                yield Batch(msg["columns"], msg.get("seq", 0), msg.get("epoch", 0), msg.get("size", 0), msg.get("resume"))
+            elif t == "end":
+                self.end = msg
+                self._done = True
+            else:
+                raise ProtocolError(f"unexpected lrstream message type {t!r}")
+
+
+def read_stream(source: Source) -> Iterator[Batch]:
+    """Shorthand: iterate over the batches of ``source`` (see StreamReader)."""
+    with StreamReader(source) as r:
+        yield from r
+
+
+def hello(worker: int = 0, num_workers: int = 1, rank: int = 0, world_size: int = 1,
+          resume: Optional[str] = None) -> bytes:
+    """Encode the socket hello map a client sends once after connecting."""
+    m: Dict[str, Any] = {"worker": int(worker), "num_workers": int(num_workers),
+                         "rank": int(rank), "world_size": int(world_size)}
+    if resume is not None:
+        m["resume"] = resume
+    return msgpack.packb(m, use_bin_type=True)
+
+
+def connect(path: str, *, worker: int = 0, num_workers: int = 1, rank: int = 0, world_size: int = 1,
+            resume: Optional[str] = None, timeout: Optional[float] = None) -> StreamReader:
+    """Connect to ``lrstream serve --socket PATH``, send the hello and return
+    a StreamReader over this client's share of the stream.
+
+    ``timeout`` (seconds) bounds connecting; reading blocks as long as the
+    server takes to produce the next batch.
+    """
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.settimeout(timeout)
+        s.connect(path)
+        s.settimeout(None)
+        s.sendall(hello(worker, num_workers, rank, world_size, resume))
+        reader = StreamReader(s)
+    except BaseException:
+        s.close()
+        raise
+    # The reader's file object keeps the connection alive; closing it
+    # closes the socket.
+    orig_close = reader.close
+
+    def close() -> None:
+        orig_close()
+        s.close()
+
+    reader.close = close  # type: ignore[method-assign]
+    return reader

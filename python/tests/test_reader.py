@@ -1,0 +1,144 @@
+import io
+import os
+import socket
+import tempfile
+import threading
+import unittest
+
+import msgpack
+import numpy as np
+
+import _util  # noqa: F401  (puts the package on sys.path)
+from _util import batch, end, header, pack, stream
+
+import lrstream_client as lc
+
+
+class ReaderTest(unittest.TestCase):
+    def test_batches(self):
+        r = lc.StreamReader(stream(5, 2))
+        self.assertEqual(r.header["format"], "lrstream/1")
+        batches = list(r)
+        self.assertEqual([b.size for b in batches], [2, 2, 1])
+        self.assertEqual([b.seq for b in batches], [0, 1, 2])
+        self.assertEqual(batches[2].resume, "tok2")
+        idx = np.concatenate([b["index"] for b in batches])
+        np.testing.assert_array_equal(idx, np.arange(5))
+        st = batches[1]["observation.state"]
+        self.assertEqual(st.dtype, np.float32)
+        self.assertEqual(st.shape, (2, 3))
+        np.testing.assert_array_equal(st[0], [2, 3, 4])
+        self.assertEqual(batches[0]["messages"][1][0], {"role": "user", "content": "frame 1"})
+        self.assertEqual(r.end["samples"], 5)
+
+    def test_zero_copy(self):
+        b = next(iter(lc.StreamReader(stream(2, 2))))
+        a = b["observation.state"]
+        self.assertFalse(a.flags.owndata)
+        self.assertIsInstance(a.base, (bytes, memoryview, np.ndarray))
+
+    def test_file_and_path(self):
+        data = stream(3, 2)
+        with tempfile.NamedTemporaryFile(suffix=".msgpack", delete=False) as f:
+            f.write(data)
+        try:
+            self.assertEqual(sum(b.size for b in lc.read_stream(f.name)), 3)
+            with open(f.name, "rb") as fh:
+                self.assertEqual(sum(b.size for b in lc.StreamReader(fh)), 3)
+        finally:
+            os.unlink(f.name)
+
+    def test_small_reads(self):
+        # A pipe delivering a few bytes at a time.
+        class Slow(io.RawIOBase):
+            def __init__(self, data):
+                self.data, self.pos = data, 0
+
+            def readable(self):
+                return True
+
+            def readinto(self, b):
+                n = min(7, len(b), len(self.data) - self.pos)
+                b[:n] = self.data[self.pos:self.pos + n]
+                self.pos += n
+                return n
+
+        r = lc.StreamReader(Slow(stream(9, 4)), read_size=5)
+        self.assertEqual(sum(b.size for b in r), 9)
+
+    def test_error_message(self):
+        data = pack(header(), batch(0, 0, 2), {"type": "error", "message": "render failed: episode 3"})
+        r = lc.StreamReader(data)
+        it = iter(r)
+        self.assertEqual(next(it).size, 2)
+        with self.assertRaisesRegex(lc.StreamError, "episode 3"):
+            next(it)
+
+    def test_lone_error(self):
+        with self.assertRaisesRegex(lc.StreamError, "no such dataset"):
+            lc.StreamReader(pack({"type": "error", "message": "no such dataset"})).header
+
+    def test_truncated(self):
+        data = stream(5, 2)
+        for cut in (len(data) - 1, len(data) - len(pack(end(5))), len(data) // 2):
+            with self.assertRaises(lc.TruncatedStreamError, msg=f"cut {cut}"):
+                list(lc.StreamReader(data[:cut]))
+        with self.assertRaises(lc.TruncatedStreamError):
+            lc.StreamReader(b"").header
+
+    def test_bad_format(self):
+        with self.assertRaises(lc.ProtocolError):
+            lc.StreamReader(pack(header(format="lrstream/2"), end(0))).header
+        with self.assertRaises(lc.ProtocolError):
+            list(lc.StreamReader(pack(batch(0, 0, 1))))
+
+    def test_msgpack_numpy_compat(self):
+        try:
+            import msgpack_numpy
+        except ImportError:
+            self.skipTest("msgpack_numpy not installed")
+        msgs = list(msgpack.Unpacker(io.BytesIO(stream(3, 2)), object_hook=msgpack_numpy.decode, raw=False))
+        a = msgs[1]["columns"]["observation.state"]
+        self.assertIsInstance(a, np.ndarray)
+        self.assertEqual(a.shape, (2, 3))
+
+    def test_socket(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "s.sock")
+            srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            srv.bind(path)
+            srv.listen(1)
+            got = {}
+
+            def serve():
+                conn, _ = srv.accept()
+                with conn:
+                    u = msgpack.Unpacker(raw=False)
+                    while "hello" not in got:
+                        u.feed(conn.recv(4096))
+                        for m in u:
+                            got["hello"] = m
+                    conn.sendall(stream(4, 2))
+
+            t = threading.Thread(target=serve)
+            t.start()
+            with lc.connect(path, worker=1, num_workers=3, rank=0, world_size=2, resume="tokX", timeout=5) as r:
+                self.assertEqual(sum(b.size for b in r), 4)
+            t.join()
+            srv.close()
+            self.assertEqual(got["hello"], {"worker": 1, "num_workers": 3, "rank": 0, "world_size": 2, "resume": "tokX"})
+
+    def test_torch_lazy(self):
+        import sys
+        self.assertNotIn("lrstream_client.torch_dataset", sys.modules)
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            with self.assertRaises(ImportError):
+                lc.LRStreamDataset
+            return
+        self.assertTrue(callable(lc.LRStreamDataset))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,78 @@
+package sink
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// moduleRoot walks up from the package directory to the directory holding
+// go.mod.
+func moduleRoot(t *testing.T) string {
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found")
+		}
+		dir = parent
+	}
+}
+
+// TestPythonClient writes streams with the Go sinks and runs the Python
+// client's unit tests against them (python/tests; the Go-written fixtures
+// are checked by test_go_fixtures.py). The interpreter is $LRSTREAM_PYTHON,
+// default /usr/bin/python3; the test skips when it lacks msgpack or numpy.
+func TestPythonClient(t *testing.T) {
+	py := os.Getenv("LRSTREAM_PYTHON")
+	if py == "" {
+		py = "/usr/bin/python3"
+	}
+	if out, err := exec.Command(py, "-c", "import msgpack, numpy").CombinedOutput(); err != nil {
+		t.Skipf("%s cannot import msgpack and numpy: %v\n%s", py, err, out)
+	}
+	dir := t.TempDir()
+	write := func(name string, data []byte) {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full := encodeFixture(t, 100, 16, true)
+	write("stream.msgpack", full)
+	var jl bytes.Buffer
+	writeFixture(t, NewJSONL(&jl), 100, 16, true)
+	write("stream.jsonl", jl.Bytes())
+	write("truncated.msgpack", full[:len(full)-3])
+	var failed bytes.Buffer
+	s := NewMsgpack(&failed)
+	writeFixtureHeaderOnly(t, s)
+	if err := s.Fail(errors.New("render: episode 7 frame 3: boom")); err != nil {
+		t.Fatal(err)
+	}
+	write("error.msgpack", failed.Bytes())
+
+	root := moduleRoot(t)
+	cmd := exec.Command(py, "-m", "unittest", "discover", "-v", "-s", filepath.Join(root, "python", "tests"))
+	cmd.Env = append(os.Environ(), "LRSTREAM_FIXTURES="+dir, "PYTHONPATH="+filepath.Join(root, "python"), "PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("python client tests failed: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}
+
+func writeFixtureHeaderOnly(t *testing.T, s Sink) {
+	t.Helper()
+	if err := s.Header(Header{Dataset: "x", BatchSize: 4}); err != nil {
+		t.Fatal(err)
+	}
+}
