@@ -1,0 +1,119 @@
+package render
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/lrstream/lrstream/schema"
+)
+
+// RowsFromJSON converts a JSON list of language rows, as LeRobot's
+// render_sample receives them (e.g. in the conformance vectors), into
+// schema rows, with upstream's tolerance and errors:
+//
+//   - null or an empty input is an empty list; null rows are skipped;
+//   - a row that is not an object fails with "Language rows must be
+//     dictionaries, got <type>.";
+//   - content that is not a string or null is rendered with Python's str()
+//     (5 -> "5", true -> "True");
+//   - missing keys read as null, extra keys are ignored, a style, camera or
+//     role that is not a string never matches a selector;
+//   - tool_calls is kept as raw JSON whatever its shape;
+//   - with persistent set, timestamps are cast to float32 and widened back,
+//     as LeRobot's dataset loader does; a missing timestamp leaves
+//     HasTimestamp false (resolving such a row fails, like upstream's
+//     KeyError).
+func RowsFromJSON(data []byte, persistent bool) ([]schema.Row, error) {
+	if len(data) == 0 {
+		return nil, nil
+	}
+	v, err := decodeJSONOrdered(data)
+	if err != nil {
+		return nil, fmt.Errorf("language rows: %w", err)
+	}
+	if v == nil {
+		return nil, nil
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("language rows must be a list, got %s", pyTypeName(v))
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(data, &raws); err != nil {
+		return nil, fmt.Errorf("language rows: %w", err)
+	}
+	rows := make([]schema.Row, 0, len(list))
+	for i, el := range list {
+		if el == nil {
+			continue
+		}
+		d, ok := el.(*dict)
+		if !ok {
+			return nil, fmt.Errorf("Language rows must be dictionaries, got %s.", pyTypeName(el))
+		}
+		var row schema.Row
+		if r, ok := d.get("role"); ok {
+			row.Role, _ = r.(string)
+		}
+		if c, ok := d.get("content"); ok && c != nil {
+			s := pyStr(c)
+			row.Content = &s
+		}
+		if s, ok := d.get("style"); ok {
+			if str, ok := s.(string); ok {
+				row.Style = &str
+			}
+		}
+		if c, ok := d.get("camera"); ok {
+			if str, ok := c.(string); ok {
+				row.Camera = &str
+			}
+		}
+		if ts, ok := d.get("timestamp"); ok && ts != nil && persistent {
+			f, ok := numeric(ts)
+			if !ok {
+				if s, isStr := ts.(string); isStr {
+					if pf, err := strconv.ParseFloat(pyStrip(s), 64); err == nil {
+						f, ok = pf, true
+					}
+				}
+			}
+			if !ok {
+				return nil, fmt.Errorf("language row %d: timestamp %s is not a number", i, pyRepr(ts))
+			}
+			row.Timestamp = float64(float32(f))
+			if math.IsInf(f, 0) || math.IsNaN(f) {
+				row.Timestamp = f
+			}
+			row.HasTimestamp = true
+		}
+		if _, ok := d.get("tool_calls"); ok {
+			tc, err := rawField(raws[i], "tool_calls")
+			if err != nil {
+				return nil, fmt.Errorf("language row %d: %w", i, err)
+			}
+			if string(tc) != "null" {
+				row.ToolCalls = tc
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// rawField returns the raw JSON of key in a JSON object (last occurrence,
+// like Python's json.loads).
+func rawField(obj json.RawMessage, key string) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(obj, &m); err != nil {
+		return nil, err
+	}
+	v, ok := m[key]
+	if !ok {
+		return nil, errors.New("missing " + key)
+	}
+	return append(json.RawMessage(nil), v...), nil
+}
