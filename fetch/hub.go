@@ -210,9 +210,11 @@ type Hub struct {
 	prog      *progress
 	stats     hubStats
 
+	listMu  sync.Mutex // serialises stat's directory listings
 	mu      sync.Mutex
 	entries map[string]treeEntry // by path
 	listed  map[string]bool      // directories whose direct children are in entries
+	deep    map[string]bool      // directories whose whole subtree is in entries
 	refDone bool
 }
 
@@ -314,6 +316,7 @@ func OpenHub(ctx context.Context, repoSpec string, opts HubOptions) (*Hub, error
 		log:       log,
 		entries:   map[string]treeEntry{},
 		listed:    map[string]bool{},
+		deep:      map[string]bool{},
 	}
 	if opts.Logger != nil {
 		h.retryLog = slogRetryLogger{log}
@@ -457,6 +460,9 @@ func (h *Hub) newRequestURL(ctx context.Context, method string, u *url.URL) (*ht
 		return nil, fmt.Errorf("hub: %s %s: %w", method, u.Redacted(), err)
 	}
 	req.Header.Set("User-Agent", "lrstream (huggingface_hub-compatible)")
+	// Byte-exact bodies: no transparent gzip, so sizes, ranges and
+	// hashes refer to the file itself (huggingface_hub does the same).
+	req.Header.Set("Accept-Encoding", "identity")
 	if h.opts.Token != "" && h.sameOrigin(u) {
 		req.Header.Set("Authorization", "Bearer "+h.opts.Token)
 	}
@@ -693,9 +699,13 @@ func (h *Hub) listTree(ctx context.Context, dir string, recursive bool) ([]treeE
 		h.entries[e.Path] = e
 		if e.Type == "directory" && recursive {
 			h.listed[e.Path] = true
+			h.deep[e.Path] = true
 		}
 	}
 	h.listed[dir] = true
+	if recursive {
+		h.deep[dir] = true
+	}
 	h.mu.Unlock()
 	return all, nil
 }
@@ -749,6 +759,9 @@ func (h *Hub) List(ctx context.Context, dir string) ([]string, error) {
 		}
 		return out, nil
 	}
+	if out, ok := h.listKnown(d); ok {
+		return out, nil
+	}
 	entries, err := h.listTree(ctx, d, true)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -766,6 +779,37 @@ func (h *Hub) List(ctx context.Context, dir string) ([]string, error) {
 	return out, nil
 }
 
+// listKnown answers List from earlier recursive listings of dir or of
+// one of its ancestors.
+func (h *Hub) listKnown(dir string) ([]string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	known := false
+	for d := dir; ; d = path.Dir(d) {
+		if d == "." {
+			d = ""
+		}
+		if h.deep[d] {
+			known = true
+			break
+		}
+		if d == "" {
+			break
+		}
+	}
+	if !known {
+		return nil, false
+	}
+	var out []string
+	for p, e := range h.entries {
+		if e.Type == "file" && (dir == "" || strings.HasPrefix(p, dir+"/")) {
+			out = append(out, p)
+		}
+	}
+	sort.Strings(out)
+	return out, true
+}
+
 // stat finds the tree entry of a file, listing its parent directory (one
 // request, which also describes its siblings) when it is not known yet.
 func (h *Hub) stat(ctx context.Context, name string) (treeEntry, error) {
@@ -778,13 +822,21 @@ func (h *Hub) stat(ctx context.Context, name string) (treeEntry, error) {
 	listed := h.listed[parent]
 	h.mu.Unlock()
 	if !ok && !listed {
-		if _, err := h.listTree(ctx, parent, false); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return treeEntry{}, err
+		h.listMu.Lock()
+		h.mu.Lock()
+		listed = h.listed[parent]
+		h.mu.Unlock()
+		if !listed {
+			if _, err := h.listTree(ctx, parent, false); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				h.listMu.Unlock()
+				return treeEntry{}, err
+			}
 		}
 		h.mu.Lock()
 		e, ok = h.entries[name]
 		h.listed[parent] = true
 		h.mu.Unlock()
+		h.listMu.Unlock()
 	}
 	if !ok {
 		return treeEntry{}, fmt.Errorf("%s: %w", name, fs.ErrNotExist)

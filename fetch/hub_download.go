@@ -131,8 +131,7 @@ func (h *Hub) fetchToFile(ctx context.Context, e treeEntry, hash string, size in
 	}
 	var tr *tracker
 	if h.prog != nil {
-		tr = h.prog.start(e.Path, size)
-		tr.add(have)
+		tr = h.prog.start(e.Path, size-have)
 		defer tr.done()
 	}
 	var s *retryState
@@ -155,10 +154,10 @@ func (h *Hub) fetchToFile(ctx context.Context, e treeEntry, hash string, size in
 		}
 		switch resp.StatusCode {
 		case http.StatusOK:
-			have = 0
-			if tr != nil {
-				tr.reset()
+			if tr != nil && have > 0 {
+				tr.grow(have) // the resume was refused: the whole file comes again
 			}
+			have = 0
 		case http.StatusPartialContent:
 			start, _, _, ok := parseContentRange(resp.Header.Get("Content-Range"))
 			if !ok || start != have {

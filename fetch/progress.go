@@ -57,13 +57,13 @@ func (t *tracker) add(n int64) {
 	p.drawLocked(false)
 }
 
-// reset forgets the bytes received so far (a restart from zero).
-func (t *tracker) reset() {
+// grow adds n bytes to the expected total (a refused resume).
+func (t *tracker) grow(n int64) {
 	p := t.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.done -= t.have
-	t.have = 0
+	p.total += n
+	t.size += n
 }
 
 func (t *tracker) done() {
