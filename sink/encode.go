@@ -255,8 +255,8 @@ func appendMessage(b []byte, m *schema.Message) ([]byte, error) {
 	case schema.BlockContent:
 		b = mpStr(b, "content")
 		b = mpArrayHeader(b, len(m.Blocks))
-		for _, blk := range m.Blocks {
-			if b, err = appendValue(b, blk); err != nil {
+		for i := range m.Blocks {
+			if b, err = appendMap(b, &m.Blocks[i]); err != nil {
 				return b, fmt.Errorf("content block: %w", err)
 			}
 		}
@@ -304,6 +304,22 @@ func mpOptStr(b []byte, s *string) []byte {
 	return mpStr(b, *s)
 }
 
+// appendMap writes an ordered JSON object.
+func appendMap(b []byte, m *schema.Map) ([]byte, error) {
+	if len(m.Keys) != len(m.Values) {
+		return b, fmt.Errorf("malformed map: %d keys, %d values", len(m.Keys), len(m.Values))
+	}
+	var err error
+	b = mpMapHeader(b, len(m.Keys))
+	for i, k := range m.Keys {
+		b = mpStr(b, k)
+		if b, err = appendValue(b, m.Values[i]); err != nil {
+			return b, err
+		}
+	}
+	return b, nil
+}
+
 // appendValue writes a JSON-like value: nil, bool, integers, floats,
 // string, []any, schema.Map, json.RawMessage.
 func appendValue(b []byte, v any) ([]byte, error) {
@@ -340,23 +356,13 @@ func appendValue(b []byte, v any) ([]byte, error) {
 		}
 		return b, nil
 	case schema.Map:
-		if len(x.Keys) != len(x.Values) {
-			return b, fmt.Errorf("malformed map: %d keys, %d values", len(x.Keys), len(x.Values))
-		}
-		b = mpMapHeader(b, len(x.Keys))
-		for i, k := range x.Keys {
-			b = mpStr(b, k)
-			if b, err = appendValue(b, x.Values[i]); err != nil {
-				return b, err
-			}
-		}
-		return b, nil
+		return appendMap(b, &x)
 	case *schema.Map:
-		return appendValue(b, *x)
+		return appendMap(b, x)
 	case []schema.Map:
 		b = mpArrayHeader(b, len(x))
-		for _, e := range x {
-			if b, err = appendValue(b, e); err != nil {
+		for i := range x {
+			if b, err = appendMap(b, &x[i]); err != nil {
 				return b, err
 			}
 		}

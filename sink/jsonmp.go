@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -12,7 +13,12 @@ import (
 // surrounding whitespace) to msgpack, preserving object key order. Integers
 // that fit int64/uint64 become msgpack integers, other numbers float64.
 func appendJSONAsMsgpack(dst, src []byte) ([]byte, error) {
-	t := jsonTranscoder{src: src, out: dst}
+	t := transcoders.Get().(*jsonTranscoder)
+	t.src, t.pos, t.out = src, 0, dst
+	defer func() {
+		t.src, t.out = nil, nil
+		transcoders.Put(t)
+	}()
 	t.ws()
 	if err := t.value(0); err != nil {
 		return dst, fmt.Errorf("sink: transcoding JSON to msgpack: %w", err)
@@ -23,6 +29,10 @@ func appendJSONAsMsgpack(dst, src []byte) ([]byte, error) {
 	}
 	return t.out, nil
 }
+
+// transcoders recycles transcoder state (it would escape to the heap on
+// every call otherwise).
+var transcoders = sync.Pool{New: func() any { return new(jsonTranscoder) }}
 
 type jsonTranscoder struct {
 	src []byte
@@ -183,6 +193,12 @@ func (t *jsonTranscoder) number() error {
 		}
 		break
 	}
+	if !isFloat {
+		if v, ok := parseSmallInt(t.src[start:t.pos]); ok {
+			t.out = mpInt(t.out, v)
+			return nil
+		}
+	}
 	s := string(t.src[start:t.pos])
 	if !isFloat {
 		if v, err := strconv.ParseInt(s, 10, 64); err == nil {
@@ -200,6 +216,29 @@ func (t *jsonTranscoder) number() error {
 	}
 	t.out = mpFloat64(t.out, v)
 	return nil
+}
+
+// parseSmallInt parses a JSON integer of at most 18 digits without
+// allocating.
+func parseSmallInt(b []byte) (int64, bool) {
+	neg := false
+	if len(b) > 0 && b[0] == '-' {
+		neg, b = true, b[1:]
+	}
+	if len(b) == 0 || len(b) > 18 || (b[0] == '0' && len(b) > 1) {
+		return 0, false
+	}
+	var v int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int64(c-'0')
+	}
+	if neg {
+		v = -v
+	}
+	return v, true
 }
 
 // str transcodes a JSON string starting at the opening quote.
@@ -223,14 +262,26 @@ func (t *jsonTranscoder) str() error {
 		}
 		t.pos++
 	}
-	buf := append([]byte(nil), t.src[start:t.pos]...)
+	// Slow path: unescape into t.out after a reserved 5-byte header, then
+	// compact the header.
+	at := len(t.out)
+	t.out = append(t.out, 0, 0, 0, 0, 0)
+	t.out = append(t.out, t.src[start:t.pos]...)
+	buf := t.out
+	defer func() { t.out = buf }()
 	for t.pos < len(t.src) {
 		c := t.src[t.pos]
 		switch {
 		case c == '"':
 			t.pos++
-			t.out = mpStrHeader(t.out, len(buf))
-			t.out = append(t.out, buf...)
+			n := len(buf) - at - 5
+			var hdr [5]byte
+			h := mpStrHeader(hdr[:0], n)
+			copy(buf[at:], h)
+			if len(h) < 5 {
+				copy(buf[at+len(h):], buf[at+5:])
+				buf = buf[:len(buf)-(5-len(h))]
+			}
 			return nil
 		case c < 0x20:
 			return t.errAt("control character in string")
@@ -290,10 +341,19 @@ func (t *jsonTranscoder) hex4() (rune, bool) {
 	if len(t.src)-t.pos < 4 {
 		return 0, false
 	}
-	v, err := strconv.ParseUint(string(t.src[t.pos:t.pos+4]), 16, 32)
-	if err != nil {
-		return 0, false
+	var v rune
+	for _, c := range t.src[t.pos : t.pos+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			v = v<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			v = v<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			v = v<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
 	}
 	t.pos += 4
-	return rune(v), true
+	return v, true
 }
