@@ -339,6 +339,9 @@ func OpenHub(ctx context.Context, repoSpec string, opts HubOptions) (*Hub, error
 		Transport:     &countingTransport{base: base, n: &h.stats.requests},
 		CheckRedirect: h.checkRedirect,
 	}
+	if opts.Token != "" && ep.Scheme == "http" && !isLoopback(ep.Hostname()) {
+		h.log.Warn("hub: HF_ENDPOINT is plain http: the token travels unencrypted", "endpoint", ep.Redacted())
+	}
 	if err := h.resolveRevision(ctx); err != nil {
 		return nil, h.scrub(err)
 	}
@@ -368,6 +371,14 @@ func (h *Hub) Stats() HubStats {
 // SnapshotDir is the cache directory holding this commit's files
 // (symlinks into blobs/), as huggingface_hub lays it out.
 func (h *Hub) SnapshotDir() string { return h.cache.snapshotDir(h.sha) }
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
 
 // countingTransport counts requests (each retry and redirect hop).
 type countingTransport struct {

@@ -181,3 +181,34 @@ func TestHubListMemoised(t *testing.T) {
 		t.Fatalf("refs/refs/pr/1 = %q, %v", ref, err)
 	}
 }
+
+func TestOpenDataset(t *testing.T) {
+	dir := datasetDir(t)
+	src, err := OpenDataset(context.Background(), dir, HubOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := src.(*Dir); !ok {
+		t.Fatalf("local dir opened as %T", src)
+	}
+	if _, err := OpenDataset(context.Background(), "./no/such/dir", HubOptions{}); err == nil || !strings.Contains(err.Error(), "no such local directory") {
+		t.Fatalf("bad spec: %v", err)
+	}
+	f := newFakeHub(t)
+	src, err = OpenDataset(context.Background(), fakeID, f.options(t, t.TempDir(), CacheFull))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := src.(*Hub); !ok {
+		t.Fatalf("hub spec opened as %T", src)
+	}
+	// The same bytes through the local directory and the Hub.
+	for _, n := range []string{"meta/info.json", "data/chunk-002/file-000.parquet"} {
+		a, err1 := ReadAll(context.Background(), src, n)
+		local, _ := NewDir(dir)
+		b, err2 := ReadAll(context.Background(), local, n)
+		if err1 != nil || err2 != nil || !bytes.Equal(a, b) {
+			t.Fatalf("%s: %v %v", n, err1, err2)
+		}
+	}
+}
