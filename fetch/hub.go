@@ -101,7 +101,7 @@ type HubOptions struct {
 // HF_ENDPOINT, HF_TOKEN (else HUGGING_FACE_HUB_TOKEN, else the token file
 // HF_TOKEN_PATH, default $HF_HOME/token), HF_HOME (default
 // $XDG_CACHE_HOME/huggingface or ~/.cache/huggingface), HF_HUB_CACHE
-// (default $HF_HOME/hub) and HF_HUB_OFFLINE. getenv is usually os.Getenv.
+// (default $HF_HOME/hub; legacy HUGGINGFACE_HUB_CACHE) and HF_HUB_OFFLINE. getenv is usually os.Getenv.
 func HubOptionsFromEnv(getenv func(string) string) (HubOptions, error) {
 	var o HubOptions
 	o.Endpoint = strings.TrimRight(strings.TrimSpace(getenv("HF_ENDPOINT")), "/")
@@ -125,6 +125,9 @@ func HubOptionsFromEnv(getenv func(string) string) (HubOptions, error) {
 	}
 	home = expandHome(home, getenv)
 	o.CacheDir = getenv("HF_HUB_CACHE")
+	if o.CacheDir == "" {
+		o.CacheDir = getenv("HUGGINGFACE_HUB_CACHE") // legacy name
+	}
 	if o.CacheDir == "" {
 		o.CacheDir = filepath.Join(home, "hub")
 	}
@@ -780,9 +783,11 @@ func (h *Hub) List(ctx context.Context, dir string) ([]string, error) {
 		}
 		return nil, h.scrub(fmt.Errorf("list %s in %s@%s: %w", displayDir(d), h.id, h.sha, err))
 	}
+	seen := map[string]bool{}
 	var out []string
 	for _, e := range entries {
-		if e.Type == "file" {
+		if e.Type == "file" && !seen[e.Path] {
+			seen[e.Path] = true
 			out = append(out, e.Path)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -35,7 +36,7 @@ func (h *Hub) download(ctx context.Context, e treeEntry) error {
 	if fileSizeIs(blob, size) {
 		return finish()
 	}
-	if err := os.MkdirAll(h.cache.dir+"/blobs", 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(blob), 0o755); err != nil {
 		return fmt.Errorf("hub cache: %w", err)
 	}
 	unlock, err := h.cache.lock(ctx, hash, func() {
