@@ -63,12 +63,17 @@ type Message struct {
 
 // Decoder reads wire messages from a msgpack stream.
 type Decoder struct {
-	r   *bufio.Reader
+	br  *bufio.Reader // for Next; nil for a one-value decoder
+	r   io.Reader     // what values are read from (br, or an unbuffered reader)
 	raw []byte
 }
 
-// NewDecoder returns a Decoder reading from r.
-func NewDecoder(r io.Reader) *Decoder { return &Decoder{r: bufio.NewReaderSize(r, 64<<10)} }
+// NewDecoder returns a Decoder reading from r (buffered: it may read ahead
+// of the message it returns).
+func NewDecoder(r io.Reader) *Decoder {
+	br := bufio.NewReaderSize(r, 64<<10)
+	return &Decoder{br: br, r: br}
+}
 
 // errTruncated reports input ending inside a message.
 var errTruncated = fmt.Errorf("sink: stream truncated inside a message: %w", io.ErrUnexpectedEOF)
@@ -80,7 +85,7 @@ var errTruncated = fmt.Errorf("sink: stream truncated inside a message: %w", io.
 // converted to strings) and *Array (msgpack-numpy maps).
 func (d *Decoder) Next() (*Message, error) {
 	d.raw = d.raw[:0]
-	if _, err := d.r.Peek(1); err != nil {
+	if _, err := d.br.Peek(1); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, io.EOF
 		}

@@ -61,6 +61,16 @@ func TestPythonClient(t *testing.T) {
 	write("error.msgpack", failed.Bytes())
 
 	root := moduleRoot(t)
+	// Read the Python sources so that go test's cache notices their changes.
+	if err := filepath.WalkDir(filepath.Join(root, "python"), func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Ext(p) != ".py" {
+			return err
+		}
+		_, err = os.ReadFile(p)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(py, "-m", "unittest", "discover", "-v", "-s", filepath.Join(root, "python", "tests"))
 	cmd.Env = append(os.Environ(), "LRSTREAM_FIXTURES="+dir, "PYTHONPATH="+filepath.Join(root, "python"), "PYTHONDONTWRITEBYTECODE=1")
 	out, err := cmd.CombinedOutput()

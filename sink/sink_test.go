@@ -301,3 +301,30 @@ func TestJSONL(t *testing.T) {
 		t.Fatalf("timestamps: %.3000s", lines[1])
 	}
 }
+
+func TestHello(t *testing.T) {
+	for _, h := range []Hello{{NumWorkers: 1, WorldSize: 1}, {Worker: 2, NumWorkers: 3, Rank: 1, WorldSize: 4, Resume: "e1:p42"}} {
+		b := AppendHello(nil, h)
+		r := bytes.NewReader(append(b, 0xff)) // trailing byte must stay unread
+		got, err := ReadHello(r)
+		if err != nil || got != h {
+			t.Fatalf("got %+v, %v; want %+v", got, err, h)
+		}
+		if r.Len() != 1 {
+			t.Fatalf("ReadHello read ahead: %d bytes left", r.Len())
+		}
+	}
+	// Defaults, unknown keys, and what Python's msgpack.packb sends.
+	got, err := ReadHello(bytes.NewReader(must(appendJSONAsMsgpack(nil, []byte(`{"worker": 1, "num_workers": 2, "extra": [1]}`)))))
+	if err != nil || got != (Hello{Worker: 1, NumWorkers: 2, WorldSize: 1}) {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+	for _, bad := range []string{`[]`, `{"worker": 2, "num_workers": 2}`, `{"rank": -1}`, `{"world_size": 0}`, `{"worker": "0"}`, `{"resume": 5}`} {
+		if _, err := ReadHello(bytes.NewReader(must(appendJSONAsMsgpack(nil, []byte(bad))))); err == nil {
+			t.Errorf("%s: want error", bad)
+		}
+	}
+	if _, err := ReadHello(bytes.NewReader([]byte{0x84})); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("truncated hello: %v", err)
+	}
+}

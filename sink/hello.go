@@ -1,0 +1,102 @@
+package sink
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/lrstream/lrstream/schema"
+)
+
+// Hello is the map a socket client sends once after connecting (see
+// docs/wire-format.md, "Socket protocol").
+type Hello struct {
+	Worker, NumWorkers int
+	Rank, WorldSize    int
+	// Resume is the resume token to continue from; "" starts at the
+	// beginning.
+	Resume string
+}
+
+// maxHelloBytes bounds a hello message.
+const maxHelloBytes = 64 << 10
+
+// AppendHello appends h as a msgpack map to dst (the resume key only when
+// set).
+func AppendHello(dst []byte, h Hello) []byte {
+	n := 4
+	if h.Resume != "" {
+		n++
+	}
+	b := mpMapHeader(dst, n)
+	b = mpStr(b, "worker")
+	b = mpInt(b, int64(h.Worker))
+	b = mpStr(b, "num_workers")
+	b = mpInt(b, int64(h.NumWorkers))
+	b = mpStr(b, "rank")
+	b = mpInt(b, int64(h.Rank))
+	b = mpStr(b, "world_size")
+	b = mpInt(b, int64(h.WorldSize))
+	if h.Resume != "" {
+		b = mpStr(b, "resume")
+		b = mpStr(b, h.Resume)
+	}
+	return b
+}
+
+// ReadHello reads and validates one hello map from r. Missing keys take
+// their defaults (worker 0 of 1, rank 0 of 1); unknown keys are ignored.
+// It reads nothing beyond what the client sent before waiting for the
+// stream.
+func ReadHello(r io.Reader) (Hello, error) {
+	h := Hello{NumWorkers: 1, WorldSize: 1}
+	d := &Decoder{r: io.LimitReader(r, maxHelloBytes)}
+	v, err := d.value(0)
+	if err != nil {
+		return h, fmt.Errorf("sink: reading hello: %w", err)
+	}
+	m, ok := v.(schema.Map)
+	if !ok {
+		return h, fmt.Errorf("sink: hello is a %T, want a map", v)
+	}
+	for i, k := range m.Keys {
+		val := m.Values[i]
+		var dst *int
+		switch k {
+		case "worker":
+			dst = &h.Worker
+		case "num_workers":
+			dst = &h.NumWorkers
+		case "rank":
+			dst = &h.Rank
+		case "world_size":
+			dst = &h.WorldSize
+		case "resume":
+			switch s := val.(type) {
+			case nil:
+			case string:
+				h.Resume = s
+			default:
+				return h, fmt.Errorf("sink: hello resume is a %T, want a string", val)
+			}
+			continue
+		default:
+			continue
+		}
+		n, ok := val.(int64)
+		if !ok {
+			return h, fmt.Errorf("sink: hello %s is a %T, want an integer", k, val)
+		}
+		*dst = int(n)
+	}
+	switch {
+	case h.NumWorkers < 1:
+		return h, fmt.Errorf("sink: hello num_workers must be >= 1, got %d", h.NumWorkers)
+	case h.Worker < 0 || h.Worker >= h.NumWorkers:
+		return h, fmt.Errorf("sink: hello worker %d out of range [0, %d)", h.Worker, h.NumWorkers)
+	case h.WorldSize < 1:
+		return h, fmt.Errorf("sink: hello world_size must be >= 1, got %d", h.WorldSize)
+	case h.Rank < 0 || h.Rank >= h.WorldSize:
+		return h, fmt.Errorf("sink: hello rank %d out of range [0, %d)", h.Rank, h.WorldSize)
+	}
+	return h, nil
+}
