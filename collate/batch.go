@@ -72,9 +72,16 @@ func (c *Column) Float32At(i int) float32 {
 	return math.Float32frombits(binary.LittleEndian.Uint32(c.Data[4*i:]))
 }
 
+// StringColumn is a per-sample string column: one value per sample.
+type StringColumn struct {
+	Name   string
+	Values []string
+}
+
 // Batch is N collated samples in columnar form. Columns holds the standard
 // numeric columns (positions PosIndex..PosTaskIndex) followed by the feature
 // columns in Config.Features order. The per-sample list columns are Task,
+// Strings,
 // Samples (nil when no sample of the batch carries messages) and, with
 // Config.KeepLanguage, Persistent and Events.
 //
@@ -85,6 +92,9 @@ type Batch struct {
 	N       int
 	Columns []Column
 	Task    []string
+	// Strings are the extra per-sample string columns of Config.Strings
+	// (e.g. "dataset" when mixing datasets), in that order.
+	Strings []StringColumn
 	// Samples holds each sample's rendered messages and sidecars; nil when
 	// no sample of the batch carries messages (passthrough batch).
 	Samples []*schema.Sample
@@ -130,6 +140,10 @@ func (b *Batch) reset() {
 	}
 	clear(b.Task)
 	b.Task = b.Task[:0]
+	for i := range b.Strings {
+		clear(b.Strings[i].Values)
+		b.Strings[i].Values = b.Strings[i].Values[:0]
+	}
 	clear(b.samples)
 	b.samples = b.samples[:0]
 	b.Samples = nil

@@ -22,6 +22,9 @@ type Config struct {
 	// output order. Names must be unique and must not be a standard or
 	// per-sample column name.
 	Features []Feature
+	// Strings names extra per-sample string columns (e.g. "dataset"),
+	// written after task; Frame.Strings supplies their values.
+	Strings []string
 	// KeepLanguage keeps the raw language_persistent / language_events
 	// rows of every sample as per-sample list columns.
 	KeepLanguage bool
@@ -41,6 +44,8 @@ type Frame struct {
 	// for this frame, typically a sub-slice of a decoded row group's
 	// buffer; its length must be Config.Features[i].FrameBytes().
 	Features [][]byte
+	// Strings holds the values of Config.Strings for this frame.
+	Strings []string
 	// Persistent and Events are the frame's raw language rows, used only
 	// with Config.KeepLanguage.
 	Persistent, Events []schema.Row
@@ -94,6 +99,12 @@ func NewBatcher(cfg Config) (*Batcher, error) {
 		seen[f.Name] = true
 		b.feats = append(b.feats, f)
 	}
+	for _, name := range cfg.Strings {
+		if name == "" || reserved[name] || seen[name] {
+			return nil, fmt.Errorf("collate: invalid or duplicate string column %q", name)
+		}
+		seen[name] = true
+	}
 	for _, f := range b.feats {
 		b.fbytes = append(b.fbytes, f.FrameBytes())
 	}
@@ -130,6 +141,9 @@ func (b *Batcher) Add(f *Frame) (*Batch, error) {
 	if len(f.Features) != len(b.cfg.Features) {
 		return nil, fmt.Errorf("collate: frame index %d (episode %d) has %d feature values, want %d", f.Index, f.EpisodeIndex, len(f.Features), len(b.cfg.Features))
 	}
+	if len(f.Strings) != len(b.cfg.Strings) {
+		return nil, fmt.Errorf("collate: frame index %d (episode %d) has %d string values, want %d (%v)", f.Index, f.EpisodeIndex, len(f.Strings), len(b.cfg.Strings), b.cfg.Strings)
+	}
 	for i, v := range f.Features {
 		if want := b.fbytes[NumStandard+i]; len(v) != want {
 			ft := b.cfg.Features[i]
@@ -152,6 +166,9 @@ func (b *Batcher) Add(f *Frame) (*Batch, error) {
 		cols[NumStandard+i].Data = append(cols[NumStandard+i].Data, v...)
 	}
 	c.Task = append(c.Task, f.Task)
+	for i, v := range f.Strings {
+		c.Strings[i].Values = append(c.Strings[i].Values, v)
+	}
 	c.samples = append(c.samples, f.Sample)
 	if b.cfg.KeepLanguage {
 		c.Persistent = append(c.Persistent, f.Persistent)
@@ -226,6 +243,9 @@ func (b *Batcher) get() *Batch {
 		Columns: make([]Column, len(b.feats)),
 		Task:    make([]string, 0, bs),
 		samples: make([]*schema.Sample, 0, bs),
+	}
+	for _, name := range b.cfg.Strings {
+		c.Strings = append(c.Strings, StringColumn{Name: name, Values: make([]string, 0, bs)})
 	}
 	for i, f := range b.feats {
 		c.Columns[i] = Column{Name: f.Name, DType: f.DType, Data: make([]byte, 0, bs*b.fbytes[i]), Shape: make([]int, 0, 1+len(f.Shape))}

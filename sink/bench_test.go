@@ -11,7 +11,7 @@ import (
 // frame.
 func BenchmarkEncodeBatch(b *testing.B) {
 	const bs = 256
-	bt, err := collate.NewBatcher(collate.Config{BatchSize: bs, Features: fixtureFeatures[:2]})
+	bt, err := collate.NewBatcher(collate.Config{BatchSize: bs, Features: fixtureFeatures[:2], Strings: []string{"dataset"}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -384,6 +384,13 @@ func headerFromMap(m schema.Map) (*Header, error) {
 			*kv.dst = b
 		}
 	}
+	if ss, ok := m.Get("strings"); ok {
+		list, _ := ss.([]any)
+		for _, e := range list {
+			s, _ := e.(string)
+			h.Strings = append(h.Strings, s)
+		}
+	}
 	if cs, ok := m.Get("components"); ok {
 		list, _ := cs.([]any)
 		for _, c := range list {

@@ -10,7 +10,7 @@ import (
 
 // AppendHeader appends the msgpack header message for h to dst.
 func AppendHeader(dst []byte, h Header) ([]byte, error) {
-	b := mpMapHeader(dst, 17)
+	b := mpMapHeader(dst, 18)
 	b = mpStr(b, "type")
 	b = mpStr(b, TypeHeader)
 	b = mpStr(b, "format")
@@ -52,6 +52,11 @@ func AppendHeader(dst []byte, h Header) ([]byte, error) {
 		for _, d := range f.Shape {
 			b = mpInt(b, int64(d))
 		}
+	}
+	b = mpStr(b, "strings")
+	b = mpArrayHeader(b, len(h.Strings))
+	for _, s := range h.Strings {
+		b = mpStr(b, s)
 	}
 	var err error
 	b = mpStr(b, "tools")
@@ -121,7 +126,7 @@ func AppendError(dst []byte, msg string) []byte {
 
 // batchKeys counts the column entries of a batch message.
 func batchKeys(bt *collate.Batch) int {
-	n := len(bt.Columns) + 1 // numeric columns + task
+	n := len(bt.Columns) + 1 + len(bt.Strings) // numeric columns, task, strings
 	if bt.Samples != nil {
 		n += 3
 	}
@@ -164,6 +169,14 @@ func AppendBatch(dst []byte, bt *collate.Batch, meta BatchMeta) ([]byte, error) 
 	b = mpArrayHeader(b, len(bt.Task))
 	for _, s := range bt.Task {
 		b = mpStr(b, s)
+	}
+	for i := range bt.Strings {
+		sc := &bt.Strings[i]
+		b = mpStr(b, sc.Name)
+		b = mpArrayHeader(b, len(sc.Values))
+		for _, s := range sc.Values {
+			b = mpStr(b, s)
+		}
 	}
 	var err error
 	if bt.Samples != nil {

@@ -60,6 +60,7 @@ func fixtureFrame(i int) *collate.Frame {
 		grid = binary.LittleEndian.AppendUint32(grid, uint32(int32(i*10-d)))
 	}
 	f.Features = [][]byte{state, action, {byte(i % 2)}, grid}
+	f.Strings = []string{[]string{"ds_a", "ds_b"}[i%2]}
 	f.Persistent = []schema.Row{
 		{Role: "assistant", Content: schema.Str("grasp the cube"), Style: schema.Str("subtask"), Timestamp: 0.5, HasTimestamp: true},
 		{Role: "assistant", Content: nil, Style: schema.Str("memory"), Timestamp: 1, HasTimestamp: true,
@@ -77,6 +78,7 @@ func fixtureHeader(b *collate.Batcher) Header {
 		Recipe: "fixture.yaml", RecipeSHA256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
 		Mode: "fallback", BatchSize: b.Config().BatchSize, KeepLanguage: b.Config().KeepLanguage,
 		Features:   b.Columns(),
+		Strings:    b.Config().Strings,
 		Tools:      json.RawMessage(`[{"type": "function", "function": {"name": "say", "description": "Speak", "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}}]`),
 		Options:    json.RawMessage(`{"shuffle": false, "seed": 0, "episodes": null}`),
 		Components: []string{"low", "high"},
@@ -89,7 +91,7 @@ func fixtureHeader(b *collate.Batcher) Header {
 // they are recycled only through the returned copies of their indices).
 func writeFixture(t testing.TB, s Sink, n, bs int, keepLanguage bool) {
 	t.Helper()
-	b, err := collate.NewBatcher(collate.Config{BatchSize: bs, Features: fixtureFeatures, KeepLanguage: keepLanguage})
+	b, err := collate.NewBatcher(collate.Config{BatchSize: bs, Features: fixtureFeatures, Strings: []string{"dataset"}, KeepLanguage: keepLanguage})
 	if err != nil {
 		t.Fatal(err)
 	}

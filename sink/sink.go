@@ -54,6 +54,9 @@ type Header struct {
 	DropLast     bool
 	KeepLanguage bool
 	Features     []collate.Feature
+	// Strings names the extra per-sample string columns after task
+	// (collate Config.Strings), e.g. "dataset" when mixing datasets.
+	Strings []string
 	// Tools is the tools catalog as JSON (meta/info.json["tools"] or the
 	// default); nil is written as nil.
 	Tools json.RawMessage

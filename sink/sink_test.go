@@ -28,6 +28,9 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := s.Header
+	if !reflect.DeepEqual(h.Strings, []string{"dataset"}) {
+		t.Fatalf("strings %v", h.Strings)
+	}
 	if h.Format != FormatVersion || h.Dataset != "lrstream/fixture" || h.FPS != 30 || h.BatchSize != 16 || !h.KeepLanguage {
 		t.Fatalf("header %+v", h)
 	}
@@ -60,7 +63,7 @@ func TestRoundTrip(t *testing.T) {
 		for _, c := range b.Columns {
 			names = append(names, c.Name)
 		}
-		wantNames := "index episode_index frame_index timestamp task_index observation.state action observation.flag observation.grid task messages message_streams target_message_indices language_persistent language_events"
+		wantNames := "index episode_index frame_index timestamp task_index observation.state action observation.flag observation.grid task dataset messages message_streams target_message_indices language_persistent language_events"
 		if strings.Join(names, " ") != wantNames {
 			t.Fatalf("columns %v", names)
 		}
@@ -69,6 +72,9 @@ func TestRoundTrip(t *testing.T) {
 		grid := b.Column("observation.grid").(*Array)
 		if idx.DType != "<i8" || !reflect.DeepEqual(st.Shape, []int{b.Size, dim}) || !reflect.DeepEqual(grid.Shape, []int{b.Size, 2, 3}) {
 			t.Fatalf("arrays %+v %+v", idx, st.Shape)
+		}
+		if ds := b.Column("dataset").([]any); len(ds) != b.Size || (ds[0] != "ds_a" && ds[0] != "ds_b") {
+			t.Fatalf("dataset column %v", ds)
 		}
 		msgs := b.Column("messages").([]any)
 		for i := 0; i < b.Size; i++ {
