@@ -32,7 +32,9 @@ type command struct {
 
 // commands lists the subcommands in the order `lrstream help` shows them.
 func commands() []command {
-	return []command{}
+	return []command{
+		genCommand(),
+	}
 }
 
 // exitError carries a specific exit status.
