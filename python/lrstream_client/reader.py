@@ -69,10 +69,13 @@ def decode_array(obj: Dict[bytes, Any]) -> np.ndarray:
     return np.frombuffer(obj[b"data"], dtype=np.dtype(dtype)).reshape(shape)
 
 
-def _object_hook(obj: Dict[Any, Any]) -> Any:
-    if b"nd" in obj and obj[b"nd"] is True:
-        return decode_array(obj)
-    return obj
+def _decode_columns(columns: Dict[str, Any]) -> Dict[str, Any]:
+    # Only a batch's top-level column values can be arrays; converting them
+    # here avoids an object_hook call for every message map.
+    for k, v in columns.items():
+        if type(v) is dict and v.get(b"nd") is True:
+            columns[k] = decode_array(v)
+    return columns
 
 
 Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, BinaryIO, socket.socket]
@@ -108,7 +111,6 @@ class StreamReader:
         self._unpacker = msgpack.Unpacker(
             f,
             raw=False,
-            object_hook=_object_hook,
             read_size=read_size,
             max_buffer_size=MAX_MESSAGE_BYTES,
         )
@@ -175,7 +177,7 @@ class StreamReader:
                 raise TruncatedStreamError("lrstream stream ended without an 'end' message (truncated)")
             t = msg["type"]
             if t == "batch":
-                yield Batch(msg["columns"], msg.get("seq", 0), msg.get("epoch", 0), msg.get("size", 0), msg.get("resume"))
+                yield Batch(_decode_columns(msg["columns"]), msg.get("seq", 0), msg.get("epoch", 0), msg.get("size", 0), msg.get("resume"))
             elif t == "end":
                 self.end = msg
                 self._done = True
