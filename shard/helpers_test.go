@@ -1,0 +1,209 @@
+package shard
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/lrstream/lrstream/fetch"
+	"github.com/lrstream/lrstream/schema"
+)
+
+// repoRoot walks up from the package directory to the directory holding
+// go.mod.
+func repoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found")
+		}
+		dir = parent
+	}
+}
+
+func sharedDir(t testing.TB) string { return filepath.Join(repoRoot(t), "..", "shared") }
+
+func conformanceDir(t testing.TB) string {
+	if d := os.Getenv("LRSTREAM_CONFORMANCE_DATASETS"); d != "" {
+		return d
+	}
+	return filepath.Join(sharedDir(t), "conformance", "datasets")
+}
+
+// conformanceDatasets lists the dataset directories of the conformance kit.
+func conformanceDatasets(t testing.TB) []string {
+	t.Helper()
+	root := conformanceDir(t)
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		t.Skipf("conformance datasets not available: %v", err)
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() {
+			if _, err := os.Stat(filepath.Join(root, e.Name(), "meta", "info.json")); err == nil {
+				out = append(out, filepath.Join(root, e.Name()))
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Skipf("no conformance datasets in %s", root)
+	}
+	return out
+}
+
+func mustDir(t testing.TB, dir string) *fetch.Dir {
+	t.Helper()
+	src, err := fetch.NewDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
+
+// readAll opens, plans and reads a whole dataset.
+func readAll(t testing.TB, src fetch.Source, sel Selection, opts Options) (*schema.Dataset, []*Batch) {
+	t.Helper()
+	ctx := context.Background()
+	ds, err := OpenDataset(ctx, src)
+	if err != nil {
+		t.Fatalf("OpenDataset: %v", err)
+	}
+	units, err := Plan(ctx, src, ds, sel)
+	if err != nil {
+		t.Fatalf("Plan: %v", err)
+	}
+	var out []*Batch
+	for _, u := range units {
+		b, err := ReadUnit(ctx, src, ds, u, opts)
+		if err != nil {
+			t.Fatalf("ReadUnit %s/%d: %v", u.File, u.RowGroup, err)
+		}
+		out = append(out, b)
+	}
+	return ds, out
+}
+
+// rowJSON renders a row the way decoded_*.jsonl files do.
+func rowJSON(r schema.Row, persistent bool) string {
+	var b strings.Builder
+	str := func(p *string) string {
+		if p == nil {
+			return "null"
+		}
+		q, _ := json.Marshal(*p)
+		return string(q)
+	}
+	role, _ := json.Marshal(r.Role)
+	b.WriteString(`{"role":` + string(role) + `,"content":` + str(r.Content) + `,"style":` + str(r.Style))
+	if persistent {
+		if r.HasTimestamp {
+			b.WriteString(`,"timestamp":` + strconv.FormatFloat(r.Timestamp, 'g', -1, 64))
+		} else {
+			b.WriteString(`,"timestamp":null`)
+		}
+	}
+	b.WriteString(`,"camera":` + str(r.Camera) + `,"tool_calls":`)
+	if r.ToolCalls == nil {
+		b.WriteString("null")
+	} else {
+		b.Write(r.ToolCalls)
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+func rowsJSON(rows []schema.Row, persistent bool) string {
+	parts := make([]string, len(rows))
+	for i, r := range rows {
+		parts[i] = rowJSON(r, persistent)
+	}
+	return "[" + strings.Join(parts, ",") + "]"
+}
+
+// canonJSON re-encodes JSON text keeping object key order and writing
+// numbers as float64, so that 6 and 6.0 compare equal but key order counts.
+func canonJSON(t testing.TB, data []byte) string {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var b strings.Builder
+	if err := canonValue(dec, &b); err != nil {
+		t.Fatalf("invalid JSON %q: %v", data, err)
+	}
+	return b.String()
+}
+
+func canonValue(dec *json.Decoder, b *strings.Builder) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	switch v := tok.(type) {
+	case json.Delim:
+		switch v {
+		case '{':
+			b.WriteByte('{')
+			for n := 0; dec.More(); n++ {
+				if n > 0 {
+					b.WriteByte(',')
+				}
+				k, err := dec.Token()
+				if err != nil {
+					return err
+				}
+				q, _ := json.Marshal(k)
+				b.Write(q)
+				b.WriteByte(':')
+				if err := canonValue(dec, b); err != nil {
+					return err
+				}
+			}
+			if _, err := dec.Token(); err != nil {
+				return err
+			}
+			b.WriteByte('}')
+		case '[':
+			b.WriteByte('[')
+			for n := 0; dec.More(); n++ {
+				if n > 0 {
+					b.WriteByte(',')
+				}
+				if err := canonValue(dec, b); err != nil {
+					return err
+				}
+			}
+			if _, err := dec.Token(); err != nil {
+				return err
+			}
+			b.WriteByte(']')
+		}
+	case string:
+		q, _ := json.Marshal(v)
+		b.Write(q)
+	case json.Number:
+		f, err := v.Float64()
+		if err != nil {
+			return err
+		}
+		b.WriteString(strconv.FormatFloat(f, 'g', -1, 64))
+	case bool:
+		b.WriteString(strconv.FormatBool(v))
+	case nil:
+		b.WriteString("null")
+	}
+	return nil
+}

@@ -1,0 +1,187 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/parquet/metadata"
+
+	"github.com/lrstream/lrstream/fetch"
+	"github.com/lrstream/lrstream/schema"
+)
+
+// Unit is one row group of one data file, the unit of reading. Plan
+// returns units in global index order.
+type Unit struct {
+	// Seq is the unit's position in the plan.
+	Seq int
+	// File is the dataset-relative path of the data file.
+	File string
+	// RowGroup is the row group's ordinal in the file.
+	RowGroup int
+	// Rows is the row group's row count (before episode filtering).
+	Rows int64
+	// Episodes lists, ascending, the selected episodes whose frames the row
+	// group may hold (from the episodes index and the row group's
+	// episode_index statistics).
+	Episodes []int64
+	// Partial is set when the row group may also hold frames of episodes
+	// that are not selected: ReadUnit then keeps only frames of Episodes.
+	Partial bool
+
+	// meta is the file's parsed footer, shared by the file's units so that
+	// ReadUnit does not parse it again.
+	meta *metadata.FileMetaData
+}
+
+// planFile is a data file with selected episodes.
+type planFile struct {
+	path     string
+	episodes []*schema.Episode // every indexed episode of the file
+	first    int64             // smallest dataset_from_index
+	meta     *metadata.FileMetaData
+	err      error
+}
+
+// footerParallelism bounds concurrent footer reads in Plan.
+const footerParallelism = 8
+
+// Plan lists the units holding frames of the selected episodes, in global
+// index order. Files and row groups without a selected episode are not
+// opened or read; Plan only reads the footers of the files it keeps.
+func Plan(ctx context.Context, src fetch.Source, ds *schema.Dataset, sel Selection) ([]Unit, error) {
+	byPath := map[string]*planFile{}
+	var files []*planFile
+	nsel := 0
+	for i := range ds.Episodes {
+		ep := &ds.Episodes[i]
+		p, err := ds.Info.DataFile(ep.DataChunk, ep.DataFile)
+		if err != nil {
+			return nil, fileErr(src.ID(), InfoPath, fmt.Errorf("data_path: %w", err))
+		}
+		pf := byPath[p]
+		if pf == nil {
+			pf = &planFile{path: p, first: ep.FromIndex}
+			byPath[p] = pf
+			files = append(files, pf)
+		}
+		pf.episodes = append(pf.episodes, ep)
+		if ep.FromIndex < pf.first {
+			pf.first = ep.FromIndex
+		}
+		if sel.Contains(ep.Index) {
+			nsel++
+		}
+	}
+	if nsel == 0 {
+		if len(ds.Episodes) == 0 {
+			return nil, nil
+		}
+		return nil, fileErr(src.ID(), "", fmt.Errorf("episode selection (--episodes %q, --exclude-episodes %q) matches none of the dataset's %d episodes", sel.Episodes, sel.Exclude, len(ds.Episodes)))
+	}
+	// Keep files with at least one selected episode.
+	kept := files[:0]
+	for _, f := range files {
+		for _, ep := range f.episodes {
+			if sel.Contains(ep.Index) {
+				kept = append(kept, f)
+				break
+			}
+		}
+	}
+	files = kept
+	sort.SliceStable(files, func(i, j int) bool { return files[i].first < files[j].first })
+
+	// Read the footers concurrently.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, footerParallelism)
+	for _, f := range files {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(f *planFile) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			pf, err := openParquet(ctx, src, f.path, nil)
+			if err != nil {
+				f.err = err
+				return
+			}
+			f.meta = pf.rdr.MetaData()
+			pf.Close()
+		}(f)
+	}
+	wg.Wait()
+
+	var units []Unit
+	for _, f := range files {
+		if f.err != nil {
+			return nil, f.err
+		}
+		us, err := planRowGroups(src, f, sel)
+		if err != nil {
+			return nil, err
+		}
+		for _, u := range us {
+			u.Seq = len(units)
+			units = append(units, u)
+		}
+	}
+	return units, nil
+}
+
+func planRowGroups(src fetch.Source, f *planFile, sel Selection) (units []Unit, err error) {
+	defer recoverTo(&err, func(e error) error { return fileErr(src.ID(), f.path, e) })
+	md := f.meta
+	epCol := md.Schema.ColumnIndexByName("episode_index")
+	if epCol < 0 {
+		return nil, fileErr(src.ID(), f.path, errors.New("no episode_index column"))
+	}
+	for rg := 0; rg < md.NumRowGroups(); rg++ {
+		rgm := md.RowGroup(rg)
+		if rgm.NumRows() == 0 {
+			continue
+		}
+		lo, hi, ok := episodeStats(rgm, epCol)
+		u := Unit{File: f.path, RowGroup: rg, Rows: rgm.NumRows(), meta: md}
+		present := 0
+		for _, ep := range f.episodes {
+			if ok && (ep.Index < lo || ep.Index > hi) {
+				continue
+			}
+			present++
+			if sel.Contains(ep.Index) {
+				u.Episodes = append(u.Episodes, ep.Index)
+			}
+		}
+		if len(u.Episodes) == 0 {
+			continue
+		}
+		u.Partial = !sel.All() && (!ok || len(u.Episodes) < present || hi-lo+1 > int64(present))
+		units = append(units, u)
+	}
+	return units, nil
+}
+
+// episodeStats returns the row group's episode_index min and max when the
+// footer has them.
+func episodeStats(rgm *metadata.RowGroupMetaData, col int) (lo, hi int64, ok bool) {
+	cc, err := rgm.ColumnChunk(col)
+	if err != nil {
+		return 0, 0, false
+	}
+	if set, err := cc.StatsSet(); err != nil || !set {
+		return 0, 0, false
+	}
+	st, err := cc.Statistics()
+	if err != nil || st == nil || !st.HasMinMax() {
+		return 0, 0, false
+	}
+	s, isInt := st.(*metadata.Int64Statistics)
+	if !isInt {
+		return 0, 0, false
+	}
+	return s.Min(), s.Max(), true
+}
