@@ -60,6 +60,9 @@ func TestCollateConformance(t *testing.T) {
 	path := filepath.Join(conformanceDir(t), "collate.jsonl")
 	data, err := os.ReadFile(path)
 	if err != nil {
+		if os.Getenv("LRSTREAM_CONFORMANCE_RENDER") != "" {
+			t.Fatal(err)
+		}
 		t.Skipf("conformance vectors unavailable: %v", err)
 	}
 	passed, failed := 0, 0
@@ -117,14 +120,31 @@ func TestCollateConformance(t *testing.T) {
 	}
 }
 
+func TestCollateJSONPromotes(t *testing.T) {
+	var b []any
+	dec := json.NewDecoder(strings.NewReader(`[{"a":[1,2]},{"a":[1.5,2]},null]`))
+	dec.UseNumber()
+	if err := dec.Decode(&b); err != nil {
+		t.Fatal(err)
+	}
+	got, err := CollateJSON(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := normalize(t, got); !reflect.DeepEqual(g, map[string]any{"a": []any{[]any{1.0, 2.0}, []any{1.5, 2.0}}}) {
+		t.Fatalf("got %v", g)
+	}
+}
+
 func TestCollateJSONInvariants(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		batch string
 		err   string
 	}{
-		{"dtype", `[{"a":[1,2]},{"a":[1.5,2]}]`, "dtype"},
-		{"shape", `[{"a":[1,2]},{"a":[1,2,3]}]`, "shape"},
+		{"shape", `[{"a":[1,2]},{"a":[1,2,3]}]`, "stack expects each tensor to be equal size, but got [2] at entry 0 and [3] at entry 1"},
+		{"shape 2d", `[{"a":[[1],[2]]},{"a":[[1,2]]}]`, "but got [2, 1] at entry 0 and [1, 2] at entry 1"},
+		{"string vs number", `[{"a":"x"},{"a":1}]`, "type"},
 		{"ragged", `[{"a":[[1],2]}]`, "ragged"},
 		{"streams presence", `[{"message_streams":["x"]},{"index":1}]`, "1/2 samples carry 'message_streams'"},
 		{"nested", `[{"o":{"x":1}},{"o":{"y":1}}]`, "samples carry 'o.x'"},

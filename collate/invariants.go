@@ -99,5 +99,9 @@ func (e *MismatchError) Error() string {
 	if e.HasIndex {
 		where = fmt.Sprintf("index %d (episode %d)", e.Index, e.Episode)
 	}
+	if e.What == "shape" && !e.HasIndex {
+		// torch.stack's wording, as upstream reports it.
+		return fmt.Sprintf("Inconsistent batch: key '%s': stack expects each tensor to be equal size, but got %s at entry 0 and %s at entry %d", e.Key, e.Want, e.Got, e.Position)
+	}
 	return fmt.Sprintf("Inconsistent batch: key '%s' has %s %s at %s but %s earlier in the batch; stacked keys must have the same dtype and shape in every sample.", e.Key, e.What, e.Got, where, e.Want)
 }

@@ -110,22 +110,20 @@ func stackJSON(key string, vals []any) (any, error) {
 		}
 		return collateMaps(ms, key+".")
 	}
-	var dt0 string
+	// Numbers promote across samples as torch does (bool < int < float);
+	// shapes must agree exactly, as torch.stack requires.
 	var sh0 []int
 	for i, v := range vals {
-		dt, sh, err := arrayInfo(v)
+		_, sh, err := arrayInfo(v)
 		if err != nil {
 			return nil, fmt.Errorf("collate: key '%s' at batch position %d: %w", key, i, err)
 		}
 		if i == 0 {
-			dt0, sh0 = dt, sh
+			sh0 = sh
 			continue
 		}
-		if dt != dt0 {
-			return nil, &MismatchError{Key: key, What: "dtype", Position: i, Want: dt0, Got: dt}
-		}
 		if !slices.Equal(sh, sh0) {
-			return nil, &MismatchError{Key: key, What: "shape", Position: i, Want: fmt.Sprint(sh0), Got: fmt.Sprint(sh)}
+			return nil, &MismatchError{Key: key, What: "shape", Position: i, Want: torchShape(sh0), Got: torchShape(sh)}
 		}
 	}
 	return vals, nil
@@ -190,6 +188,20 @@ func arrayInfo(v any) (string, []int, error) {
 		return "|b1", shape, nil
 	}
 	return "<f4", shape, nil // empty list: torch's default dtype
+}
+
+// torchShape formats a shape the way torch prints sizes: [2, 3].
+func torchShape(sh []int) string {
+	var sb strings.Builder
+	sb.WriteByte('[')
+	for i, d := range sh {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		fmt.Fprint(&sb, d)
+	}
+	sb.WriteByte(']')
+	return sb.String()
 }
 
 // jsonKind names a JSON value's type for error messages.
