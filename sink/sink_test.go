@@ -334,3 +334,16 @@ func TestHello(t *testing.T) {
 		t.Fatalf("truncated hello: %v", err)
 	}
 }
+
+func TestPreview(t *testing.T) {
+	var buf bytes.Buffer
+	writeFixture(t, NewPreview(&buf, 2), 20, 8, false)
+	out := buf.String()
+	for _, want := range []string{"lrstream/1 stream: dataset lrstream/fixture @ 0123abcd, 30 fps", "columns: index <i8[], ",
+		"batch 0 (epoch 0): 8 rendered samples, index 0..8", `[1] index 1, episode 0, frame 1, t=0.033s, task "task 1"`,
+		"     *assistant [high_level]: Plan: 1. reach\\n2. grasp", `tool_calls=[{"type":"function"`, "… 6 more", "end: 20 frames read"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("preview lacks %q:\n%s", want, out)
+		}
+	}
+}
