@@ -268,10 +268,16 @@ feed:
 	return res, nil
 }
 
+// writerProps are pyarrow ParquetWriter's defaults (snappy, dictionary
+// pages, statistics), except that the float vectors are written PLAIN:
+// random floats never profit from a dictionary, and hashing them dominated
+// generation time.
 func writerProps() *parquet.WriterProperties {
 	return parquet.NewWriterProperties(
 		parquet.WithCompression(compress.Codecs.Snappy),
 		parquet.WithDictionaryDefault(true),
+		parquet.WithDictionaryFor("action.list.element", false),
+		parquet.WithDictionaryFor("observation.state.list.element", false),
 		parquet.WithStats(true),
 		parquet.WithCreatedBy("lrstream datagen (arrow-go v18)"),
 	)
@@ -427,7 +433,7 @@ func (eb *episodeBuilder) build(p *plan, ep int, el *episodeLang, st *featureSta
 	if eb.pers == nil {
 		return
 	}
-	eb.pers.reserve(n, n*len(el.persistent))
+	eb.pers.reserve(n, el.persistent)
 	for range n {
 		eb.pers.appendList(el.persistent, o.FPS)
 	}

@@ -253,10 +253,27 @@ func (la *langAppender) appendEmpty(n int) {
 	}
 }
 
-// reserve is a hint to grow the builders for n more lists holding m rows.
-func (la *langAppender) reserve(n, m int) {
+// reserve grows the builders for n frames that all carry rows.
+func (la *langAppender) reserve(n int, rows []langRow) {
 	la.list.Reserve(n)
-	if la.st != nil {
-		la.st.Reserve(m)
+	if la.st == nil || len(rows) == 0 {
+		return
+	}
+	la.st.Reserve(n * len(rows))
+	var role, content, style, camera int
+	for i := range rows {
+		role += len(rows[i].role)
+		content += len(rows[i].content)
+		style += len(rows[i].style)
+		camera += len(rows[i].camera)
+	}
+	for _, x := range []struct {
+		a     strAppender
+		bytes int
+	}{{la.role, role}, {la.content, content}, {la.style, style}, {la.camera, camera}} {
+		if x.a.s != nil {
+			x.a.s.Reserve(n * len(rows))
+			x.a.s.ReserveData(n * x.bytes)
+		}
 	}
 }
