@@ -89,7 +89,7 @@ func numeric(v any) (float64, bool) {
 // limits against hostile YAML (alias bombs, deep nesting).
 const (
 	maxDepth = 200
-	maxNodes = 1 << 20
+	maxNodes = 100000
 )
 
 type yamlConv struct{ nodes int }
