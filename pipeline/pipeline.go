@@ -1,0 +1,158 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+
+	"github.com/lrstream/lrstream/fetch"
+	"github.com/lrstream/lrstream/render"
+	"github.com/lrstream/lrstream/schema"
+	"github.com/lrstream/lrstream/shard"
+)
+
+// Config says what to read and how to render it.
+type Config struct {
+	// Source and Dataset are the dataset's storage and its metadata
+	// (shard.OpenDataset).
+	Source  fetch.Source
+	Dataset *schema.Dataset
+	// Recipe renders every frame; Mode decides what becomes of None renders
+	// and frames without language.
+	Recipe *render.Recipe
+	Mode   render.Mode
+	// NoTaskAug passes the canonical task explicitly, as LeRobot main's
+	// RenderMessagesStep does, which disables task_aug rotation.
+	NoTaskAug bool
+	// Selection chooses episodes (--episodes / --exclude-episodes).
+	Selection shard.Selection
+	// Features names the numeric features to read; nil means every numeric
+	// feature of info.json.
+	Features []string
+	// SkipErrors keeps going past frames whose rendering fails (they are
+	// counted and listed in Stats.Skipped) instead of stopping at the first.
+	SkipErrors bool
+	// Share restricts the run to one worker's share of the episodes.
+	Share Share
+	// Workers is the number of units decoded and rendered in parallel
+	// (default GOMAXPROCS). Output never depends on it.
+	Workers int
+}
+
+// Share is one of NumWorkers disjoint shares of the selected episodes; the
+// shares together cover the selection exactly once. The zero value is the
+// whole selection.
+type Share struct {
+	Worker, NumWorkers int
+}
+
+// Chunk is one decoded and rendered unit (a row group, or the part of it
+// holding selected episodes), handed to the consumer in plan order.
+type Chunk struct {
+	Unit  shard.Unit
+	Batch *shard.Batch
+	// Results holds one render result per frame of Batch.
+	Results []render.Result
+	// Tasks holds each frame's canonical task ("" when its task_index has
+	// no task).
+	Tasks []string
+}
+
+// FrameError is a frame whose rendering failed, with its location.
+type FrameError struct {
+	Dataset  string
+	File     string
+	RowGroup int
+	Episode  int64
+	Index    int64
+	Err      error
+}
+
+func (e *FrameError) Error() string {
+	return fmt.Sprintf("%s: %s row group %d: episode %d, index %d: %v",
+		e.Dataset, e.File, e.RowGroup, e.Episode, e.Index, e.Err)
+}
+
+// Unwrap returns the render error.
+func (e *FrameError) Unwrap() error { return e.Err }
+
+// Run plans the units of cfg's share, decodes and renders them on
+// cfg.Workers goroutines, and calls emit with each chunk in plan order on
+// the calling goroutine. Render failures are not errors here: they are in
+// the chunk's results for the consumer to judge (see Counter).
+func Run(ctx context.Context, cfg *Config, emit func(*Chunk) error) error {
+	sel, err := shareSelection(cfg.Dataset, cfg.Selection, cfg.Share)
+	if err != nil {
+		return err
+	}
+	units, err := shard.Plan(ctx, cfg.Source, cfg.Dataset, sel)
+	if err != nil {
+		return err
+	}
+	workers := cfg.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	opts := shard.Options{Features: cfg.Features}
+	return ordered(ctx, len(units), workers, 2*workers,
+		func(ctx context.Context, i int) (*Chunk, error) {
+			b, err := shard.ReadUnit(ctx, cfg.Source, cfg.Dataset, units[i], opts)
+			if err != nil {
+				return nil, err
+			}
+			return renderBatch(cfg, units[i], b), nil
+		},
+		func(_ int, c *Chunk) error { return emit(c) })
+}
+
+// renderBatch renders every frame of b. Each distinct persistent list is
+// compiled once (normally one per episode).
+func renderBatch(cfg *Config, u shard.Unit, b *shard.Batch) *Chunk {
+	n := b.Len()
+	c := &Chunk{Unit: u, Batch: b, Results: make([]render.Result, n), Tasks: make([]string, n)}
+	// episodes[p+1] is the compiled episode of b.Persistent[p]; [0] is the
+	// empty persistent list.
+	episodes := make([]*render.Episode, len(b.Persistent)+1)
+	epErrs := make([]error, len(b.Persistent)+1)
+	compiled := make([]bool, len(b.Persistent)+1)
+	lastTask, lastText, lastOK := int64(-1), "", false
+	for i := 0; i < n; i++ {
+		p := int32(-1)
+		if b.PersistentOf != nil {
+			p = b.PersistentOf[i]
+		}
+		var persistent []schema.Row
+		if p >= 0 {
+			persistent = b.Persistent[p]
+		}
+		if !compiled[p+1] {
+			episodes[p+1], epErrs[p+1] = cfg.Recipe.Episode(persistent)
+			compiled[p+1] = true
+		}
+		if epErrs[p+1] != nil {
+			c.Results[i] = render.Result{Outcome: render.Failed, Err: epErrs[p+1], Component: -1}
+			continue
+		}
+		events := b.EventRows(i)
+		if ti := b.TaskIndex[i]; ti != lastTask {
+			lastTask = ti
+			lastText, lastOK = cfg.Dataset.TaskText(ti)
+		}
+		f := render.Frame{Events: events, T: float64(b.Timestamp[i]), SampleIdx: b.Index[i]}
+		if lastOK {
+			f.SetCanonicalTask(lastText, cfg.NoTaskAug)
+			c.Tasks[i] = lastText
+		}
+		c.Results[i] = episodes[p+1].Apply(cfg.Mode, f, len(persistent) > 0 || len(events) > 0)
+	}
+	return c
+}
+
+// FrameErr returns the located error of frame i of c, which must have
+// failed.
+func (c *Chunk) FrameErr(ds string, i int) *FrameError {
+	return &FrameError{
+		Dataset: ds, File: c.Unit.File, RowGroup: c.Unit.RowGroup,
+		Episode: c.Batch.EpisodeIndex[i], Index: c.Batch.Index[i], Err: c.Results[i].Err,
+	}
+}

@@ -1,0 +1,316 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+
+	"github.com/lrstream/lrstream/collate"
+	"github.com/lrstream/lrstream/render"
+	"github.com/lrstream/lrstream/schema"
+	"github.com/lrstream/lrstream/sink"
+)
+
+// Stats counts what became of the frames of a run.
+type Stats struct {
+	// Frames read; of them Rendered (with messages, task fallbacks
+	// included), Fallback (rendered as the task fallback), Dropped (None
+	// renders), Passthrough (kept without messages) and Errors (render
+	// failures skipped with SkipErrors).
+	Frames, Rendered, Fallback, Dropped, Passthrough, Errors int64
+	// Components counts recipe renders per blend component, in
+	// Recipe.Components order.
+	Components []int64
+	// Skipped lists every frame skipped because its rendering failed.
+	Skipped []*FrameError
+}
+
+// Count adds chunk c's outcomes to s. Without skipErrors the first failed
+// frame is returned as a *FrameError and counting stops there.
+func (s *Stats) Count(cfg *Config, c *Chunk) error {
+	if s.Components == nil {
+		s.Components = make([]int64, len(cfg.Recipe.Components()))
+	}
+	for i := range c.Results {
+		r := &c.Results[i]
+		switch r.Outcome {
+		case render.Failed:
+			fe := c.FrameErr(cfg.Dataset.ID, i)
+			if !cfg.SkipErrors {
+				return fe
+			}
+			s.Errors++
+			s.Skipped = append(s.Skipped, fe)
+		case render.Rendered:
+			s.Rendered++
+			if r.Fallback {
+				s.Fallback++
+			} else if r.Component >= 0 && r.Component < len(s.Components) {
+				s.Components[r.Component]++
+			} else if len(s.Components) == 1 {
+				s.Components[0]++
+			}
+		case render.Dropped:
+			s.Dropped++
+		case render.Passthrough:
+			s.Passthrough++
+		}
+		s.Frames++
+	}
+	return nil
+}
+
+// StreamOptions shape the batches of Stream.
+type StreamOptions struct {
+	BatchSize    int
+	DropLast     bool
+	KeepLanguage bool
+	// Version is the lrstream version written into the header.
+	Version string
+	// Options is a JSON object of the options that shaped the stream,
+	// written into the header.
+	Options json.RawMessage
+	// Epoch is written into every batch's envelope.
+	Epoch int64
+}
+
+// Stream runs cfg and writes header, batches and end to s. On failure it
+// writes an in-band error to s (after whatever was already written) and
+// returns the error.
+func Stream(ctx context.Context, cfg *Config, so StreamOptions, s sink.Sink) (*Stats, error) {
+	st := &Stats{}
+	var b *collate.Batcher
+	var seq int64
+	headerDone := false
+	start := func(features []collate.Feature) error {
+		var err error
+		b, err = collate.NewBatcher(collate.Config{
+			BatchSize: so.BatchSize, DropLast: so.DropLast,
+			Features: features, KeepLanguage: so.KeepLanguage,
+		})
+		if err != nil {
+			return err
+		}
+		headerDone = true
+		return s.Header(Header(cfg, so, b))
+	}
+	writeBatch := func(bt *collate.Batch) error {
+		if bt == nil {
+			return nil
+		}
+		err := s.Batch(bt, sink.BatchMeta{Seq: seq, Epoch: so.Epoch})
+		seq++
+		b.Recycle(bt)
+		return err
+	}
+	var frame collate.Frame
+	err := Run(ctx, cfg, func(c *Chunk) error {
+		if !headerDone {
+			if err := start(chunkFeatures(c)); err != nil {
+				return err
+			}
+		}
+		if err := st.Count(cfg, c); err != nil {
+			return err
+		}
+		bt := c.Batch
+		feats := b.Config().Features
+		if len(bt.Features) != len(feats) {
+			return fmt.Errorf("%s row group %d: %d numeric features, the stream has %d", c.Unit.File, c.Unit.RowGroup, len(bt.Features), len(feats))
+		}
+		if cap(frame.Features) < len(feats) {
+			frame.Features = make([][]byte, len(feats))
+		}
+		frame.Features = frame.Features[:len(feats)]
+		for j := range bt.Features {
+			fd := &bt.Features[j]
+			if fd.DType != feats[j].DType || !sameShape(fd.Shape, feats[j].Shape) {
+				return fmt.Errorf("%s row group %d: feature %s is %s%v here but %s%v earlier in the stream",
+					c.Unit.File, c.Unit.RowGroup, fd.Name, fd.DType, fd.Shape, feats[j].DType, feats[j].Shape)
+			}
+		}
+		for i := range c.Results {
+			r := &c.Results[i]
+			switch r.Outcome {
+			case render.Dropped:
+				b.AddNone()
+				continue
+			case render.Failed:
+				continue
+			}
+			frame.Index, frame.EpisodeIndex = bt.Index[i], bt.EpisodeIndex[i]
+			frame.FrameIndex, frame.TaskIndex = bt.FrameIndex[i], bt.TaskIndex[i]
+			frame.Timestamp, frame.Task = bt.Timestamp[i], c.Tasks[i]
+			frame.Sample = nil
+			if r.Outcome == render.Rendered {
+				frame.Sample = r.Sample
+			}
+			for j := range bt.Features {
+				size := feats[j].FrameBytes()
+				frame.Features[j] = bt.Features[j].Data[i*size : (i+1)*size]
+			}
+			if so.KeepLanguage {
+				frame.Persistent, frame.Events = bt.PersistentRows(i), bt.EventRows(i)
+			}
+			out, err := b.Add(&frame)
+			if err != nil {
+				return fmt.Errorf("%s row group %d: episode %d, index %d: %w",
+					c.Unit.File, c.Unit.RowGroup, bt.EpisodeIndex[i], bt.Index[i], err)
+			}
+			if err := writeBatch(out); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil && !headerDone {
+		err = start(infoFeatures(cfg))
+	}
+	if err == nil {
+		var last *collate.Batch
+		if last, err = b.Flush(); err == nil {
+			err = writeBatch(last)
+		}
+	}
+	if err == nil {
+		err = s.End(endOf(cfg, st, b))
+	}
+	if err != nil {
+		_ = s.Fail(err)
+		return st, err
+	}
+	return st, nil
+}
+
+// Header describes the stream of cfg batched by b.
+func Header(cfg *Config, so StreamOptions, b *collate.Batcher) sink.Header {
+	ds := cfg.Dataset
+	tools := ds.Info.Tools
+	if tools == nil {
+		tools, _ = json.Marshal(schema.DefaultTools())
+	}
+	var comps []string
+	if cfg.Recipe.IsBlend() {
+		comps = cfg.Recipe.Components()
+	}
+	return sink.Header{
+		Version:      so.Version,
+		Dataset:      ds.ID,
+		Revision:     ds.Revision,
+		FPS:          int(math.Round(ds.Info.FPS)),
+		Recipe:       cfg.Recipe.Name(),
+		RecipeSHA256: cfg.Recipe.SHA256(),
+		Mode:         cfg.Mode.String(),
+		BatchSize:    so.BatchSize,
+		DropLast:     so.DropLast,
+		KeepLanguage: so.KeepLanguage,
+		Features:     b.Columns(),
+		Tools:        tools,
+		Options:      so.Options,
+		Components:   comps,
+		Share: sink.Share{
+			Worker: cfg.Share.Worker, NumWorkers: max(cfg.Share.NumWorkers, 1),
+			WorldSize: 1,
+		},
+	}
+}
+
+func endOf(cfg *Config, st *Stats, b *collate.Batcher) sink.End {
+	cnt := b.Counts()
+	e := sink.End{
+		Frames: st.Frames, Rendered: st.Rendered, Dropped: st.Dropped,
+		Passthrough: st.Passthrough, Errors: st.Errors,
+		Batches: cnt.Batches, Samples: cnt.Kept - cnt.DroppedLast,
+	}
+	if cfg.Recipe.IsBlend() {
+		for i, name := range cfg.Recipe.Components() {
+			var n int64
+			if i < len(st.Components) {
+				n = st.Components[i]
+			}
+			e.Components = append(e.Components, sink.ComponentCount{Name: name, Count: n})
+		}
+	}
+	return e
+}
+
+// chunkFeatures is the numeric feature schema of a decoded chunk.
+func chunkFeatures(c *Chunk) []collate.Feature {
+	out := make([]collate.Feature, len(c.Batch.Features))
+	for i, f := range c.Batch.Features {
+		out[i] = collate.Feature{Name: f.Name, DType: f.DType, Shape: f.Shape}
+	}
+	return out
+}
+
+// infoFeatures is the numeric feature schema info.json declares, used for
+// the header of a stream without any frame.
+func infoFeatures(cfg *Config) []collate.Feature {
+	var out []collate.Feature
+	want := map[string]bool{}
+	for _, n := range cfg.Features {
+		want[n] = true
+	}
+	for _, f := range cfg.Dataset.Info.Features {
+		if !f.IsNumeric() || isCore(f.Name) || (cfg.Features != nil && !want[f.Name]) {
+			continue
+		}
+		dt, ok := numpyDType(f.DType)
+		if !ok {
+			continue
+		}
+		out = append(out, collate.Feature{Name: f.Name, DType: dt, Shape: f.Shape})
+	}
+	return out
+}
+
+func isCore(name string) bool {
+	switch name {
+	case "index", "timestamp", "episode_index", "frame_index", "task_index":
+		return true
+	}
+	return false
+}
+
+func numpyDType(dt string) (string, bool) {
+	switch dt {
+	case "float32":
+		return "<f4", true
+	case "float64":
+		return "<f8", true
+	case "float16":
+		return "<f2", true
+	case "int64":
+		return "<i8", true
+	case "int32":
+		return "<i4", true
+	case "int16":
+		return "<i2", true
+	case "int8":
+		return "|i1", true
+	case "uint8":
+		return "|u1", true
+	case "uint16":
+		return "<u2", true
+	case "uint32":
+		return "<u4", true
+	case "uint64":
+		return "<u8", true
+	case "bool":
+		return "|b1", true
+	}
+	return "", false
+}
+
+func sameShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
