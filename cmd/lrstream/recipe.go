@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/lrstream/lrstream/render"
+)
+
+// recipeCommand is `lrstream recipe check FILE...`: validate recipes and
+// describe how they render.
+func recipeCommand() command {
+	return command{
+		name:    "recipe",
+		summary: "check a training recipe: components, weights, bindings and resolvers",
+		run:     runRecipe,
+	}
+}
+
+func recipeUsage(w io.Writer) {
+	fmt.Fprintln(w, `usage: lrstream recipe check FILE [FILE...]
+
+Loads each recipe (YAML or JSON) with LeRobot's validation rules and prints
+its components in selection order, their weights as draw probabilities,
+and every binding a render resolves with the resolver it uses. Exits 1 if
+any recipe is invalid or has a binding that can never resolve.`)
+}
+
+func runRecipe(_ context.Context, e *env, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		recipeUsage(e.stderr)
+		if len(args) == 0 {
+			return exitError{2}
+		}
+		return flag.ErrHelp
+	}
+	if args[0] != "check" {
+		fmt.Fprintf(e.stderr, "lrstream recipe: unknown subcommand %q\n\n", args[0])
+		recipeUsage(e.stderr)
+		return exitError{2}
+	}
+	fs := flag.NewFlagSet("lrstream recipe check", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() { recipeUsage(e.stderr) }
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return exitError{2}
+	}
+	if fs.NArg() == 0 {
+		recipeUsage(e.stderr)
+		return exitError{2}
+	}
+	bad := 0
+	for i, path := range fs.Args() {
+		if i > 0 {
+			fmt.Fprintln(e.stdout)
+		}
+		if err := checkRecipe(e.stdout, path); err != nil {
+			fmt.Fprintf(e.stderr, "lrstream recipe check: %s: invalid recipe:\n  %s\n", path, strings.ReplaceAll(err.Error(), "\n", "\n  "))
+			bad++
+		}
+	}
+	if bad > 0 {
+		return exitError{1}
+	}
+	return nil
+}
+
+// checkRecipe loads one recipe and prints its description.
+func checkRecipe(w io.Writer, path string) error {
+	r, err := render.LoadFile(path)
+	if err != nil {
+		return err
+	}
+	infos := r.Describe()
+	kind := "message recipe"
+	if r.IsBlend() {
+		kind = fmt.Sprintf("blend of %d components", len(infos))
+	}
+	fmt.Fprintf(w, "%s: %s (sha256 %s)\n", path, kind, r.SHA256()[:16])
+	if r.IsBlend() {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  #\tcomponent\tweight\tp(draw)\troute\tturns")
+		for i, c := range infos {
+			route := "-"
+			if c.Route != "" {
+				route = c.Route + " (wins whenever it renders)"
+			}
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%.2f%%\t%s\t%d\n", i, c.Name,
+				strconv.FormatFloat(c.Weight, 'g', -1, 64), 100*c.Probability, route, c.Turns)
+		}
+		tw.Flush()
+	} else {
+		fmt.Fprintf(w, "  %d turns\n", infos[0].Turns)
+	}
+	for _, c := range infos {
+		if r.IsBlend() {
+			fmt.Fprintf(w, "  bindings of %s:\n", c.Name)
+		} else {
+			fmt.Fprintln(w, "  bindings:")
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, b := range c.Bindings {
+			switch {
+			case b.Resolver == "task":
+				fmt.Fprintf(tw, "    task\ttask\t(explicit task, else task_aug rotation, else dataset task)\timplicit\n")
+			case b.Err != nil:
+				fmt.Fprintf(tw, "    %s\tINVALID\t%s\t%v\n", b.Name, b.Expr, b.Err)
+			default:
+				src := "declared"
+				if b.Default {
+					src = "default"
+				}
+				fmt.Fprintf(tw, "    %s\t%s\t%s\t%s, reads %s\n", b.Name, b.Resolver, b.Expr, src, b.Column)
+			}
+		}
+		tw.Flush()
+	}
+	if err := r.Check(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "  ok")
+	return nil
+}

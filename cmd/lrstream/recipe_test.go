@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// sharedRecipes returns ../shared/recipes next to the module root.
+func sharedRecipes(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, "..", "shared", "recipes")
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found")
+		}
+		dir = parent
+	}
+}
+
+func TestRecipeCheckRealRecipes(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(sharedRecipes(t), "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Skipf("no shared recipes (%v)", err)
+	}
+	for _, f := range files {
+		e, out, errb := genEnv()
+		if code := run(context.Background(), e, []string{"recipe", "check", f}); code != 0 {
+			t.Errorf("%s: exit %d: %s", f, code, errb)
+			continue
+		}
+		s := out.String()
+		for _, want := range []string{"active_at", "subtask", "ok"} {
+			if !strings.Contains(s, want) {
+				t.Errorf("%s: output lacks %q:\n%s", f, want, s)
+			}
+		}
+	}
+	// The blend with routed VQA components shows probabilities and routes.
+	e, out, _ := genEnv()
+	run(context.Background(), e, []string{"recipe", "check", filepath.Join(sharedRecipes(t), "subtask_mem_vqa_speech.yaml")})
+	for _, want := range []string{"blend of 6 components", "high_level_subtask", "25.00%", "7.50%", "vqa (wins", "nth_prev(style=memory, offset=1)", "reads language_events"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestRecipeCheckRejectsBroken(t *testing.T) {
+	dir := t.TempDir()
+	cases := map[string]struct{ body, want string }{
+		"no_stream.yaml": {"messages:\n  - {role: user, content: hi}\n", "is missing a stream"},
+		"weight.yaml": {"blend:\n  a: {weight: 0, messages: [{role: user, content: x, stream: low_level}]}\n",
+			"Blend component 'a' must have a positive weight"},
+		"unknown_binding.yaml": {"messages:\n  - {role: assistant, content: '${nope}', stream: high_level, target: true}\n",
+			"references unknown binding(s): ['nope']"},
+		"bad_resolver.yaml": {"bindings: {x: 'latest(style=plan)'}\nmessages:\n  - {role: assistant, content: '${x}', stream: high_level, target: true}\n",
+			"Unknown language resolver: 'latest'"},
+		"list.yaml":   {"- 1\n- 2\n", "mapping at the top level"},
+		"syntax.yaml": {"messages: [\n", "parse"},
+	}
+	for name, c := range cases {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(c.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		e, _, errb := genEnv()
+		code := run(context.Background(), e, []string{"recipe", "check", p})
+		if code != 1 {
+			t.Errorf("%s: exit %d, want 1", name, code)
+		}
+		if !strings.Contains(errb.String(), c.want) || !strings.Contains(errb.String(), "invalid recipe") {
+			t.Errorf("%s: stderr %q lacks %q", name, errb, c.want)
+		}
+	}
+	// Missing file, usage errors.
+	e, _, errb := genEnv()
+	if code := run(context.Background(), e, []string{"recipe", "check", filepath.Join(dir, "absent.yaml")}); code != 1 || !strings.Contains(errb.String(), "absent.yaml") {
+		t.Errorf("absent: exit %d %q", code, errb)
+	}
+	for _, args := range [][]string{{"recipe"}, {"recipe", "check"}, {"recipe", "lint", "x"}} {
+		e, _, _ := genEnv()
+		if code := run(context.Background(), e, args); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}
