@@ -71,18 +71,18 @@ func TestPyInt(t *testing.T) {
 
 func TestResolverErrors(t *testing.T) {
 	for spec, want := range map[string]string{
-		"active_at (t, style=plan)":              "Invalid resolver expression: 'active_at (t, style=plan)'",
-		"active_at(t, plan)":                     "Invalid resolver argument: 'plan'",
-		"latest(t)":                              "Unknown language resolver: 'latest'",
-		"active_at(t, style=vqa)":                "active_at cannot be used with event-only style 'vqa'.",
-		"nth_next(t)":                            "nth_next requires a persistent style.",
-		"nth_prev(style=plan, offset=0)":         "nth_prev offset must be non-zero.",
-		"emitted_at(t, style=foo)":               "Unknown language style: 'foo'",
-		"active_at(t, style=plan, offset=1)":     "unexpected keyword argument 'offset'",
-		"nth_prev(style=plan, offset=x)":         "invalid literal for int() with base 10: 'x'",
-		"emitted_at(t, style=plan, events=1)":    "multiple values for keyword argument 'events'",
-		"active_at(t,\n style=plan)":             "Invalid resolver expression",
-		"emitted_at(t, style='plan', t_arg=1)":   "",
+		"active_at (t, style=plan)":               "Invalid resolver expression: 'active_at (t, style=plan)'",
+		"active_at(t, plan)":                      "Invalid resolver argument: 'plan'",
+		"latest(t)":                               "Unknown language resolver: 'latest'",
+		"active_at(t, style=vqa)":                 "active_at cannot be used with event-only style 'vqa'.",
+		"nth_next(t)":                             "nth_next requires a persistent style.",
+		"nth_prev(style=plan, offset=0)":          "nth_prev offset must be non-zero.",
+		"emitted_at(t, style=foo)":                "Unknown language style: 'foo'",
+		"active_at(t, style=plan, offset=1)":      "unexpected keyword argument 'offset'",
+		"nth_prev(style=plan, offset=x)":          "invalid literal for int() with base 10: 'x'",
+		"emitted_at(t, style=plan, events=1)":     "multiple values for keyword argument 'events'",
+		"active_at(t,\n style=plan)":              "Invalid resolver expression",
+		"emitted_at(t, style='plan', t_arg=1)":    "",
 		" nth_next( style = \"subtask\" , t ) \n": "",
 	} {
 		r := parseResolver(spec)
