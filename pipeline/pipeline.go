@@ -37,6 +37,9 @@ type Config struct {
 	// Workers is the number of units decoded and rendered in parallel
 	// (default GOMAXPROCS). Output never depends on it.
 	Workers int
+	// Progress, when set, is called with the number of frames of each
+	// chunk as it is handed on, in order (for progress displays).
+	Progress func(frames int)
 }
 
 // Share is one of NumWorkers disjoint shares of the selected episodes; the
@@ -102,7 +105,12 @@ func Run(ctx context.Context, cfg *Config, emit func(*Chunk) error) error {
 			}
 			return renderBatch(cfg, units[i], b), nil
 		},
-		func(_ int, c *Chunk) error { return emit(c) })
+		func(_ int, c *Chunk) error {
+			if cfg.Progress != nil {
+				cfg.Progress(c.Batch.Len())
+			}
+			return emit(c)
+		})
 }
 
 // renderBatch renders every frame of b. Each distinct persistent list is

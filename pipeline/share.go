@@ -72,3 +72,23 @@ func ShareEpisodes(ds *schema.Dataset, sel shard.Selection, sh Share) []int64 {
 	}
 	return out
 }
+
+// SelectedFrames returns the number of frames in cfg's selection and share,
+// from the episodes index (for progress displays).
+func SelectedFrames(cfg *Config) int64 {
+	sh := cfg.Share
+	if sh.NumWorkers < 1 {
+		sh.NumWorkers = 1
+	}
+	var n int64
+	in := map[int64]bool{}
+	for _, e := range ShareEpisodes(cfg.Dataset, cfg.Selection, sh) {
+		in[e] = true
+	}
+	for _, e := range cfg.Dataset.Episodes {
+		if in[e.Index] {
+			n += e.Length
+		}
+	}
+	return n
+}

@@ -34,7 +34,9 @@ type command struct {
 func commands() []command {
 	return []command{
 		genCommand(),
+		inspectCommand(),
 		recipeCommand(),
+		streamCommand(),
 	}
 }
 
@@ -44,6 +46,9 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func main() {
+	// A consumer closing our stdout pipe must surface as EPIPE write errors
+	// (a clean end of the stream), not kill the process.
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// progress draws a one-line progress display on a terminal: frames done,
+// rate, and ETA when the total is known. It is a no-op when w is nil.
+type progress struct {
+	w     io.Writer
+	label string
+	total int64
+	done  atomic.Int64
+	bytes func() int64
+	start time.Time
+	stop  chan struct{}
+	wg    sync.WaitGroup
+}
+
+// startProgress starts a display on w (nil: none) for total frames (0 if
+// unknown); bytes, when set, reports output bytes for a MB/s figure.
+func startProgress(w io.Writer, label string, total int64, bytes func() int64) *progress {
+	p := &progress{w: w, label: label, total: total, bytes: bytes, start: time.Now(), stop: make(chan struct{})}
+	if w == nil {
+		return p
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				p.draw(false)
+			case <-p.stop:
+				return
+			}
+		}
+	}()
+	return p
+}
+
+// add counts n more frames.
+func (p *progress) add(n int) { p.done.Add(int64(n)) }
+
+// finish stops the display and leaves the final line.
+func (p *progress) finish() {
+	if p.w == nil {
+		return
+	}
+	close(p.stop)
+	p.wg.Wait()
+	p.draw(true)
+}
+
+func (p *progress) draw(final bool) {
+	done := p.done.Load()
+	el := time.Since(p.start).Seconds()
+	rate := 0.0
+	if el > 0 {
+		rate = float64(done) / el
+	}
+	line := fmt.Sprintf("%s: %d", p.label, done)
+	if p.total > 0 {
+		line += fmt.Sprintf("/%d frames (%.1f%%)", p.total, 100*float64(done)/float64(p.total))
+	} else {
+		line += " frames"
+	}
+	line += fmt.Sprintf("  %.0f frames/s", rate)
+	if p.bytes != nil && el > 0 {
+		line += fmt.Sprintf("  %.1f MB/s", float64(p.bytes())/el/1e6)
+	}
+	if p.total > 0 && rate > 0 && done < p.total && !final {
+		eta := time.Duration(float64(p.total-done) / rate * float64(time.Second)).Round(time.Second)
+		line += fmt.Sprintf("  ETA %s", eta)
+	}
+	end := ""
+	if final {
+		end = "\n"
+	}
+	fmt.Fprintf(p.w, "\r\x1b[K%s%s", line, end)
+}

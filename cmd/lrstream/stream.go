@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"syscall"
+
+	"github.com/lrstream/lrstream/pipeline"
+	"github.com/lrstream/lrstream/sink"
+)
+
+func streamCommand() command {
+	return command{name: "stream", summary: "render and batch a dataset to stdout (msgpack or jsonl)", run: runStream}
+}
+
+// batchFlags are the batching flags of stream and serve.
+type batchFlags struct {
+	batchSize    int
+	dropLast     bool
+	keepLanguage bool
+}
+
+func (b *batchFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&b.batchSize, "batch-size", 32, "kept samples per batch")
+	fs.BoolVar(&b.dropLast, "drop-last", false, "drop the last batch when it is short")
+	fs.BoolVar(&b.keepLanguage, "keep-language", false, "also emit the raw language_persistent / language_events rows per sample")
+}
+
+func (b *batchFlags) validate() error {
+	if b.batchSize < 1 {
+		return fmt.Errorf("--batch-size must be at least 1, not %d", b.batchSize)
+	}
+	return nil
+}
+
+func (b *batchFlags) options(rf *runFlags) pipeline.StreamOptions {
+	return pipeline.StreamOptions{
+		BatchSize: b.batchSize, DropLast: b.dropLast, KeepLanguage: b.keepLanguage,
+		Version: version(),
+		Options: rf.optionsJSON(map[string]any{"batch_size": b.batchSize, "drop_last": b.dropLast, "keep_language": b.keepLanguage}),
+	}
+}
+
+func runStream(ctx context.Context, e *env, args []string) error {
+	var rf runFlags
+	var bf batchFlags
+	fs := flag.NewFlagSet("lrstream stream", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	rf.register(fs)
+	bf.register(fs)
+	format := fs.String("format", "msgpack", "output format: msgpack (the wire format, docs/wire-format.md) or jsonl")
+	quiet := fs.Bool("q", false, "no progress line and no summary on stderr")
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: lrstream stream [--dataset DIR|ORG/NAME] [--recipe FILE] [flags] > batches.msgpack\n\nRenders every frame, collates batches and writes the stream to stdout.\nOn a terminal, msgpack output is replaced by a readable preview.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := bf.validate(); err != nil {
+		return err
+	}
+	if *format != "msgpack" && *format != "jsonl" {
+		return fmt.Errorf("--format must be msgpack or jsonl, not %q", *format)
+	}
+	cfg, err := rf.open(ctx, e)
+	if err != nil {
+		return err
+	}
+	out := bufio.NewWriterSize(e.stdout, 1<<20)
+	var s sink.Sink
+	var written func() int64
+	switch {
+	case *format == "jsonl":
+		j := sink.NewJSONL(out)
+		s, written = j, j.BytesWritten
+	case isTerminal(e.stdout):
+		fmt.Fprintln(e.stderr, "lrstream stream: stdout is a terminal, so this is a readable preview instead of msgpack;\n  pipe the output into a consumer (| python3 train.py) or redirect it (> batches.msgpack), or use --format jsonl")
+		s = sink.NewPreview(out, 2)
+	default:
+		m := sink.NewMsgpack(out)
+		s, written = m, m.BytesWritten
+	}
+	var prog *progress
+	if !*quiet && isTerminal(e.stderr) && !isTerminal(e.stdout) {
+		prog = startProgress(e.stderr, "stream", pipeline.SelectedFrames(cfg), written)
+		cfg.Progress = prog.add
+	} else {
+		prog = startProgress(nil, "", 0, nil)
+	}
+	st, err := pipeline.Stream(ctx, cfg, bf.options(&rf), s)
+	prog.finish()
+	if ferr := out.Flush(); err == nil {
+		err = ferr
+	}
+	if st != nil && !*quiet {
+		reportSkipped(e.stderr, st)
+	}
+	if err != nil && isBrokenPipe(err) {
+		// The consumer closed the pipe: that ends the stream, cleanly.
+		return nil
+	}
+	return err
+}
+
+// isBrokenPipe reports whether err comes from writing to a closed pipe or
+// socket.
+func isBrokenPipe(err error) bool {
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.ErrClosedPipe)
+}
