@@ -426,7 +426,7 @@ func (e *Episode) taskValue(f *Frame) value {
 		return e.taskVal
 	case len(e.aug) > 0:
 		i := e.digest("task_aug:", f.SampleIdx) % uint64(len(e.aug))
-		if c := e.rows[e.aug[i]].Content; c != nil && *c != "" {
+		if c := e.rows[e.aug[i]].Content; !isFalsyContent(c) {
 			e.task, e.taskVal = *c, value{kind: vTask}
 			return e.taskVal
 		}

@@ -39,7 +39,16 @@ func RowsFromJSON(data []byte, persistent bool) ([]schema.Row, error) {
 	}
 	list, ok := v.([]any)
 	if !ok {
-		return nil, fmt.Errorf("language rows must be a list, got %s", pyTypeName(v))
+		// upstream iterates `rows or []`: a falsy value is no rows, a
+		// string or mapping yields strings, anything else is not iterable.
+		if !truthy(v) {
+			return nil, nil
+		}
+		switch v.(type) {
+		case string, *dict:
+			return nil, fmt.Errorf("Language rows must be dictionaries, got str.")
+		}
+		return nil, fmt.Errorf("language rows: '%s' object is not iterable", pyTypeName(v))
 	}
 	var raws []json.RawMessage
 	if err := json.Unmarshal(data, &raws); err != nil {
@@ -59,8 +68,12 @@ func RowsFromJSON(data []byte, persistent bool) ([]schema.Row, error) {
 			row.Role, _ = r.(string)
 		}
 		if c, ok := d.get("content"); ok && c != nil {
-			s := pyStr(c)
-			row.Content = &s
+			if _, isStr := c.(string); !isStr && !truthy(c) {
+				row.Content = falsyContent(pyStr(c))
+			} else {
+				s := pyStr(c)
+				row.Content = &s
+			}
 		}
 		if s, ok := d.get("style"); ok {
 			if str, ok := s.(string); ok {
@@ -116,4 +129,32 @@ func rawField(obj json.RawMessage, key string) (json.RawMessage, error) {
 		return nil, errors.New("missing " + key)
 	}
 	return append(json.RawMessage(nil), v...), nil
+}
+
+// falsyContents are the str() forms of falsy non-string contents (0,
+// False, [], ...). Rows carrying such content point into this array, so
+// the task_aug pick can tell them from the truthy strings "0", "False",
+// ... as upstream's `if chosen:` does.
+var falsyContents = [...]string{"0", "0.0", "-0.0", "False", "[]", "{}"}
+
+func falsyContent(s string) *string {
+	for i := range falsyContents {
+		if falsyContents[i] == s {
+			return &falsyContents[i]
+		}
+	}
+	return &s
+}
+
+// isFalsyContent reports content that Python would find falsy.
+func isFalsyContent(p *string) bool {
+	if p == nil || *p == "" {
+		return true
+	}
+	for i := range falsyContents {
+		if p == &falsyContents[i] {
+			return true
+		}
+	}
+	return false
 }
