@@ -147,4 +147,3 @@ func TestPersistentDecodedOncePerEpisode(t *testing.T) {
 		}
 	}
 }
-

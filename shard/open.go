@@ -78,7 +78,7 @@ func openParquet(ctx context.Context, src fetch.Source, name string, meta *metad
 	}
 	rdr, err := file.NewParquetReader(io.NewSectionReader(f, 0, f.Size()), opts...)
 	if err != nil {
-		return nil, fileErr(src.ID(), name, fmt.Errorf("parquet: %w", err))
+		return nil, fileErr(src.ID(), name, err)
 	}
 	return &parquetFile{f: f, rdr: rdr}, nil
 }

@@ -51,7 +51,8 @@ const footerParallelism = 8
 
 // Plan lists the units holding frames of the selected episodes, in global
 // index order. Files and row groups without a selected episode are not
-// opened or read; Plan only reads the footers of the files it keeps.
+// opened or read; Plan only reads the footers of the files it keeps. A
+// selection matching no episode gives an empty plan (see CheckSelection).
 func Plan(ctx context.Context, src fetch.Source, ds *schema.Dataset, sel Selection) ([]Unit, error) {
 	byPath := map[string]*planFile{}
 	var files []*planFile
@@ -77,10 +78,7 @@ func Plan(ctx context.Context, src fetch.Source, ds *schema.Dataset, sel Selecti
 		}
 	}
 	if nsel == 0 {
-		if len(ds.Episodes) == 0 {
-			return nil, nil
-		}
-		return nil, fileErr(src.ID(), "", fmt.Errorf("episode selection (--episodes %q, --exclude-episodes %q) matches none of the dataset's %d episodes", sel.Episodes, sel.Exclude, len(ds.Episodes)))
+		return nil, nil
 	}
 	// Keep files with at least one selected episode.
 	kept := files[:0]
@@ -184,4 +182,15 @@ func episodeStats(rgm *metadata.RowGroupMetaData, col int) (lo, hi int64, ok boo
 		return 0, 0, false
 	}
 	return s.Min(), s.Max(), true
+}
+
+// CheckSelection returns an error when sel matches none of the dataset's
+// episodes (for example --episodes beyond the last episode).
+func CheckSelection(ds *schema.Dataset, sel Selection) error {
+	for i := range ds.Episodes {
+		if sel.Contains(ds.Episodes[i].Index) {
+			return nil
+		}
+	}
+	return fmt.Errorf("episode selection (--episodes %q, --exclude-episodes %q) matches none of the dataset's %d episodes", sel.Episodes.String(), sel.Exclude.String(), len(ds.Episodes))
 }

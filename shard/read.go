@@ -158,7 +158,11 @@ func ReadUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 		if errors.As(e, &se) {
 			return e
 		}
-		return &Error{Dataset: src.ID(), File: u.File, RowGroup: u.RowGroup, Episode: -1, Index: -1, Err: e}
+		ep := int64(-1)
+		if len(u.Episodes) == 1 {
+			ep = u.Episodes[0]
+		}
+		return &Error{Dataset: src.ID(), File: u.File, RowGroup: u.RowGroup, Episode: ep, Index: -1, Err: e}
 	}
 	feats, err := featureList(ds, opts)
 	if err != nil {
