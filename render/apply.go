@@ -32,6 +32,7 @@ func ParseMode(s string) (Mode, error) {
 	return 0, fmt.Errorf("render: unknown mode %q (want drop or fallback)", s)
 }
 
+// String returns "drop" or "fallback".
 func (m Mode) String() string {
 	switch m {
 	case ModeDrop:

@@ -94,6 +94,7 @@ var ErrUnknownStyle = errors.New("unknown language style")
 // is LeRobot's: "Unknown language style: 'foo'".
 type UnknownStyleError struct{ Style string }
 
+// Error returns LeRobot's message for the unknown style.
 func (e *UnknownStyleError) Error() string {
 	return "Unknown language style: " + PyQuote(e.Style)
 }
