@@ -437,3 +437,12 @@ func (f *fakeHub) options(t *testing.T, cache string, mode CacheMode) HubOptions
 		Retry:    RetryPolicy{MaxAttempts: 5, MinBackoff: 2 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, MaxWait: 10 * time.Second},
 	}
 }
+
+// FakeHubForTest starts the fake Hub for the external test package
+// (fetch_test). It returns the repo id, the options for a cache
+// directory and mode, the local dataset directory, and the request
+// counter.
+func FakeHubForTest(t *testing.T) (id string, options func(cache string, mode CacheMode) HubOptions, dir string, counts func() map[string]int) {
+	f := newFakeHub(t)
+	return fakeID, func(cache string, mode CacheMode) HubOptions { return f.options(t, cache, mode) }, datasetDir(t), f.snapshot
+}
