@@ -37,6 +37,7 @@ func commands() []command {
 		inspectCommand(),
 		recipeCommand(),
 		streamCommand(),
+		serveCommand(),
 	}
 }
 

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/lrstream/lrstream/pipeline"
+	"github.com/lrstream/lrstream/sink"
+)
+
+func serveCommand() command {
+	return command{name: "serve", summary: "serve batches over a Unix socket, a disjoint share per client", run: runServe}
+}
+
+func runServe(ctx context.Context, e *env, args []string) error {
+	var rf runFlags
+	var bf batchFlags
+	fs := flag.NewFlagSet("lrstream serve", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	rf.register(fs)
+	bf.register(fs)
+	socket := fs.String("socket", "", "Unix socket path to listen on (created 0600; required)")
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: lrstream serve --socket PATH [--dataset DIR|ORG/NAME] [--recipe FILE] [flags]\n\nEach client sends a msgpack hello {worker, num_workers, rank, world_size} and\nreceives the stream of its share of the episodes (docs/wire-format.md).\nStops on SIGINT/SIGTERM.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *socket == "" {
+		fs.Usage()
+		return exitError{2}
+	}
+	if err := bf.validate(); err != nil {
+		return err
+	}
+	cfg, err := rf.open(ctx, e)
+	if err != nil {
+		return err
+	}
+	ln, err := listenUnix(*socket)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(e.stderr, nil))
+	log.Info("serving", "socket", *socket, "dataset", cfg.Dataset.ID, "recipe", cfg.Recipe.Name())
+	return serve(ctx, ln, cfg, bf.options(&rf), log)
+}
+
+// listenUnix listens on a Unix socket at path, created with mode 0600.
+// A stale socket file (nothing accepts on it) is replaced; a live socket or
+// a path that is not a socket is refused.
+func listenUnix(path string) (*net.UnixListener, error) {
+	if st, err := os.Lstat(path); err == nil {
+		if st.Mode().Type() != fs.ModeSocket {
+			return nil, fmt.Errorf("--socket %s exists and is not a socket; refusing to replace it", path)
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("--socket %s: another server is listening on it", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
+		}
+	}
+	// The umask makes the socket 0600 from its creation, with no window in
+	// which another user could connect.
+	old := syscall.Umask(0o177)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	syscall.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	ln.SetUnlinkOnClose(true)
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("chmod %s: %w", path, err)
+	}
+	return ln, nil
+}
+
+// serve accepts clients until ctx ends, then closes the listener (removing
+// the socket file) and waits for the clients' streams to stop.
+func serve(ctx context.Context, ln *net.UnixListener, cfg *pipeline.Config, so pipeline.StreamOptions, log *slog.Logger) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+	}()
+	for id := 1; ; id++ {
+		conn, err := ln.AcceptUnix()
+		if err != nil {
+			if ctx.Err() != nil {
+				log.Info("shutting down")
+				return nil
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			log.Warn("accept failed", "err", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			serveClient(ctx, conn, cfg, so, log.With("client", id))
+		}()
+	}
+}
+
+// serveClient reads the client's hello and streams its share.
+func serveClient(ctx context.Context, conn *net.UnixConn, cfg *pipeline.Config, so pipeline.StreamOptions, log *slog.Logger) {
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// Closing the connection when ctx ends unblocks a write to a client
+	// that stopped reading.
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	w := bufio.NewWriterSize(conn, 1<<20)
+	s := sink.NewMsgpack(w)
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	h, err := sink.ReadHello(conn)
+	conn.SetReadDeadline(time.Time{})
+	if err == nil {
+		err = checkHello(h)
+	}
+	if err != nil {
+		log.Warn("bad hello", "err", err)
+		s.Fail(fmt.Errorf("bad hello: %w", err))
+		w.Flush()
+		return
+	}
+	if h.Resume != "" {
+		s.Fail(errors.New("resume tokens are not supported by this server yet"))
+		w.Flush()
+		return
+	}
+	c := *cfg
+	n := h.WorldSize * h.NumWorkers
+	c.Share = pipeline.Share{Worker: h.Rank*h.NumWorkers + h.Worker, NumWorkers: n}
+	log.Info("client", "rank", h.Rank, "world_size", h.WorldSize, "worker", h.Worker, "num_workers", h.NumWorkers)
+	st, err := pipeline.Stream(ctx, &c, so, shareSink{s, h})
+	if ferr := w.Flush(); err == nil {
+		err = ferr
+	}
+	switch {
+	case err == nil:
+		log.Info("done", "frames", st.Frames, "rendered", st.Rendered)
+	case isBrokenPipe(err) || errors.Is(err, net.ErrClosed) || ctx.Err() != nil:
+		log.Info("client went away", "err", err)
+	default:
+		log.Warn("stream failed", "err", err)
+	}
+}
+
+// shareSink writes the client's own rank and worker into the header.
+type shareSink struct {
+	*sink.Msgpack
+	h sink.Hello
+}
+
+func (s shareSink) Header(h sink.Header) error {
+	h.Share = sink.Share{Rank: s.h.Rank, WorldSize: s.h.WorldSize, Worker: s.h.Worker, NumWorkers: s.h.NumWorkers}
+	return s.Msgpack.Header(h)
+}
+
+func checkHello(h sink.Hello) error {
+	if h.NumWorkers < 1 || h.Worker < 0 || h.Worker >= h.NumWorkers {
+		return fmt.Errorf("worker %d of %d", h.Worker, h.NumWorkers)
+	}
+	if h.WorldSize < 1 || h.Rank < 0 || h.Rank >= h.WorldSize {
+		return fmt.Errorf("rank %d of %d", h.Rank, h.WorldSize)
+	}
+	return nil
+}
