@@ -59,7 +59,7 @@ func readTree(t testing.TB, root string) map[string][]byte {
 }
 
 func TestDeterministic(t *testing.T) {
-	for _, v := range []Variant{VariantDocumented, VariantInferred} {
+	for _, v := range []Variant{VariantDocumented, VariantInferred, VariantInferredSorted, VariantJSONExt} {
 		t.Run(string(v), func(t *testing.T) {
 			o := small(v, DensityFull)
 			o.Workers = 1
@@ -121,6 +121,8 @@ func TestDatasets(t *testing.T) {
 		{"inferred-full", small(VariantInferred, DensityFull)},
 		{"documented-sparse", small(VariantDocumented, DensitySparse)},
 		{"inferred-sparse", small(VariantInferred, DensitySparse)},
+		{"inferred-sorted-full", small(VariantInferredSorted, DensityFull)},
+		{"json-ext-full", small(VariantJSONExt, DensityFull)},
 		{"none", small(VariantDocumented, DensityNone)},
 		{"no-cameras", func() Options { o := small(VariantInferred, DensityFull); o.Cameras = []string{}; return o }()},
 		{"fps30-dim14", func() Options {
@@ -568,21 +570,25 @@ func checkLangTypes(t *testing.T, rel string, v Variant, dt arrow.DataType, pers
 	if persistent {
 		want = []string{"role", "content", "style", "timestamp", "camera", "tool_calls"}
 	}
+	inferred := v == VariantInferred || v == VariantInferredSorted
+	if v == VariantInferredSorted {
+		slices.Sort(want)
+	}
 	if !slices.Equal(names, want) {
 		t.Errorf("%s: struct fields %v, want %v", rel, names, want)
 	}
 	if persistent {
 		f, _ := st.FieldByName("timestamp")
 		wantTS := arrow.DataType(arrow.PrimitiveTypes.Float32)
-		if v == VariantInferred {
+		if inferred {
 			wantTS = arrow.PrimitiveTypes.Float64
 		}
-		if !arrow.TypeEqual(f.Type, wantTS) || f.Nullable != (v == VariantInferred) {
+		if !arrow.TypeEqual(f.Type, wantTS) || f.Nullable != inferred {
 			t.Errorf("%s: timestamp %s nullable %v", rel, f.Type, f.Nullable)
 		}
 	}
 	role, _ := st.FieldByName("role")
-	if role.Nullable != (v == VariantInferred) {
+	if role.Nullable != inferred {
 		t.Errorf("%s: role nullable %v", rel, role.Nullable)
 	}
 	tc, _ := st.FieldByName("tool_calls")
@@ -590,6 +596,17 @@ func checkLangTypes(t *testing.T, rel string, v Variant, dt arrow.DataType, pers
 	case v == VariantDocumented:
 		if !arrow.TypeEqual(tc.Type, listOf(arrow.BinaryTypes.String)) {
 			t.Errorf("%s: documented tool_calls %s", rel, tc.Type)
+		}
+	case v == VariantJSONExt:
+		// pqarrow reads the Parquet JSON logical type of a nested
+		// extension column back as binary.
+		elem := tc.Type.(*arrow.ListType).Elem()
+		if e, ok := elem.(arrow.ExtensionType); (!ok || e.ExtensionName() != "arrow.json") && elem.ID() != arrow.BINARY {
+			t.Errorf("%s: json-ext tool_calls %s", rel, tc.Type)
+		}
+	case v == VariantInferredSorted:
+		if tc.Type.ID() != arrow.NULL && !arrow.TypeEqual(tc.Type.(*arrow.ListType).Elem(), sortedStruct(inferredToolCallType)) {
+			t.Errorf("%s: inferred-sorted tool_calls %s", rel, tc.Type)
 		}
 	case tc.Type.ID() != arrow.NULL && !arrow.TypeEqual(tc.Type.(*arrow.ListType).Elem(), inferredToolCallType):
 		t.Errorf("%s: inferred tool_calls %s", rel, tc.Type)
@@ -641,6 +658,10 @@ func decodeRows(t *testing.T, l *array.List, i int) []row {
 				switch v := tl.ListValues().(type) {
 				case *array.String:
 					r.tools = append(r.tools, v.Value(int(c)))
+				case *array.Binary:
+					r.tools = append(r.tools, v.ValueString(int(c)))
+				case array.ExtensionArray:
+					r.tools = append(r.tools, v.Storage().(*array.String).Value(int(c)))
 				case *array.Struct:
 					b, err := json.Marshal(v.GetOneForMarshal(int(c)))
 					if err != nil {

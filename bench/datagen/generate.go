@@ -290,7 +290,7 @@ func (p *plan) writeFile(ctx context.Context, root string, k int, report func(in
 	f := p.files[k]
 	rel := p.dataPath(f)
 	var shape fileShape
-	if o.Variant == VariantInferred && o.Density != DensityNone {
+	if (o.Variant == VariantInferred || o.Variant == VariantInferredSorted) && o.Density != DensityNone {
 		for ep := f.first; ep < f.end; ep++ {
 			el := p.annotate(ep)
 			shape.addEpisode(&el)

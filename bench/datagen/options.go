@@ -54,6 +54,12 @@ const (
 	// as list<struct<type, function: struct<name, arguments: struct<text>>>>,
 	// and list<null> for a language column without any row in the file.
 	VariantInferred Variant = "inferred"
+	// VariantInferredSorted is VariantInferred as pyarrow 21–23 inferred
+	// it: the fields of every struct sorted by name (apache/arrow GH-40053).
+	VariantInferredSorted Variant = "inferred-sorted"
+	// VariantJSONExt is VariantDocumented with tool_calls elements of the
+	// canonical arrow.json extension type (storage utf8).
+	VariantJSONExt Variant = "json-ext"
 )
 
 // Options configures a generated dataset. Zero-valued fields take the
@@ -211,9 +217,9 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("datagen: unknown density %q (want none, sparse or full)", o.Density)
 	}
 	switch o.Variant {
-	case VariantDocumented, VariantInferred:
+	case VariantDocumented, VariantInferred, VariantInferredSorted, VariantJSONExt:
 	default:
-		return o, fmt.Errorf("datagen: unknown schema variant %q (want documented or inferred)", o.Variant)
+		return o, fmt.Errorf("datagen: unknown schema variant %q (want documented, inferred, inferred-sorted or json-ext)", o.Variant)
 	}
 	seen := map[string]bool{}
 	cams := make([]string, 0, len(o.Cameras))

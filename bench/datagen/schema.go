@@ -2,9 +2,12 @@ package datagen
 
 import (
 	"encoding/json"
+	"slices"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/extensions"
 )
 
 // langShape records which language fields are non-null somewhere in a
@@ -52,9 +55,40 @@ var inferredToolCallType = arrow.StructOf(
 	), Nullable: true},
 )
 
+// sortedStruct returns t with the fields of every nested struct sorted by
+// name, as pyarrow 21–23 inferred them.
+func sortedStruct(t arrow.DataType) arrow.DataType {
+	switch x := t.(type) {
+	case *arrow.StructType:
+		fs := slices.Clone(x.Fields())
+		for i := range fs {
+			fs[i].Type = sortedStruct(fs[i].Type)
+		}
+		slices.SortFunc(fs, func(a, b arrow.Field) int { return strings.Compare(a.Name, b.Name) })
+		return arrow.StructOf(fs...)
+	case *arrow.ListType:
+		f := x.ElemField()
+		f.Type = sortedStruct(f.Type)
+		return arrow.ListOfField(f)
+	}
+	return t
+}
+
+var jsonExtType = func() arrow.DataType {
+	t, err := extensions.NewJSONType(arrow.BinaryTypes.String)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}()
+
 // langType returns the Arrow type of a language column.
 func langType(v Variant, persistent bool, s langShape) arrow.DataType {
-	if v == VariantDocumented {
+	if v == VariantDocumented || v == VariantJSONExt {
+		var call arrow.DataType = arrow.BinaryTypes.String
+		if v == VariantJSONExt {
+			call = jsonExtType
+		}
 		fs := []arrow.Field{
 			{Name: "role", Type: arrow.BinaryTypes.String},
 			{Name: "content", Type: arrow.BinaryTypes.String, Nullable: true},
@@ -65,7 +99,7 @@ func langType(v Variant, persistent bool, s langShape) arrow.DataType {
 		}
 		fs = append(fs,
 			arrow.Field{Name: "camera", Type: arrow.BinaryTypes.String, Nullable: true},
-			arrow.Field{Name: "tool_calls", Type: listOf(arrow.BinaryTypes.String), Nullable: true})
+			arrow.Field{Name: "tool_calls", Type: listOf(call), Nullable: true})
 		return listOf(arrow.StructOf(fs...))
 	}
 	if !s.rows {
@@ -91,7 +125,11 @@ func langType(v Variant, persistent bool, s langShape) arrow.DataType {
 		tools = listOf(inferredToolCallType)
 	}
 	fs = append(fs, arrow.Field{Name: "tool_calls", Type: tools, Nullable: true})
-	return listOf(arrow.StructOf(fs...))
+	var t arrow.DataType = arrow.StructOf(fs...)
+	if v == VariantInferredSorted {
+		t = sortedStruct(t)
+	}
+	return listOf(t)
 }
 
 // dataSchema is the Arrow schema of a data file.
@@ -167,6 +205,15 @@ func (a strAppender) add(v string, null bool) {
 	}
 }
 
+// structField returns the builder of a struct field by name.
+func structField(st *array.StructBuilder, name string) array.Builder {
+	i, ok := st.Type().(*arrow.StructType).FieldIdx(name)
+	if !ok {
+		panic("datagen: no struct field " + name)
+	}
+	return st.FieldBuilder(i)
+}
+
 func newLangAppender(b array.Builder, persistent bool) *langAppender {
 	la := &langAppender{list: b.(*array.ListBuilder)}
 	st, ok := la.list.ValueBuilder().(*array.StructBuilder)
@@ -174,21 +221,19 @@ func newLangAppender(b array.Builder, persistent bool) *langAppender {
 		return la // list<null>
 	}
 	la.st = st
-	i := 0
-	next := func() array.Builder { f := st.FieldBuilder(i); i++; return f }
-	la.role = newStrAppender(next())
-	la.content = newStrAppender(next())
-	la.style = newStrAppender(next())
+	la.role = newStrAppender(structField(st, "role"))
+	la.content = newStrAppender(structField(st, "content"))
+	la.style = newStrAppender(structField(st, "style"))
 	if persistent {
-		switch tb := next().(type) {
+		switch tb := structField(st, "timestamp").(type) {
 		case *array.Float32Builder:
 			la.ts32 = tb
 		case *array.Float64Builder:
 			la.ts64 = tb
 		}
 	}
-	la.camera = newStrAppender(next())
-	switch tb := next().(type) {
+	la.camera = newStrAppender(structField(st, "camera"))
+	switch tb := structField(st, "tool_calls").(type) {
 	case *array.NullBuilder:
 		la.tnull = tb
 	case *array.ListBuilder:
@@ -196,13 +241,15 @@ func newLangAppender(b array.Builder, persistent bool) *langAppender {
 		switch vb := tb.ValueBuilder().(type) {
 		case *array.StringBuilder:
 			la.tjson = vb
+		case *array.ExtensionBuilder:
+			la.tjson = vb.StorageBuilder().(*array.StringBuilder)
 		case *array.StructBuilder:
 			la.tcall = vb
-			la.ttype = vb.FieldBuilder(0).(*array.StringBuilder)
-			la.tfn = vb.FieldBuilder(1).(*array.StructBuilder)
-			la.tname = la.tfn.FieldBuilder(0).(*array.StringBuilder)
-			la.targs = la.tfn.FieldBuilder(1).(*array.StructBuilder)
-			la.targText = la.targs.FieldBuilder(0).(*array.StringBuilder)
+			la.ttype = structField(vb, "type").(*array.StringBuilder)
+			la.tfn = structField(vb, "function").(*array.StructBuilder)
+			la.tname = structField(la.tfn, "name").(*array.StringBuilder)
+			la.targs = structField(la.tfn, "arguments").(*array.StructBuilder)
+			la.targText = structField(la.targs, "text").(*array.StringBuilder)
 		}
 	}
 	return la
