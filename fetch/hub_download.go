@@ -89,7 +89,12 @@ func (h *Hub) writeRef() error {
 // checkOrigin validates the headers of a resolve response against the
 // pinned commit and the expected blob hash. A mismatching ETag is a hard
 // error: the bytes cannot be trusted to be the file we listed.
-func (h *Hub) checkOrigin(resp *http.Response, ri *redirectInfo, hash string) error {
+func (h *Hub) checkOrigin(resp *http.Response, ri *redirectInfo, hash string, size int64) error {
+	if ri.linkedSize != "" {
+		if n, err := strconv.ParseInt(strings.TrimSpace(ri.linkedSize), 10, 64); err == nil && n != size {
+			return fmt.Errorf("%w: the Hub's X-Linked-Size %d differs from the listed size %d", ErrHashMismatch, n, size)
+		}
+	}
 	commit := ri.repoCommit
 	if !ri.redirected {
 		commit = resp.Header.Get("X-Repo-Commit")
@@ -170,7 +175,7 @@ func (h *Hub) fetchToFile(ctx context.Context, e treeEntry, hash string, size in
 			resp.Body.Close()
 			return err
 		}
-		if err := h.checkOrigin(resp, ri, hash); err != nil {
+		if err := h.checkOrigin(resp, ri, hash, size); err != nil {
 			resp.Body.Close()
 			return fmt.Errorf("GET %s: %w", req.URL.Redacted(), err)
 		}

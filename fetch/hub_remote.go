@@ -350,7 +350,7 @@ func (f *remoteFile) fetch(ctx context.Context, off, end int64) ([]byte, error) 
 		if err != nil {
 			return nil, err
 		}
-		if err := h.checkOrigin(resp, ri, f.hash); err != nil {
+		if err := h.checkOrigin(resp, ri, f.hash, f.size); err != nil {
 			resp.Body.Close()
 			return nil, fmt.Errorf("GET %s: %w", req.URL.Redacted(), err)
 		}

@@ -75,7 +75,8 @@ type HTTPError struct {
 	Status     string
 	// Attempts is the number of HTTP attempts made.
 	Attempts int
-	// Message is the Hub's X-Error-Message, if any (shortened).
+	// Message is the Hub's X-Error-Code and X-Error-Message, if any
+	// (shortened), or why the retry budget ended early.
 	Message string
 	// Budget is true when the retry budget ran out.
 	Budget bool
@@ -88,7 +89,7 @@ func (e *HTTPError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s: ", e.Method, e.URL)
 	if e.Budget {
-		fmt.Fprintf(&b, "giving up after %d attempts (%v)", e.Attempts, ErrRetryBudget)
+		fmt.Fprintf(&b, "giving up after %s (%v)", plural(e.Attempts, "attempt"), ErrRetryBudget)
 		if e.StatusCode != 0 {
 			fmt.Fprintf(&b, ", last status %s", e.statusText())
 		}
@@ -98,7 +99,7 @@ func (e *HTTPError) Error() string {
 	} else if e.StatusCode != 0 {
 		fmt.Fprintf(&b, "status %s", e.statusText())
 		if e.Attempts > 1 {
-			fmt.Fprintf(&b, " after %d attempts", e.Attempts)
+			fmt.Fprintf(&b, " after %s", plural(e.Attempts, "attempt"))
 		}
 		switch e.StatusCode {
 		case http.StatusUnauthorized, http.StatusForbidden:
@@ -113,6 +114,13 @@ func (e *HTTPError) Error() string {
 		fmt.Fprintf(&b, ": %s", e.Message)
 	}
 	return b.String()
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return strconv.Itoa(n) + " " + word + "s"
 }
 
 func (e *HTTPError) statusText() string {
