@@ -36,7 +36,7 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	cameras := fs.String("cameras", strings.Join(d.Cameras, ","), "comma-separated camera names (observation.images.<name>); empty for none")
 	dim := fs.Int("dim", d.Dim, "width of observation.state and action")
 	density := fs.String("density", string(d.Density), "annotation density: none, sparse or full")
-	variant := fs.String("variant", string(d.Variant), "language schema variant: documented or inferred")
+	variant := fs.String("variant", string(d.Variant), "language schema variant: documented, inferred, inferred-sorted or json-ext")
 	tasks := fs.Int("tasks", d.Tasks, "number of distinct tasks")
 	seed := fs.Uint64("seed", d.Seed, "random seed (same seed and flags give identical files)")
 	filesPerChunk := fs.Int("files-per-chunk", d.FilesPerChunk, "data files per chunk directory (chunks_size)")
