@@ -733,10 +733,12 @@ func (r *Recipe) compileComponent(pr *pyRecipe, name string, selIdx map[string]i
 			ifPresent:     lookup(pt.ifPresent),
 			toolCallsFrom: lookup(pt.toolCallsFrom),
 		}
-		if pt.ifPresent != nil && t.ifPresent < 0 {
+		// With c.err set the component never renders (resolution fails
+		// first), so unresolvable names only matter otherwise.
+		if c.err == nil && pt.ifPresent != nil && t.ifPresent < 0 {
 			return nil, fmt.Errorf("if_present %s does not name a binding", pyRepr(pt.ifPresent))
 		}
-		if pt.toolCallsFrom != nil && t.toolCallsFrom < 0 {
+		if c.err == nil && pt.toolCallsFrom != nil && t.toolCallsFrom < 0 {
 			return nil, fmt.Errorf("tool_calls_from %s does not name a binding", pyRepr(pt.toolCallsFrom))
 		}
 		switch ct := pt.content.(type) {
