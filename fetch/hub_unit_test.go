@@ -3,6 +3,7 @@ package fetch
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -210,5 +211,25 @@ func TestOpenDataset(t *testing.T) {
 		if err1 != nil || err2 != nil || !bytes.Equal(a, b) {
 			t.Fatalf("%s: %v %v", n, err1, err2)
 		}
+	}
+}
+
+func TestHubUnreachableAndCancelled(t *testing.T) {
+	f := newFakeHub(t)
+	o := f.options(t, t.TempDir(), CacheFull)
+	f.hub.Close()
+	start := time.Now()
+	_, err := OpenHub(context.Background(), fakeID, o)
+	if err == nil || !errors.Is(err, ErrRetryBudget) || !strings.Contains(err.Error(), f.hub.URL+"/api/datasets/"+fakeID+"/revision/main") {
+		t.Fatalf("unreachable hub: %v", err)
+	}
+	t.Logf("unreachable: %v (after %v)", err, time.Since(start).Round(time.Millisecond))
+
+	f2 := newFakeHub(t)
+	h := mustOpenHub(t, fakeID, f2.options(t, t.TempDir(), CacheFull))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := h.Open(ctx, "meta/info.json"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Open: %v", err)
 	}
 }
