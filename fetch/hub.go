@@ -371,6 +371,13 @@ func (h *Hub) Stats() HubStats {
 	}
 }
 
+// Close releases idle HTTP connections. Files opened from the Hub stay
+// usable.
+func (h *Hub) Close() error {
+	h.httpc.CloseIdleConnections()
+	return nil
+}
+
 // SnapshotDir is the cache directory holding this commit's files
 // (symlinks into blobs/), as huggingface_hub lays it out.
 func (h *Hub) SnapshotDir() string { return h.cache.snapshotDir(h.sha) }
