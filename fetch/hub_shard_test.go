@@ -10,7 +10,7 @@ import (
 )
 
 // readDataset decodes a whole dataset the way the pipeline does.
-func readDataset(t *testing.T, src fetch.Source) []*shard.Batch {
+func readDataset(t *testing.T, src fetch.Source, opts ...shard.Options) []*shard.Batch {
 	t.Helper()
 	ctx := context.Background()
 	ds, err := shard.OpenDataset(ctx, src)
@@ -23,7 +23,11 @@ func readDataset(t *testing.T, src fetch.Source) []*shard.Batch {
 	}
 	var out []*shard.Batch
 	for _, u := range units {
-		b, err := shard.ReadUnit(ctx, src, ds, u, shard.Options{})
+		var o shard.Options
+		if len(opts) > 0 {
+			o = opts[0]
+		}
+		b, err := shard.ReadUnit(ctx, src, ds, u, o)
 		if err != nil {
 			t.Fatalf("ReadUnit %s/%d: %v", u.File, u.RowGroup, err)
 		}
@@ -66,5 +70,49 @@ func TestHubFramesMatchLocal(t *testing.T) {
 		t.Logf("cache=%s: %d units, %d frames identical; requests revision=%d tree=%d resolve=%d cdn=%d (ranged %d); stats %+v",
 			mode, len(got), frames, after["revision"]-before["revision"], after["tree"]-before["tree"],
 			after["resolve"]-before["resolve"], after["cdn"]-before["cdn"], after["cdn-range"]-before["cdn-range"], h.Stats())
+	}
+}
+
+// TestHubStreamsOnlyProjectedColumns: with no numeric features requested
+// (language and core columns only), streaming moves less than the shards.
+func TestHubStreamsOnlyProjectedColumns(t *testing.T) {
+	id, options, dir, _ := fetch.FakeHubForTest(t)
+	local, err := fetch.NewDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := shard.Options{Features: []string{}}
+	want := readDataset(t, local, opts)
+	o := options(t.TempDir(), fetch.CacheNone)
+	o.FooterSize = 4 << 10
+	o.PrefetchGap = 1 << 10
+	h, err := fetch.OpenHub(context.Background(), id, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Warm the metadata first so the byte count below is the shards'.
+	if _, err := shard.OpenDataset(context.Background(), h); err != nil {
+		t.Fatal(err)
+	}
+	meta := h.Stats().BytesFetched
+	got := readDataset(t, h, opts)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatal("decoded batches differ from the local read")
+	}
+	var shardBytes int64
+	names, _ := local.List(context.Background(), "data")
+	for _, n := range names {
+		f, err := local.Open(context.Background(), n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shardBytes += f.Size()
+		f.Close()
+	}
+	moved := h.Stats().BytesFetched - meta
+	t.Logf("language+core columns only: %d shard bytes moved of %d (%.0f%%), %d requests in all",
+		moved, shardBytes, 100*float64(moved)/float64(shardBytes), h.Stats().Requests)
+	if moved >= shardBytes {
+		t.Errorf("streamed %d bytes, not less than the %d bytes of the shards", moved, shardBytes)
 	}
 }
