@@ -677,7 +677,7 @@ func (e *Episode) Render(f Frame) (*schema.Sample, int, error) {
 			return e.build(pick, &f), pick, nil
 		}
 	}
-	if len(r.weighted) == 0 || !(r.totalWeight > 0) {
+	if len(r.weighted) == 0 || r.totalWeight <= 0 {
 		return nil, -1, nil
 	}
 	d := draw(e.digest("", f.SampleIdx), r.totalWeight)

@@ -350,7 +350,7 @@ func buildRecipe(d *dict, path string) (*pyRecipe, error) {
 			if !ok {
 				return nil, fmt.Errorf("Blend component %s: weight must be a number: '<=' not supported between instances of '%s' and 'int'", pyRepr(name), pyTypeName(c.weight))
 			}
-			if !(w > 0) {
+			if w <= 0 { // NaN passes, as in Python
 				return nil, fmt.Errorf("Blend component %s must have a positive weight.", pyRepr(name))
 			}
 		}
