@@ -73,3 +73,13 @@ func TestRowsFromJSONOddities(t *testing.T) {
 		t.Errorf("falsy task_aug: %+v %v", s, err)
 	}
 }
+
+func TestLoadJSONWithYAMLForbiddenCharacters(t *testing.T) {
+	r := mustLoad(t, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\x7f\u0080b ${task}\", \"stream\": \"low_level\"}]}")
+	ep, _ := r.Episode(nil)
+	task := "T"
+	s, _, err := ep.Render(Frame{Task: &task})
+	if err != nil || s.Messages[0].Text != "a\x7f\u0080b T" {
+		t.Fatalf("%+v %v", s, err)
+	}
+}

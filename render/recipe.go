@@ -134,7 +134,14 @@ type blockField struct {
 func Load(data []byte, name string) (*Recipe, error) {
 	v, err := fromYAML(data)
 	if err != nil {
-		return nil, fmt.Errorf("recipe %s: parse: %w", name, err)
+		// JSON is YAML, except that YAML forbids some characters JSON
+		// strings may carry raw (DEL, C1 controls, ...): fall back to an
+		// order-preserving JSON decoder for such documents.
+		jv, jerr := decodeJSONOrdered(data)
+		if jerr != nil {
+			return nil, fmt.Errorf("recipe %s: parse: %w", name, err)
+		}
+		v = jv
 	}
 	top, ok := v.(*dict)
 	if !ok {
