@@ -53,6 +53,8 @@ type renderVector struct {
 	Error       *string         `json:"error"`
 }
 
+var castTimestamps = os.Getenv("LRSTREAM_CONFORMANCE_CAST") == "1"
+
 // pythonRuntimePhrases are upstream errors raised by the Python runtime
 // rather than by LeRobot's own checks; the kit only requires a clear error
 // for them.
@@ -74,6 +76,14 @@ func runVector(v *renderVector) ([]byte, error) {
 	prows, err := RowsFromJSON(v.Persistent, true)
 	if err != nil {
 		return nil, err
+	}
+	// The vectors hold rows exactly as render_sample received them (the kit
+	// says so, and its t values and some row timestamps are not float32
+	// values), so they are compared as given. LRSTREAM_CONFORMANCE_CAST=1
+	// applies the dataset loader's float32 cast instead; the public set
+	// passes either way.
+	if castTimestamps {
+		CastTimestamps(prows)
 	}
 	erows, err := RowsFromJSON(v.Events, false)
 	if err != nil {

@@ -48,7 +48,7 @@ func TestRowsFromJSONOddities(t *testing.T) {
 	if err != nil || len(rows) != 2 {
 		t.Fatalf("%v %v", rows, err)
 	}
-	if *rows[0].Content != "0" || !isFalsyContent(rows[0].Content) || rows[0].Timestamp != float64(float32(0.1)) || !rows[0].HasTimestamp {
+	if *rows[0].Content != "0" || !isFalsyContent(rows[0].Content) || rows[0].Timestamp != 0.1 || !rows[0].HasTimestamp {
 		t.Errorf("row 0 = %+v", rows[0])
 	}
 	if *rows[1].Content != "[1, 'a']" || rows[1].Style != nil || rows[1].HasTimestamp {

@@ -22,8 +22,9 @@ import (
 //   - missing keys read as null, extra keys are ignored, a style, camera or
 //     role that is not a string never matches a selector;
 //   - tool_calls is kept as raw JSON whatever its shape;
-//   - with persistent set, timestamps are cast to float32 and widened back,
-//     as LeRobot's dataset loader does; a missing timestamp leaves
+//   - with persistent set, timestamps are read as given (render_sample
+//     compares the values it receives; LeRobot's dataset loader is what
+//     casts to float32, see CastTimestamps); a missing timestamp leaves
 //     HasTimestamp false (resolving such a row fails, like upstream's
 //     KeyError).
 func RowsFromJSON(data []byte, persistent bool) ([]schema.Row, error) {
@@ -97,10 +98,7 @@ func RowsFromJSON(data []byte, persistent bool) ([]schema.Row, error) {
 			if !ok {
 				return nil, fmt.Errorf("language row %d: timestamp %s is not a number", i, pyRepr(ts))
 			}
-			row.Timestamp = float64(float32(f))
-			if math.IsInf(f, 0) || math.IsNaN(f) {
-				row.Timestamp = f
-			}
+			row.Timestamp = f
 			row.HasTimestamp = true
 		}
 		if _, ok := d.get("tool_calls"); ok {
@@ -115,6 +113,17 @@ func RowsFromJSON(data []byte, persistent bool) ([]schema.Row, error) {
 		rows = append(rows, row)
 	}
 	return rows, nil
+}
+
+// CastTimestamps rounds every persistent timestamp to float32 and widens
+// it back, as LeRobot's dataset loader does (language_persistent stores
+// float32). Rows read from parquet already hold such values.
+func CastTimestamps(rows []schema.Row) {
+	for i := range rows {
+		if rows[i].HasTimestamp && !math.IsNaN(rows[i].Timestamp) {
+			rows[i].Timestamp = float64(float32(rows[i].Timestamp))
+		}
+	}
 }
 
 // rawField returns the raw JSON of key in a JSON object (last occurrence,
