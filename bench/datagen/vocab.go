@@ -261,7 +261,8 @@ func vqaPair(r *rand.Rand, t *taskSpec) (q, a string) {
 		if r.IntN(2) == 0 {
 			return "Is the gripper open or closed?", fmt.Sprintf(`{"attribute": "gripper", "value": %q}`, pick(r, []string{"open", "closed"}))
 		}
-		return "What color is the " + t.distractor + "?", fmt.Sprintf(`{"attribute": "color", "value": %q}`, strings.Fields(t.distractor)[0])
+		color, thing, _ := strings.Cut(t.distractor, " ")
+		return "What color is the " + thing + "?", fmt.Sprintf(`{"attribute": "color", "value": %q}`, color)
 	default:
 		return "Where is the " + o + " relative to the " + t.distractor + "?",
 			fmt.Sprintf(`{"spatial": %q}`, pick(r, []string{"left of", "right of", "in front of", "behind", "on top of", "next to"}))
