@@ -12,7 +12,7 @@ import (
 	"github.com/lrstream/lrstream/schema"
 )
 
-// DefaultBindings are the bindings every message recipe has without
+// defaultBindings are the bindings every message recipe has without
 // declaring them (LeRobot's DEFAULT_BINDINGS), in upstream order. A recipe's
 // own bindings override them by name. The special binding "task" is always
 // available too.
