@@ -218,6 +218,7 @@ type Hub struct {
 	entries map[string]treeEntry // by path
 	listed  map[string]bool      // directories whose direct children are in entries
 	deep    map[string]bool      // directories whose whole subtree is in entries
+	direct  map[string]*url.URL  // file -> CDN URL of its last redirect
 	refDone bool
 }
 
@@ -320,6 +321,7 @@ func OpenHub(ctx context.Context, repoSpec string, opts HubOptions) (*Hub, error
 		entries:   map[string]treeEntry{},
 		listed:    map[string]bool{},
 		deep:      map[string]bool{},
+		direct:    map[string]*url.URL{},
 	}
 	if opts.Logger != nil {
 		h.retryLog = slogRetryLogger{log}

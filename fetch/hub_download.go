@@ -103,7 +103,7 @@ func (h *Hub) checkOrigin(resp *http.Response, ri *redirectInfo, hash string, si
 		return fmt.Errorf("the Hub served commit %s instead of the pinned %s", shorten(commit, 64), h.sha)
 	}
 	etag := normalizeEtag(ri.linkedEtag)
-	if etag == "" && !ri.redirected {
+	if etag == "" && !ri.redirected && (resp.Request == nil || h.sameOrigin(resp.Request.URL)) {
 		etag = normalizeEtag(resp.Header.Get("X-Linked-Etag"))
 		if etag == "" {
 			etag = normalizeEtag(resp.Header.Get("ETag"))

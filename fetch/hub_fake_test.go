@@ -68,6 +68,8 @@ type fakeHub struct {
 	corrupt     map[string]bool   // path -> serve flipped bytes
 	faults      []*fault          // consulted in order
 	seenHeaders map[string]string // last Authorization seen per kind (for leak checks)
+	sigs        int               // CDN signatures issued (sig-N)
+	sigsValidAt int               // signatures below this number are expired
 }
 
 // fault answers the first n requests of a kind (or all, n < 0) with a
@@ -255,7 +257,11 @@ func (f *fakeHub) serveHub(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("X-Linked-Etag", `"`+etag+`"`)
 			w.Header().Set("X-Linked-Size", strconv.Itoa(len(ff.data)))
 			w.Header().Set("ETag", `"`+etag+`"`)
-			w.Header().Set("Location", f.cdn.URL+"/blobs/"+ff.sha256+"?X-Amz-Signature=abc")
+			f.mu.Lock()
+			f.sigs++
+			sig := f.sigs
+			f.mu.Unlock()
+			w.Header().Set("Location", f.cdn.URL+"/blobs/"+ff.sha256+"?X-Amz-Signature=sig-"+strconv.Itoa(sig))
 			w.WriteHeader(http.StatusFound)
 			return
 		}
@@ -278,8 +284,16 @@ func (f *fakeHub) serveCDN(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ff := f.byHash[strings.TrimPrefix(r.URL.Path, "/blobs/")]
-	if ff == nil || r.URL.Query().Get("X-Amz-Signature") == "" {
+	sig, err := strconv.Atoi(strings.TrimPrefix(r.URL.Query().Get("X-Amz-Signature"), "sig-"))
+	if ff == nil || err != nil {
 		http.Error(w, "no such blob", 404)
+		return
+	}
+	f.mu.Lock()
+	expired := sig < f.sigsValidAt
+	f.mu.Unlock()
+	if expired {
+		http.Error(w, "Request has expired", http.StatusForbidden)
 		return
 	}
 	w.Header().Set("ETag", `"s3-etag-not-a-hash"`)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"sync"
@@ -32,6 +33,28 @@ type remoteFile struct {
 
 	wholeMu sync.Mutex
 	whole   []byte // set once if the server ignores Range
+}
+
+// directURL is the CDN URL the Hub last redirected this file to. Range
+// requests go there directly (saving a rate-limited resolve request and
+// a round trip each) until it is refused, e.g. when its signature
+// expires; then the Hub is asked again. It is kept per Hub, so files
+// opened again (one Open per row group) reuse it.
+func (f *remoteFile) directURL() *url.URL {
+	f.h.mu.Lock()
+	defer f.h.mu.Unlock()
+	return f.h.direct[f.name]
+}
+
+// setDirect sets the CDN URL, or clears it if it is still old.
+func (f *remoteFile) setDirect(u, old *url.URL) {
+	f.h.mu.Lock()
+	defer f.h.mu.Unlock()
+	if u != nil {
+		f.h.direct[f.name] = u
+	} else if f.h.direct[f.name] == old {
+		delete(f.h.direct, f.name)
+	}
 }
 
 // span is one fetched (or being fetched) byte range [off, end).
@@ -334,6 +357,7 @@ func (f *remoteFile) fetch(ctx context.Context, off, end int64) ([]byte, error) 
 	buf := make([]byte, end-off)
 	var got int64
 	var s *retryState
+	triedDirect := false
 	for got < int64(len(buf)) {
 		ri := &redirectInfo{}
 		rctx := context.WithValue(ctx, redirectKey{}, ri)
@@ -342,7 +366,16 @@ func (f *remoteFile) fetch(ctx context.Context, off, end int64) ([]byte, error) 
 			return nil, err
 		}
 		if s == nil {
+			// Errors name the resolve URL, never a signed CDN URL.
 			s = h.newState(http.MethodGet, req.URL)
+		}
+		direct := f.directURL()
+		if direct != nil && !triedDirect {
+			if req, err = h.newRequestURL(rctx, http.MethodGet, direct); err != nil {
+				return nil, err
+			}
+		} else {
+			direct = nil
 		}
 		from := off + got
 		req.Header.Set("Range", "bytes="+strconv.FormatInt(from, 10)+"-"+strconv.FormatInt(end-1, 10))
@@ -350,14 +383,29 @@ func (f *remoteFile) fetch(ctx context.Context, off, end int64) ([]byte, error) 
 		if err != nil {
 			return nil, err
 		}
-		if err := h.checkOrigin(resp, ri, f.hash, f.size); err != nil {
+		if direct != nil && resp.StatusCode >= 400 && resp.StatusCode < 500 {
+			// The signed CDN URL expired (or was refused): ask the Hub
+			// for a fresh redirect.
 			resp.Body.Close()
-			return nil, fmt.Errorf("GET %s: %w", req.URL.Redacted(), err)
+			h.log.Debug("hub: CDN URL refused, resolving again", "file", f.name, "status", resp.StatusCode)
+			f.setDirect(nil, direct)
+			triedDirect = true
+			continue
+		}
+		if direct == nil && ri.redirected && resp.Request != nil && !h.sameOrigin(resp.Request.URL) &&
+			(resp.StatusCode == http.StatusPartialContent || resp.StatusCode == http.StatusOK) {
+			f.setDirect(resp.Request.URL, nil)
+		}
+		if direct == nil {
+			if err := h.checkOrigin(resp, ri, f.hash, f.size); err != nil {
+				resp.Body.Close()
+				return nil, fmt.Errorf("GET %s: %w", req.URL.Redacted(), err)
+			}
 		}
 		switch resp.StatusCode {
 		case http.StatusPartialContent:
 		case http.StatusOK:
-			w, err := f.loadWhole(ctx, s, req.URL.Redacted(), resp)
+			w, err := f.loadWhole(ctx, s, s.url, resp)
 			if err != nil {
 				return nil, err
 			}
@@ -370,7 +418,7 @@ func (f *remoteFile) fetch(ctx context.Context, off, end int64) ([]byte, error) 
 		start, last, total, ok := parseContentRange(resp.Header.Get("Content-Range"))
 		if !ok || start != from || last >= end || (total >= 0 && total != f.size) {
 			resp.Body.Close()
-			return nil, fmt.Errorf("GET %s: Content-Range %q does not match the requested bytes %d-%d of %d", req.URL.Redacted(), shorten(resp.Header.Get("Content-Range"), 80), from, end-1, f.size)
+			return nil, fmt.Errorf("GET %s: Content-Range %q does not match the requested bytes %d-%d of %d", s.url, shorten(resp.Header.Get("Content-Range"), 80), from, end-1, f.size)
 		}
 		want := last - start + 1
 		n, rerr := io.ReadFull(resp.Body, buf[got:got+want])

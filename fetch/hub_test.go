@@ -278,6 +278,25 @@ func TestHubPrefetchCoalescesAndFooter(t *testing.T) {
 	if f.cdnAuth != 0 {
 		t.Fatal("Authorization reached the CDN")
 	}
+	// After the first redirect, range requests go straight to the CDN.
+	if n := f.count("resolve"); n != 1 {
+		t.Errorf("%d resolve requests for one streamed file, want 1", n)
+	}
+	// An expired CDN signature sends the next request back to the Hub.
+	f.mu.Lock()
+	f.sigsValidAt = f.sigs + 1
+	f.mu.Unlock()
+	b = make([]byte, 100)
+	if _, err := fi.ReadAt(b, 12345); err != nil || !bytes.Equal(b, want[12345:12445]) {
+		t.Fatalf("read after the CDN URL expired: %v", err)
+	}
+	if n := f.count("resolve"); n != 2 {
+		t.Errorf("%d resolve requests after expiry, want 2", n)
+	}
+	if _, err := fi.ReadAt(b, 23456); err != nil || !bytes.Equal(b, want[23456:23556]) || f.count("resolve") != 2 {
+		t.Fatalf("read with the fresh CDN URL: %v (resolve requests %d)", err, f.count("resolve"))
+	}
+	t.Logf("streamed file: %d resolve + %d CDN requests in all", f.count("resolve"), f.count("cdn"))
 }
 
 func TestCoalesce(t *testing.T) {

@@ -191,6 +191,7 @@ func (s *retryState) decide(ctx context.Context, resp *http.Response, err error)
 	}
 	var hint time.Duration
 	if err != nil {
+		redactURLError(err)
 		var nr *errNoRetry
 		if errors.As(err, &nr) {
 			return false, err
@@ -260,8 +261,24 @@ func (s *retryState) decideAfterBody(ctx context.Context, err error) (bool, erro
 	return s.decide(ctx, nil, err)
 }
 
+// redactURLError removes the query (signed CDN URLs carry credentials
+// there), fragment and userinfo from the URL net/http puts in its
+// errors.
+func redactURLError(err error) {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if u, perr := url.Parse(ue.URL); perr == nil {
+			u.RawQuery, u.Fragment, u.User = "", "", nil
+			ue.URL = u.String()
+		} else {
+			ue.URL = "(unparsable URL)"
+		}
+	}
+}
+
 // failure builds the final error for this request.
 func (s *retryState) failure(err error) error {
+	redactURLError(err)
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%s %s: %w", s.method, s.url, err)
 	}
