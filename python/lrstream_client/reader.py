@@ -78,6 +78,17 @@ def _decode_columns(columns: Dict[str, Any]) -> Dict[str, Any]:
     return columns
 
 
+class _Available:
+    """File adapter whose read(n) returns the bytes available now (at most
+    n, at least 1 unless EOF) instead of blocking until n bytes arrived, so a
+    batch is handed over as soon as it is complete on a live pipe."""
+
+    __slots__ = ("read",)
+
+    def __init__(self, f):
+        self.read = getattr(f, "read1", None) or f.read
+
+
 Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, BinaryIO, socket.socket]
 
 
@@ -103,13 +114,14 @@ class StreamReader:
         elif isinstance(source, (bytes, bytearray, memoryview)):
             f = io.BytesIO(source)
         elif isinstance(source, socket.socket):
-            f = source.makefile("rb")
+            # Unbuffered: read() returns whatever has arrived.
+            f = source.makefile("rb", buffering=0)
             self._close = f.close
         else:
             f = source
         self._file = f
         self._unpacker = msgpack.Unpacker(
-            f,
+            _Available(f),
             raw=False,
             read_size=read_size,
             max_buffer_size=MAX_MESSAGE_BYTES,

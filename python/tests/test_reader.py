@@ -128,6 +128,37 @@ class ReaderTest(unittest.TestCase):
             srv.close()
             self.assertEqual(got["hello"], {"worker": 1, "num_workers": 3, "rank": 0, "world_size": 2, "resume": "tokX"})
 
+    def test_live_stream_no_read_ahead_wait(self):
+        # The producer waits for the client to see batch 0 before sending
+        # more; a reader that blocks filling its buffer would deadlock.
+        for kind in ("socket", "pipe"):
+            a, b = socket.socketpair()
+            seen = threading.Event()
+            in_time = []
+            data = stream(4, 2)
+            first = pack(header(), batch(0, 0, 2))
+
+            def produce():
+                b.sendall(first)
+                in_time.append(seen.wait(5))
+                b.sendall(data[len(first):])
+                b.close()
+
+            t = threading.Thread(target=produce)
+            t.start()
+            src = a if kind == "socket" else os.fdopen(os.dup(a.fileno()), "rb")
+            r = lc.StreamReader(src)
+            sizes = []
+            for bt in r:
+                sizes.append(bt.size)
+                seen.set()
+            t.join()
+            self.assertEqual(in_time, [True], f"{kind}: batch 0 was not delivered before more data arrived")
+            self.assertEqual(sizes, [2, 2], kind)
+            if kind == "pipe":
+                src.close()
+            a.close()
+
     def test_torch_lazy(self):
         import sys
         self.assertNotIn("lrstream_client.torch_dataset", sys.modules)
