@@ -699,3 +699,30 @@ func pyJSON(v any) string {
 		return string(b)
 	}
 }
+
+func TestEnsure(t *testing.T) {
+	o := small(VariantDocumented, DensitySparse)
+	o.Episodes = 3
+	dir := filepath.Join(t.TempDir(), "ds")
+	first, err := Ensure(context.Background(), dir, o)
+	if err != nil || first.Elapsed == 0 {
+		t.Fatalf("first Ensure: %+v %v", first, err)
+	}
+	again, err := Ensure(context.Background(), dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Elapsed = 0
+	if again != first {
+		t.Errorf("reused dataset: %+v, generated %+v", again, first)
+	}
+	o.Seed++
+	third, err := Ensure(context.Background(), dir, o)
+	if err != nil || third.Elapsed == 0 {
+		t.Fatalf("Ensure with another seed did not regenerate: %+v %v", third, err)
+	}
+	rec, err := os.ReadFile(filepath.Join(dir, "meta", "datagen.json"))
+	if err != nil || !strings.Contains(string(rec), fmt.Sprintf(`"seed": %d`, o.Seed)) {
+		t.Errorf("meta/datagen.json: %s %v", rec, err)
+	}
+}

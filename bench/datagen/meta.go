@@ -263,6 +263,9 @@ func (p *plan) writeMeta(root string, st *featureStats) error {
 	if err := writeJSON(filepath.Join(meta, "info.json"), p.info()); err != nil {
 		return err
 	}
+	if err := os.WriteFile(filepath.Join(meta, "datagen.json"), p.o.recordJSON(), 0o644); err != nil {
+		return fmt.Errorf("datagen: %w", err)
+	}
 	stats := obj{
 		{"action", st.action.json(false)},
 		{"observation.state", st.state.json(false)},
