@@ -29,6 +29,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	fs.SetOutput(e.stderr)
 	rf.register(fs)
 	bf.register(fs)
+	var tf trainFlags
+	tf.register(fs, e, false)
 	socket := fs.String("socket", "", "Unix socket path to listen on (created 0600; required)")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: lrstream serve --socket PATH [--dataset DIR|ORG/NAME] [--recipe FILE] [flags]\n\nEach client sends a msgpack hello {worker, num_workers, rank, world_size} and\nreceives the stream of its share of the episodes (docs/wire-format.md).\nStops on SIGINT/SIGTERM.\n\nflags:")
@@ -44,6 +46,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err := bf.validate(); err != nil {
 		return err
 	}
+	if err := tf.validate(); err != nil {
+		return err
+	}
 	cfg, err := rf.open(ctx, e)
 	if err != nil {
 		return err
@@ -54,7 +59,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
 	log.Info("serving", "socket", *socket, "dataset", cfg.Dataset.ID, "recipe", cfg.Recipe.Name())
-	return serve(ctx, ln, cfg, bf.options(&rf), log)
+	return serve(ctx, ln, cfg, bf.options(&rf, tf.json()), &tf, log)
 }
 
 // listenUnix listens on a Unix socket at path, created with mode 0600.
@@ -91,7 +96,7 @@ func listenUnix(path string) (*net.UnixListener, error) {
 
 // serve accepts clients until ctx ends, then closes the listener (removing
 // the socket file) and waits for the clients' streams to stop.
-func serve(ctx context.Context, ln *net.UnixListener, cfg *pipeline.Config, so pipeline.StreamOptions, log *slog.Logger) error {
+func serve(ctx context.Context, ln *net.UnixListener, cfg *pipeline.Config, so pipeline.StreamOptions, tf *trainFlags, log *slog.Logger) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	go func() {
@@ -115,13 +120,13 @@ func serve(ctx context.Context, ln *net.UnixListener, cfg *pipeline.Config, so p
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			serveClient(ctx, conn, cfg, so, log.With("client", id))
+			serveClient(ctx, conn, cfg, so, tf, log.With("client", id))
 		}()
 	}
 }
 
 // serveClient reads the client's hello and streams its share.
-func serveClient(ctx context.Context, conn *net.UnixConn, cfg *pipeline.Config, so pipeline.StreamOptions, log *slog.Logger) {
+func serveClient(ctx context.Context, conn *net.UnixConn, cfg *pipeline.Config, so pipeline.StreamOptions, tf *trainFlags, log *slog.Logger) {
 	defer conn.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -143,16 +148,17 @@ func serveClient(ctx context.Context, conn *net.UnixConn, cfg *pipeline.Config, 
 		w.Flush()
 		return
 	}
-	if h.Resume != "" {
-		s.Fail(errors.New("resume tokens are not supported by this server yet"))
-		w.Flush()
-		return
-	}
 	c := *cfg
-	n := h.WorldSize * h.NumWorkers
-	c.Share = pipeline.Share{Worker: h.Rank*h.NumWorkers + h.Worker, NumWorkers: n}
 	log.Info("client", "rank", h.Rank, "world_size", h.WorldSize, "worker", h.Worker, "num_workers", h.NumWorkers)
-	st, err := pipeline.Stream(ctx, &c, so, shareSink{s, h})
+	var st *pipeline.Stats
+	if tf.active() || h.Resume != "" || h.WorldSize > 1 {
+		// Training iteration: global batches shared out round-robin.
+		st, err = pipeline.Train(ctx, &c, so, tf.options(h.Rank, h.WorldSize, h.Worker, h.NumWorkers, h.Resume), shareSink{s, h})
+	} else {
+		// A plain pass: each worker reads its own run of episodes.
+		c.Share = pipeline.Share{Worker: h.Worker, NumWorkers: h.NumWorkers}
+		st, err = pipeline.Stream(ctx, &c, so, shareSink{s, h})
+	}
 	if ferr := w.Flush(); err == nil {
 		err = ferr
 	}

@@ -37,11 +37,15 @@ func (b *batchFlags) validate() error {
 	return nil
 }
 
-func (b *batchFlags) options(rf *runFlags) pipeline.StreamOptions {
+// options returns the stream options; extra adds to the header's options.
+func (b *batchFlags) options(rf *runFlags, extra map[string]any) pipeline.StreamOptions {
+	opts := map[string]any{"batch_size": b.batchSize, "drop_last": b.dropLast, "keep_language": b.keepLanguage}
+	for k, v := range extra {
+		opts[k] = v
+	}
 	return pipeline.StreamOptions{
 		BatchSize: b.batchSize, DropLast: b.dropLast, KeepLanguage: b.keepLanguage,
-		Version: version(),
-		Options: rf.optionsJSON(map[string]any{"batch_size": b.batchSize, "drop_last": b.dropLast, "keep_language": b.keepLanguage}),
+		Version: version(), Options: rf.optionsJSON(opts),
 	}
 }
 
@@ -52,6 +56,8 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	fs.SetOutput(e.stderr)
 	rf.register(fs)
 	bf.register(fs)
+	var tf trainFlags
+	tf.register(fs, e, true)
 	format := fs.String("format", "msgpack", "output format: msgpack (the wire format, docs/wire-format.md) or jsonl")
 	quiet := fs.Bool("q", false, "no progress line and no summary on stderr")
 	fs.Usage = func() {
@@ -62,6 +68,9 @@ func runStream(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if err := bf.validate(); err != nil {
+		return err
+	}
+	if err := tf.validate(); err != nil {
 		return err
 	}
 	if *format != "msgpack" && *format != "jsonl" {
@@ -92,7 +101,13 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	} else {
 		prog = startProgress(nil, "", 0, nil)
 	}
-	st, err := pipeline.Stream(ctx, cfg, bf.options(&rf), s)
+	so := bf.options(&rf, tf.json())
+	var st *pipeline.Stats
+	if tf.active() {
+		st, err = pipeline.Train(ctx, cfg, so, tf.options(tf.rank, tf.worldSize, 0, 1, tf.resume), s)
+	} else {
+		st, err = pipeline.Stream(ctx, cfg, so, s)
+	}
 	prog.finish()
 	if ferr := out.Flush(); err == nil {
 		err = ferr

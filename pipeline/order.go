@@ -1,0 +1,108 @@
+package pipeline
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"math/bits"
+	"math/rand/v2"
+)
+
+// orderRNG is the deterministic random source of the global sample order.
+// It uses the PCG-DXSM generator of math/rand/v2, whose output stream is
+// fixed by its specification, and draws bounded integers with its own
+// (Lemire) method, so orders never change with the Go version.
+type orderRNG struct{ pcg *rand.PCG }
+
+// newOrderRNG seeds a generator from the parts that define an order:
+// a purpose label, the user's seed, the epoch, the dataset revision and
+// the episode selection.
+func newOrderRNG(purpose string, seed uint64, epoch int64, revision, selection string) *orderRNG {
+	h := sha256.New()
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], seed)
+	binary.LittleEndian.PutUint64(b[8:], uint64(epoch))
+	h.Write([]byte("lrstream-order/1\x00" + purpose + "\x00"))
+	h.Write(b[:])
+	h.Write([]byte(revision + "\x00" + selection))
+	sum := h.Sum(nil)
+	return &orderRNG{rand.NewPCG(binary.LittleEndian.Uint64(sum[:8]), binary.LittleEndian.Uint64(sum[8:16]))}
+}
+
+// intn returns a uniform integer in [0, n), n > 0.
+func (r *orderRNG) intn(n int) int {
+	bound := uint64(n)
+	hi, lo := bits.Mul64(r.pcg.Uint64(), bound)
+	if lo < bound {
+		thresh := -bound % bound
+		for lo < thresh {
+			hi, lo = bits.Mul64(r.pcg.Uint64(), bound)
+		}
+	}
+	return int(hi)
+}
+
+// shuffle permutes s in place (Fisher-Yates).
+func shuffleInts[T any](r *orderRNG, s []T) {
+	for i := len(s) - 1; i > 0; i-- {
+		j := r.intn(i + 1)
+		s[i], s[j] = s[j], s[i]
+	}
+}
+
+// episodeRun is a run of consecutive positions belonging to one episode.
+type episodeRun struct {
+	episode    int64
+	start, len int64
+}
+
+// epochOrder returns the positions of the kept frames in the order epoch
+// serves them. Without shuffling it is position order. With shuffling the
+// episodes are permuted and their kept frames pass, in that order, through
+// a shuffle buffer of bufSize frames: once the buffer is full each incoming
+// frame takes the place of a uniformly drawn one, which is served; at the
+// end the buffer drains in random order. Neighbouring frames of an episode
+// thus end up far apart, while only about bufSize frames' worth of episodes
+// need to be decoded at a time.
+func epochOrder(runs []episodeRun, keep []bool, shuffle bool, bufSize int, r *orderRNG) []int64 {
+	var n int
+	for _, k := range keep {
+		if k {
+			n++
+		}
+	}
+	out := make([]int64, 0, n)
+	if !shuffle {
+		for p, k := range keep {
+			if k {
+				out = append(out, int64(p))
+			}
+		}
+		return out
+	}
+	perm := make([]int, len(runs))
+	for i := range perm {
+		perm[i] = i
+	}
+	shuffleInts(r, perm)
+	if bufSize < 1 {
+		bufSize = 1
+	}
+	buf := make([]int64, 0, bufSize)
+	for _, ri := range perm {
+		run := runs[ri]
+		for p := run.start; p < run.start+run.len; p++ {
+			if !keep[p] {
+				continue
+			}
+			if len(buf) < bufSize {
+				buf = append(buf, p)
+				continue
+			}
+			j := r.intn(bufSize)
+			out = append(out, buf[j])
+			buf[j] = p
+		}
+	}
+	shuffleInts(r, buf)
+	return append(out, buf...)
+}

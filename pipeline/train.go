@@ -1,0 +1,420 @@
+package pipeline
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"sort"
+
+	"github.com/lrstream/lrstream/collate"
+	"github.com/lrstream/lrstream/render"
+	"github.com/lrstream/lrstream/shard"
+	"github.com/lrstream/lrstream/sink"
+)
+
+// TrainOptions turn a single sequential pass into training-grade
+// iteration: a deterministic global order (optionally shuffled), several
+// epochs, consumers (ranks × dataloader workers) that each get every C-th
+// global batch, and resumption from a token.
+type TrainOptions struct {
+	// Shuffle permutes episodes and mixes frames across episodes through a
+	// shuffle buffer of BufferSize frames; Seed fixes the order.
+	Shuffle    bool
+	Seed       uint64
+	BufferSize int
+	// Epochs is the number of passes; 0 means forever.
+	Epochs int64
+	// Consumer is this stream's consumer number, rank*num_workers+worker,
+	// of Consumers = world_size*num_workers.
+	Consumer, Consumers int
+	// Resume is a token from a batch of an earlier run ("" to start at
+	// the beginning).
+	Resume string
+}
+
+// DefaultBufferSize is the default shuffle buffer, in frames.
+const DefaultBufferSize = 16384
+
+// keepIndex is the result of the pre-pass: which frames of the selection
+// are kept (rendered or passed through), and where each frame lives.
+// Positions number the selected frames in plan order.
+type keepIndex struct {
+	units     []shard.Unit
+	unitStart []int64 // first position of each unit; len(units)+1 entries
+	runs      []episodeRun
+	keep      []bool
+	stats     Stats
+}
+
+// buildKeepIndex renders the selection once, reading only the language
+// columns, to learn which frames are kept. Rendering is deterministic, so
+// the answer holds for every epoch.
+func buildKeepIndex(ctx context.Context, cfg *Config) (*keepIndex, error) {
+	c := *cfg
+	c.Features = []string{}
+	c.Share = Share{}
+	c.Progress = nil
+	idx := &keepIndex{}
+	var pos int64
+	err := runUnits(ctx, &c, func(u shard.Unit, ch *Chunk) error {
+		if err := idx.stats.Count(&c, ch); err != nil {
+			return err
+		}
+		idx.units = append(idx.units, u)
+		idx.unitStart = append(idx.unitStart, pos)
+		b := ch.Batch
+		for i := range ch.Results {
+			switch ch.Results[i].Outcome {
+			case render.Rendered, render.Passthrough:
+				idx.keep = append(idx.keep, true)
+			default:
+				idx.keep = append(idx.keep, false)
+			}
+			ep := b.EpisodeIndex[i]
+			if k := len(idx.runs); k > 0 && idx.runs[k-1].episode == ep && idx.runs[k-1].start+idx.runs[k-1].len == pos {
+				idx.runs[k-1].len++
+			} else {
+				idx.runs = append(idx.runs, episodeRun{episode: ep, start: pos, len: 1})
+			}
+			pos++
+		}
+		return nil
+	})
+	idx.unitStart = append(idx.unitStart, pos)
+	return idx, err
+}
+
+// unitOf returns the unit holding position p.
+func (x *keepIndex) unitOf(p int64) int {
+	return sort.Search(len(x.units), func(i int) bool { return x.unitStart[i+1] > p })
+}
+
+// token is the decoded form of a resume token: continue with global batch
+// Batch of epoch Epoch, in the order identified by Fingerprint.
+type token struct {
+	Version     int    `json:"v"`
+	Epoch       int64  `json:"e"`
+	Batch       int64  `json:"b"`
+	Fingerprint string `json:"f"`
+}
+
+func (t token) encode() string {
+	b, _ := json.Marshal(t)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func parseToken(s string) (token, error) {
+	var t token
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		err = json.Unmarshal(b, &t)
+	}
+	if err != nil || t.Version != 1 || t.Epoch < 0 || t.Batch < 0 {
+		return t, fmt.Errorf("invalid resume token %q", s)
+	}
+	return t, nil
+}
+
+// fingerprint identifies everything the global order and the batches
+// depend on; a resume token only applies to a run with the same one.
+func fingerprint(cfg *Config, so StreamOptions, to TrainOptions) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%t\x00%s\x00%s\x00%v\x00%t\x00%d\x00%d\x00%d\x00%t\x00%t",
+		cfg.Dataset.ID, cfg.Dataset.Revision, cfg.Recipe.SHA256(), cfg.Mode, cfg.NoTaskAug,
+		cfg.Selection.Episodes, cfg.Selection.Exclude, cfg.Features, to.Shuffle, to.Seed, to.BufferSize,
+		so.BatchSize, so.DropLast, cfg.SkipErrors)
+	sum := h.Sum(nil)
+	return base64.RawURLEncoding.EncodeToString(sum[:9])
+}
+
+// Train streams cfg's selection as training batches: per epoch, the kept
+// frames in the global order (TrainOptions), cut into global batches of
+// so.BatchSize; consumer c of C gets global batches c, c+C, c+2C, ... so
+// that the sequence of global batches, and thus the data order of a
+// training run, does not depend on C. Every consumer gets the same number
+// of batches per epoch, floor(batches/C): the last batches%C global batches
+// of an epoch are not served (with reshuffling, different ones each epoch).
+// Every batch carries a resume token continuing right after it.
+func Train(ctx context.Context, cfg *Config, so StreamOptions, to TrainOptions, s sink.Sink) (*Stats, error) {
+	st, err := train(ctx, cfg, so, to, s)
+	if err != nil {
+		_ = s.Fail(err)
+	}
+	return st, err
+}
+
+func train(ctx context.Context, cfg *Config, so StreamOptions, to TrainOptions, s sink.Sink) (*Stats, error) {
+	if to.Consumers < 1 {
+		to.Consumers = 1
+	}
+	if to.Consumer < 0 || to.Consumer >= to.Consumers {
+		return nil, fmt.Errorf("consumer %d of %d", to.Consumer, to.Consumers)
+	}
+	if to.BufferSize <= 0 {
+		to.BufferSize = DefaultBufferSize
+	}
+	fp := fingerprint(cfg, so, to)
+	var start token
+	if to.Resume != "" {
+		var err error
+		if start, err = parseToken(to.Resume); err != nil {
+			return nil, err
+		}
+		if start.Fingerprint != fp {
+			return nil, errors.New("resume token belongs to a different run (dataset revision, recipe, selection, mode, shuffle, seed or batch options differ)")
+		}
+	}
+	idx, err := buildKeepIndex(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	st := &Stats{Components: make([]int64, len(cfg.Recipe.Components()))}
+	var b *collate.Batcher
+	var headerDone bool
+	var cnt collate.Counts
+	selection := fmt.Sprintf("%v|%v", cfg.Selection.Episodes, cfg.Selection.Exclude)
+	C := int64(to.Consumers)
+	B := int64(so.BatchSize)
+	for epoch := start.Epoch; to.Epochs == 0 || epoch < to.Epochs; epoch++ {
+		order := epochOrder(idx.runs, idx.keep, to.Shuffle, to.BufferSize,
+			newOrderRNG("epoch", to.Seed, epoch, cfg.Dataset.Revision, selection))
+		n := int64(len(order))
+		nb := (n + B - 1) / B
+		if so.DropLast {
+			nb = n / B
+		}
+		served := nb / C * C // global batches served this epoch
+		first := int64(0)
+		if epoch == start.Epoch {
+			first = start.Batch
+		}
+		if first%C != 0 {
+			// A token from another cluster size: continue with the
+			// next round of global batches.
+			first = (first/C + 1) * C
+		}
+		var mine []int64 // this consumer's global batches, in order
+		for k := first + int64(to.Consumer); k < served; k += C {
+			mine = append(mine, k)
+		}
+		if len(mine) == 0 && n > 0 && served == 0 && epoch == 0 {
+			return nil, fmt.Errorf("epoch has %d kept frames: %d batches of %d cannot give each of %d consumers a batch", n, nb, B, C)
+		}
+		epochCfg := *cfg
+		epochCfg.Progress = nil
+		err := serveBatches(ctx, &epochCfg, idx, order, mine, B, func(frames []framePick, k int64) error {
+			if !headerDone {
+				var err error
+				b, err = collate.NewBatcher(collate.Config{
+					BatchSize: so.BatchSize, Features: chunkFeatures(frames[0].chunk), KeepLanguage: so.KeepLanguage,
+				})
+				if err != nil {
+					return err
+				}
+				headerDone = true
+				h := Header(cfg, so, b)
+				h.Share = sink.Share{Rank: 0, WorldSize: 1, Worker: to.Consumer, NumWorkers: to.Consumers}
+				if err := s.Header(h); err != nil {
+					return err
+				}
+			}
+			bt, err := batchOf(b, frames, so.KeepLanguage)
+			if err != nil {
+				return err
+			}
+			next := token{Version: 1, Epoch: epoch, Batch: (k/C + 1) * C, Fingerprint: fp}
+			if next.Batch >= served {
+				next = token{Version: 1, Epoch: epoch + 1, Batch: 0, Fingerprint: fp}
+			}
+			for _, f := range frames {
+				r := &f.chunk.Results[f.offset]
+				st.Frames++
+				if r.Outcome == render.Passthrough {
+					st.Passthrough++
+					continue
+				}
+				st.Rendered++
+				if r.Fallback {
+					st.Fallback++
+				} else if r.Component >= 0 && r.Component < len(st.Components) {
+					st.Components[r.Component]++
+				}
+			}
+			cnt.Batches++
+			cnt.Kept += int64(bt.N)
+			// seq numbers this consumer's batches across epochs, so a
+			// resumed stream carries the same numbers as an uninterrupted one.
+			seq := epoch*(served/C) + k/C
+			err = s.Batch(bt, sink.BatchMeta{Seq: seq, Epoch: epoch, Resume: next.encode()})
+			b.Recycle(bt)
+			if cfg.Progress != nil {
+				cfg.Progress(len(frames))
+			}
+			return err
+		})
+		if err != nil {
+			return st, err
+		}
+	}
+	if !headerDone {
+		var err error
+		if b, err = collate.NewBatcher(collate.Config{BatchSize: so.BatchSize, Features: infoFeatures(cfg), KeepLanguage: so.KeepLanguage}); err != nil {
+			return st, err
+		}
+		h := Header(cfg, so, b)
+		h.Share = sink.Share{Rank: 0, WorldSize: 1, Worker: to.Consumer, NumWorkers: to.Consumers}
+		if err := s.Header(h); err != nil {
+			return st, err
+		}
+	}
+	e := sink.End{
+		Frames: st.Frames, Rendered: st.Rendered, Passthrough: st.Passthrough,
+		Dropped: idx.stats.Dropped, Errors: idx.stats.Errors,
+		Batches: cnt.Batches, Samples: cnt.Kept,
+	}
+	if cfg.Recipe.IsBlend() {
+		for i, name := range cfg.Recipe.Components() {
+			e.Components = append(e.Components, sink.ComponentCount{Name: name, Count: st.Components[i]})
+		}
+	}
+	return st, s.End(e)
+}
+
+// framePick is one frame of a batch being served: a decoded chunk and the
+// frame's offset in it.
+type framePick struct {
+	chunk  *Chunk
+	offset int
+}
+
+// batchOf collates frames into one batch with a batcher sized for it.
+func batchOf(b *collate.Batcher, frames []framePick, keepLanguage bool) (*collate.Batch, error) {
+	var f collate.Frame
+	feats := b.Config().Features
+	f.Features = make([][]byte, len(feats))
+	var out *collate.Batch
+	for i, fp := range frames {
+		c, j := fp.chunk, fp.offset
+		bt := c.Batch
+		if len(bt.Features) != len(feats) {
+			return nil, fmt.Errorf("%s row group %d: %d numeric features, the stream has %d", c.Unit.File, c.Unit.RowGroup, len(bt.Features), len(feats))
+		}
+		f.Index, f.EpisodeIndex, f.FrameIndex, f.TaskIndex = bt.Index[j], bt.EpisodeIndex[j], bt.FrameIndex[j], bt.TaskIndex[j]
+		f.Timestamp, f.Task = bt.Timestamp[j], c.Tasks[j]
+		f.Sample = nil
+		if r := &c.Results[j]; r.Outcome == render.Rendered {
+			f.Sample = r.Sample
+		}
+		for k := range feats {
+			fd := &bt.Features[k]
+			if fd.DType != feats[k].DType || !sameShape(fd.Shape, feats[k].Shape) {
+				return nil, fmt.Errorf("%s row group %d: feature %s is %s%v here but %s%v earlier in the stream",
+					c.Unit.File, c.Unit.RowGroup, fd.Name, fd.DType, fd.Shape, feats[k].DType, feats[k].Shape)
+			}
+			size := feats[k].FrameBytes()
+			f.Features[k] = fd.Data[j*size : (j+1)*size]
+		}
+		if keepLanguage {
+			f.Persistent, f.Events = bt.PersistentRows(j), bt.EventRows(j)
+		}
+		var err error
+		if i == len(frames)-1 && len(frames) < b.Config().BatchSize {
+			if _, err = b.Add(&f); err == nil {
+				out, err = b.Flush()
+			}
+		} else {
+			out, err = b.Add(&f)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s row group %d: episode %d, index %d: %w", c.Unit.File, c.Unit.RowGroup, f.EpisodeIndex, f.Index, err)
+		}
+	}
+	if out == nil {
+		return nil, errors.New("internal error: batch did not complete")
+	}
+	return out, nil
+}
+
+// serveBatches decodes the units that the global batches mine need, in
+// order of first use, on cfg.Workers goroutines, keeps each only until its
+// last use, and calls emit with each batch's frames in order.
+func serveBatches(ctx context.Context, cfg *Config, idx *keepIndex, order, mine []int64, B int64,
+	emit func(frames []framePick, k int64) error) error {
+	if len(mine) == 0 {
+		return nil
+	}
+	// The positions this consumer serves, batch after batch.
+	var seqPos []int64
+	for _, k := range mine {
+		end := min((k+1)*B, int64(len(order)))
+		seqPos = append(seqPos, order[k*B:end]...)
+	}
+	// Units in order of first use, and each unit's last use.
+	lastUse := map[int]int{}
+	var units []int
+	unitAt := make([]int32, len(seqPos))
+	for i, p := range seqPos {
+		u := idx.unitOf(p)
+		unitAt[i] = int32(u)
+		if _, ok := lastUse[u]; !ok {
+			units = append(units, u)
+		}
+		lastUse[u] = i
+	}
+	workers := cfg.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	opts := shard.Options{Features: cfg.Features}
+	live := map[int]*Chunk{}
+	cursor := 0 // next position of seqPos to serve
+	bi := 0     // next batch of mine
+	var picks []framePick
+	return ordered(ctx, len(units), workers, 2*workers,
+		func(ctx context.Context, i int) (*Chunk, error) {
+			u := idx.units[units[i]]
+			b, err := shard.ReadUnit(ctx, cfg.Source, cfg.Dataset, u, opts)
+			if err != nil {
+				return nil, err
+			}
+			return renderBatch(cfg, u, b), nil
+		},
+		func(i int, c *Chunk) error {
+			u := units[i]
+			if got, want := int64(c.Batch.Len()), idx.unitStart[u+1]-idx.unitStart[u]; got != want {
+				return fmt.Errorf("%s row group %d: %d frames, %d when first read (the dataset changed during the run?)", c.Unit.File, c.Unit.RowGroup, got, want)
+			}
+			live[u] = c
+			// Serve every frame whose unit is now decoded.
+			for cursor < len(seqPos) {
+				uc, ok := live[int(unitAt[cursor])]
+				if !ok {
+					break
+				}
+				p := seqPos[cursor]
+				picks = append(picks, framePick{chunk: uc, offset: int(p - idx.unitStart[unitAt[cursor]])})
+				if lastUse[int(unitAt[cursor])] == cursor {
+					delete(live, int(unitAt[cursor]))
+				}
+				cursor++
+				k := mine[bi]
+				if int64(len(picks)) == min(B, int64(len(order))-k*B) {
+					if err := emit(picks, k); err != nil {
+						return err
+					}
+					picks = picks[:0]
+					bi++
+				}
+			}
+			return nil
+		})
+}
+
+// runUnits is Run with the plan's units passed along (for the pre-pass).
+func runUnits(ctx context.Context, cfg *Config, emit func(shard.Unit, *Chunk) error) error {
+	return Run(ctx, cfg, func(c *Chunk) error { return emit(c.Unit, c) })
+}

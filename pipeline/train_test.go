@@ -1,0 +1,214 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/lrstream/lrstream"
+	"github.com/lrstream/lrstream/fetch"
+	"github.com/lrstream/lrstream/render"
+	"github.com/lrstream/lrstream/shard"
+	"github.com/lrstream/lrstream/sink"
+)
+
+func demoConfig(t *testing.T, mode render.Mode) *Config {
+	t.Helper()
+	src := fetch.NewFS(lrstream.DemoName, lrstream.Demo())
+	ds, err := shard.OpenDataset(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := render.Load(lrstream.DemoRecipe(), "demo-recipe.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Config{Source: src, Dataset: ds, Recipe: rec, Mode: mode, Workers: 2}
+}
+
+// trainBatches runs Train and returns the raw bytes of every batch message
+// with its decoded form.
+func trainBatches(t *testing.T, cfg *Config, so StreamOptions, to TrainOptions) ([][]byte, []*sink.DecodedBatch) {
+	t.Helper()
+	var buf bytes.Buffer
+	if _, err := Train(context.Background(), cfg, so, to, sink.NewMsgpack(&buf)); err != nil {
+		t.Fatal(err)
+	}
+	d := sink.NewDecoder(&buf)
+	var raws [][]byte
+	var bs []*sink.DecodedBatch
+	for {
+		m, err := d.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Type == sink.TypeBatch {
+			raws = append(raws, m.Raw)
+			bs = append(bs, m.Batch)
+		}
+	}
+	return raws, bs
+}
+
+func batchIndexes(t *testing.T, b *sink.DecodedBatch) []int64 {
+	a := b.Column("index").(*sink.Array)
+	out := make([]int64, b.Size)
+	for i := range out {
+		for k := 0; k < 8; k++ {
+			out[i] |= int64(a.Data[8*i+k]) << (8 * k)
+		}
+	}
+	return out
+}
+
+func TestTrainOrderIndependentOfConsumers(t *testing.T) {
+	cfg := demoConfig(t, render.ModeDrop)
+	so := StreamOptions{BatchSize: 16}
+	base := TrainOptions{Shuffle: true, Seed: 7, BufferSize: 300, Epochs: 2}
+	_, all := trainBatches(t, cfg, so, base)
+	perEpoch := map[int64][][]int64{}
+	for _, b := range all {
+		perEpoch[b.Meta.Epoch] = append(perEpoch[b.Meta.Epoch], batchIndexes(t, b))
+	}
+	if len(perEpoch) != 2 {
+		t.Fatalf("epochs %d", len(perEpoch))
+	}
+	if equalBatches(perEpoch[0], perEpoch[1]) {
+		t.Fatal("epoch 1 repeats epoch 0's order")
+	}
+	// Every kept frame exactly once per epoch with one consumer.
+	seen := map[int64]bool{}
+	for _, b := range perEpoch[0] {
+		for _, ix := range b {
+			if seen[ix] {
+				t.Fatalf("frame %d twice in an epoch", ix)
+			}
+			seen[ix] = true
+		}
+	}
+	for _, C := range []int{2, 3, 5} {
+		got := make([][][]int64, C)
+		for c := 0; c < C; c++ {
+			to := base
+			to.Consumer, to.Consumers = c, C
+			_, bs := trainBatches(t, cfg, so, to)
+			for _, b := range bs {
+				if b.Meta.Epoch == 0 {
+					got[c] = append(got[c], batchIndexes(t, b))
+				}
+			}
+		}
+		n := len(got[0])
+		for c := range got {
+			if len(got[c]) != n {
+				t.Fatalf("C=%d: consumer %d got %d batches, consumer 0 %d", C, c, len(got[c]), n)
+			}
+		}
+		if n != len(perEpoch[0])/C {
+			t.Fatalf("C=%d: %d batches each, want %d", C, n, len(perEpoch[0])/C)
+		}
+		// Interleaving the consumers' batches gives the global order.
+		for j := 0; j < n; j++ {
+			for c := 0; c < C; c++ {
+				if !equalInts(got[c][j], perEpoch[0][j*C+c]) {
+					t.Fatalf("C=%d: consumer %d batch %d differs from global batch %d", C, c, j, j*C+c)
+				}
+			}
+		}
+	}
+}
+
+func TestTrainResumeIsBitIdentical(t *testing.T) {
+	cfg := demoConfig(t, render.ModeFallback)
+	so := StreamOptions{BatchSize: 24}
+	for _, to := range []TrainOptions{
+		{Shuffle: true, Seed: 3, BufferSize: 500, Epochs: 2},
+		{Epochs: 2, Consumer: 1, Consumers: 3},
+	} {
+		raws, bs := trainBatches(t, cfg, so, to)
+		for _, cut := range []int{0, 1, len(bs) / 3, len(bs)/2 - 1, len(bs) / 2, len(bs) - 2} {
+			r := to
+			r.Resume = bs[cut].Meta.Resume
+			got, _ := trainBatches(t, cfg, so, r)
+			want := raws[cut+1:]
+			if len(got) != len(want) {
+				t.Fatalf("%+v cut %d: %d batches after resume, want %d", to, cut, len(got), len(want))
+			}
+			for i := range got {
+				if !bytes.Equal(got[i], want[i]) {
+					t.Fatalf("%+v cut %d: batch %d differs", to, cut, i)
+				}
+			}
+		}
+		r := to
+		r.Resume = bs[0].Meta.Resume
+		r.Seed++
+		if _, err := Train(context.Background(), cfg, so, r, sink.Discard()); err == nil && to.Shuffle {
+			t.Fatal("token accepted by a run with another seed")
+		}
+	}
+}
+
+func TestTrainShuffleDeterministic(t *testing.T) {
+	cfg := demoConfig(t, render.ModeFallback)
+	so := StreamOptions{BatchSize: 32}
+	a, _ := trainBatches(t, cfg, so, TrainOptions{Shuffle: true, Seed: 11, Epochs: 1, BufferSize: 200})
+	cfg.Workers = 1
+	b, _ := trainBatches(t, cfg, so, TrainOptions{Shuffle: true, Seed: 11, Epochs: 1, BufferSize: 200})
+	c, bs := trainBatches(t, cfg, so, TrainOptions{Shuffle: true, Seed: 12, Epochs: 1, BufferSize: 200})
+	if len(a) != len(b) {
+		t.Fatal("batch counts differ")
+	}
+	for i := range a {
+		if !bytes.Equal(a[i], b[i]) {
+			t.Fatalf("batch %d differs between worker counts", i)
+		}
+	}
+	if bytes.Equal(a[0], c[0]) {
+		t.Fatal("another seed gave the same first batch")
+	}
+	// Neighbouring frames of an episode are not batched together: few
+	// pairs in a batch are consecutive frames.
+	adjacent, pairs := 0, 0
+	for _, b := range bs {
+		ix := batchIndexes(t, b)
+		for i := 1; i < len(ix); i++ {
+			pairs++
+			if ix[i] == ix[i-1]+1 {
+				adjacent++
+			}
+		}
+	}
+	if adjacent*20 > pairs {
+		t.Fatalf("%d of %d neighbouring pairs are consecutive frames", adjacent, pairs)
+	}
+}
+
+func equalInts(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func equalBatches(a, b [][]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !equalInts(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
