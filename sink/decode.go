@@ -129,6 +129,13 @@ func (d *Decoder) read(n int) ([]byte, error) {
 		d.raw = nb
 	}
 	d.raw = d.raw[:start+n]
+	if d.br != nil && d.br.Buffered() >= n {
+		// Fast path: the bytes are buffered.
+		p, _ := d.br.Peek(n)
+		copy(d.raw[start:], p)
+		d.br.Discard(n)
+		return d.raw[start : start+n], nil
+	}
 	if _, err := io.ReadFull(d.r, d.raw[start:]); err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, errTruncated

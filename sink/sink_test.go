@@ -347,3 +347,96 @@ func TestPreview(t *testing.T) {
 		}
 	}
 }
+
+func TestNextRaw(t *testing.T) {
+	data := encodeFixture(t, 50, 8, true)
+	d := NewDecoder(bytes.NewReader(data))
+	var out bytes.Buffer
+	var types []string
+	for {
+		typ, raw, err := d.NextRaw()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, typ)
+		out.Write(raw)
+	}
+	if !bytes.Equal(out.Bytes(), data) {
+		t.Fatal("NextRaw bytes do not reproduce the stream")
+	}
+	if len(types) != 2+6 || types[0] != TypeHeader || types[1] != TypeBatch || types[7] != TypeEnd {
+		t.Fatalf("types %v", types)
+	}
+	if _, _, err := NewDecoder(bytes.NewReader(data[:len(data)-2])).NextRaw(); err != nil {
+		t.Fatal(err) // the header is complete
+	}
+	d = NewDecoder(bytes.NewReader(data[:100]))
+	if _, _, err := d.NextRaw(); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func BenchmarkNextRaw(b *testing.B) {
+	data := encodeFixture(b, 256*8, 256, false)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		d := NewDecoder(bytes.NewReader(data))
+		for {
+			if _, _, err := d.NextRaw(); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+func TestSplitMessage(t *testing.T) {
+	data := encodeFixture(t, 50, 8, true)
+	var types []string
+	rest := data
+	for {
+		typ, n, err := SplitMessage(rest)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, typ)
+		d := NewDecoder(bytes.NewReader(rest[:n]))
+		if m, err := d.Next(); err != nil || m.Type != typ || len(m.Raw) != n {
+			t.Fatalf("message %d: %v", len(types), err)
+		}
+		rest = rest[n:]
+	}
+	if len(types) != 8 || types[0] != TypeHeader || types[7] != TypeEnd {
+		t.Fatalf("types %v", types)
+	}
+	_, n, _ := SplitMessage(data)
+	for _, cut := range []int{1, n / 2, n - 1} {
+		if _, _, err := SplitMessage(data[:cut]); !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("cut %d: %v", cut, err)
+		}
+	}
+}
+
+func BenchmarkSplitMessage(b *testing.B) {
+	data := encodeFixture(b, 256*8, 256, false)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		for rest := data; len(rest) > 0; {
+			_, n, err := SplitMessage(rest)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rest = rest[n:]
+		}
+	}
+}

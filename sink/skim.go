@@ -1,0 +1,337 @@
+package sink
+
+import (
+	"errors"
+	"fmt"
+	"io"
+)
+
+// NextRaw reads the next message without decoding it: it returns the
+// message's type and its exact bytes (valid until the next call). It is the
+// fast path for copying stored streams (shard replay); errors are as for
+// Next.
+func (d *Decoder) NextRaw() (typ string, raw []byte, err error) {
+	d.raw = d.raw[:0]
+	if _, err := d.br.Peek(1); err != nil {
+		if errors.Is(err, io.EOF) {
+			return "", nil, io.EOF
+		}
+		return "", nil, fmt.Errorf("sink: read: %w", err)
+	}
+	n, err := d.mapLen()
+	if err != nil {
+		return "", nil, err
+	}
+	for i := 0; i < n; i++ {
+		isType := false
+		if k, ok, err := d.skimStr(); err != nil {
+			return "", nil, err
+		} else if ok && k == "type" {
+			isType = true
+		}
+		if isType {
+			v, ok, err := d.skimStr()
+			if err != nil {
+				return "", nil, err
+			}
+			if ok {
+				typ = v
+			}
+			continue
+		}
+		if err := d.skip(0); err != nil {
+			return "", nil, err
+		}
+	}
+	switch typ {
+	case TypeHeader, TypeBatch, TypeEnd, TypeError:
+	default:
+		return "", nil, fmt.Errorf("sink: unknown message type %q", typ)
+	}
+	return typ, d.raw, nil
+}
+
+// mapLen reads a map header.
+func (d *Decoder) mapLen() (int, error) {
+	p, err := d.read(1)
+	if err != nil {
+		return 0, err
+	}
+	switch c := p[0]; {
+	case c&0xf0 == 0x80:
+		return int(c & 0x0f), nil
+	case c == 0xde, c == 0xdf:
+		n, err := d.uint(2 << (c - 0xde))
+		return int(n), err
+	}
+	return 0, fmt.Errorf("sink: message is not a map (type byte 0x%02x)", p[0])
+}
+
+// skimStr reads one value; if it is a str it returns it (ok), otherwise
+// the value is skipped.
+func (d *Decoder) skimStr() (string, bool, error) {
+	p, err := d.read(1)
+	if err != nil {
+		return "", false, err
+	}
+	c := p[0]
+	var n uint64
+	switch {
+	case c&0xe0 == 0xa0:
+		n = uint64(c & 0x1f)
+	case c >= 0xd9 && c <= 0xdb:
+		if n, err = d.uint(1 << (c - 0xd9)); err != nil {
+			return "", false, err
+		}
+	default:
+		return "", false, d.skipAfter(c, 0)
+	}
+	s, err := d.str(int(n))
+	return s, err == nil, err
+}
+
+// skip skips one value.
+func (d *Decoder) skip(depth int) error {
+	p, err := d.read(1)
+	if err != nil {
+		return err
+	}
+	return d.skipAfter(p[0], depth)
+}
+
+// skipAfter skips the rest of a value whose type byte c was read.
+func (d *Decoder) skipAfter(c byte, depth int) error {
+	if depth > maxDecodeDepth {
+		return errors.New("sink: msgpack nested too deeply")
+	}
+	var n uint64
+	var err error
+	switch {
+	case c <= 0x7f, c >= 0xe0, c == 0xc0, c == 0xc2, c == 0xc3:
+		return nil
+	case c&0xf0 == 0x80:
+		return d.skipN(2*int(c&0x0f), depth)
+	case c&0xf0 == 0x90:
+		return d.skipN(int(c&0x0f), depth)
+	case c&0xe0 == 0xa0:
+		_, err = d.read(int(c & 0x1f))
+		return err
+	}
+	switch c {
+	case 0xc4, 0xc5, 0xc6:
+		n, err = d.uint(1 << (c - 0xc4))
+	case 0xd9, 0xda, 0xdb:
+		n, err = d.uint(1 << (c - 0xd9))
+	case 0xca, 0xd2:
+		n = 4
+	case 0xcb, 0xd3, 0xcf:
+		n = 8
+	case 0xcc, 0xd0:
+		n = 1
+	case 0xcd, 0xd1:
+		n = 2
+	case 0xce:
+		n = 4
+	case 0xdc, 0xdd:
+		if n, err = d.uint(2 << (c - 0xdc)); err != nil {
+			return err
+		}
+		return d.skipN(int(n), depth)
+	case 0xde, 0xdf:
+		if n, err = d.uint(2 << (c - 0xde)); err != nil {
+			return err
+		}
+		return d.skipN(2*int(n), depth)
+	default:
+		return fmt.Errorf("sink: unsupported msgpack type byte 0x%02x", c)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = d.read(int(n))
+	return err
+}
+
+func (d *Decoder) skipN(n, depth int) error {
+	for i := 0; i < n; i++ {
+		if err := d.skip(depth + 1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SplitMessage finds the first message in buf, an in-memory stream (for
+// example a decompressed shard): it returns the message's type and length
+// in bytes. A buf that ends inside the message gives an error wrapping
+// io.ErrUnexpectedEOF; an empty buf gives io.EOF.
+func SplitMessage(buf []byte) (typ string, n int, err error) {
+	if len(buf) == 0 {
+		return "", 0, io.EOF
+	}
+	s := skimmer{b: buf}
+	typ, err = s.message()
+	if err != nil {
+		return "", 0, err
+	}
+	return typ, s.pos, nil
+}
+
+// skimmer walks msgpack values in memory.
+type skimmer struct {
+	b   []byte
+	pos int
+}
+
+func (s *skimmer) need(n uint64) error {
+	if uint64(len(s.b)-s.pos) < n {
+		return errTruncated
+	}
+	return nil
+}
+
+func (s *skimmer) byte() (byte, error) {
+	if err := s.need(1); err != nil {
+		return 0, err
+	}
+	c := s.b[s.pos]
+	s.pos++
+	return c, nil
+}
+
+func (s *skimmer) uint(n int) (uint64, error) {
+	if err := s.need(uint64(n)); err != nil {
+		return 0, err
+	}
+	var v uint64
+	for _, c := range s.b[s.pos : s.pos+n] {
+		v = v<<8 | uint64(c)
+	}
+	s.pos += n
+	return v, nil
+}
+
+// message skims a top-level map and returns its "type" value.
+func (s *skimmer) message() (string, error) {
+	c, err := s.byte()
+	if err != nil {
+		return "", err
+	}
+	var n uint64
+	switch {
+	case c&0xf0 == 0x80:
+		n = uint64(c & 0x0f)
+	case c == 0xde, c == 0xdf:
+		if n, err = s.uint(2 << (c - 0xde)); err != nil {
+			return "", err
+		}
+	default:
+		return "", fmt.Errorf("sink: message is not a map (type byte 0x%02x)", c)
+	}
+	typ := ""
+	for i := uint64(0); i < n; i++ {
+		k, kok, err := s.str()
+		if err != nil {
+			return "", err
+		}
+		if kok && k == "type" {
+			v, vok, err := s.str()
+			if err != nil {
+				return "", err
+			}
+			if vok {
+				typ = v
+			}
+			continue
+		}
+		if err := s.skip(0); err != nil {
+			return "", err
+		}
+	}
+	switch typ {
+	case TypeHeader, TypeBatch, TypeEnd, TypeError:
+		return typ, nil
+	}
+	return "", fmt.Errorf("sink: unknown message type %q", typ)
+}
+
+// str reads a str value (ok) or skips any other value.
+func (s *skimmer) str() (string, bool, error) {
+	start := s.pos
+	c, err := s.byte()
+	if err != nil {
+		return "", false, err
+	}
+	var n uint64
+	switch {
+	case c&0xe0 == 0xa0:
+		n = uint64(c & 0x1f)
+	case c >= 0xd9 && c <= 0xdb:
+		if n, err = s.uint(1 << (c - 0xd9)); err != nil {
+			return "", false, err
+		}
+	default:
+		s.pos = start
+		return "", false, s.skip(0)
+	}
+	if err := s.need(n); err != nil {
+		return "", false, err
+	}
+	v := string(s.b[s.pos : s.pos+int(n)])
+	s.pos += int(n)
+	return v, true, nil
+}
+
+// skip skips one value.
+func (s *skimmer) skip(depth int) error {
+	if depth > maxDecodeDepth {
+		return errors.New("sink: msgpack nested too deeply")
+	}
+	c, err := s.byte()
+	if err != nil {
+		return err
+	}
+	var n, items uint64
+	switch {
+	case c <= 0x7f, c >= 0xe0, c == 0xc0, c == 0xc2, c == 0xc3:
+		return nil
+	case c&0xf0 == 0x80:
+		items = 2 * uint64(c&0x0f)
+	case c&0xf0 == 0x90:
+		items = uint64(c & 0x0f)
+	case c&0xe0 == 0xa0:
+		n = uint64(c & 0x1f)
+	case c >= 0xc4 && c <= 0xc6:
+		n, err = s.uint(1 << (c - 0xc4))
+	case c >= 0xd9 && c <= 0xdb:
+		n, err = s.uint(1 << (c - 0xd9))
+	case c == 0xcc || c == 0xd0:
+		n = 1
+	case c == 0xcd || c == 0xd1:
+		n = 2
+	case c == 0xca || c == 0xce || c == 0xd2:
+		n = 4
+	case c == 0xcb || c == 0xcf || c == 0xd3:
+		n = 8
+	case c == 0xdc || c == 0xdd:
+		items, err = s.uint(2 << (c - 0xdc))
+	case c == 0xde || c == 0xdf:
+		items, err = s.uint(2 << (c - 0xde))
+		items *= 2
+	default:
+		return fmt.Errorf("sink: unsupported msgpack type byte 0x%02x", c)
+	}
+	if err != nil {
+		return err
+	}
+	if err := s.need(n); err != nil {
+		return err
+	}
+	s.pos += int(n)
+	for i := uint64(0); i < items; i++ {
+		if err := s.skip(depth + 1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
