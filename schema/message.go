@@ -34,7 +34,8 @@ type Sample struct {
 }
 
 // Map is an insertion-ordered JSON object. Its values are JSON values:
-// nil, bool, int64, float64, string, []any or Map.
+// nil, bool, int64, float64, string, []any or Map (json.Number for
+// integers outside the int64 range).
 type Map struct {
 	Keys   []string
 	Values []any
