@@ -104,8 +104,12 @@ func runGen(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w", err)
 	}
 	if !*quiet {
-		fmt.Fprintf(e.stdout, "wrote %s: %d episodes, %d frames, %d tasks, %d data files, %.1f MB in %s (%.0f frames/s)\n",
-			*out, res.Episodes, res.Frames, res.Tasks, res.DataFiles, float64(res.Bytes)/1e6,
+		files := "data files"
+		if res.DataFiles == 1 {
+			files = "data file"
+		}
+		fmt.Fprintf(e.stdout, "wrote %s: %d episodes, %d frames, %d tasks, %d %s, %.1f MB in %s (%.0f frames/s)\n",
+			*out, res.Episodes, res.Frames, res.Tasks, res.DataFiles, files, float64(res.Bytes)/1e6,
 			res.Elapsed.Round(time.Millisecond), res.FramesPerSecond())
 	}
 	return nil
