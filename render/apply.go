@@ -80,8 +80,9 @@ type Result struct {
 	Sample *schema.Sample
 	// Fallback reports that Sample is the low-level task fallback.
 	Fallback bool
-	// Component is the blend component chosen by Render, -1 for none, a
-	// message recipe or a fallback.
+	// Component is the blend component Render chose (for Rendered, Failed
+	// and Dropped: the component that rendered None), -1 for a message
+	// recipe, a frame without language or a fallback sample.
 	Component int
 	// Err is set for Failed.
 	Err error
@@ -112,7 +113,7 @@ func (e *Episode) Apply(mode Mode, f Frame, hasLanguage bool) Result {
 			return Result{Outcome: Rendered, Sample: fs, Fallback: true, Component: -1}
 		}
 	}
-	return Result{Outcome: Dropped, Component: -1}
+	return Result{Outcome: Dropped, Component: ci}
 }
 
 // fallbackSample is RenderMessagesStep's _fallback_low_level_render.
