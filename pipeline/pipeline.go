@@ -50,8 +50,10 @@ type Share struct {
 }
 
 // Chunk is one decoded and rendered unit (a row group, or the part of it
-// holding selected episodes), handed to the consumer in plan order.
+// holding selected episodes; several row groups when an episode spans them),
+// handed to the consumer in plan order.
 type Chunk struct {
+	// Unit is the (first) unit the chunk was read from.
 	Unit  shard.Unit
 	Batch *shard.Batch
 	// Results holds one render result per frame of Batch.
@@ -84,6 +86,10 @@ func (e *FrameError) Unwrap() error { return e.Err }
 // the calling goroutine. Render failures are not errors here: they are in
 // the chunk's results for the consumer to judge (see Counter).
 func Run(ctx context.Context, cfg *Config, emit func(*Chunk) error) error {
+	return run(ctx, cfg, func(_ []shard.Unit, c *Chunk) error { return emit(c) })
+}
+
+func run(ctx context.Context, cfg *Config, emit func([]shard.Unit, *Chunk) error) error {
 	sel, err := shareSelection(cfg.Dataset, cfg.Selection, cfg.Share)
 	if err != nil {
 		return err
@@ -97,19 +103,20 @@ func Run(ctx context.Context, cfg *Config, emit func(*Chunk) error) error {
 		workers = runtime.GOMAXPROCS(0)
 	}
 	opts := shard.Options{Features: cfg.Features}
-	return ordered(ctx, len(units), workers, 2*workers,
+	groups := groupUnits(units)
+	return ordered(ctx, len(groups), workers, 2*workers,
 		func(ctx context.Context, i int) (*Chunk, error) {
-			b, err := shard.ReadUnit(ctx, cfg.Source, cfg.Dataset, units[i], opts)
+			b, err := readGroup(ctx, cfg, groups[i], opts)
 			if err != nil {
 				return nil, err
 			}
-			return renderBatch(cfg, units[i], b), nil
+			return renderBatch(cfg, groups[i][0], b), nil
 		},
-		func(_ int, c *Chunk) error {
+		func(i int, c *Chunk) error {
 			if cfg.Progress != nil {
 				cfg.Progress(c.Batch.Len())
 			}
-			return emit(c)
+			return emit(groups[i], c)
 		})
 }
 

@@ -43,8 +43,8 @@ const DefaultBufferSize = 16384
 // are kept (rendered or passed through), and where each frame lives.
 // Positions number the selected frames in plan order.
 type keepIndex struct {
-	units     []shard.Unit
-	unitStart []int64 // first position of each unit; len(units)+1 entries
+	units     [][]shard.Unit // unit groups (see groupUnits)
+	unitStart []int64        // first position of each group; len(units)+1 entries
 	runs      []episodeRun
 	keep      []bool
 	stats     Stats
@@ -60,11 +60,11 @@ func buildKeepIndex(ctx context.Context, cfg *Config) (*keepIndex, error) {
 	c.Progress = nil
 	idx := &keepIndex{}
 	var pos int64
-	err := runUnits(ctx, &c, func(u shard.Unit, ch *Chunk) error {
+	err := runGroups(ctx, &c, func(g []shard.Unit, ch *Chunk) error {
 		if err := idx.stats.Count(&c, ch); err != nil {
 			return err
 		}
-		idx.units = append(idx.units, u)
+		idx.units = append(idx.units, g)
 		idx.unitStart = append(idx.unitStart, pos)
 		b := ch.Batch
 		for i := range ch.Results {
@@ -376,12 +376,12 @@ func serveBatches(ctx context.Context, cfg *Config, idx *keepIndex, order, mine 
 	var picks []framePick
 	return ordered(ctx, len(units), workers, 2*workers,
 		func(ctx context.Context, i int) (*Chunk, error) {
-			u := idx.units[units[i]]
-			b, err := shard.ReadUnit(ctx, cfg.Source, cfg.Dataset, u, opts)
+			g := idx.units[units[i]]
+			b, err := readGroup(ctx, cfg, g, opts)
 			if err != nil {
 				return nil, err
 			}
-			return renderBatch(cfg, u, b), nil
+			return renderBatch(cfg, g[0], b), nil
 		},
 		func(i int, c *Chunk) error {
 			u := units[i]
@@ -414,7 +414,8 @@ func serveBatches(ctx context.Context, cfg *Config, idx *keepIndex, order, mine 
 		})
 }
 
-// runUnits is Run with the plan's units passed along (for the pre-pass).
-func runUnits(ctx context.Context, cfg *Config, emit func(shard.Unit, *Chunk) error) error {
-	return Run(ctx, cfg, func(c *Chunk) error { return emit(c.Unit, c) })
+// runGroups is Run with each chunk's unit group passed along (for the
+// pre-pass).
+func runGroups(ctx context.Context, cfg *Config, emit func([]shard.Unit, *Chunk) error) error {
+	return run(ctx, cfg, emit)
 }
