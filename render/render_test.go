@@ -218,3 +218,32 @@ func TestApplyModes(t *testing.T) {
 		t.Error("ParseMode(step) accepted")
 	}
 }
+
+// TestRecipeConcurrentEpisodes: one Recipe serves many goroutines.
+func TestRecipeConcurrentEpisodes(t *testing.T) {
+	r := mustLoad(t, `{"blend": {"a": {"weight": 1, "messages": [{"role": "user", "content": "${task} ${subtask}", "stream": "low_level"}]}, "b": {"weight": 2, "route": "vqa", "messages": [{"role": "assistant", "content": "${vqa}", "stream": "high_level", "target": true, "if_present": "vqa"}]}}}`)
+	rows := []schema.Row{{Role: "assistant", Content: schema.Str("s"), Style: schema.Str("subtask"), HasTimestamp: true}}
+	done := make(chan string, 8)
+	for g := 0; g < 8; g++ {
+		go func() {
+			ep, _ := r.Episode(rows)
+			var last string
+			for i := 0; i < 200; i++ {
+				s, _, err := ep.Render(Frame{T: 1, SampleIdx: int64(i)})
+				if err != nil {
+					done <- err.Error()
+					return
+				}
+				b, _ := json.Marshal(s)
+				last = string(b)
+			}
+			done <- last
+		}()
+	}
+	first := <-done
+	for g := 1; g < 8; g++ {
+		if got := <-done; got != first {
+			t.Fatalf("goroutines disagree: %s vs %s", got, first)
+		}
+	}
+}
