@@ -188,9 +188,9 @@ func jointNames(dim int) ([]string, string) {
 	return n, "synthetic"
 }
 
-// SayTool is the canonical `say` tool schema the annotation pipeline
+// sayTool is the canonical `say` tool schema the annotation pipeline
 // keeps in meta/info.json["tools"].
-var SayTool = map[string]any{
+var sayTool = map[string]any{
 	"type": "function",
 	"function": obj{
 		{"name", "say"},
@@ -250,7 +250,7 @@ func (p *plan) info() obj {
 		{"features", feats},
 	}
 	if o.Density != DensityNone {
-		info = append(info, kv{"tools", []any{SayTool}})
+		info = append(info, kv{"tools", []any{sayTool}})
 	}
 	return info
 }

@@ -6,8 +6,9 @@
 // they fire.
 //
 // Output is a complete dataset directory (meta/info.json, meta/stats.json,
-// meta/tasks.parquet, meta/episodes/chunk-000/file-000.parquet and
-// data/chunk-XXX/file-XXX.parquet) with one parquet row group per episode.
+// meta/tasks.parquet, meta/episodes/chunk-000/file-000.parquet,
+// data/chunk-XXX/file-XXX.parquet, and meta/datagen.json recording the
+// options) with one parquet row group per episode.
 // Camera features are declared in info.json but no video is written.
 //
 // Generation is deterministic: the same Options (including Seed) produce
@@ -75,7 +76,8 @@ type Options struct {
 	// Cameras are camera names; each becomes a video feature
 	// "observation.images.<name>" in info.json (no video is written) and
 	// the camera of VQA and trace rows. A name that already starts with
-	// "observation.images." is used as is.
+	// "observation.images." is used as is. nil means the default cameras;
+	// an empty non-nil slice means none.
 	Cameras []string
 	// Dim is the width of the float32 fixed_size_list features
 	// observation.state and action.
