@@ -483,7 +483,18 @@ func checkDataset(t *testing.T, dir string, o Options) datasetStats {
 				}
 			}
 			prows := decodeRows(t, pers, row0)
-			planAt := map[float64]bool{}
+			planAt, subtaskAt := map[float64]bool{}, map[float64]bool{}
+			for _, r := range prows {
+				if r.style == "subtask" {
+					if subtaskAt[r.ts] {
+						t.Errorf("%s: episode %d: two subtasks at %v", rel, e, r.ts)
+					}
+					subtaskAt[r.ts] = true
+				}
+			}
+			if len(prows) > 0 && !subtaskAt[0] {
+				t.Errorf("%s: episode %d: no subtask at t=0 (subtasks must cover the episode)", rel, e)
+			}
 			for _, r := range prows {
 				st.persistentStyles[r.style]++
 				seenStrings[r.content] = true
@@ -496,6 +507,9 @@ func checkDataset(t *testing.T, dir string, o Options) datasetStats {
 				}
 				if r.style == "plan" {
 					planAt[r.ts] = true
+				}
+				if r.style == "memory" && !subtaskAt[r.ts] {
+					t.Errorf("%s: episode %d: memory at %v is not on a subtask boundary", rel, e, r.ts)
 				}
 			}
 			for f := range L {
