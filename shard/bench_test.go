@@ -2,8 +2,11 @@ package shard
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/lrstream/lrstream/bench/datagen"
 )
 
 // BenchmarkReadUnit reads every unit of a conformance dataset; it reports
@@ -40,6 +43,65 @@ func BenchmarkReadUnit(b *testing.B) {
 				}
 				b.ReportMetric(float64(frames)/b.Elapsed().Seconds(), "frames/s")
 				b.ReportMetric(0, "ns/op")
+			})
+		}
+	}
+}
+
+// benchDataset returns a generated dataset of about 100k frames (cached in
+// the temp dir across runs), or LRSTREAM_BENCH_DATASET when set.
+func benchDataset(b *testing.B, variant datagen.Variant) string {
+	if d := os.Getenv("LRSTREAM_BENCH_DATASET"); d != "" {
+		return d
+	}
+	dir := filepath.Join(os.TempDir(), "lrstream-shard-bench-"+string(variant))
+	if _, err := os.Stat(filepath.Join(dir, "meta", "info.json")); err == nil {
+		return dir
+	}
+	os.RemoveAll(dir)
+	o := datagen.DefaultOptions()
+	o.Episodes = 160
+	o.Variant = variant
+	o.Seed = 7
+	if _, err := datagen.Generate(context.Background(), dir, o); err != nil {
+		b.Fatal(err)
+	}
+	return dir
+}
+
+// BenchmarkReadGenerated reads a generated ~100k-frame dataset (one row
+// group per episode of 400-800 frames, full annotation density).
+func BenchmarkReadGenerated(b *testing.B) {
+	for _, v := range []datagen.Variant{datagen.VariantDocumented, datagen.VariantInferred} {
+		for _, mode := range []struct {
+			name string
+			opts Options
+		}{{"all", Options{}}, {"language", Options{Features: []string{}}}} {
+			b.Run(string(v)+"/"+mode.name, func(b *testing.B) {
+				dir := benchDataset(b, v)
+				src := mustDir(b, dir)
+				ctx := context.Background()
+				ds, err := OpenDataset(ctx, src)
+				if err != nil {
+					b.Fatal(err)
+				}
+				units, err := Plan(ctx, src, ds, Selection{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				frames := 0
+				for b.Loop() {
+					for _, u := range units {
+						bt, err := ReadUnit(ctx, src, ds, u, mode.opts)
+						if err != nil {
+							b.Fatal(err)
+						}
+						frames += bt.Len()
+					}
+				}
+				b.ReportMetric(float64(frames)/b.Elapsed().Seconds(), "frames/s")
 			})
 		}
 	}

@@ -7,6 +7,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 type expectedPersistent struct {
@@ -145,5 +149,37 @@ func TestPersistentDecodedOncePerEpisode(t *testing.T) {
 				t.Errorf("%s %s rg %d: %d distinct persistent lists for %d annotated episodes", filepath.Base(dir), b.File, b.RowGroup, len(b.Persistent), len(eps))
 			}
 		}
+	}
+}
+
+// TestPersistentDiffersWithinEpisode checks the fallback when the
+// persistent list is not identical on every frame of an episode: the
+// odd frame gets its own list, its neighbours keep the episode's.
+func TestPersistentDiffersWithinEpisode(t *testing.T) {
+	name := "data/chunk-000/file-000.parquet"
+	dir := copyDataset(t, inferredDir(t))
+	rewriteColumn(t, filepath.Join(dir, name), "language_persistent", func(a arrow.Array) arrow.Array {
+		// Frame 10 (episode 0) gets frame 60's list (episode 1).
+		parts := []arrow.Array{array.NewSlice(a, 0, 10), array.NewSlice(a, 60, 61), array.NewSlice(a, 11, int64(a.Len()))}
+		out, err := array.Concatenate(parts, memory.DefaultAllocator)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	})
+	_, batches := readAll(t, mustDir(t, dir), Selection{}, Options{})
+	b := batches[0]
+	if b.File != name || b.EpisodeIndex[10] != 0 || b.EpisodeIndex[60] != 1 {
+		t.Fatalf("unexpected layout: %s, episodes %d %d", b.File, b.EpisodeIndex[10], b.EpisodeIndex[60])
+	}
+	p9, p10, p11, p60 := rowsJSON(b.PersistentRows(9), true), rowsJSON(b.PersistentRows(10), true), rowsJSON(b.PersistentRows(11), true), rowsJSON(b.PersistentRows(60), true)
+	if p10 != p60 || p9 != p11 || p9 == p10 {
+		t.Fatal("frame 10 does not carry the substituted list")
+	}
+	if b.PersistentOf[9] == b.PersistentOf[10] || b.PersistentOf[10] == b.PersistentOf[11] {
+		t.Fatalf("PersistentOf %v", b.PersistentOf[8:13])
+	}
+	if b.PersistentOf[0] != b.PersistentOf[9] {
+		t.Fatal("identical frames not shared")
 	}
 }

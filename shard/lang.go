@@ -496,3 +496,69 @@ func (w *jsonBuf) appendString(s string) {
 	w.b = append(w.b, s[start:]...)
 	w.b = append(w.b, '"')
 }
+
+// equalRows reports whether rows [ab, ae) and [bb, be) of the column are
+// identical (same fields, same values, same nulls). It is the cheap check
+// that lets ReadUnit decode an episode's persistent list once.
+func (c *langColumn) equalRows(ab, ae, bb, be int) bool {
+	if ae-ab != be-bb {
+		return false
+	}
+	if c.st == nil {
+		return true
+	}
+	for k := 0; k < ae-ab; k++ {
+		i, j := ab+k, bb+k
+		if c.st.IsNull(i) != c.st.IsNull(j) {
+			return false
+		}
+		if !equalStr(c.role, i, j) || !equalStr(c.content, i, j) || !equalStr(c.style, i, j) || !equalStr(c.camera, i, j) {
+			return false
+		}
+		if c.ts32 != nil && (c.ts32.IsNull(i) != c.ts32.IsNull(j) || math.Float32bits(c.ts32.Value(i)) != math.Float32bits(c.ts32.Value(j))) {
+			return false
+		}
+		if c.ts64 != nil && (c.ts64.IsNull(i) != c.ts64.IsNull(j) || math.Float64bits(c.ts64.Value(i)) != math.Float64bits(c.ts64.Value(j))) {
+			return false
+		}
+		if c.tc.list.arr != nil && !c.tc.equal(i, j) {
+			return false
+		}
+	}
+	return true
+}
+
+func equalStr(a stringArray, i, j int) bool {
+	if a == nil {
+		return true
+	}
+	ni, nj := a.IsNull(i), a.IsNull(j)
+	if ni || nj {
+		return ni == nj
+	}
+	return a.Value(i) == a.Value(j)
+}
+
+func (t *toolCallsColumn) equal(i, j int) bool {
+	ni, nj := t.list.arr.IsNull(i), t.list.arr.IsNull(j)
+	if ni || nj {
+		return ni == nj
+	}
+	ab, ae := t.list.bounds(i)
+	bb, be := t.list.bounds(j)
+	if ae-ab != be-bb {
+		return false
+	}
+	if ae == ab {
+		return true
+	}
+	if t.text != nil {
+		for k := 0; k < ae-ab; k++ {
+			if !equalStr(t.text, ab+k, bb+k) {
+				return false
+			}
+		}
+		return true
+	}
+	return array.SliceEqual(t.elems, int64(ab), int64(ae), t.elems, int64(bb), int64(be))
+}

@@ -397,7 +397,7 @@ func (d *decoder) language() error {
 			}
 			lb, le := c.list.bounds(r)
 			ep := b.EpisodeIndex[i]
-			if prevK >= 0 && ep == prevEp && c.st != nil && array.SliceEqual(c.st, int64(prevB), int64(prevE), c.st, int64(lb), int64(le)) {
+			if prevK >= 0 && ep == prevEp && c.equalRows(prevB, prevE, lb, le) {
 				b.PersistentOf[i] = prevK
 				continue
 			}
