@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/lrstream/lrstream/schema"
 	"github.com/lrstream/lrstream/shard"
@@ -49,11 +50,14 @@ func readGroup(ctx context.Context, cfg *Config, g []shard.Unit, opts shard.Opti
 // appendBatch appends b2's frames to b.
 func appendBatch(b, b2 *shard.Batch) error {
 	n1, n2 := b.Len(), b2.Len()
-	b.Index = append(b.Index, b2.Index...)
-	b.EpisodeIndex = append(b.EpisodeIndex, b2.EpisodeIndex...)
-	b.FrameIndex = append(b.FrameIndex, b2.FrameIndex...)
-	b.TaskIndex = append(b.TaskIndex, b2.TaskIndex...)
-	b.Timestamp = append(b.Timestamp, b2.Timestamp...)
+	// Always concatenate into new arrays: the decoded slices may share
+	// their backing arrays with other columns, so appending in place could
+	// overwrite them.
+	b.Index = slices.Concat(b.Index, b2.Index)
+	b.EpisodeIndex = slices.Concat(b.EpisodeIndex, b2.EpisodeIndex)
+	b.FrameIndex = slices.Concat(b.FrameIndex, b2.FrameIndex)
+	b.TaskIndex = slices.Concat(b.TaskIndex, b2.TaskIndex)
+	b.Timestamp = slices.Concat(b.Timestamp, b2.Timestamp)
 	if b.HasPersistent || b2.HasPersistent {
 		if b.PersistentOf == nil {
 			b.PersistentOf = filled(n1, -1)
@@ -63,13 +67,15 @@ func appendBatch(b, b2 *shard.Batch) error {
 			of = filled(n2, -1)
 		}
 		base := int32(len(b.Persistent))
-		for _, p := range of {
+		joined := slices.Concat(b.PersistentOf, make([]int32, n2))
+		for i, p := range of {
 			if p >= 0 {
 				p += base
 			}
-			b.PersistentOf = append(b.PersistentOf, p)
+			joined[n1+i] = p
 		}
-		b.Persistent = append(b.Persistent, b2.Persistent...)
+		b.PersistentOf = joined
+		b.Persistent = slices.Concat(b.Persistent, b2.Persistent)
 		b.HasPersistent = true
 	}
 	if b.HasEvents || b2.HasEvents {
@@ -80,7 +86,7 @@ func appendBatch(b, b2 *shard.Batch) error {
 		if ev == nil {
 			ev = make([][]schema.Row, n2)
 		}
-		b.Events = append(b.Events, ev...)
+		b.Events = slices.Concat(b.Events, ev)
 		b.HasEvents = true
 	}
 	if len(b.Features) != len(b2.Features) {
@@ -91,7 +97,7 @@ func appendBatch(b, b2 *shard.Batch) error {
 		if f.Name != f2.Name || f.DType != f2.DType || !sameShape(f.Shape, f2.Shape) {
 			return fmt.Errorf("feature %s is %s%v, %s%v in the previous row group of the episode", f2.Name, f2.DType, f2.Shape, f.DType, f.Shape)
 		}
-		f.Data = append(f.Data, f2.Data...)
+		f.Data = slices.Concat(f.Data, f2.Data)
 	}
 	return nil
 }

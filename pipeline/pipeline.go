@@ -37,6 +37,11 @@ type Config struct {
 	// Workers is the number of units decoded and rendered in parallel
 	// (default GOMAXPROCS). Output never depends on it.
 	Workers int
+	// Deltas gathers features at time offsets within the episode
+	// (LeRobot delta_timestamps); Tolerance is the tolerance_s of the
+	// offsets (default DefaultTolerance).
+	Deltas    []Delta
+	Tolerance float64
 	// Progress, when set, is called with the number of frames of each
 	// chunk as it is handed on, in order (for progress displays).
 	Progress func(frames int)
@@ -61,6 +66,8 @@ type Chunk struct {
 	// Tasks holds each frame's canonical task ("" when its task_index has
 	// no task).
 	Tasks []string
+
+	epStart, epEnd []int32 // see episodeBounds
 }
 
 // FrameError is a frame whose rendering failed, with its location.

@@ -83,11 +83,15 @@ func Stream(ctx context.Context, cfg *Config, so StreamOptions, s sink.Sink) (*S
 	var b *collate.Batcher
 	var seq int64
 	headerDone := false
+	var fl *filler
 	start := func(features []collate.Feature) error {
 		var err error
+		if fl, err = newStreamFiller(cfg, features); err != nil {
+			return err
+		}
 		b, err = collate.NewBatcher(collate.Config{
 			BatchSize: so.BatchSize, DropLast: so.DropLast,
-			Features: features, KeepLanguage: so.KeepLanguage,
+			Features: fl.out, KeepLanguage: so.KeepLanguage,
 		})
 		if err != nil {
 			return err
@@ -115,21 +119,6 @@ func Stream(ctx context.Context, cfg *Config, so StreamOptions, s sink.Sink) (*S
 			return err
 		}
 		bt := c.Batch
-		feats := b.Config().Features
-		if len(bt.Features) != len(feats) {
-			return fmt.Errorf("%s row group %d: %d numeric features, the stream has %d", c.Unit.File, c.Unit.RowGroup, len(bt.Features), len(feats))
-		}
-		if cap(frame.Features) < len(feats) {
-			frame.Features = make([][]byte, len(feats))
-		}
-		frame.Features = frame.Features[:len(feats)]
-		for j := range bt.Features {
-			fd := &bt.Features[j]
-			if fd.DType != feats[j].DType || !sameShape(fd.Shape, feats[j].Shape) {
-				return fmt.Errorf("%s row group %d: feature %s is %s%v here but %s%v earlier in the stream",
-					c.Unit.File, c.Unit.RowGroup, fd.Name, fd.DType, fd.Shape, feats[j].DType, feats[j].Shape)
-			}
-		}
 		for i := range c.Results {
 			r := &c.Results[i]
 			switch r.Outcome {
@@ -146,9 +135,8 @@ func Stream(ctx context.Context, cfg *Config, so StreamOptions, s sink.Sink) (*S
 			if r.Outcome == render.Rendered {
 				frame.Sample = r.Sample
 			}
-			for j := range bt.Features {
-				size := feats[j].FrameBytes()
-				frame.Features[j] = bt.Features[j].Data[i*size : (i+1)*size]
+			if err := fl.fill(&frame, c, i); err != nil {
+				return err
 			}
 			if so.KeepLanguage {
 				frame.Persistent, frame.Events = bt.PersistentRows(i), bt.EventRows(i)
@@ -233,6 +221,19 @@ func endOf(cfg *Config, st *Stats, b *collate.Batcher) sink.End {
 		}
 	}
 	return e
+}
+
+// newStreamFiller resolves cfg.Deltas against the stream's features.
+func newStreamFiller(cfg *Config, features []collate.Feature) (*filler, error) {
+	tol := cfg.Tolerance
+	if tol <= 0 {
+		tol = DefaultTolerance
+	}
+	deltas, err := ResolveDeltas(cfg.Deltas, cfg.Dataset.Info.FPS, tol, features)
+	if err != nil {
+		return nil, err
+	}
+	return newFiller(features, deltas), nil
 }
 
 // chunkFeatures is the numeric feature schema of a decoded chunk.

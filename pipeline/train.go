@@ -123,10 +123,10 @@ func parseToken(s string) (token, error) {
 // depend on; a resume token only applies to a run with the same one.
 func fingerprint(cfg *Config, so StreamOptions, to TrainOptions) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%t\x00%s\x00%s\x00%v\x00%t\x00%d\x00%d\x00%d\x00%t\x00%t",
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%t\x00%s\x00%s\x00%v\x00%t\x00%d\x00%d\x00%d\x00%t\x00%t\x00%v\x00%v\x00%t",
 		cfg.Dataset.ID, cfg.Dataset.Revision, cfg.Recipe.SHA256(), cfg.Mode, cfg.NoTaskAug,
 		cfg.Selection.Episodes, cfg.Selection.Exclude, cfg.Features, to.Shuffle, to.Seed, to.BufferSize,
-		so.BatchSize, so.DropLast, cfg.SkipErrors)
+		so.BatchSize, so.DropLast, cfg.SkipErrors, cfg.Deltas, cfg.Tolerance, so.KeepLanguage)
 	sum := h.Sum(nil)
 	return base64.RawURLEncoding.EncodeToString(sum[:9])
 }
@@ -174,6 +174,7 @@ func train(ctx context.Context, cfg *Config, so StreamOptions, to TrainOptions, 
 	}
 	st := &Stats{Components: make([]int64, len(cfg.Recipe.Components()))}
 	var b *collate.Batcher
+	var fl *filler
 	var headerDone bool
 	var cnt collate.Counts
 	selection := fmt.Sprintf("%v|%v", cfg.Selection.Episodes, cfg.Selection.Exclude)
@@ -209,8 +210,11 @@ func train(ctx context.Context, cfg *Config, so StreamOptions, to TrainOptions, 
 		err := serveBatches(ctx, &epochCfg, idx, order, mine, B, func(frames []framePick, k int64) error {
 			if !headerDone {
 				var err error
+				if fl, err = newStreamFiller(cfg, chunkFeatures(frames[0].chunk)); err != nil {
+					return err
+				}
 				b, err = collate.NewBatcher(collate.Config{
-					BatchSize: so.BatchSize, Features: chunkFeatures(frames[0].chunk), KeepLanguage: so.KeepLanguage,
+					BatchSize: so.BatchSize, Features: fl.out, KeepLanguage: so.KeepLanguage,
 				})
 				if err != nil {
 					return err
@@ -222,7 +226,7 @@ func train(ctx context.Context, cfg *Config, so StreamOptions, to TrainOptions, 
 					return err
 				}
 			}
-			bt, err := batchOf(b, frames, so.KeepLanguage)
+			bt, err := batchOf(b, fl, frames, so.KeepLanguage)
 			if err != nil {
 				return err
 			}
@@ -262,7 +266,10 @@ func train(ctx context.Context, cfg *Config, so StreamOptions, to TrainOptions, 
 	}
 	if !headerDone {
 		var err error
-		if b, err = collate.NewBatcher(collate.Config{BatchSize: so.BatchSize, Features: infoFeatures(cfg), KeepLanguage: so.KeepLanguage}); err != nil {
+		if fl, err = newStreamFiller(cfg, infoFeatures(cfg)); err != nil {
+			return st, err
+		}
+		if b, err = collate.NewBatcher(collate.Config{BatchSize: so.BatchSize, Features: fl.out, KeepLanguage: so.KeepLanguage}); err != nil {
 			return st, err
 		}
 		h := Header(cfg, so, b)
@@ -291,32 +298,21 @@ type framePick struct {
 	offset int
 }
 
-// batchOf collates frames into one batch with a batcher sized for it.
-func batchOf(b *collate.Batcher, frames []framePick, keepLanguage bool) (*collate.Batch, error) {
+// batchOf collates frames into one batch.
+func batchOf(b *collate.Batcher, fl *filler, frames []framePick, keepLanguage bool) (*collate.Batch, error) {
 	var f collate.Frame
-	feats := b.Config().Features
-	f.Features = make([][]byte, len(feats))
 	var out *collate.Batch
 	for i, fp := range frames {
 		c, j := fp.chunk, fp.offset
 		bt := c.Batch
-		if len(bt.Features) != len(feats) {
-			return nil, fmt.Errorf("%s row group %d: %d numeric features, the stream has %d", c.Unit.File, c.Unit.RowGroup, len(bt.Features), len(feats))
-		}
 		f.Index, f.EpisodeIndex, f.FrameIndex, f.TaskIndex = bt.Index[j], bt.EpisodeIndex[j], bt.FrameIndex[j], bt.TaskIndex[j]
 		f.Timestamp, f.Task = bt.Timestamp[j], c.Tasks[j]
 		f.Sample = nil
 		if r := &c.Results[j]; r.Outcome == render.Rendered {
 			f.Sample = r.Sample
 		}
-		for k := range feats {
-			fd := &bt.Features[k]
-			if fd.DType != feats[k].DType || !sameShape(fd.Shape, feats[k].Shape) {
-				return nil, fmt.Errorf("%s row group %d: feature %s is %s%v here but %s%v earlier in the stream",
-					c.Unit.File, c.Unit.RowGroup, fd.Name, fd.DType, fd.Shape, feats[k].DType, feats[k].Shape)
-			}
-			size := feats[k].FrameBytes()
-			f.Features[k] = fd.Data[j*size : (j+1)*size]
+		if err := fl.fill(&f, c, j); err != nil {
+			return nil, err
 		}
 		if keepLanguage {
 			f.Persistent, f.Events = bt.PersistentRows(j), bt.EventRows(j)

@@ -29,6 +29,8 @@ type runFlags struct {
 	onError           string
 	workers           int
 	cache             string
+	deltas            string
+	tolerance         float64
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -41,6 +43,8 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.features, "features", "", "numeric features to emit, comma-separated (default every numeric feature; \"none\" for none)")
 	fs.StringVar(&f.onError, "on-error", "fail", "a frame whose rendering fails: fail (stop) or skip (count it, report it at the end)")
 	fs.IntVar(&f.workers, "workers", 0, "row groups decoded and rendered in parallel (default: the number of cores)")
+	fs.StringVar(&f.deltas, "delta-timestamps", "", "gather features at time offsets within the episode, LeRobot delta_timestamps style: KEY=SECONDS,... e.g. 'action=0:50/30,observation.state=-1/30,0' (docs/training.md)")
+	fs.Float64Var(&f.tolerance, "tolerance-s", pipeline.DefaultTolerance, "delta timestamps must be multiples of 1/fps within this many seconds")
 	fs.StringVar(&f.cache, "cache", "full", "Hub data shards: full (download into the HF cache) or none (stream byte ranges)")
 }
 
@@ -52,6 +56,10 @@ func (f *runFlags) open(ctx context.Context, e *env) (*pipeline.Config, error) {
 	}
 	if f.onError != "fail" && f.onError != "skip" {
 		return nil, fmt.Errorf("--on-error must be fail or skip, not %q", f.onError)
+	}
+	deltas, err := pipeline.ParseDeltaTimestamps(f.deltas)
+	if err != nil {
+		return nil, err
 	}
 	sel, err := shard.ParseSelection(f.episodes, f.exclude)
 	if err != nil {
@@ -117,6 +125,7 @@ func (f *runFlags) open(ctx context.Context, e *env) (*pipeline.Config, error) {
 	return &pipeline.Config{
 		Source: src, Dataset: ds, Recipe: rec, Mode: mode, NoTaskAug: f.noTaskAug,
 		Selection: sel, Features: features, SkipErrors: f.onError == "skip", Workers: f.workers,
+		Deltas: deltas, Tolerance: f.tolerance,
 	}, nil
 }
 
@@ -125,6 +134,7 @@ func (f *runFlags) optionsJSON(extra map[string]any) json.RawMessage {
 	m := map[string]any{
 		"mode": f.mode, "no_task_aug": f.noTaskAug, "episodes": f.episodes,
 		"exclude_episodes": f.exclude, "features": f.features, "on_error": f.onError,
+		"delta_timestamps": f.deltas, "tolerance_s": f.tolerance,
 	}
 	for k, v := range extra {
 		m[k] = v
