@@ -38,6 +38,8 @@ func commands() []command {
 		recipeCommand(),
 		streamCommand(),
 		serveCommand(),
+		prerenderCommand(),
+		verifyCommand(),
 	}
 }
 

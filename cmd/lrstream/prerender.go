@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/lrstream/lrstream/pipeline"
+	"github.com/lrstream/lrstream/prerender"
+	"github.com/lrstream/lrstream/sink"
+)
+
+func prerenderCommand() command {
+	return command{name: "prerender", summary: "render a whole dataset once into zstd shard files (resumable, multi-rank)", run: runPrerender}
+}
+
+func runPrerender(ctx context.Context, e *env, args []string) error {
+	var rf runFlags
+	var bf batchFlags
+	fs := flag.NewFlagSet("lrstream prerender", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	rf.register(fs)
+	bf.register(fs)
+	var tf trainFlags
+	tf.register(fs, e, false)
+	out := fs.String("out", "", "output directory (required; created if missing)")
+	shardSize := fs.String("shard-size", "256MB", "uncompressed size at which a shard is cut (after the batch reaching it): 256MB, 1GiB, 20KB...")
+	rank := fs.Int("rank", -1, "this process's rank: it renders share RANK of WORLD_SIZE of the episodes (default from LRSTREAM_RANK, RANK, SLURM_ARRAY_TASK_ID, SLURM_PROCID or JOB_COMPLETION_INDEX; see docs/prerender.md)")
+	worldSize := fs.Int("world-size", 0, "number of ranks (default from LRSTREAM_WORLD_SIZE, WORLD_SIZE, SLURM_ARRAY_TASK_COUNT or SLURM_NTASKS; 1 without any)")
+	overwrite := fs.Bool("overwrite", false, "discard a previous pre-render in --out (of this rank) and start over, instead of resuming or refusing a different one")
+	finalize := fs.String("finalize", "", "merge the per-rank indexes of `DIR` (a multi-rank pre-render) into DIR/index.json, then exit")
+	quiet := fs.Bool("q", false, "no progress line, notes or summary")
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, `usage: lrstream prerender --out DIR [--dataset DIR|ORG/NAME] [--recipe FILE] [--shard-size 256MB] [flags]
+       lrstream prerender --finalize DIR
+
+Renders every frame and writes the batches 'lrstream stream' would emit, byte
+for byte, into zstd-compressed shards in DIR with an index (DIR/index.json).
+Interrupted runs resume where they stopped when run again; 'lrstream verify DIR'
+checks the result; 'lrstream stream --from DIR' replays it. With --rank R
+--world-size W each of W processes renders a disjoint share of the episodes
+into DIR; '--finalize DIR' merges them once all are done. See docs/prerender.md.
+
+flags:`)
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *finalize != "" {
+		return runFinalize(e, *finalize, *quiet)
+	}
+	if *out == "" {
+		fs.Usage()
+		return exitError{2}
+	}
+	if err := bf.validate(); err != nil {
+		return err
+	}
+	if err := tf.validate(); err != nil {
+		return err
+	}
+	if tf.epochs == 0 {
+		return fmt.Errorf("--epochs 0 (forever) cannot be pre-rendered")
+	}
+	size, err := prerender.ParseSize(*shardSize)
+	if err != nil {
+		return fmt.Errorf("--shard-size: %w", err)
+	}
+	re, err := resolveRank(e.getenv, *rank, *worldSize)
+	if err != nil {
+		return err
+	}
+	if tf.active() && re.WorldSize > 1 {
+		return fmt.Errorf("--shuffle and --epochs apply to a single-process pre-render (ranks share out episodes, not a global shuffled order); drop --rank/--world-size or the training flags")
+	}
+	cfg, err := rf.open(ctx, e)
+	if err != nil {
+		return err
+	}
+	so := bf.options(&rf, tf.json())
+	var notes io.Writer = e.stderr
+	if *quiet {
+		notes = io.Discard
+	}
+	if re.WorldSize > 1 {
+		src := re.Source
+		if src == "" {
+			src = "flags"
+		}
+		fmt.Fprintf(notes, "prerender: rank %d of %d (from %s)\n", re.Rank, re.WorldSize, src)
+	}
+	var shards atomic.Int64
+	var raw atomic.Int64
+	opts := prerender.Options{
+		Dir: *out, ShardSize: size, Rank: re.Rank, WorldSize: re.WorldSize, Overwrite: *overwrite,
+		Log: notes, RawBytes: &raw, OnShard: func(prerender.Shard) { shards.Add(1) },
+	}
+	if tf.active() {
+		to := tf.options(0, 1, 0, 1, "")
+		opts.Stream = func(ctx context.Context, cfg *pipeline.Config, so pipeline.StreamOptions, s sink.Sink) (*pipeline.Stats, error) {
+			return pipeline.Train(ctx, cfg, so, to, s)
+		}
+	}
+	var prog *progress
+	if !*quiet && isTerminal(e.stderr) {
+		c := *cfg
+		if re.WorldSize > 1 {
+			c.Share = pipeline.Share{Worker: re.Rank, NumWorkers: re.WorldSize}
+		}
+		prog = startProgress(&shardCounter{w: e.stderr, n: &shards}, "prerender", pipeline.SelectedFrames(&c), raw.Load)
+		cfg.Progress = prog.add
+	} else {
+		prog = startProgress(nil, "", 0, nil)
+	}
+	res, err := prerender.Run(ctx, cfg, so, opts)
+	prog.finish()
+	if res != nil && res.Stats != nil && !*quiet {
+		reportSkipped(e.stderr, res.Stats)
+	}
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return fmt.Errorf("interrupted; run the same command again to resume: %w", err)
+		}
+		return err
+	}
+	if !*quiet {
+		printPrerenderSummary(e.stdout, *out, re, res)
+	}
+	return nil
+}
+
+// resolveRank combines the --rank / --world-size flags (-1 / 0: unset)
+// with the launcher environment.
+func resolveRank(getenv func(string) string, rank, worldSize int) (prerender.RankEnv, error) {
+	if rank >= 0 && worldSize > 0 {
+		if rank >= worldSize {
+			return prerender.RankEnv{}, fmt.Errorf("--rank %d is not below --world-size %d", rank, worldSize)
+		}
+		return prerender.RankEnv{Rank: rank, WorldSize: worldSize}, nil
+	}
+	if worldSize < 0 {
+		return prerender.RankEnv{}, fmt.Errorf("--world-size %d", worldSize)
+	}
+	re, err := prerender.RankFromEnv(getenv, worldSize)
+	if err != nil {
+		return re, fmt.Errorf("rank from the environment: %w", err)
+	}
+	switch {
+	case rank >= 0:
+		// --rank alone: the world size comes from the environment.
+		if re.Source == "" {
+			return re, fmt.Errorf("--rank %d needs --world-size", rank)
+		}
+		re.Rank, re.Source = rank, "--rank and "+re.Source
+	case worldSize > 0:
+		if re.Source == "" && worldSize > 1 {
+			return re, fmt.Errorf("--world-size %d needs --rank (or RANK, SLURM_PROCID, JOB_COMPLETION_INDEX... in the environment)", worldSize)
+		}
+		if re.Source != "" && re.WorldSize != worldSize {
+			return re, fmt.Errorf("--world-size %d, but %s say world size %d", worldSize, re.Source, re.WorldSize)
+		}
+		re.WorldSize = worldSize
+	}
+	if re.Rank >= re.WorldSize {
+		return re, fmt.Errorf("rank %d is not below world size %d", re.Rank, re.WorldSize)
+	}
+	return re, nil
+}
+
+// shardCounter appends the shard count to the progress line.
+type shardCounter struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (s *shardCounter) Write(p []byte) (int, error) {
+	line := string(p)
+	nl := strings.HasSuffix(line, "\n")
+	line = strings.TrimSuffix(line, "\n")
+	line += fmt.Sprintf("  %d shards", s.n.Load())
+	if nl {
+		line += "\n"
+	}
+	if _, err := io.WriteString(s.w, line); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func printPrerenderSummary(w io.Writer, dir string, re prerender.RankEnv, res *prerender.Result) {
+	x := res.Index
+	who := ""
+	if re.WorldSize > 1 {
+		who = fmt.Sprintf(" (rank %d of %d)", re.Rank, re.WorldSize)
+	}
+	if res.AlreadyComplete {
+		fmt.Fprintf(w, "prerender: %s%s is already complete: %d shards, %d batches, %d samples; nothing to do (--overwrite renders it again)\n",
+			dir, who, x.Totals.Shards, x.Totals.Batches, x.Totals.Samples)
+		return
+	}
+	t := x.Totals
+	ratio := 0.0
+	if t.Bytes > 0 {
+		ratio = float64(t.RawBytes) / float64(t.Bytes)
+	}
+	sec := res.Elapsed.Seconds()
+	fps := 0.0
+	if sec > 0 {
+		fps = float64(t.Frames) / sec
+	}
+	kept := ""
+	if res.KeptShards > 0 {
+		kept = fmt.Sprintf(", %d kept from the interrupted run", res.KeptShards)
+	}
+	fmt.Fprintf(w, "prerender: wrote %s%s: %d shards (%d new%s), %d batches, %d samples from %d frames (%d rendered, %d dropped, %d passthrough, %d errors)\n",
+		dir, who, t.Shards, res.NewShards, kept, t.Batches, t.Samples, t.Frames, t.Rendered, t.Dropped, t.Passthrough, t.Errors)
+	perFrame := 0.0
+	if t.Frames > 0 {
+		perFrame = float64(t.Bytes) / float64(t.Frames)
+	}
+	fmt.Fprintf(w, "prerender: %.1f MB on disk (%.1f MB of messages, %.1fx; %.0f bytes/frame) in %s, %.0f frames/s\n",
+		float64(t.Bytes)/1e6, float64(t.RawBytes)/1e6, ratio, perFrame, res.Elapsed.Round(time.Millisecond), fps)
+	if re.WorldSize > 1 {
+		fmt.Fprintf(w, "prerender: when all %d ranks are done: lrstream prerender --finalize %s\n", re.WorldSize, dir)
+	}
+}
+
+// runFinalize merges the per-rank indexes of dir.
+func runFinalize(e *env, dir string, quiet bool) error {
+	x, err := prerender.Finalize(dir)
+	if err != nil {
+		return err
+	}
+	if !quiet {
+		t := x.Totals
+		fmt.Fprintf(e.stdout, "prerender: finalized %s: %d ranks, %d shards, %d batches, %d samples from %d frames, %.1f MB\n",
+			dir, x.WorldSize, t.Shards, t.Batches, t.Samples, t.Frames, float64(t.Bytes)/1e6)
+	}
+	return nil
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"github.com/lrstream/lrstream/prerender"
+)
+
+func verifyCommand() command {
+	return command{name: "verify", summary: "check a pre-rendered directory against its index", run: runVerify}
+}
+
+func runVerify(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("lrstream verify", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	quiet := fs.Bool("q", false, "print nothing on success")
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: lrstream verify [-q] DIR\n\nChecks every shard of a pre-rendered directory (lrstream prerender) against\nits index: size, SHA-256, decompression, every message decoded, batch and\nsample counts, seq continuity, episode ranges. Exits 1 naming each problem.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return err
+		}
+		return exitError{2}
+	}
+	// Flags may also follow DIR.
+	rest := fs.Args()
+	if len(rest) > 0 {
+		if err := parseFlags(fs, rest[1:]); err != nil {
+			return err
+		}
+	}
+	if len(rest) == 0 {
+		fs.Usage()
+		return exitError{2}
+	}
+	dir := rest[0]
+	rep, err := prerender.Verify(ctx, dir)
+	for _, n := range rep.Notes {
+		if !*quiet {
+			fmt.Fprintf(e.stderr, "note: %s: %s\n", dir, n)
+		}
+	}
+	if len(rep.Problems) > 0 {
+		for _, p := range rep.Problems {
+			fmt.Fprintf(e.stderr, "FAIL %s: %s\n", dir, p)
+		}
+		fmt.Fprintf(e.stderr, "lrstream verify: %s: %d problem(s)\n", dir, len(rep.Problems))
+		return exitError{1}
+	}
+	if err != nil {
+		return err
+	}
+	if !*quiet {
+		x := rep.Index
+		rev := x.Revision
+		if rev == "" {
+			rev = "local"
+		}
+		fmt.Fprintf(e.stdout, "OK %s: %d shards, %d batches, %d samples from %d frames; %.1f MB (%.1f MB of messages); %s@%s, recipe %s (sha256 %.12s), %s, world size %d\n",
+			dir, rep.Shards, rep.Batches, rep.Samples, x.Totals.Frames, float64(rep.Bytes)/1e6, float64(rep.RawBytes)/1e6,
+			x.Dataset, rev, x.Recipe, x.RecipeSHA256, x.Mode, x.WorldSize)
+	}
+	return nil
+}
