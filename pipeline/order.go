@@ -55,26 +55,22 @@ type episodeRun struct {
 	start, len int64
 }
 
-// epochOrder returns the positions of the kept frames in the order epoch
-// serves them. Without shuffling it is position order. With shuffling the
-// episodes are permuted and their kept frames pass, in that order, through
-// a shuffle buffer of bufSize frames: once the buffer is full each incoming
-// frame takes the place of a uniformly drawn one, which is served; at the
-// end the buffer drains in random order. Neighbouring frames of an episode
-// thus end up far apart, while only about bufSize frames' worth of episodes
-// need to be decoded at a time.
+// epochOrder returns the positions of the kept frames of runs in the
+// order an epoch serves them. Without shuffling it is position order. With
+// shuffling the episodes are permuted and their kept frames pass, in that
+// order, through a shuffle buffer of bufSize frames: once the buffer is
+// full each incoming frame takes the place of a uniformly drawn one, which
+// is served; at the end the buffer drains in random order. Neighbouring
+// frames of an episode thus end up far apart, while only about bufSize
+// frames' worth of episodes need to be decoded at a time.
 func epochOrder(runs []episodeRun, keep []bool, shuffle bool, bufSize int, r *orderRNG) []int64 {
-	var n int
-	for _, k := range keep {
-		if k {
-			n++
-		}
-	}
-	out := make([]int64, 0, n)
+	var out []int64
 	if !shuffle {
-		for p, k := range keep {
-			if k {
-				out = append(out, int64(p))
+		for _, run := range runs {
+			for p := run.start; p < run.start+run.len; p++ {
+				if keep[p] {
+					out = append(out, p)
+				}
 			}
 		}
 		return out
@@ -105,4 +101,44 @@ func epochOrder(runs []episodeRun, keep []bool, shuffle bool, bufSize int, r *or
 	}
 	shuffleInts(r, buf)
 	return append(out, buf...)
+}
+
+// interleave merges the per-source orders by weight until the first source
+// is exhausted (the "first_exhausted" strategy of HF datasets'
+// interleave_datasets). Without shuffling the choice is smooth weighted
+// round-robin, which keeps every prefix as close to the weights as
+// possible; with shuffling each slot is drawn at random by weight.
+func interleave(orders [][]int64, weights []float64, shuffle bool, r *orderRNG) []int64 {
+	if len(orders) == 1 {
+		return orders[0]
+	}
+	var total float64
+	for _, w := range weights {
+		total += w
+	}
+	next := make([]int, len(orders))
+	current := make([]float64, len(orders))
+	var out []int64
+	for {
+		pick := 0
+		if shuffle {
+			u := float64(r.pcg.Uint64()>>11) / (1 << 53) * total
+			for pick = 0; pick < len(weights)-1 && u >= weights[pick]; pick++ {
+				u -= weights[pick]
+			}
+		} else {
+			for i, w := range weights {
+				current[i] += w
+				if current[i] > current[pick] {
+					pick = i
+				}
+			}
+			current[pick] -= total
+		}
+		if next[pick] >= len(orders[pick]) {
+			return out
+		}
+		out = append(out, orders[pick][next[pick]])
+		next[pick]++
+	}
 }

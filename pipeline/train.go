@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sort"
+	"strings"
 
 	"github.com/lrstream/lrstream/collate"
 	"github.com/lrstream/lrstream/render"
@@ -41,51 +43,61 @@ const DefaultBufferSize = 16384
 
 // keepIndex is the result of the pre-pass: which frames of the selection
 // are kept (rendered or passed through), and where each frame lives.
-// Positions number the selected frames in plan order.
+// Positions number the selected frames of every source, source after
+// source, in plan order.
 type keepIndex struct {
 	units     [][]shard.Unit // unit groups (see groupUnits)
+	src       []int          // source of each unit group
 	unitStart []int64        // first position of each group; len(units)+1 entries
-	runs      []episodeRun
+	runs      [][]episodeRun // per source
 	keep      []bool
 	stats     Stats
 }
 
-// buildKeepIndex renders the selection once, reading only the language
-// columns, to learn which frames are kept. Rendering is deterministic, so
-// the answer holds for every epoch.
-func buildKeepIndex(ctx context.Context, cfg *Config) (*keepIndex, error) {
-	c := *cfg
-	c.Features = []string{}
-	c.Share = Share{}
-	c.Progress = nil
-	idx := &keepIndex{}
+// buildKeepIndex renders every source's selection once, reading only the
+// language columns, to learn which frames are kept. Rendering is
+// deterministic, so the answer holds for every epoch.
+func buildKeepIndex(ctx context.Context, srcs []Mix) (*keepIndex, error) {
+	idx := &keepIndex{runs: make([][]episodeRun, len(srcs))}
 	var pos int64
-	err := runGroups(ctx, &c, func(g []shard.Unit, ch *Chunk) error {
-		if err := idx.stats.Count(&c, ch); err != nil {
-			return err
-		}
-		idx.units = append(idx.units, g)
-		idx.unitStart = append(idx.unitStart, pos)
-		b := ch.Batch
-		for i := range ch.Results {
-			switch ch.Results[i].Outcome {
-			case render.Rendered, render.Passthrough:
-				idx.keep = append(idx.keep, true)
-			default:
-				idx.keep = append(idx.keep, false)
+	for d, m := range srcs {
+		c := *m.Config
+		c.Features = []string{}
+		c.Share = Share{}
+		c.Progress = nil
+		err := runGroups(ctx, &c, func(g []shard.Unit, ch *Chunk) error {
+			if err := idx.stats.Count(&c, ch); err != nil {
+				return err
 			}
-			ep := b.EpisodeIndex[i]
-			if k := len(idx.runs); k > 0 && idx.runs[k-1].episode == ep && idx.runs[k-1].start+idx.runs[k-1].len == pos {
-				idx.runs[k-1].len++
-			} else {
-				idx.runs = append(idx.runs, episodeRun{episode: ep, start: pos, len: 1})
+			idx.units = append(idx.units, g)
+			idx.src = append(idx.src, d)
+			idx.unitStart = append(idx.unitStart, pos)
+			b := ch.Batch
+			runs := idx.runs[d]
+			for i := range ch.Results {
+				switch ch.Results[i].Outcome {
+				case render.Rendered, render.Passthrough:
+					idx.keep = append(idx.keep, true)
+				default:
+					idx.keep = append(idx.keep, false)
+				}
+				ep := b.EpisodeIndex[i]
+				if k := len(runs); k > 0 && runs[k-1].episode == ep && runs[k-1].start+runs[k-1].len == pos {
+					runs[k-1].len++
+				} else {
+					runs = append(runs, episodeRun{episode: ep, start: pos, len: 1})
+				}
+				pos++
 			}
-			pos++
+			idx.runs[d] = runs
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
-		return nil
-	})
+	}
 	idx.unitStart = append(idx.unitStart, pos)
-	return idx, err
+	return idx, nil
 }
 
 // unitOf returns the unit holding position p.
@@ -119,14 +131,25 @@ func parseToken(s string) (token, error) {
 	return t, nil
 }
 
+// Mix is one dataset of a mixture, with its sampling weight and the name
+// its samples are tagged with (the "dataset" column).
+type Mix struct {
+	Config *Config
+	Weight float64
+	Name   string
+}
+
 // fingerprint identifies everything the global order and the batches
 // depend on; a resume token only applies to a run with the same one.
-func fingerprint(cfg *Config, so StreamOptions, to TrainOptions) string {
+func fingerprint(srcs []Mix, so StreamOptions, to TrainOptions) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%t\x00%s\x00%s\x00%v\x00%t\x00%d\x00%d\x00%d\x00%t\x00%t\x00%v\x00%v\x00%t",
-		cfg.Dataset.ID, cfg.Dataset.Revision, cfg.Recipe.SHA256(), cfg.Mode, cfg.NoTaskAug,
-		cfg.Selection.Episodes, cfg.Selection.Exclude, cfg.Features, to.Shuffle, to.Seed, to.BufferSize,
-		so.BatchSize, so.DropLast, cfg.SkipErrors, cfg.Deltas, cfg.Tolerance, so.KeepLanguage)
+	for _, m := range srcs {
+		cfg := m.Config
+		fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%t\x00%s\x00%s\x00%v\x00%t\x00%v\x00%v\x00%v\x00%s\x00",
+			cfg.Dataset.ID, cfg.Dataset.Revision, cfg.Recipe.SHA256(), cfg.Mode, cfg.NoTaskAug,
+			cfg.Selection.Episodes, cfg.Selection.Exclude, cfg.Features, cfg.SkipErrors, cfg.Deltas, cfg.Tolerance, m.Weight, m.Name)
+	}
+	fmt.Fprintf(h, "%t\x00%d\x00%d\x00%d\x00%t\x00%t", to.Shuffle, to.Seed, to.BufferSize, so.BatchSize, so.DropLast, so.KeepLanguage)
 	sum := h.Sum(nil)
 	return base64.RawURLEncoding.EncodeToString(sum[:9])
 }
@@ -140,14 +163,59 @@ func fingerprint(cfg *Config, so StreamOptions, to TrainOptions) string {
 // of an epoch are not served (with reshuffling, different ones each epoch).
 // Every batch carries a resume token continuing right after it.
 func Train(ctx context.Context, cfg *Config, so StreamOptions, to TrainOptions, s sink.Sink) (*Stats, error) {
-	st, err := train(ctx, cfg, so, to, s)
+	return TrainMix(ctx, []Mix{{Config: cfg, Weight: 1}}, so, to, s)
+}
+
+// TrainMix is Train over a weighted mixture of datasets: each epoch's
+// per-dataset orders are interleaved by weight until the first dataset
+// runs out, and with several datasets every sample carries its dataset's
+// name in the "dataset" string column. The datasets must have the same
+// numeric features (names, dtypes, shapes) and share the recipe.
+func TrainMix(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s sink.Sink) (*Stats, error) {
+	st, err := train(ctx, srcs, so, to, s)
 	if err != nil {
 		_ = s.Fail(err)
 	}
 	return st, err
 }
 
-func train(ctx context.Context, cfg *Config, so StreamOptions, to TrainOptions, s sink.Sink) (*Stats, error) {
+// checkMix validates a mixture's datasets against each other.
+func checkMix(srcs []Mix) error {
+	if len(srcs) == 0 {
+		return errors.New("no dataset")
+	}
+	want := infoFeatures(srcs[0].Config)
+	for _, m := range srcs {
+		if m.Weight <= 0 || math.IsNaN(m.Weight) || math.IsInf(m.Weight, 0) {
+			return fmt.Errorf("dataset %s: weight %v must be positive", m.Config.Dataset.ID, m.Weight)
+		}
+		if m.Config.Recipe != srcs[0].Config.Recipe {
+			return errors.New("mixed datasets must share one recipe")
+		}
+		got := infoFeatures(m.Config)
+		if len(got) != len(want) {
+			return fmt.Errorf("datasets %s and %s cannot be mixed: numeric features %s vs %s",
+				srcs[0].Config.Dataset.ID, m.Config.Dataset.ID, featureList(want), featureList(got))
+		}
+		for i := range got {
+			if got[i].Name != want[i].Name || got[i].DType != want[i].DType || !sameShape(got[i].Shape, want[i].Shape) {
+				return fmt.Errorf("datasets %s and %s cannot be mixed: feature %s%v %s vs %s%v %s",
+					srcs[0].Config.Dataset.ID, m.Config.Dataset.ID, want[i].Name, want[i].Shape, want[i].DType, got[i].Name, got[i].Shape, got[i].DType)
+			}
+		}
+	}
+	return nil
+}
+
+func featureList(fs []collate.Feature) string {
+	var parts []string
+	for _, f := range fs {
+		parts = append(parts, fmt.Sprintf("%s%v %s", f.Name, f.Shape, f.DType))
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s sink.Sink) (*Stats, error) {
 	if to.Consumers < 1 {
 		to.Consumers = 1
 	}
@@ -157,7 +225,12 @@ func train(ctx context.Context, cfg *Config, so StreamOptions, to TrainOptions, 
 	if to.BufferSize <= 0 {
 		to.BufferSize = DefaultBufferSize
 	}
-	fp := fingerprint(cfg, so, to)
+	if err := checkMix(srcs); err != nil {
+		return nil, err
+	}
+	cfg := srcs[0].Config
+	mixed := len(srcs) > 1
+	fp := fingerprint(srcs, so, to)
 	var start token
 	if to.Resume != "" {
 		var err error
@@ -168,21 +241,61 @@ func train(ctx context.Context, cfg *Config, so StreamOptions, to TrainOptions, 
 			return nil, errors.New("resume token belongs to a different run (dataset revision, recipe, selection, mode, shuffle, seed or batch options differ)")
 		}
 	}
-	idx, err := buildKeepIndex(ctx, cfg)
+	idx, err := buildKeepIndex(ctx, srcs)
 	if err != nil {
 		return nil, err
 	}
 	st := &Stats{Components: make([]int64, len(cfg.Recipe.Components()))}
 	var b *collate.Batcher
-	var fl *filler
+	fillers := make([]*filler, len(srcs))
 	var headerDone bool
 	var cnt collate.Counts
-	selection := fmt.Sprintf("%v|%v", cfg.Selection.Episodes, cfg.Selection.Exclude)
+	var strs []string
+	if mixed {
+		strs = []string{"dataset"}
+	}
+	startStream := func(features []collate.Feature) error {
+		for d, m := range srcs {
+			var err error
+			if fillers[d], err = newStreamFiller(m.Config, features); err != nil {
+				return err
+			}
+		}
+		var err error
+		b, err = collate.NewBatcher(collate.Config{
+			BatchSize: so.BatchSize, Features: fillers[0].out, KeepLanguage: so.KeepLanguage, Strings: strs,
+		})
+		if err != nil {
+			return err
+		}
+		headerDone = true
+		h := Header(cfg, so, b)
+		h.Share = sink.Share{Rank: 0, WorldSize: 1, Worker: to.Consumer, NumWorkers: to.Consumers}
+		h.Strings = strs
+		if mixed {
+			var ids, revs []string
+			for _, m := range srcs {
+				ids = append(ids, m.Config.Dataset.ID)
+				revs = append(revs, m.Config.Dataset.Revision)
+			}
+			h.Dataset, h.Revision = strings.Join(ids, ","), strings.Join(revs, ",")
+		}
+		return s.Header(h)
+	}
 	C := int64(to.Consumers)
 	B := int64(so.BatchSize)
+	weights := make([]float64, len(srcs))
+	for d, m := range srcs {
+		weights[d] = m.Weight
+	}
 	for epoch := start.Epoch; to.Epochs == 0 || epoch < to.Epochs; epoch++ {
-		order := epochOrder(idx.runs, idx.keep, to.Shuffle, to.BufferSize,
-			newOrderRNG("epoch", to.Seed, epoch, cfg.Dataset.Revision, selection))
+		orders := make([][]int64, len(srcs))
+		for d, m := range srcs {
+			sel := fmt.Sprintf("%d|%v|%v", d, m.Config.Selection.Episodes, m.Config.Selection.Exclude)
+			orders[d] = epochOrder(idx.runs[d], idx.keep, to.Shuffle, to.BufferSize,
+				newOrderRNG("epoch", to.Seed, epoch, m.Config.Dataset.Revision, sel))
+		}
+		order := interleave(orders, weights, to.Shuffle, newOrderRNG("mix", to.Seed, epoch, "", ""))
 		n := int64(len(order))
 		nb := (n + B - 1) / B
 		if so.DropLast {
@@ -205,28 +318,13 @@ func train(ctx context.Context, cfg *Config, so StreamOptions, to TrainOptions, 
 		if len(mine) == 0 && n > 0 && served == 0 && epoch == 0 {
 			return nil, fmt.Errorf("epoch has %d kept frames: %d batches of %d cannot give each of %d consumers a batch", n, nb, B, C)
 		}
-		epochCfg := *cfg
-		epochCfg.Progress = nil
-		err := serveBatches(ctx, &epochCfg, idx, order, mine, B, func(frames []framePick, k int64) error {
+		err := serveBatches(ctx, srcs, idx, order, mine, B, func(frames []framePick, k int64) error {
 			if !headerDone {
-				var err error
-				if fl, err = newStreamFiller(cfg, chunkFeatures(frames[0].chunk)); err != nil {
-					return err
-				}
-				b, err = collate.NewBatcher(collate.Config{
-					BatchSize: so.BatchSize, Features: fl.out, KeepLanguage: so.KeepLanguage,
-				})
-				if err != nil {
-					return err
-				}
-				headerDone = true
-				h := Header(cfg, so, b)
-				h.Share = sink.Share{Rank: 0, WorldSize: 1, Worker: to.Consumer, NumWorkers: to.Consumers}
-				if err := s.Header(h); err != nil {
+				if err := startStream(chunkFeatures(frames[0].chunk)); err != nil {
 					return err
 				}
 			}
-			bt, err := batchOf(b, fl, frames, so.KeepLanguage)
+			bt, err := batchOf(b, fillers, srcs, frames, so.KeepLanguage)
 			if err != nil {
 				return err
 			}
@@ -265,16 +363,7 @@ func train(ctx context.Context, cfg *Config, so StreamOptions, to TrainOptions, 
 		}
 	}
 	if !headerDone {
-		var err error
-		if fl, err = newStreamFiller(cfg, infoFeatures(cfg)); err != nil {
-			return st, err
-		}
-		if b, err = collate.NewBatcher(collate.Config{BatchSize: so.BatchSize, Features: fl.out, KeepLanguage: so.KeepLanguage}); err != nil {
-			return st, err
-		}
-		h := Header(cfg, so, b)
-		h.Share = sink.Share{Rank: 0, WorldSize: 1, Worker: to.Consumer, NumWorkers: to.Consumers}
-		if err := s.Header(h); err != nil {
+		if err := startStream(infoFeatures(cfg)); err != nil {
 			return st, err
 		}
 	}
@@ -296,11 +385,15 @@ func train(ctx context.Context, cfg *Config, so StreamOptions, to TrainOptions, 
 type framePick struct {
 	chunk  *Chunk
 	offset int
+	src    int
 }
 
 // batchOf collates frames into one batch.
-func batchOf(b *collate.Batcher, fl *filler, frames []framePick, keepLanguage bool) (*collate.Batch, error) {
+func batchOf(b *collate.Batcher, fillers []*filler, srcs []Mix, frames []framePick, keepLanguage bool) (*collate.Batch, error) {
 	var f collate.Frame
+	if len(srcs) > 1 {
+		f.Strings = make([]string, 1)
+	}
 	var out *collate.Batch
 	for i, fp := range frames {
 		c, j := fp.chunk, fp.offset
@@ -311,7 +404,10 @@ func batchOf(b *collate.Batcher, fl *filler, frames []framePick, keepLanguage bo
 		if r := &c.Results[j]; r.Outcome == render.Rendered {
 			f.Sample = r.Sample
 		}
-		if err := fl.fill(&f, c, j); err != nil {
+		if len(srcs) > 1 {
+			f.Strings[0] = srcs[fp.src].Name
+		}
+		if err := fillers[fp.src].fill(&f, c, j); err != nil {
 			return nil, err
 		}
 		if keepLanguage {
@@ -338,7 +434,7 @@ func batchOf(b *collate.Batcher, fl *filler, frames []framePick, keepLanguage bo
 // serveBatches decodes the units that the global batches mine need, in
 // order of first use, on cfg.Workers goroutines, keeps each only until its
 // last use, and calls emit with each batch's frames in order.
-func serveBatches(ctx context.Context, cfg *Config, idx *keepIndex, order, mine []int64, B int64,
+func serveBatches(ctx context.Context, srcs []Mix, idx *keepIndex, order, mine []int64, B int64,
 	emit func(frames []framePick, k int64) error) error {
 	if len(mine) == 0 {
 		return nil
@@ -361,11 +457,10 @@ func serveBatches(ctx context.Context, cfg *Config, idx *keepIndex, order, mine 
 		}
 		lastUse[u] = i
 	}
-	workers := cfg.Workers
+	workers := srcs[0].Config.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	opts := shard.Options{Features: cfg.Features}
 	live := map[int]*Chunk{}
 	cursor := 0 // next position of seqPos to serve
 	bi := 0     // next batch of mine
@@ -373,7 +468,8 @@ func serveBatches(ctx context.Context, cfg *Config, idx *keepIndex, order, mine 
 	return ordered(ctx, len(units), workers, 2*workers,
 		func(ctx context.Context, i int) (*Chunk, error) {
 			g := idx.units[units[i]]
-			b, err := readGroup(ctx, cfg, g, opts)
+			cfg := srcs[idx.src[units[i]]].Config
+			b, err := readGroup(ctx, cfg, g, shard.Options{Features: cfg.Features})
 			if err != nil {
 				return nil, err
 			}
@@ -392,7 +488,7 @@ func serveBatches(ctx context.Context, cfg *Config, idx *keepIndex, order, mine 
 					break
 				}
 				p := seqPos[cursor]
-				picks = append(picks, framePick{chunk: uc, offset: int(p - idx.unitStart[unitAt[cursor]])})
+				picks = append(picks, framePick{chunk: uc, offset: int(p - idx.unitStart[unitAt[cursor]]), src: idx.src[unitAt[cursor]]})
 				if lastUse[int(unitAt[cursor])] == cursor {
 					delete(live, int(unitAt[cursor]))
 				}

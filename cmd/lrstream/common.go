@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"strconv"
 	"runtime/debug"
 	"strings"
 
@@ -21,7 +24,8 @@ import (
 
 // runFlags are the flags every command that renders a dataset shares.
 type runFlags struct {
-	dataset, recipe   string
+	datasets          datasetList
+	recipe            string
 	mode              string
 	noTaskAug         bool
 	episodes, exclude string
@@ -34,7 +38,7 @@ type runFlags struct {
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.dataset, "dataset", "", "local dataset directory or Hub dataset ORG/NAME[@REVISION] (default: the embedded demo dataset)")
+	fs.Var(&f.datasets, "dataset", "local dataset directory or Hub dataset ORG/NAME[@REVISION] (default: the embedded demo dataset); repeat as SPEC:WEIGHT to mix datasets (stream, serve)")
 	fs.StringVar(&f.recipe, "recipe", "", "recipe YAML file (default with the demo dataset: its demo recipe)")
 	fs.StringVar(&f.mode, "mode", "drop", "what None renders and frames without language become: drop or fallback")
 	fs.BoolVar(&f.noTaskAug, "no-task-aug", false, "pass the canonical task explicitly (LeRobot main's RenderMessagesStep): no task_aug rotation")
@@ -48,8 +52,74 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.cache, "cache", "full", "Hub data shards: full (download into the HF cache) or none (stream byte ranges)")
 }
 
-// open builds the pipeline configuration the flags describe.
+// datasetList is the repeatable --dataset flag: SPEC or SPEC:WEIGHT.
+type datasetList []datasetSpec
+
+type datasetSpec struct {
+	spec   string
+	weight float64
+}
+
+func (l *datasetList) String() string {
+	var parts []string
+	for _, d := range *l {
+		parts = append(parts, d.spec)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (l *datasetList) Set(v string) error {
+	d := datasetSpec{spec: v, weight: 1}
+	if i := strings.LastIndex(v, ":"); i > 0 {
+		if w, err := strconv.ParseFloat(v[i+1:], 64); err == nil {
+			if !(w > 0) || math.IsInf(w, 0) {
+				return fmt.Errorf("weight %q must be a positive number", v[i+1:])
+			}
+			d = datasetSpec{spec: v[:i], weight: w}
+		}
+	}
+	*l = append(*l, d)
+	return nil
+}
+
+// open builds the pipeline configuration the flags describe, for commands
+// that read one dataset.
 func (f *runFlags) open(ctx context.Context, e *env) (*pipeline.Config, error) {
+	if len(f.datasets) > 1 {
+		return nil, errors.New("several --dataset flags: only stream and serve mix datasets")
+	}
+	mix, err := f.openMix(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	return mix[0].Config, nil
+}
+
+// openMix opens every --dataset (the demo dataset when none is given).
+func (f *runFlags) openMix(ctx context.Context, e *env) ([]pipeline.Mix, error) {
+	specs := f.datasets
+	if len(specs) == 0 {
+		specs = datasetList{{spec: "", weight: 1}}
+	}
+	var out []pipeline.Mix
+	var rec *render.Recipe
+	for _, d := range specs {
+		cfg, err := f.openOne(ctx, e, d.spec, rec)
+		if err != nil {
+			return nil, err
+		}
+		rec = cfg.Recipe
+		name := d.spec
+		if name == "" {
+			name = lrstream.DemoName
+		}
+		out = append(out, pipeline.Mix{Config: cfg, Weight: d.weight, Name: name})
+	}
+	return out, nil
+}
+
+// openOne opens one dataset; rec, when set, is the recipe already loaded.
+func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *render.Recipe) (*pipeline.Config, error) {
 	mode, err := render.ParseMode(f.mode)
 	if err != nil {
 		return nil, err
@@ -78,10 +148,9 @@ func (f *runFlags) open(ctx context.Context, e *env) (*pipeline.Config, error) {
 		}
 	}
 	var src fetch.Source
-	var rec *render.Recipe
-	if f.dataset == "" {
+	if dataset == "" {
 		src = fetch.NewFS(lrstream.DemoName, lrstream.Demo())
-		if f.recipe == "" {
+		if f.recipe == "" && rec == nil {
 			if rec, err = render.Load(lrstream.DemoRecipe(), "demo-recipe.yaml"); err != nil {
 				return nil, err
 			}
@@ -100,7 +169,7 @@ func (f *runFlags) open(ctx context.Context, e *env) (*pipeline.Config, error) {
 		if f.recipe == "" {
 			return nil, fmt.Errorf("--recipe is required with --dataset")
 		}
-		if src, err = fetch.OpenDataset(ctx, f.dataset, opts); err != nil {
+		if src, err = fetch.OpenDataset(ctx, dataset, opts); err != nil {
 			return nil, err
 		}
 	}
@@ -132,7 +201,7 @@ func (f *runFlags) open(ctx context.Context, e *env) (*pipeline.Config, error) {
 // optionsJSON records the options that shape the output, for headers.
 func (f *runFlags) optionsJSON(extra map[string]any) json.RawMessage {
 	m := map[string]any{
-		"mode": f.mode, "no_task_aug": f.noTaskAug, "episodes": f.episodes,
+		"datasets": f.datasets.String(), "mode": f.mode, "no_task_aug": f.noTaskAug, "episodes": f.episodes,
 		"exclude_episodes": f.exclude, "features": f.features, "on_error": f.onError,
 		"delta_timestamps": f.deltas, "tolerance_s": f.tolerance,
 	}

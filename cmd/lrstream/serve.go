@@ -49,17 +49,18 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err := tf.validate(); err != nil {
 		return err
 	}
-	cfg, err := rf.open(ctx, e)
+	mix, err := rf.openMix(ctx, e)
 	if err != nil {
 		return err
 	}
+	cfg := mix[0].Config
 	ln, err := listenUnix(*socket)
 	if err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
 	log.Info("serving", "socket", *socket, "dataset", cfg.Dataset.ID, "recipe", cfg.Recipe.Name())
-	return serve(ctx, ln, cfg, bf.options(&rf, tf.json()), &tf, log)
+	return serve(ctx, ln, mix, bf.options(&rf, tf.json()), &tf, log)
 }
 
 // listenUnix listens on a Unix socket at path, created with mode 0600.
@@ -96,7 +97,7 @@ func listenUnix(path string) (*net.UnixListener, error) {
 
 // serve accepts clients until ctx ends, then closes the listener (removing
 // the socket file) and waits for the clients' streams to stop.
-func serve(ctx context.Context, ln *net.UnixListener, cfg *pipeline.Config, so pipeline.StreamOptions, tf *trainFlags, log *slog.Logger) error {
+func serve(ctx context.Context, ln *net.UnixListener, mix []pipeline.Mix, so pipeline.StreamOptions, tf *trainFlags, log *slog.Logger) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	go func() {
@@ -120,13 +121,13 @@ func serve(ctx context.Context, ln *net.UnixListener, cfg *pipeline.Config, so p
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			serveClient(ctx, conn, cfg, so, tf, log.With("client", id))
+			serveClient(ctx, conn, mix, so, tf, log.With("client", id))
 		}()
 	}
 }
 
 // serveClient reads the client's hello and streams its share.
-func serveClient(ctx context.Context, conn *net.UnixConn, cfg *pipeline.Config, so pipeline.StreamOptions, tf *trainFlags, log *slog.Logger) {
+func serveClient(ctx context.Context, conn *net.UnixConn, mix []pipeline.Mix, so pipeline.StreamOptions, tf *trainFlags, log *slog.Logger) {
 	defer conn.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -148,12 +149,12 @@ func serveClient(ctx context.Context, conn *net.UnixConn, cfg *pipeline.Config, 
 		w.Flush()
 		return
 	}
-	c := *cfg
+	c := *mix[0].Config
 	log.Info("client", "rank", h.Rank, "world_size", h.WorldSize, "worker", h.Worker, "num_workers", h.NumWorkers)
 	var st *pipeline.Stats
-	if tf.active() || h.Resume != "" || h.WorldSize > 1 {
+	if tf.active() || h.Resume != "" || h.WorldSize > 1 || len(mix) > 1 {
 		// Training iteration: global batches shared out round-robin.
-		st, err = pipeline.Train(ctx, &c, so, tf.options(h.Rank, h.WorldSize, h.Worker, h.NumWorkers, h.Resume), shareSink{s, h})
+		st, err = pipeline.TrainMix(ctx, mix, so, tf.options(h.Rank, h.WorldSize, h.Worker, h.NumWorkers, h.Resume), shareSink{s, h})
 	} else {
 		// A plain pass: each worker reads its own run of episodes.
 		c.Share = pipeline.Share{Worker: h.Worker, NumWorkers: h.NumWorkers}

@@ -76,10 +76,11 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	if *format != "msgpack" && *format != "jsonl" {
 		return fmt.Errorf("--format must be msgpack or jsonl, not %q", *format)
 	}
-	cfg, err := rf.open(ctx, e)
+	mix, err := rf.openMix(ctx, e)
 	if err != nil {
 		return err
 	}
+	cfg := mix[0].Config
 	out := bufio.NewWriterSize(e.stdout, 1<<20)
 	var s sink.Sink
 	var written func() int64
@@ -103,8 +104,8 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	}
 	so := bf.options(&rf, tf.json())
 	var st *pipeline.Stats
-	if tf.active() {
-		st, err = pipeline.Train(ctx, cfg, so, tf.options(tf.rank, tf.worldSize, 0, 1, tf.resume), s)
+	if tf.active() || len(mix) > 1 {
+		st, err = pipeline.TrainMix(ctx, mix, so, tf.options(tf.rank, tf.worldSize, 0, 1, tf.resume), s)
 	} else {
 		st, err = pipeline.Stream(ctx, cfg, so, s)
 	}
