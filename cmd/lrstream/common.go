@@ -9,8 +9,8 @@ import (
 	"io"
 	"math"
 	"os"
-	"strconv"
 	"runtime/debug"
+	"strconv"
 	"strings"
 
 	"golang.org/x/term"
