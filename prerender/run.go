@@ -378,6 +378,19 @@ func prepare(opts Options, prefix string, want *Index) (*Index, int, error) {
 			if err := checkShardFiles(dir, have.Shards); err != nil {
 				return nil, 0, fmt.Errorf("%s is complete but damaged: %w; use --overwrite to render it again", dir, err)
 			}
+			// Leftover temporary files (e.g. of a run killed after its
+			// last index write) go.
+			files, err := ownFiles(dir, prefix, false)
+			if err != nil {
+				return nil, 0, err
+			}
+			for _, f := range files {
+				if strings.HasSuffix(f, tmpExt) {
+					if err := os.Remove(filepath.Join(dir, f)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+						return nil, 0, err
+					}
+				}
+			}
 			return have, len(have.Shards), nil
 		}
 	}

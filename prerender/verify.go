@@ -56,13 +56,10 @@ func Verify(ctx context.Context, dir string) (*Report, error) {
 		return rep, fmt.Errorf("verify: %w", err)
 	}
 	defer dec.Close()
-	// Seq continuity per rank, and which shard ends each rank's stream.
-	last := map[int]int{}
-	for i, s := range x.Shards {
-		last[s.Rank] = i
-	}
+	// Seq continuity and short batches per rank.
 	next := map[int]int64{}
-	for i, s := range x.Shards {
+	short := map[int]*shortBatch{}
+	for _, s := range x.Shards {
 		if err := ctx.Err(); err != nil {
 			return rep, fmt.Errorf("verify: %w", err)
 		}
@@ -73,7 +70,10 @@ func Verify(ctx context.Context, dir string) (*Report, error) {
 			rep.problem("%s: %d batches in the index but seq %d..%d", s.File, s.Batches, s.FirstSeq, s.LastSeq)
 		}
 		next[s.Rank] = s.LastSeq + 1
-		verifyShard(dir, x, s, last[s.Rank] == i, dec, rep)
+		if short[s.Rank] == nil {
+			short[s.Rank] = &shortBatch{}
+		}
+		verifyShard(dir, x, s, short[s.Rank], dec, rep)
 	}
 	// Files the index does not account for.
 	listed := map[string]bool{IndexFile: true}
@@ -190,10 +190,16 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// shortBatch remembers the last short batch of a rank's stream: only the
+// last batch of an epoch may be short.
+type shortBatch struct {
+	file       string
+	seq, epoch int64
+	set        bool
+}
+
 // verifyShard reads one shard and checks it against its index entry.
-// lastOfRank says whether it holds the last batch of its rank's stream
-// (the only one that may be short).
-func verifyShard(dir string, x *Index, s Shard, lastOfRank bool, dec *zstd.Decoder, rep *Report) {
+func verifyShard(dir string, x *Index, s Shard, short *shortBatch, dec *zstd.Decoder, rep *Report) {
 	f, err := os.Open(filepath.Join(dir, s.File))
 	if err != nil {
 		rep.problem("%s: %v", s.File, err)
@@ -232,9 +238,14 @@ func verifyShard(dir string, x *Index, s Shard, lastOfRank bool, dec *zstd.Decod
 			bad = true
 			break
 		}
-		isLast := lastOfRank && b.Meta.Seq == s.LastSeq
-		if b.Size < 1 || b.Size > x.BatchSize || (b.Size != x.BatchSize && !isLast) {
+		if short.set && short.epoch == b.Meta.Epoch {
+			rep.problem("%s: batch seq %d has fewer than %d samples but is not the last of epoch %d", short.file, short.seq, x.BatchSize, short.epoch)
+		}
+		short.set = false
+		if b.Size < 1 || b.Size > x.BatchSize {
 			rep.problem("%s: batch seq %d has %d samples (batch size %d)", s.File, b.Meta.Seq, b.Size, x.BatchSize)
+		} else if b.Size < x.BatchSize {
+			*short = shortBatch{file: s.File, seq: b.Meta.Seq, epoch: b.Meta.Epoch, set: true}
 		}
 		if msg := checkColumns(x, b); msg != "" {
 			rep.problem("%s: batch seq %d: %s", s.File, b.Meta.Seq, msg)

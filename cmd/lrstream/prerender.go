@@ -79,10 +79,14 @@ flags:`)
 	if tf.active() && re.WorldSize > 1 {
 		return fmt.Errorf("--shuffle and --epochs apply to a single-process pre-render (ranks share out episodes, not a global shuffled order); drop --rank/--world-size or the training flags")
 	}
-	cfg, err := rf.open(ctx, e)
+	mix, err := rf.openMix(ctx, e)
 	if err != nil {
 		return err
 	}
+	if len(mix) > 1 {
+		return errors.New("several --dataset flags: prerender renders one dataset")
+	}
+	cfg := mix[0].Config
 	so := bf.options(&rf, tf.json())
 	var notes io.Writer = e.stderr
 	if *quiet {
@@ -104,7 +108,9 @@ flags:`)
 	if tf.active() {
 		to := tf.options(0, 1, 0, 1, "")
 		opts.Stream = func(ctx context.Context, cfg *pipeline.Config, so pipeline.StreamOptions, s sink.Sink) (*pipeline.Stats, error) {
-			return pipeline.Train(ctx, cfg, so, to, s)
+			// As stream does: the dataset's name and weight are part
+			// of the order's fingerprint (in the resume tokens).
+			return pipeline.TrainMix(ctx, []pipeline.Mix{{Config: cfg, Weight: mix[0].Weight, Name: mix[0].Name}}, so, to, s)
 		}
 	}
 	var prog *progress
