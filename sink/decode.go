@@ -121,7 +121,27 @@ func (d *Decoder) Next() (*Message, error) {
 	return msg, nil
 }
 
+// readChunk bounds how much read allocates ahead of the data actually
+// received: a corrupt length prefix must not make the decoder reserve
+// gigabytes before finding out the stream is short.
+const readChunk = 1 << 20
+
 func (d *Decoder) read(n int) ([]byte, error) {
+	if n > readChunk && cap(d.raw)-len(d.raw) < n {
+		start := len(d.raw)
+		for got := 0; got < n; {
+			k := min(readChunk, n-got)
+			if got > 0 {
+				k = min(got, n-got) // grow geometrically with the data received
+			}
+			if _, err := d.read(k); err != nil {
+				d.raw = d.raw[:start]
+				return nil, err
+			}
+			got += k
+		}
+		return d.raw[start : start+n], nil
+	}
 	start := len(d.raw)
 	if cap(d.raw)-start < n {
 		nb := make([]byte, start, 2*cap(d.raw)+n)

@@ -1,0 +1,32 @@
+package sink
+
+import (
+	"bytes"
+	"testing"
+)
+
+func FuzzReadHello(f *testing.F) {
+	f.Add(AppendHello(nil, Hello{Worker: 1, NumWorkers: 3, WorldSize: 1}))
+	f.Add(AppendHello(nil, Hello{Resume: "tok"}))
+	f.Add([]byte{0x80})
+	f.Add([]byte{0xdf, 0xff, 0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := ReadHello(bytes.NewReader(b))
+		if err == nil && (h.NumWorkers < 1 || h.Worker < 0 || h.Worker >= h.NumWorkers || h.WorldSize < 1 || h.Rank < 0 || h.Rank >= h.WorldSize) {
+			t.Fatalf("accepted invalid hello %+v", h)
+		}
+	})
+}
+
+func FuzzDecoder(f *testing.F) {
+	f.Add(AppendEnd(nil, End{Frames: 3}))
+	f.Add(AppendError(nil, "boom"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d := NewDecoder(bytes.NewReader(b))
+		for i := 0; i < 100; i++ {
+			if _, err := d.Next(); err != nil {
+				return
+			}
+		}
+	})
+}
