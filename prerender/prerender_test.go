@@ -685,3 +685,54 @@ func TestMsgReader(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyStreams covers runs without any batch: a drop-last batch
+// larger than the selection, and ranks with no episode at all.
+func TestEmptyStreams(t *testing.T) {
+	cfg := demoConfig(t)
+	so := demoOptions(100000)
+	so.DropLast = true
+	dir := t.TempDir()
+	if _, err := Run(context.Background(), cfg, so, Options{Dir: dir, ShardSize: 10_000}); err != nil {
+		t.Fatal(err)
+	}
+	if x := mustIndex(t, dir); len(x.Shards) != 0 || !x.Complete {
+		t.Fatalf("index %+v", x)
+	}
+	if got, want := replay(t, dir, pipeline.Share{}), live(t, cfg, so); !bytes.Equal(got, want) {
+		t.Fatal("empty replay differs from the live stream")
+	}
+	if _, err := Verify(context.Background(), dir); err != nil {
+		t.Fatal(err)
+	}
+	st, err := sink.Decode(bytes.NewReader(replay(t, dir, pipeline.Share{Worker: 1, NumWorkers: 3})))
+	if err != nil || len(st.Batches) != 0 || st.End.Frames != 0 {
+		t.Fatalf("share of an empty dir: %v %+v", err, st)
+	}
+
+	// 20 ranks for 12 episodes: some ranks get nothing.
+	so = demoOptions(8)
+	dir = t.TempDir()
+	for r := 0; r < 20; r++ {
+		if _, err := Run(context.Background(), cfg, so, Options{Dir: dir, ShardSize: 10_000, Rank: r, WorldSize: 20}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Finalize(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Verify(context.Background(), dir); err != nil {
+		t.Fatal(err)
+	}
+	whole, err := sink.Decode(bytes.NewReader(live(t, cfg, so)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err = sink.Decode(bytes.NewReader(replay(t, dir, pipeline.Share{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(indexes(t, st), indexes(t, whole)) || st.End.Frames != whole.End.Frames {
+		t.Fatal("20-rank replay does not hold the live stream's samples")
+	}
+}

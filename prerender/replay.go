@@ -127,7 +127,7 @@ func (r *replayer) run(ctx context.Context, dir string, share pipeline.Share, op
 		}
 		ends[i] = m.End
 	}
-	if len(ends) == 1 && lo == 0 && hi == total {
+	if len(ends) == 1 && n == 1 {
 		// The whole of a single stream: its own end message.
 		if ends[0].Batches != total || ends[0].Samples != samples {
 			return fmt.Errorf("replay: %s: end message counts %d batches, %d samples; the shards hold %d, %d",
