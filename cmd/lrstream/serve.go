@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lrstream/lrstream/pipeline"
+	"github.com/lrstream/lrstream/prerender"
 	"github.com/lrstream/lrstream/sink"
 )
 
@@ -32,6 +33,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	var tf trainFlags
 	tf.register(fs, e, false)
 	socket := fs.String("socket", "", "Unix socket path to listen on (created 0600; required)")
+	from := fs.String("from", "", "serve the pre-rendered shards in DIR (lrstream prerender) instead of rendering")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: lrstream serve --socket PATH [--dataset DIR|ORG/NAME] [--recipe FILE] [flags]\n\nEach client sends a msgpack hello {worker, num_workers, rank, world_size} and\nreceives the stream of its share of the episodes (docs/wire-format.md).\nStops on SIGINT/SIGTERM.\n\nflags:")
 		fs.PrintDefaults()
@@ -49,18 +51,35 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err := tf.validate(); err != nil {
 		return err
 	}
-	mix, err := rf.openMix(ctx, e)
-	if err != nil {
-		return err
+	log := slog.New(slog.NewTextHandler(e.stderr, nil))
+	var handle func(ctx context.Context, conn *net.UnixConn, log *slog.Logger)
+	if *from != "" {
+		if tf.active() {
+			return errors.New("--from serves a pre-rendered pass; --shuffle and --epochs apply to live streams")
+		}
+		if _, err := prerender.ReadIndex(*from); err != nil {
+			return err
+		}
+		handle = func(ctx context.Context, conn *net.UnixConn, log *slog.Logger) {
+			serveReplay(ctx, conn, *from, log)
+		}
+	} else {
+		mix, err := rf.openMix(ctx, e)
+		if err != nil {
+			return err
+		}
+		so := bf.options(&rf, tf.json())
+		handle = func(ctx context.Context, conn *net.UnixConn, log *slog.Logger) {
+			serveClient(ctx, conn, mix, so, &tf, log)
+		}
+		log.Info("loaded", "dataset", mix[0].Config.Dataset.ID, "recipe", mix[0].Config.Recipe.Name())
 	}
-	cfg := mix[0].Config
 	ln, err := listenUnix(*socket)
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(e.stderr, nil))
-	log.Info("serving", "socket", *socket, "dataset", cfg.Dataset.ID, "recipe", cfg.Recipe.Name())
-	return serve(ctx, ln, mix, bf.options(&rf, tf.json()), &tf, log)
+	log.Info("serving", "socket", *socket)
+	return serve(ctx, ln, handle, log)
 }
 
 // listenUnix listens on a Unix socket at path, created with mode 0600.
@@ -97,7 +116,7 @@ func listenUnix(path string) (*net.UnixListener, error) {
 
 // serve accepts clients until ctx ends, then closes the listener (removing
 // the socket file) and waits for the clients' streams to stop.
-func serve(ctx context.Context, ln *net.UnixListener, mix []pipeline.Mix, so pipeline.StreamOptions, tf *trainFlags, log *slog.Logger) error {
+func serve(ctx context.Context, ln *net.UnixListener, handle func(context.Context, *net.UnixConn, *slog.Logger), log *slog.Logger) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	go func() {
@@ -121,8 +140,49 @@ func serve(ctx context.Context, ln *net.UnixListener, mix []pipeline.Mix, so pip
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			serveClient(ctx, conn, mix, so, tf, log.With("client", id))
+			handle(ctx, conn, log.With("client", id))
 		}()
+	}
+}
+
+// readClientHello reads and checks a client's hello; on failure it answers
+// with an in-band error and returns false.
+func readClientHello(conn *net.UnixConn, log *slog.Logger) (sink.Hello, bool) {
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	h, err := sink.ReadHello(conn)
+	conn.SetReadDeadline(time.Time{})
+	if err == nil {
+		err = checkHello(h)
+	}
+	if err != nil {
+		log.Warn("bad hello", "err", err)
+		conn.Write(sink.AppendError(nil, fmt.Sprintf("bad hello: %v", err)))
+		return h, false
+	}
+	return h, true
+}
+
+// serveReplay streams a client's share of a pre-rendered directory.
+func serveReplay(ctx context.Context, conn *net.UnixConn, dir string, log *slog.Logger) {
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	h, ok := readClientHello(conn, log)
+	if !ok {
+		return
+	}
+	if h.Resume != "" {
+		conn.Write(sink.AppendError(nil, "resume tokens apply to live training streams, not to pre-rendered replays"))
+		return
+	}
+	w := bufio.NewWriterSize(conn, 1<<20)
+	share := pipeline.Share{Worker: h.Rank*h.NumWorkers + h.Worker, NumWorkers: h.WorldSize * h.NumWorkers}
+	err := prerender.Replay(ctx, dir, share, w)
+	if ferr := w.Flush(); err == nil {
+		err = ferr
+	}
+	if err != nil && !isBrokenPipe(err) && ctx.Err() == nil {
+		log.Warn("replay failed", "err", err)
 	}
 }
 
@@ -135,20 +195,13 @@ func serveClient(ctx context.Context, conn *net.UnixConn, mix []pipeline.Mix, so
 	// that stopped reading.
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
-	w := bufio.NewWriterSize(conn, 1<<20)
-	s := sink.NewMsgpack(w)
-	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-	h, err := sink.ReadHello(conn)
-	conn.SetReadDeadline(time.Time{})
-	if err == nil {
-		err = checkHello(h)
-	}
-	if err != nil {
-		log.Warn("bad hello", "err", err)
-		s.Fail(fmt.Errorf("bad hello: %w", err))
-		w.Flush()
+	h, ok := readClientHello(conn, log)
+	if !ok {
 		return
 	}
+	w := bufio.NewWriterSize(conn, 1<<20)
+	s := sink.NewMsgpack(w)
+	var err error
 	c := *mix[0].Config
 	log.Info("client", "rank", h.Rank, "world_size", h.WorldSize, "worker", h.Worker, "num_workers", h.NumWorkers)
 	var st *pipeline.Stats
