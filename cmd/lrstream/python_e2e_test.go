@@ -118,4 +118,14 @@ func TestPythonClientEndToEnd(t *testing.T) {
 		t.Fatalf("python client: %v\n%s", err, out)
 	}
 	t.Logf("%s", out)
+
+	// A consumer that closes the pipe early ends lrstream cleanly: exit 0,
+	// nothing on stderr.
+	c := exec.Command("/bin/bash", "-c", `set -o pipefail; "$0" stream --batch-size 4 2>"$1" | head -c 100 >/dev/null`, bin, filepath.Join(tmp, "stderr"))
+	if err := c.Run(); err != nil {
+		t.Fatalf("stream into a closed pipe: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(tmp, "stderr")); len(b) != 0 {
+		t.Fatalf("stream into a closed pipe wrote to stderr: %s", b)
+	}
 }
