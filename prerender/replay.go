@@ -122,8 +122,11 @@ func (r *replayer) run(ctx context.Context, dir string, share pipeline.Share, op
 	ends := make([]*sink.End, len(x.Ranks))
 	for i, rk := range x.Ranks {
 		m, err := decodeOne(rk.End)
-		if err != nil || m.End == nil {
-			return fmt.Errorf("replay: %s: rank %d end message: %v", dir, rk.Rank, err)
+		if err != nil {
+			return fmt.Errorf("replay: %s: rank %d end message: %w", dir, rk.Rank, err)
+		}
+		if m.End == nil {
+			return fmt.Errorf("replay: %s: rank %d end message is a %q message", dir, rk.Rank, m.Type)
 		}
 		ends[i] = m.End
 	}

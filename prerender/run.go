@@ -508,6 +508,7 @@ type hashWriter struct {
 	n int64
 }
 
+// Write writes p through, hashing and counting what was written.
 func (h *hashWriter) Write(p []byte) (int, error) {
 	n, err := h.w.Write(p)
 	h.h.Write(p[:n])

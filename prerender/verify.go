@@ -184,6 +184,7 @@ type countingReader struct {
 	n int64
 }
 
+// Read reads through, counting.
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)

@@ -244,7 +244,7 @@ func buildLrstream(t *testing.T) string {
 func TestPrerenderKillResume(t *testing.T) {
 	bin := buildLrstream(t)
 	ds := filepath.Join(t.TempDir(), "ds")
-	if _, errb, code := prRun(t, nil, "gen", "-q", "--out", ds, "--episodes", "24", "--min-frames", "300", "--max-frames", "500",
+	if _, errb, code := prRun(t, nil, "gen", "-q", "--out", ds, "--episodes", "16", "--min-frames", "300", "--max-frames", "500",
 		"--dim", "14", "--density", "full", "--seed", "3"); code != 0 {
 		t.Fatal(errb)
 	}
@@ -309,7 +309,7 @@ func TestPrerenderKillResume(t *testing.T) {
 			return []func() bool{exists(dir, "shard-000004.msgpack.zst"), exists(dir, "shard-000010.msgpack.zst")}
 		}},
 	}
-	for i := 0; i < 3; i++ {
+	for i := 0; i < 2; i++ {
 		d := time.Duration(rng.Int64N(int64(full)))
 		kills = append(kills, kill{fmt.Sprintf("random %s", d.Round(time.Millisecond)), func(string) []func() bool { return []func() bool{after(d)} }})
 	}
