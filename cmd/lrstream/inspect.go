@@ -40,6 +40,14 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	cfg.Features = []string{}
 	w := bufio.NewWriterSize(e.stdout, 1<<16)
 	defer w.Flush()
+	// Progress goes to stderr when it is a terminal that is not also
+	// showing the output.
+	prog := startProgress(nil, "", 0, nil)
+	if isTerminal(e.stderr) && !isTerminal(e.stdout) {
+		prog = startProgress(e.stderr, "inspect", pipeline.SelectedFrames(cfg), nil)
+		cfg.Progress = prog.add
+	}
+	defer prog.finish()
 	if *jsonl {
 		var line []byte
 		return pipeline.Run(ctx, cfg, func(c *pipeline.Chunk) error {
