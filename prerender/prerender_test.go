@@ -736,3 +736,89 @@ func TestEmptyStreams(t *testing.T) {
 		t.Fatal("20-rank replay does not hold the live stream's samples")
 	}
 }
+
+// TestReplayInterleaved: with Interleave, reading the workers' streams
+// round-robin gives the stored order.
+func TestReplayInterleaved(t *testing.T) {
+	cfg := demoConfig(t)
+	so := demoOptions(8)
+	dir := t.TempDir()
+	if _, err := Run(context.Background(), cfg, so, Options{Dir: dir, ShardSize: 3_000}); err != nil {
+		t.Fatal(err)
+	}
+	whole, err := sink.Decode(bytes.NewReader(replay(t, dir, pipeline.Share{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{1, 2, 3, 7, len(whole.Batches) + 2} {
+		streams := make([]*sink.Stream, n)
+		var samples int64
+		for w := range streams {
+			var b bytes.Buffer
+			if err := ReplayWith(context.Background(), dir, pipeline.Share{Worker: w, NumWorkers: n}, &b,
+				ReplayOptions{Interleave: true, HeaderShare: &sink.Share{Rank: 1, WorldSize: 2, Worker: w, NumWorkers: n}}); err != nil {
+				t.Fatal(err)
+			}
+			if streams[w], err = sink.Decode(&b); err != nil {
+				t.Fatalf("n=%d w=%d: %v", n, w, err)
+			}
+			if h := streams[w].Header.Share; h.Rank != 1 || h.WorldSize != 2 || h.Worker != w {
+				t.Fatalf("header share %+v", h)
+			}
+			samples += streams[w].End.Samples
+		}
+		for i, b := range whole.Batches {
+			got := streams[i%n].Batches[i/n]
+			if got.Meta.Seq != int64(i/n) {
+				t.Fatalf("n=%d: batch %d has seq %d in worker %d", n, i, got.Meta.Seq, i%n)
+			}
+			a, c := got.Column("index").(*sink.Array), b.Column("index").(*sink.Array)
+			if !bytes.Equal(a.Data, c.Data) {
+				t.Fatalf("n=%d: batch %d differs", n, i)
+			}
+		}
+		total := 0
+		for _, st := range streams {
+			total += len(st.Batches)
+		}
+		if total != len(whole.Batches) || samples != whole.End.Samples {
+			t.Fatalf("n=%d: %d batches, %d samples; want %d, %d", n, total, samples, len(whole.Batches), whole.End.Samples)
+		}
+	}
+}
+
+// TestReplayRefusesBrokenDirs: incomplete directories and missing shards
+// give a lone in-band error, damaged shards an error after the header.
+func TestReplayRefusesBrokenDirs(t *testing.T) {
+	cfg := demoConfig(t)
+	dir := t.TempDir()
+	if _, err := Run(context.Background(), cfg, demoOptions(8), Options{Dir: dir, ShardSize: 10_000}); err != nil {
+		t.Fatal(err)
+	}
+	x := mustIndex(t, dir)
+	check := func(what, want string, lone bool) {
+		t.Helper()
+		var b bytes.Buffer
+		err := Replay(context.Background(), dir, pipeline.Share{}, &b)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s: error %v, want %q", what, err, want)
+		}
+		st, derr := sink.Decode(&b)
+		var se *sink.StreamError
+		if !errors.As(derr, &se) || !strings.Contains(se.Message, want) || (st.Header == nil) != lone {
+			t.Fatalf("%s: stream %+v, %v", what, st, derr)
+		}
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, x.Shards[1].File))
+	os.WriteFile(filepath.Join(dir, x.Shards[1].File), append(slices.Clone(data[:len(data)-9]), make([]byte, 9)...), 0o644)
+	check("damaged shard", x.Shards[1].File, false)
+	os.Remove(filepath.Join(dir, x.Shards[1].File))
+	check("missing shard", x.Shards[1].File, true)
+	y := *x
+	y.Complete = false
+	b, _ := y.encode()
+	os.WriteFile(filepath.Join(dir, IndexFile), b, 0o644)
+	check("incomplete", "incomplete", true)
+	os.Remove(filepath.Join(dir, IndexFile))
+	check("no index", "index.json", true)
+}

@@ -21,6 +21,11 @@ type ReplayOptions struct {
 	// of {rank: 0, world_size: 1, worker: share.Worker, num_workers:
 	// share.NumWorkers} (e.g. a serve client's own rank and worker).
 	HeaderShare *sink.Share
+	// Interleave gives worker w of n the batches w, w+n, w+2n, ...
+	// instead of a contiguous range, so that n workers read round-robin
+	// (as a PyTorch DataLoader does) consume the batches in their stored
+	// order. The shares still hold every batch exactly once.
+	Interleave bool
 }
 
 // Replay writes share of the pre-rendered batches in dir to w as one
@@ -37,8 +42,9 @@ func Replay(ctx context.Context, dir string, share pipeline.Share, w io.Writer) 
 //
 // The batches of dir (all ranks', in rank order, for a finalized
 // multi-rank directory) are cut into share.NumWorkers contiguous ranges of
-// (within one) equal batch counts; worker w gets range w, so the shares
-// together hold every batch exactly once. With the whole dir (the zero
+// (within one) equal batch counts; worker w gets range w (or, with
+// opts.Interleave, every n-th batch from batch w), so the shares together
+// hold every batch exactly once. With the whole dir (the zero
 // Share, or worker 0 of 1) of a single-process pre-render the stream is
 // byte-identical to what `lrstream stream` with the same flags writes.
 //
@@ -110,12 +116,21 @@ func (r *replayer) run(ctx context.Context, dir string, share pipeline.Share, op
 	if hdr, err = headerWithShare(hdr, hs); err != nil {
 		return fmt.Errorf("replay: %s: header: %w", dir, err)
 	}
+	total := x.Totals.Batches
+	sel := selection{stride: 1}
+	sel.lo, sel.hi = shareRange(total, share.Worker, n)
+	if opts.Interleave {
+		sel = selection{lo: int64(share.Worker), hi: total, stride: int64(n)}
+	}
+	// Check the shards are there before starting the stream, so a
+	// missing file gives a lone error message rather than a cut stream.
+	if err := checkShardFiles(dir, x.Shards); err != nil {
+		return fmt.Errorf("replay: %s: %w", dir, err)
+	}
 	if err := r.write(hdr); err != nil {
 		return err
 	}
-	total := x.Totals.Batches
-	lo, hi := shareRange(total, share.Worker, n)
-	samples, err := r.batches(ctx, dir, x, lo, hi)
+	batches, samples, err := r.batches(ctx, dir, x, sel)
 	if err != nil {
 		return err
 	}
@@ -138,7 +153,7 @@ func (r *replayer) run(ctx context.Context, dir string, share pipeline.Share, op
 		}
 		return r.write(x.Ranks[0].End)
 	}
-	e := sink.End{Batches: hi - lo, Samples: samples}
+	e := sink.End{Batches: batches, Samples: samples}
 	for i, end := range ends {
 		if i == 0 {
 			for _, c := range end.Components {
@@ -179,90 +194,115 @@ func checkReplayable(dir string, x *Index) error {
 	return nil
 }
 
-// batches copies the batches [lo, hi) of x (counted across ranks) and
-// returns their sample count.
-func (r *replayer) batches(ctx context.Context, dir string, x *Index, lo, hi int64) (int64, error) {
-	if lo >= hi {
-		return 0, nil
+// selection picks the global batches lo, lo+stride, lo+2*stride, ...
+// below hi (global: counted across ranks).
+type selection struct{ lo, hi, stride int64 }
+
+// pick reports whether global batch g is selected, and its seq in the
+// replayed stream.
+func (s selection) pick(g int64) (bool, int64) {
+	if g < s.lo || g >= s.hi || (g-s.lo)%s.stride != 0 {
+		return false, 0
+	}
+	return true, (g - s.lo) / s.stride
+}
+
+// batches copies the selected batches of x and returns their number and
+// sample count.
+func (r *replayer) batches(ctx context.Context, dir string, x *Index, sel selection) (int64, int64, error) {
+	if sel.lo >= sel.hi {
+		return 0, 0, nil
 	}
 	dec, err := zstd.NewReader(nil)
 	if err != nil {
-		return 0, fmt.Errorf("replay: %w", err)
+		return 0, 0, fmt.Errorf("replay: %w", err)
 	}
 	defer dec.Close()
-	var g, samples int64 // g: global number of the shard's first batch
+	var g, batches, samples int64 // g: global number of the shard's first batch
 	for _, s := range x.Shards {
-		if g+s.Batches <= lo {
+		if g+s.Batches <= sel.lo || (sel.stride > 1 && s.Batches > 0 && !anyPicked(sel, g, g+s.Batches)) {
 			g += s.Batches
 			continue
 		}
-		if g >= hi {
+		if g >= sel.hi {
 			break
 		}
-		n, err := r.shard(ctx, dec, dir, s, g, lo, hi)
+		b, n, err := r.shard(ctx, dec, dir, s, g, sel)
+		batches += b
 		samples += n
 		if err != nil {
-			return samples, err
+			return batches, samples, err
 		}
 		g += s.Batches
 	}
-	return samples, nil
+	return batches, samples, nil
+}
+
+// anyPicked reports whether sel picks a batch in [from, to).
+func anyPicked(sel selection, from, to int64) bool {
+	first := max(from, sel.lo)
+	if r := (first - sel.lo) % sel.stride; r != 0 {
+		first += sel.stride - r
+	}
+	return first < min(to, sel.hi)
 }
 
 // shard copies the batches of shard s (whose first batch is global batch
-// g) that fall in [lo, hi), renumbering their seq from lo.
-func (r *replayer) shard(ctx context.Context, dec *zstd.Decoder, dir string, s Shard, g, lo, hi int64) (int64, error) {
+// g) that sel picks, renumbering their seq.
+func (r *replayer) shard(ctx context.Context, dec *zstd.Decoder, dir string, s Shard, g int64, sel selection) (int64, int64, error) {
 	f, err := os.Open(filepath.Join(dir, s.File))
 	if err != nil {
-		return 0, fmt.Errorf("replay: shard %s: %w", s.File, err)
+		return 0, 0, fmt.Errorf("replay: shard %s: %w", s.File, err)
 	}
 	defer f.Close()
 	if err := dec.Reset(f); err != nil {
-		return 0, fmt.Errorf("replay: shard %s: %w", s.File, err)
+		return 0, 0, fmt.Errorf("replay: shard %s: %w", s.File, err)
 	}
 	mr := newMsgReader(dec, s.RawBytes)
-	var samples int64
+	var batches, samples int64
 	for k := int64(0); k < s.Batches; k++ {
 		if err := ctx.Err(); err != nil {
-			return samples, fmt.Errorf("replay: %w", err)
+			return batches, samples, fmt.Errorf("replay: %w", err)
 		}
 		gi := g + k
-		if gi >= hi {
-			return samples, nil
+		if gi >= sel.hi {
+			return batches, samples, nil
 		}
 		raw, err := mr.next()
 		if errors.Is(err, io.EOF) {
-			return samples, fmt.Errorf("replay: shard %s ends after %d batches, the index says %d", s.File, k, s.Batches)
+			return batches, samples, fmt.Errorf("replay: shard %s ends after %d batches, the index says %d", s.File, k, s.Batches)
 		}
 		if err != nil {
-			return samples, fmt.Errorf("replay: shard %s batch %d: %w", s.File, k, err)
+			return batches, samples, fmt.Errorf("replay: shard %s batch %d: %w", s.File, k, err)
 		}
 		bi, err := parseBatch(raw)
 		if err != nil {
-			return samples, fmt.Errorf("replay: shard %s batch %d: %w", s.File, k, err)
+			return batches, samples, fmt.Errorf("replay: shard %s batch %d: %w", s.File, k, err)
 		}
 		if bi.seq != s.FirstSeq+k {
-			return samples, fmt.Errorf("replay: shard %s: batch %d has seq %d, the index says %d", s.File, k, bi.seq, s.FirstSeq+k)
+			return batches, samples, fmt.Errorf("replay: shard %s: batch %d has seq %d, the index says %d", s.File, k, bi.seq, s.FirstSeq+k)
 		}
-		if gi < lo {
+		ok, seq := sel.pick(gi)
+		if !ok {
 			continue
 		}
+		batches++
 		samples += bi.size
-		if seq := gi - lo; seq != bi.seq {
+		if seq != bi.seq {
 			r.buf = splice(r.buf[:0], raw, bi.seqStart, bi.seqEnd, mpInt(nil, seq))
 			raw = r.buf
 		}
 		if err := r.write(raw); err != nil {
-			return samples, err
+			return batches, samples, err
 		}
 	}
 	if _, err := mr.next(); !errors.Is(err, io.EOF) {
 		if err == nil {
 			err = fmt.Errorf("more than the %d batches the index says", s.Batches)
 		}
-		return samples, fmt.Errorf("replay: shard %s: %w", s.File, err)
+		return batches, samples, fmt.Errorf("replay: shard %s: %w", s.File, err)
 	}
-	return samples, nil
+	return batches, samples, nil
 }
 
 // headerWithShare returns the header message raw with its share map
