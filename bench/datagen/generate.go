@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -341,7 +342,7 @@ func (p *plan) writeFile(ctx context.Context, root string, k int, report func(in
 	if err := bw.Flush(); err != nil {
 		return nil, 0, fmt.Errorf("datagen: %s: %w", rel, err)
 	}
-	size, err := fh.Seek(0, 1)
+	size, err := fh.Seek(0, io.SeekCurrent)
 	if err != nil {
 		return nil, 0, fmt.Errorf("datagen: %s: %w", rel, err)
 	}
