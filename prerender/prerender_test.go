@@ -822,3 +822,42 @@ func TestReplayRefusesBrokenDirs(t *testing.T) {
 	os.Remove(filepath.Join(dir, IndexFile))
 	check("no index", "index.json", true)
 }
+
+// TestResumeShuffled: a shuffled multi-epoch pre-render (pipeline.Train)
+// interrupted and resumed gives the uninterrupted files, and replays as
+// the live stream.
+func TestResumeShuffled(t *testing.T) {
+	cfg := demoConfig(t)
+	so := demoOptions(8)
+	to := pipeline.TrainOptions{Shuffle: true, Seed: 3, BufferSize: 64, Epochs: 2, Consumers: 1}
+	train := func(ctx context.Context, cfg *pipeline.Config, so pipeline.StreamOptions, s sink.Sink) (*pipeline.Stats, error) {
+		return pipeline.Train(ctx, cfg, so, to, s)
+	}
+	ref := t.TempDir()
+	if _, err := Run(context.Background(), cfg, so, Options{Dir: ref, ShardSize: 10_000, Stream: train}); err != nil {
+		t.Fatal(err)
+	}
+	var live bytes.Buffer
+	if _, err := pipeline.Train(context.Background(), cfg, so, to, sink.NewMsgpack(&live)); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(replay(t, ref, pipeline.Share{}), live.Bytes()) {
+		t.Fatal("shuffled replay differs from the live stream")
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	n := 0
+	_, err := Run(ctx, cfg, so, Options{Dir: dir, ShardSize: 10_000, Stream: train, OnShard: func(Shard) {
+		if n++; n == 4 {
+			cancel()
+		}
+	}})
+	cancel()
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted run: %v", err)
+	}
+	if _, err := Run(context.Background(), cfg, so, Options{Dir: dir, ShardSize: 10_000, Stream: train}); err != nil {
+		t.Fatal(err)
+	}
+	sameFiles(t, dirFiles(t, dir), dirFiles(t, ref))
+}
