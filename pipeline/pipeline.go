@@ -96,12 +96,18 @@ func Run(ctx context.Context, cfg *Config, emit func(*Chunk) error) error {
 	return run(ctx, cfg, func(_ []shard.Unit, c *Chunk) error { return emit(c) })
 }
 
-func run(ctx context.Context, cfg *Config, emit func([]shard.Unit, *Chunk) error) error {
+// PlanUnits returns the units Run reads for cfg's selection and share, in
+// plan order.
+func PlanUnits(ctx context.Context, cfg *Config) ([]shard.Unit, error) {
 	sel, err := shareSelection(cfg.Dataset, cfg.Selection, cfg.Share)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	units, err := shard.Plan(ctx, cfg.Source, cfg.Dataset, sel)
+	return shard.Plan(ctx, cfg.Source, cfg.Dataset, sel)
+}
+
+func run(ctx context.Context, cfg *Config, emit func([]shard.Unit, *Chunk) error) error {
+	units, err := PlanUnits(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -40,6 +40,7 @@ func commands() []command {
 		serveCommand(),
 		prerenderCommand(),
 		verifyCommand(),
+		benchCommand(),
 	}
 }
 

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Python consumer throughput: frames/s a single Python process receives from
+`lrstream serve` over its Unix socket with the bundled client
+(python/lrstream_client): messages decoded to Python objects, numeric
+columns as numpy arrays. See docs/performance.md.
+
+    python3 bench/python_consumer.py --lrstream ./lrstream -- \
+        --dataset /tmp/bench300k --recipe ../shared/recipes/subtask_mem_vqa_speech.yaml --batch-size 256
+
+Everything after `--` is passed to `lrstream serve`. With --socket PATH it
+connects to a server already listening there instead.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+
+from lrstream_client import StreamReader, connect  # noqa: E402
+
+
+def consume(sock=None, path=None):
+    t0 = time.perf_counter()
+    frames = batches = messages = 0  # frames: samples received
+    with (StreamReader(path) if path else connect(sock, timeout=60)) as reader:
+        for batch in reader:
+            frames += batch.size
+            batches += 1
+            # Touch what a training step touches: every sample's messages
+            # and one array.
+            msgs = batch.get("messages")
+            if msgs is not None:
+                for m in msgs:
+                    messages += len(m)
+            batch["index"].sum()
+        end = reader.end
+    dt = time.perf_counter() - t0
+    read = (end or {}).get("frames", 0)
+    return {"samples": frames, "frames_read": read, "batches": batches, "messages": messages, "seconds": dt,
+            "samples_per_sec": frames / dt if dt > 0 else 0.0,
+            "frames_per_sec": read / dt if dt > 0 else 0.0, "end": end}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lrstream", default="lrstream", help="lrstream binary to start `serve` with")
+    ap.add_argument("--socket", help="connect to this running server instead of starting one")
+    ap.add_argument("--file", help="decode a recorded stream (lrstream stream > FILE) instead: the client's cost alone")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("serve_args", nargs="*")
+    a = ap.parse_args()
+    proc = None
+    tmp = None
+    sock = a.socket
+    if a.file:
+        r = consume(path=a.file)
+    elif sock is None:
+        tmp = tempfile.mkdtemp(prefix="lrs-bench-")
+        sock = os.path.join(tmp, "s.sock")
+        proc = subprocess.Popen([a.lrstream, "serve", "--socket", sock] + a.serve_args)
+        for _ in range(600):
+            if os.path.exists(sock):
+                break
+            time.sleep(0.05)
+    try:
+        if not a.file:
+            r = consume(sock)
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait()
+            if os.path.exists(sock):
+                os.unlink(sock)
+            os.rmdir(tmp)
+    if a.json:
+        print(json.dumps(r))
+    else:
+        print(f"{r['frames_read']} dataset frames, {r['samples']} samples in {r['batches']} batches "
+              f"({r['messages']} messages), {r['seconds']:.2f}s: {r['frames_per_sec']:,.0f} frames/s, "
+              f"{r['samples_per_sec']:,.0f} samples/s")
+
+
+if __name__ == "__main__":
+    main()

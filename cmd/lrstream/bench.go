@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+
+	"github.com/lrstream/lrstream/bench"
+)
+
+func benchCommand() command {
+	return command{name: "bench", summary: "measure scan / render / stream throughput on a dataset", run: runBench}
+}
+
+func runBench(ctx context.Context, e *env, args []string) error {
+	var rf runFlags
+	fs := flag.NewFlagSet("lrstream bench", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	rf.register(fs)
+	batchSize := fs.Int("batch-size", 256, "kept samples per batch (stream stage)")
+	stages := fs.String("stages", strings.Join(bench.Stages, ","), "stages to run, comma-separated: scan, render, stream")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured stages to FILE (go tool pprof)")
+	memProfile := fs.String("memprofile", "", "write an allocation profile to FILE after the stages (go tool pprof -sample_index=alloc_space)")
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: lrstream bench [--dataset DIR|ORG/NAME --recipe FILE] [flags]\n\nMeasures, in one process on the same files: scan (decode the needed columns and\ntouch every value), render (scan + render) and stream (the whole pipeline into a\ndiscarding msgpack sink). See docs/performance.md.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *batchSize < 1 {
+		return fmt.Errorf("--batch-size must be at least 1, not %d", *batchSize)
+	}
+	var opts bench.Options
+	opts.BatchSize = *batchSize
+	opts.Version = version()
+	for _, s := range strings.Split(*stages, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			opts.Stages = append(opts.Stages, s)
+		}
+	}
+	cfg, err := rf.open(ctx, e)
+	if err != nil {
+		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	rep, err := bench.Run(ctx, cfg, opts)
+	if err != nil {
+		return err
+	}
+	if *memProfile != "" {
+		f, err := os.Create(*memProfile)
+		if err != nil {
+			return err
+		}
+		runtime.GC()
+		err = pprof.Lookup("allocs").WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	printBench(e.stdout, rep)
+	return nil
+}
+
+// printBench writes the report as a table.
+func printBench(w io.Writer, r *bench.Report) {
+	fmt.Fprintf(w, "dataset %s, recipe %s\n", r.Dataset, r.Recipe)
+	fmt.Fprintf(w, "%d workers, GOMAXPROCS %d, %d CPUs, batch size %d\n\n", r.Workers, r.GOMAXPROCS, r.NumCPU, r.BatchSize)
+	fmt.Fprintf(w, "%-7s %10s %12s %8s %9s %13s %13s %11s %9s %8s\n",
+		"stage", "frames", "frames/s", "MB/s", "ns/frame", "CPU ns/frame", "allocs/frame", "B/frame", "peak RSS", "time")
+	for _, s := range r.Stages {
+		rss := "n/a"
+		if s.PeakRSS >= 0 {
+			rss = fmt.Sprintf("%.0f MB", float64(s.PeakRSS)/(1<<20))
+		}
+		fmt.Fprintf(w, "%-7s %10d %12.0f %8.1f %9.0f %13.0f %13.2f %11.0f %9s %7.2fs\n",
+			s.Name, s.Frames, s.FramesPerSec, s.MBPerSec, s.NsPerFrame, s.CPUNsPerFrame, s.AllocsPerFrame, s.AllocBytesPerFrame, rss, s.Seconds)
+	}
+	if r.RenderOverScan > 0 || r.StreamOverScan > 0 {
+		fmt.Fprintln(w)
+	}
+	if r.RenderOverScan > 0 {
+		fmt.Fprintf(w, "render/scan %.2f\n", r.RenderOverScan)
+	}
+	if r.StreamOverScan > 0 {
+		fmt.Fprintf(w, "stream/scan %.2f\n", r.StreamOverScan)
+	}
+	if s := r.Stage(bench.StageStream); s != nil && s.Frames > 0 {
+		fmt.Fprintf(w, "stream: %d batches, %.1f MB msgpack (%.0f B/frame)\n", s.Batches, float64(s.OutBytes)/1e6, float64(s.OutBytes)/float64(s.Frames))
+	}
+}
