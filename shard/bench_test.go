@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
+	"syscall"
 	"testing"
 
 	"github.com/lrstream/lrstream/bench/datagen"
@@ -32,6 +34,7 @@ func BenchmarkReadUnit(b *testing.B) {
 				b.ReportAllocs()
 				b.ResetTimer()
 				frames := 0
+				cpu0, m0 := cpuTime(), mallocs()
 				for b.Loop() {
 					for _, u := range units {
 						bt, err := ReadUnit(ctx, src, ds, u, mode.opts)
@@ -41,7 +44,7 @@ func BenchmarkReadUnit(b *testing.B) {
 						frames += bt.Len()
 					}
 				}
-				b.ReportMetric(float64(frames)/b.Elapsed().Seconds(), "frames/s")
+				reportFrames(b, frames, cpuTime()-cpu0, mallocs()-m0)
 				b.ReportMetric(0, "ns/op")
 			})
 		}
@@ -92,6 +95,7 @@ func BenchmarkReadGenerated(b *testing.B) {
 				b.ReportAllocs()
 				b.ResetTimer()
 				frames := 0
+				cpu0, m0 := cpuTime(), mallocs()
 				for b.Loop() {
 					for _, u := range units {
 						bt, err := ReadUnit(ctx, src, ds, u, mode.opts)
@@ -101,8 +105,36 @@ func BenchmarkReadGenerated(b *testing.B) {
 						frames += bt.Len()
 					}
 				}
-				b.ReportMetric(float64(frames)/b.Elapsed().Seconds(), "frames/s")
+				reportFrames(b, frames, cpuTime()-cpu0, mallocs()-m0)
 			})
 		}
 	}
+}
+
+// cpuTime is the process's user+system CPU time in seconds: on a shared,
+// loaded machine frames per CPU-second is steadier than wall-clock rate.
+func cpuTime() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+func mallocs() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.Mallocs
+}
+
+func reportFrames(b *testing.B, frames int, cpu float64, allocs uint64) {
+	if frames == 0 {
+		return
+	}
+	b.ReportMetric(float64(frames)/b.Elapsed().Seconds(), "frames/s")
+	b.ReportMetric(float64(allocs)/float64(frames), "allocs/frame")
+	if cpu > 0 {
+		b.ReportMetric(float64(frames)/cpu, "frames/cpu-s")
+	}
+	b.ReportMetric(0, "ns/op")
 }

@@ -80,7 +80,27 @@ func openParquet(ctx context.Context, src fetch.Source, name string, meta *metad
 	if err != nil {
 		return nil, fileErr(src.ID(), name, err)
 	}
+	if meta == nil {
+		stripArrowSchema(rdr.MetaData())
+	}
 	return &parquetFile{f: f, rdr: rdr}, nil
+}
+
+// stripArrowSchema drops the stored ARROW:schema from freshly parsed
+// footer metadata, so that pqarrow derives the Arrow types from the
+// parquet schema alone. The stored schema adds nothing the reader needs
+// (fixed_size_list reads back as list, arrow.json as its JSON-annotated
+// text, both handled), while decoding a corrupt one can make arrow-go
+// allocate without bound, which no recover can catch.
+func stripArrowSchema(md *metadata.FileMetaData) {
+	kv := md.FileMetaData.KeyValueMetadata
+	out := kv[:0:0]
+	for _, e := range kv {
+		if e != nil && e.Key != "ARROW:schema" {
+			out = append(out, e)
+		}
+	}
+	md.FileMetaData.KeyValueMetadata = out
 }
 
 // readSmallTable reads the named top-level columns (all row groups) of a
