@@ -177,7 +177,8 @@ func serveReplay(ctx context.Context, conn *net.UnixConn, dir string, log *slog.
 	}
 	w := bufio.NewWriterSize(conn, 1<<20)
 	share := pipeline.Share{Worker: h.Rank*h.NumWorkers + h.Worker, NumWorkers: h.WorldSize * h.NumWorkers}
-	err := prerender.Replay(ctx, dir, share, w)
+	hs := sink.Share{Rank: h.Rank, WorldSize: h.WorldSize, Worker: h.Worker, NumWorkers: h.NumWorkers}
+	err := prerender.ReplayWith(ctx, dir, share, w, prerender.ReplayOptions{HeaderShare: &hs})
 	if ferr := w.Flush(); err == nil {
 		err = ferr
 	}
