@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"runtime"
 
 	"github.com/lrstream/lrstream/fetch"
 	"github.com/lrstream/lrstream/render"
@@ -111,10 +110,7 @@ func run(ctx context.Context, cfg *Config, emit func([]shard.Unit, *Chunk) error
 	if err != nil {
 		return err
 	}
-	workers := cfg.Workers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
+	workers := workerCount(cfg)
 	opts := shard.Options{Features: cfg.Features}
 	groups := groupUnits(units)
 	return ordered(ctx, len(groups), workers, 2*workers,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"runtime"
 
 	"github.com/lrstream/lrstream/collate"
 	"github.com/lrstream/lrstream/render"
@@ -84,6 +85,11 @@ func Stream(ctx context.Context, cfg *Config, so StreamOptions, s sink.Sink) (*S
 	var seq int64
 	headerDone := false
 	var fl *filler
+	// With a msgpack sink and several workers, full batches are encoded in
+	// parallel and written in order (same bytes as s.Batch one by one).
+	var enc *sink.Encoder
+	es, parallel := s.(sink.EncodedSink)
+	parallel = parallel && workerCount(cfg) > 1
 	start := func(features []collate.Feature) error {
 		var err error
 		if fl, err = newStreamFiller(cfg, features); err != nil {
@@ -97,14 +103,24 @@ func Stream(ctx context.Context, cfg *Config, so StreamOptions, s sink.Sink) (*S
 			return err
 		}
 		headerDone = true
-		return s.Header(Header(cfg, so, b))
+		if err := s.Header(Header(cfg, so, b)); err != nil {
+			return err
+		}
+		if parallel {
+			enc = sink.NewEncoder(es, workerCount(cfg), b.Recycle)
+		}
+		return nil
 	}
 	writeBatch := func(bt *collate.Batch) error {
 		if bt == nil {
 			return nil
 		}
-		err := s.Batch(bt, sink.BatchMeta{Seq: seq, Epoch: so.Epoch})
+		meta := sink.BatchMeta{Seq: seq, Epoch: so.Epoch}
 		seq++
+		if enc != nil {
+			return enc.Batch(bt, meta)
+		}
+		err := s.Batch(bt, meta)
 		b.Recycle(bt)
 		return err
 	}
@@ -161,6 +177,13 @@ func Stream(ctx context.Context, cfg *Config, so StreamOptions, s sink.Sink) (*S
 			err = writeBatch(last)
 		}
 	}
+	if enc != nil {
+		// Every batch is written (or the first error known) before End or
+		// Fail touch the sink.
+		if cerr := enc.Close(); err == nil {
+			err = cerr
+		}
+	}
 	if err == nil {
 		err = s.End(endOf(cfg, st, b))
 	}
@@ -169,6 +192,14 @@ func Stream(ctx context.Context, cfg *Config, so StreamOptions, s sink.Sink) (*S
 		return st, err
 	}
 	return st, nil
+}
+
+// workerCount is cfg.Workers, or GOMAXPROCS by default.
+func workerCount(cfg *Config) int {
+	if cfg.Workers > 0 {
+		return cfg.Workers
+	}
+	return runtime.GOMAXPROCS(0)
 }
 
 // Header describes the stream of cfg batched by b.

@@ -180,31 +180,54 @@ func AppendBatch(dst []byte, bt *collate.Batch, meta BatchMeta) ([]byte, error) 
 	}
 	var err error
 	if bt.Samples != nil {
+		// Frames of an episode mostly share their rendered sample (the
+		// renderer returns the same *Sample for identical renders), so a
+		// sample met again in this batch is copied from its first encoding
+		// instead of being encoded again: same bytes, less work.
+		var msgs, streams, targets sampleSpans
 		b = mpStr(b, collate.KeyMessages)
 		b = mpArrayHeader(b, len(bt.Samples))
 		for i, s := range bt.Samples {
+			if sp, ok := msgs.find(s); ok {
+				b = append(b, b[sp.from:sp.to]...)
+				continue
+			}
+			from := len(b)
 			b = mpArrayHeader(b, len(s.Messages))
 			for j := range s.Messages {
 				if b, err = appendMessage(b, &s.Messages[j]); err != nil {
 					return dst, fmt.Errorf("sink: batch %d sample %d (index %d) message %d: %w", meta.Seq, i, bt.Index(i), j, err)
 				}
 			}
+			msgs.add(s, from, len(b))
 		}
 		b = mpStr(b, collate.KeyMessageStreams)
 		b = mpArrayHeader(b, len(bt.Samples))
 		for _, s := range bt.Samples {
+			if sp, ok := streams.find(s); ok {
+				b = append(b, b[sp.from:sp.to]...)
+				continue
+			}
+			from := len(b)
 			b = mpArrayHeader(b, len(s.Streams))
 			for _, st := range s.Streams {
 				b = mpStr(b, st)
 			}
+			streams.add(s, from, len(b))
 		}
 		b = mpStr(b, collate.KeyTargetMessages)
 		b = mpArrayHeader(b, len(bt.Samples))
 		for _, s := range bt.Samples {
+			if sp, ok := targets.find(s); ok {
+				b = append(b, b[sp.from:sp.to]...)
+				continue
+			}
+			from := len(b)
 			b = mpArrayHeader(b, len(s.Targets))
 			for _, t := range s.Targets {
 				b = mpInt(b, int64(t))
 			}
+			targets.add(s, from, len(b))
 		}
 	}
 	for _, lang := range []struct {
@@ -226,6 +249,35 @@ func AppendBatch(dst []byte, bt *collate.Batch, meta BatchMeta) ([]byte, error) 
 		}
 	}
 	return b, nil
+}
+
+// sampleSpans remembers where the last few distinct samples of a batch
+// were encoded in the output buffer (a small ring: a batch typically holds
+// a handful of distinct samples, one per blend component and subtask).
+type sampleSpans struct {
+	ent  [16]sampleSpan
+	n    int // entries used
+	next int // ring position of the next add
+}
+
+type sampleSpan struct {
+	s        *schema.Sample
+	from, to int
+}
+
+func (c *sampleSpans) find(s *schema.Sample) (sampleSpan, bool) {
+	for i := 0; i < c.n; i++ {
+		if c.ent[i].s == s {
+			return c.ent[i], true
+		}
+	}
+	return sampleSpan{}, false
+}
+
+func (c *sampleSpans) add(s *schema.Sample, from, to int) {
+	c.ent[c.next] = sampleSpan{s, from, to}
+	c.next = (c.next + 1) % len(c.ent)
+	c.n = min(c.n+1, len(c.ent))
 }
 
 // appendNDArray writes a column the msgpack-numpy way: a map with bin keys

@@ -1,0 +1,140 @@
+package sink
+
+import (
+	"sync"
+
+	"github.com/lrstream/lrstream/collate"
+)
+
+// EncodedSink is a Sink whose Batch is exactly AppendBatch followed by
+// WriteEncoded (as *Msgpack's is), so that a producer may encode batches
+// itself, for example in parallel with an Encoder, and hand over the
+// bytes.
+type EncodedSink interface {
+	Sink
+	WriteEncoded(p []byte) error
+}
+
+// Encoder encodes batches on worker goroutines (AppendBatch, each into its
+// own reused buffer) and writes them to an EncodedSink strictly in the
+// order Batch was called, so the output is byte-identical to calling the
+// sink's Batch one batch at a time. At most a few batches per worker are in
+// flight. Batch and Close must be called from one goroutine.
+type Encoder struct {
+	w       EncodedSink
+	release func(*collate.Batch)
+	jobs    chan *encodeJob
+	order   chan *encodeJob
+	free    chan []byte
+	workers sync.WaitGroup
+	written chan struct{}
+
+	mu  sync.Mutex
+	err error
+}
+
+type encodeJob struct {
+	bt    *collate.Batch
+	meta  BatchMeta
+	buf   []byte
+	err   error
+	ready chan struct{}
+}
+
+// NewEncoder starts workers encoding goroutines writing to w. release,
+// when set, is called with every batch once it has been encoded (or
+// skipped after an error), from the writing goroutine; typically the
+// Batcher's Recycle.
+func NewEncoder(w EncodedSink, workers int, release func(*collate.Batch)) *Encoder {
+	if workers < 1 {
+		workers = 1
+	}
+	window := 2*workers + 2
+	e := &Encoder{
+		w: w, release: release,
+		jobs:    make(chan *encodeJob, window),
+		order:   make(chan *encodeJob, window),
+		free:    make(chan []byte, window+1),
+		written: make(chan struct{}),
+	}
+	for i := 0; i < workers; i++ {
+		e.workers.Add(1)
+		go func() {
+			defer e.workers.Done()
+			for j := range e.jobs {
+				j.buf, j.err = AppendBatch(j.buf[:0], j.bt, j.meta)
+				close(j.ready)
+			}
+		}()
+	}
+	go e.write()
+	return e
+}
+
+// write hands the encoded batches to the sink in order.
+func (e *Encoder) write() {
+	defer close(e.written)
+	for j := range e.order {
+		<-j.ready
+		err := j.err
+		if err == nil && e.Err() == nil {
+			err = e.w.WriteEncoded(j.buf)
+		}
+		if err != nil {
+			e.setErr(err)
+		}
+		if e.release != nil {
+			e.release(j.bt)
+		}
+		select {
+		case e.free <- j.buf:
+		default:
+		}
+	}
+}
+
+func (e *Encoder) setErr(err error) {
+	e.mu.Lock()
+	if e.err == nil {
+		e.err = err
+	}
+	e.mu.Unlock()
+}
+
+// Err returns the first encoding or write error so far.
+func (e *Encoder) Err() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.err
+}
+
+// Batch queues bt for encoding and writing; the Encoder owns bt until it
+// hands it to release. It returns the first error seen so far (a later
+// batch's error surfaces on a later call or on Close).
+func (e *Encoder) Batch(bt *collate.Batch, meta BatchMeta) error {
+	if err := e.Err(); err != nil {
+		if e.release != nil {
+			e.release(bt)
+		}
+		return err
+	}
+	var buf []byte
+	select {
+	case buf = <-e.free:
+	default:
+	}
+	j := &encodeJob{bt: bt, meta: meta, buf: buf, ready: make(chan struct{})}
+	e.order <- j // blocks while the window is full
+	e.jobs <- j
+	return nil
+}
+
+// Close waits until every queued batch is written and returns the first
+// error. The sink may be used directly (End, Fail) afterwards.
+func (e *Encoder) Close() error {
+	close(e.jobs)
+	close(e.order)
+	<-e.written
+	e.workers.Wait()
+	return e.Err()
+}
