@@ -109,7 +109,26 @@ func isJSONText(a arrow.Array) (stringArray, bool) {
 	return nil, false
 }
 
+// dictString reads a dictionary<int, string> array (language string leaves
+// are read as dictionaries: the indices are decoded, the strings are not
+// copied per value).
+type dictString struct {
+	*array.Dictionary
+	dict stringArray
+}
+
+func (d dictString) Value(i int) string { return d.dict.Value(d.GetValueIndex(i)) }
+
 func isString(a arrow.Array) (stringArray, bool) {
+	if d, ok := a.(*array.Dictionary); ok {
+		if s, ok := isString(d.Dictionary()); ok {
+			return dictString{Dictionary: d, dict: s}, true
+		}
+		if s, ok := isJSONText(d.Dictionary()); ok {
+			return dictString{Dictionary: d, dict: s}, true
+		}
+		return nil, false
+	}
 	switch s := unwrapExt(a).(type) {
 	case *array.String:
 		return s, true
@@ -499,33 +518,95 @@ func (w *jsonBuf) appendString(s string) {
 
 // equalRows reports whether rows [ab, ae) and [bb, be) of the column are
 // identical (same fields, same values, same nulls). It is the cheap check
-// that lets ReadUnit decode an episode's persistent list once.
+// that lets ReadUnit decode an episode's persistent list once: one pass
+// over the offsets and one memcmp per string field.
 func (c *langColumn) equalRows(ab, ae, bb, be int) bool {
-	if ae-ab != be-bb {
+	n := ae - ab
+	if n != be-bb {
 		return false
 	}
-	if c.st == nil {
+	if c.st == nil || n == 0 {
 		return true
 	}
-	for k := 0; k < ae-ab; k++ {
-		i, j := ab+k, bb+k
-		if c.st.IsNull(i) != c.st.IsNull(j) {
+	if !equalNulls(c.st, ab, bb, n) ||
+		!equalStrRange(c.role, ab, bb, n) || !equalStrRange(c.content, ab, bb, n) ||
+		!equalStrRange(c.style, ab, bb, n) || !equalStrRange(c.camera, ab, bb, n) {
+		return false
+	}
+	if c.ts32 != nil {
+		v := c.ts32.Float32Values()
+		for k := 0; k < n; k++ {
+			if math.Float32bits(v[ab+k]) != math.Float32bits(v[bb+k]) {
+				return false
+			}
+		}
+		if !equalNulls(c.ts32, ab, bb, n) {
 			return false
 		}
-		if !equalStr(c.role, i, j) || !equalStr(c.content, i, j) || !equalStr(c.style, i, j) || !equalStr(c.camera, i, j) {
+	}
+	if c.ts64 != nil {
+		v := c.ts64.Float64Values()
+		for k := 0; k < n; k++ {
+			if math.Float64bits(v[ab+k]) != math.Float64bits(v[bb+k]) {
+				return false
+			}
+		}
+		if !equalNulls(c.ts64, ab, bb, n) {
 			return false
 		}
-		if c.ts32 != nil && (c.ts32.IsNull(i) != c.ts32.IsNull(j) || math.Float32bits(c.ts32.Value(i)) != math.Float32bits(c.ts32.Value(j))) {
-			return false
+	}
+	if c.tc.list.arr != nil {
+		for k := 0; k < n; k++ {
+			if !c.tc.equal(ab+k, bb+k) {
+				return false
+			}
 		}
-		if c.ts64 != nil && (c.ts64.IsNull(i) != c.ts64.IsNull(j) || math.Float64bits(c.ts64.Value(i)) != math.Float64bits(c.ts64.Value(j))) {
-			return false
-		}
-		if c.tc.list.arr != nil && !c.tc.equal(i, j) {
+	}
+	return true
+}
+
+// equalNulls compares the validity of n entries starting at i and j.
+func equalNulls(a arrow.Array, i, j, n int) bool {
+	if a.NullN() == 0 {
+		return true
+	}
+	for k := 0; k < n; k++ {
+		if a.IsNull(i+k) != a.IsNull(j+k) {
 			return false
 		}
 	}
 	return true
+}
+
+// equalStrRange compares n strings starting at i and j.
+func equalStrRange(a stringArray, i, j, n int) bool {
+	if a == nil {
+		return true
+	}
+	if !equalNulls(a, i, j, n) {
+		return false
+	}
+	s, ok := a.(*array.String)
+	if !ok {
+		for k := 0; k < n; k++ {
+			if !equalStr(a, i+k, j+k) {
+				return false
+			}
+		}
+		return true
+	}
+	offs := s.ValueOffsets()
+	for k := 0; k < n; k++ {
+		if offs[i+k+1]-offs[i+k] != offs[j+k+1]-offs[j+k] {
+			return false
+		}
+	}
+	buf := s.Data().Buffers()[2]
+	if buf == nil {
+		return true
+	}
+	vb := buf.Bytes()
+	return bytes.Equal(vb[offs[i]:offs[i+n]], vb[offs[j]:offs[j+n]])
 }
 
 func equalStr(a stringArray, i, j int) bool {
