@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -23,6 +25,9 @@ const (
 	ColFrameIndex   = "frame_index"
 	ColTaskIndex    = "task_index"
 )
+
+// fastReads counts language columns read by the low-level path (tests).
+var fastReads atomic.Int64
 
 var coreColumns = []string{ColIndex, ColTimestamp, ColEpisodeIndex, ColFrameIndex, ColTaskIndex}
 
@@ -43,6 +48,9 @@ type Options struct {
 	// info.json order; an empty non-nil slice means none. Video and image
 	// features are never decoded.
 	Features []string
+
+	// noFast disables the low-level language path (tests compare both).
+	noFast bool
 }
 
 // Batch is the decoded, columnar content of one unit: one row group,
@@ -215,6 +223,24 @@ func ReadUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 			return nil, wrap(fmt.Errorf("prefetch: %w", err))
 		}
 	}
+	// Language columns of a simple shape skip pqarrow (see fastlang.go).
+	type fastPlan struct {
+		name   string
+		cols   []int
+		fields []fastField
+	}
+	var fasts []fastPlan
+	if !opts.noFast {
+		for _, c := range []string{schema.ColumnPersistent, schema.ColumnEvents} {
+			if !present[c] {
+				continue
+			}
+			if fc, ff, ok := planFastLang(md, c, leaves); ok {
+				fasts = append(fasts, fastPlan{c, fc, ff})
+				leaves = slices.DeleteFunc(leaves, func(l int) bool { return md.Schema.ColumnRoot(l).Name() == c })
+			}
+		}
+	}
 	fr, err := pqarrow.NewFileReader(pf.rdr, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
 	if err != nil {
 		return nil, wrap(fmt.Errorf("parquet schema: %w", err))
@@ -234,6 +260,21 @@ func ReadUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 		arrs[tbl.Schema().Field(i).Name] = a
 	}
 	d := decoder{src: src, u: &u, arrs: arrs, n: int(tbl.NumRows())}
+	for _, f := range fasts {
+		fl, err := readFastLang(pf.rdr, pf.f.Size(), u.RowGroup, f.name, f.cols, f.fields, d.n)
+		if err != nil {
+			e := d.colErr(f.name, err)
+			if len(u.Episodes) == 1 {
+				e.Episode = u.Episodes[0]
+			}
+			return nil, e
+		}
+		if d.fast == nil {
+			d.fast = map[string]*fastLang{}
+		}
+		d.fast[f.name] = fl
+		fastReads.Add(1)
+	}
 	return d.decode(feats)
 }
 
@@ -243,6 +284,7 @@ type decoder struct {
 	arrs map[string]arrow.Array
 	n    int
 	keep []int // selected rows when filtering; nil = all
+	fast map[string]*fastLang
 	b    *Batch
 }
 
@@ -378,51 +420,67 @@ func (d *decoder) timestamps() ([]float32, error) {
 	return out, nil
 }
 
+// langReader returns the reader of language column name, or nil when the
+// file does not have it.
+func (d *decoder) langReader(name string) (langReader, error) {
+	if fl, ok := d.fast[name]; ok {
+		return fl, nil
+	}
+	a, ok := d.arrs[name]
+	if !ok {
+		return nil, nil
+	}
+	c, err := newLangColumn(name, a)
+	if err != nil {
+		return nil, d.colErr(name, err)
+	}
+	return c, nil
+}
+
 func (d *decoder) language() error {
 	b := d.b
 	var buf jsonBuf
-	if a, ok := d.arrs[schema.ColumnPersistent]; ok {
-		c, err := newLangColumn(schema.ColumnPersistent, a)
-		if err != nil {
-			return d.colErr(schema.ColumnPersistent, err)
-		}
+	lr, err := d.langReader(schema.ColumnPersistent)
+	if err != nil {
+		return err
+	}
+	if lr != nil {
 		b.HasPersistent = true
 		b.PersistentOf = make([]int32, d.rows())
-		prevEp, prevB, prevE, prevK := int64(math.MinInt64), 0, 0, int32(-1)
+		prevEp, prevR, prevK := int64(math.MinInt64), 0, int32(-1)
 		for i := range b.PersistentOf {
 			r := d.row(i)
-			if c.frameLen(r) == 0 {
+			if lr.frameLen(r) == 0 {
 				b.PersistentOf[i] = -1
 				continue
 			}
-			lb, le := c.list.bounds(r)
 			ep := b.EpisodeIndex[i]
-			if prevK >= 0 && ep == prevEp && c.equalRows(prevB, prevE, lb, le) {
+			if prevK >= 0 && ep == prevEp && lr.sameFrames(prevR, r) {
 				b.PersistentOf[i] = prevK
 				continue
 			}
-			rows, err := c.decodeFrame(r, &buf)
+			rows, err := lr.decodeFrame(r, &buf)
 			if err != nil {
 				return d.frameErr(schema.ColumnPersistent, i, err)
 			}
-			prevEp, prevB, prevE, prevK = ep, lb, le, int32(len(b.Persistent))
+			prevEp, prevR, prevK = ep, r, int32(len(b.Persistent))
 			b.Persistent = append(b.Persistent, rows)
 			b.PersistentOf[i] = prevK
 		}
 	}
-	if a, ok := d.arrs[schema.ColumnEvents]; ok {
-		c, err := newLangColumn(schema.ColumnEvents, a)
-		if err != nil {
-			return d.colErr(schema.ColumnEvents, err)
-		}
+	lr, err = d.langReader(schema.ColumnEvents)
+	if err != nil {
+		return err
+	}
+	if lr != nil {
 		b.HasEvents = true
 		b.Events = make([][]schema.Row, d.rows())
 		for i := range b.Events {
 			r := d.row(i)
-			if c.frameLen(r) == 0 {
+			if lr.frameLen(r) == 0 {
 				continue
 			}
-			rows, err := c.decodeFrame(r, &buf)
+			rows, err := lr.decodeFrame(r, &buf)
 			if err != nil {
 				return d.frameErr(schema.ColumnEvents, i, err)
 			}

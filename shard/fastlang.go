@@ -1,0 +1,462 @@
+package shard
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
+	pqschema "github.com/apache/arrow-go/v18/parquet/schema"
+
+	"github.com/lrstream/lrstream/schema"
+)
+
+// langReader is a decoded language column of one row group, indexed by
+// row-group row.
+type langReader interface {
+	// frameLen returns the number of rows of frame r.
+	frameLen(r int) int
+	// sameFrames reports whether frames r1 and r2 hold identical rows.
+	sameFrames(r1, r2 int) bool
+	// decodeFrame decodes frame r's rows.
+	decodeFrame(r int, buf *jsonBuf) ([]schema.Row, error)
+}
+
+func (c *langColumn) sameFrames(r1, r2 int) bool {
+	ab, ae := c.list.bounds(r1)
+	bb, be := c.list.bounds(r2)
+	return c.equalRows(ab, ae, bb, be)
+}
+
+// The fast path reads a language column with the low-level parquet column
+// readers instead of pqarrow: the repeated persistent strings are never
+// materialised per frame as Arrow arrays; frames are compared by their
+// levels and values, and only the distinct lists are turned into rows. It
+// handles row structs whose fields are strings, float/double timestamps,
+// null-typed fields and tool_calls as a list of JSON text (the documented
+// and json-ext variants, and inferred files whose tool_calls are
+// null-typed); other shapes use the pqarrow path.
+
+// fastField identifies the row field a leaf holds.
+type fastField uint8
+
+const (
+	fRole fastField = iota
+	fContent
+	fStyle
+	fCamera
+	fTimestamp
+	fToolCalls
+)
+
+// fastLeaf is one leaf column, fully read.
+type fastLeaf struct {
+	field    fastField
+	def, rep []int16
+	maxDef   int16
+	bytes    []parquet.ByteArray
+	f32      []float32
+	f64      []float64
+	// dList: an element of the outer list exists when def >= dList;
+	// dElem: the row struct is non-null when def >= dElem.
+	dList, dElem int16
+	// tool_calls only: non-null when def >= dTC, an element exists when
+	// def >= dTCList.
+	dTC, dTCList int16
+	// frameEntry[r] / frameVal[r]: first level entry / value of frame r.
+	frameEntry, frameVal []int32
+}
+
+type fastLang struct {
+	persistent bool
+	leaves     []*fastLeaf
+	ref        *fastLeaf // a leaf with one entry per row (for frame lengths)
+	byField    [6]*fastLeaf
+}
+
+// defLevels returns the definition level reached after each node on the
+// path from the column root to the leaf.
+func defLevels(col *pqschema.Column) []int16 {
+	var nodes []pqschema.Node
+	for n := col.SchemaNode(); n != nil && n.Parent() != nil; n = n.Parent() {
+		nodes = append(nodes, n)
+	}
+	slices.Reverse(nodes)
+	out := make([]int16, len(nodes))
+	var d int16
+	for i, n := range nodes {
+		if n.RepetitionType() != parquet.Repetitions.Required {
+			d++
+		}
+		out[i] = d
+	}
+	return out
+}
+
+// planFastLang checks whether column name's leaves fit the fast path and
+// returns their indices, or ok=false.
+func planFastLang(md *metadata.FileMetaData, name string, leaves []int) (cols []int, fields []fastField, ok bool) {
+	persistent := name == schema.ColumnPersistent
+	for _, c := range leaves {
+		col := md.Schema.Column(c)
+		path := col.ColumnPath()
+		if len(path) < 3 || path[0] != name {
+			continue
+		}
+		if len(path) == 3 || path[1] != "list" || path[2] != "element" {
+			return nil, nil, false // list<null> or unexpected layout
+		}
+		if _, isNull := col.LogicalType().(*pqschema.NullLogicalType); isNull {
+			continue // null-typed field: always null
+		}
+		var f fastField
+		switch {
+		case len(path) == 4 && path[3] == "role":
+			f = fRole
+		case len(path) == 4 && path[3] == "content":
+			f = fContent
+		case len(path) == 4 && path[3] == "style":
+			f = fStyle
+		case len(path) == 4 && path[3] == "camera":
+			f = fCamera
+		case len(path) == 4 && path[3] == "timestamp":
+			if !persistent {
+				continue
+			}
+			f = fTimestamp
+		case len(path) == 6 && path[3] == "tool_calls" && path[4] == "list" && path[5] == "element":
+			f = fToolCalls
+		case len(path) >= 4 && (path[3] == "tool_calls" || path[3] == "role" || path[3] == "content" ||
+			path[3] == "style" || path[3] == "camera" || path[3] == "timestamp"):
+			return nil, nil, false // nested tool_calls structs and the like
+		default:
+			continue // unknown extra field: ignored, as on the pqarrow path
+		}
+		switch f {
+		case fTimestamp:
+			if col.PhysicalType() != parquet.Types.Float && col.PhysicalType() != parquet.Types.Double {
+				return nil, nil, false
+			}
+		default:
+			if col.PhysicalType() != parquet.Types.ByteArray {
+				return nil, nil, false
+			}
+		}
+		wantRep := int16(1)
+		if f == fToolCalls {
+			wantRep = 2
+		}
+		if col.MaxRepetitionLevel() != wantRep {
+			return nil, nil, false
+		}
+		cols = append(cols, c)
+		fields = append(fields, f)
+	}
+	if len(cols) == 0 {
+		return nil, nil, false
+	}
+	hasRowLeaf := false
+	for _, f := range fields {
+		if f != fToolCalls {
+			hasRowLeaf = true
+		}
+	}
+	return cols, fields, hasRowLeaf
+}
+
+// readFastLang reads the leaves of a language column from row group rg.
+func readFastLang(rdr *file.Reader, fileSize int64, rg int, name string, cols []int, fields []fastField, nrows int) (*fastLang, error) {
+	md := rdr.MetaData()
+	rgr := rdr.RowGroup(rg)
+	fl := &fastLang{persistent: name == schema.ColumnPersistent}
+	for k, c := range cols {
+		col := md.Schema.Column(c)
+		lv := defLevels(col)
+		ccm, err := md.RowGroup(rg).ColumnChunk(c)
+		if err != nil {
+			return nil, err
+		}
+		// Bound allocations by what the file can hold: corrupt metadata
+		// must give an error, not an out-of-memory crash.
+		n, size := ccm.NumValues(), ccm.TotalCompressedSize()
+		if size < 0 || size > fileSize || n < 0 || n > 1<<28 || n > 4096*size+1024 {
+			return nil, fmt.Errorf("%s: implausible column chunk (%d values in %d bytes)", col.Path(), n, size)
+		}
+		l := &fastLeaf{field: fields[k], maxDef: col.MaxDefinitionLevel(), def: make([]int16, n), rep: make([]int16, n)}
+		if len(lv) < 4 {
+			return nil, fmt.Errorf("%s: unexpected nesting", col.Path())
+		}
+		l.dList, l.dElem = lv[1], lv[2]
+		if l.field == fToolCalls {
+			if len(lv) < 6 {
+				return nil, fmt.Errorf("%s: unexpected nesting", col.Path())
+			}
+			l.dTC, l.dTCList = lv[3], lv[4]
+		}
+		ccr, err := rgr.Column(c)
+		if err != nil {
+			return nil, err
+		}
+		var total int64
+		nv := 0
+		switch r := ccr.(type) {
+		case *file.ByteArrayColumnChunkReader:
+			l.bytes = make([]parquet.ByteArray, n)
+			for total < n {
+				lvls, vals, err := r.ReadBatch(n-total, l.bytes[nv:], l.def[total:], l.rep[total:])
+				if err != nil {
+					return nil, err
+				}
+				if lvls == 0 {
+					break
+				}
+				total += lvls
+				nv += vals
+			}
+			l.bytes = l.bytes[:nv]
+		case *file.Float32ColumnChunkReader:
+			l.f32 = make([]float32, n)
+			for total < n {
+				lvls, vals, err := r.ReadBatch(n-total, l.f32[nv:], l.def[total:], l.rep[total:])
+				if err != nil {
+					return nil, err
+				}
+				if lvls == 0 {
+					break
+				}
+				total += lvls
+				nv += vals
+			}
+			l.f32 = l.f32[:nv]
+		case *file.Float64ColumnChunkReader:
+			l.f64 = make([]float64, n)
+			for total < n {
+				lvls, vals, err := r.ReadBatch(n-total, l.f64[nv:], l.def[total:], l.rep[total:])
+				if err != nil {
+					return nil, err
+				}
+				if lvls == 0 {
+					break
+				}
+				total += lvls
+				nv += vals
+			}
+			l.f64 = l.f64[:nv]
+		default:
+			return nil, fmt.Errorf("%s: unexpected physical type", col.Path())
+		}
+		if total != n {
+			return nil, fmt.Errorf("%s: read %d of %d levels", col.Path(), total, n)
+		}
+		if err := l.index(nrows); err != nil {
+			return nil, fmt.Errorf("%s: %w", col.Path(), err)
+		}
+		fl.leaves = append(fl.leaves, l)
+		fl.byField[l.field] = l
+		if fl.ref == nil && l.field != fToolCalls {
+			fl.ref = l
+		}
+	}
+	// Every row leaf must describe the same rows.
+	for _, l := range fl.leaves {
+		if l.field == fToolCalls || l == fl.ref {
+			continue
+		}
+		for r := 0; r < nrows; r++ {
+			if fl.ref.rowsOf(r) != l.rowsOf(r) {
+				return nil, errors.New("language column leaves disagree on the number of rows")
+			}
+		}
+	}
+	if tc := fl.byField[fToolCalls]; tc != nil {
+		for r := 0; r < nrows; r++ {
+			if fl.ref.rowsOf(r) != tc.rowsOf(r) {
+				return nil, errors.New("tool_calls disagrees with the row fields on the number of rows")
+			}
+		}
+	}
+	return fl, nil
+}
+
+// index computes the per-frame entry and value starts.
+func (l *fastLeaf) index(nrows int) error {
+	l.frameEntry = make([]int32, nrows+1)
+	l.frameVal = make([]int32, nrows+1)
+	r, v := -1, int32(0)
+	for i := range l.def {
+		if l.rep[i] == 0 {
+			r++
+			if r >= nrows {
+				return fmt.Errorf("more than %d rows", nrows)
+			}
+			l.frameEntry[r], l.frameVal[r] = int32(i), v
+		}
+		if r < 0 {
+			return errors.New("data does not start a row")
+		}
+		if l.def[i] == l.maxDef {
+			v++
+		}
+		if l.def[i] > l.maxDef || l.rep[i] < 0 || l.rep[i] > 2 {
+			return errors.New("invalid levels")
+		}
+	}
+	if r != nrows-1 {
+		return fmt.Errorf("%d rows, want %d", r+1, nrows)
+	}
+	nv := len(l.bytes) + len(l.f32) + len(l.f64)
+	if int(v) != nv {
+		return fmt.Errorf("%d values for %d defined levels", nv, v)
+	}
+	l.frameEntry[nrows], l.frameVal[nrows] = int32(len(l.def)), v
+	return nil
+}
+
+// rowsOf returns the number of rows (outer list elements) of frame r.
+func (l *fastLeaf) rowsOf(r int) int {
+	s, e := l.frameEntry[r], l.frameEntry[r+1]
+	if l.def[s] < l.dList {
+		return 0
+	}
+	if l.field != fToolCalls {
+		return int(e - s)
+	}
+	n := 0
+	for i := s; i < e; i++ {
+		if l.rep[i] <= 1 {
+			n++
+		}
+	}
+	return n
+}
+
+func (fl *fastLang) frameLen(r int) int { return fl.ref.rowsOf(r) }
+
+func (fl *fastLang) sameFrames(r1, r2 int) bool {
+	for _, l := range fl.leaves {
+		as, ae := l.frameEntry[r1], l.frameEntry[r1+1]
+		bs, be := l.frameEntry[r2], l.frameEntry[r2+1]
+		if ae-as != be-bs || !slices.Equal(l.def[as:ae], l.def[bs:be]) || !slices.Equal(l.rep[as:ae], l.rep[bs:be]) {
+			return false
+		}
+		av, aw := l.frameVal[r1], l.frameVal[r1+1]
+		bv := l.frameVal[r2]
+		switch {
+		case l.bytes != nil:
+			for k := int32(0); k < aw-av; k++ {
+				if !bytes.Equal(l.bytes[av+k], l.bytes[bv+k]) {
+					return false
+				}
+			}
+		case l.f32 != nil:
+			for k := int32(0); k < aw-av; k++ {
+				if math.Float32bits(l.f32[av+k]) != math.Float32bits(l.f32[bv+k]) {
+					return false
+				}
+			}
+		case l.f64 != nil:
+			for k := int32(0); k < aw-av; k++ {
+				if math.Float64bits(l.f64[av+k]) != math.Float64bits(l.f64[bv+k]) {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+func (fl *fastLang) decodeFrame(r int, buf *jsonBuf) ([]schema.Row, error) {
+	n := fl.frameLen(r)
+	if n == 0 {
+		return nil, nil
+	}
+	rows := make([]schema.Row, n)
+	for _, l := range fl.leaves {
+		e, end := l.frameEntry[r], l.frameEntry[r+1]
+		v := l.frameVal[r]
+		if l.field == fToolCalls {
+			for k := 0; k < n; k++ {
+				// entries of row k: the first one, then rep == 2 ones.
+				first := e
+				e++
+				for e < end && l.rep[e] == 2 {
+					e++
+				}
+				tc, nv, err := l.toolCalls(first, e, v, buf)
+				if err != nil {
+					return nil, fmt.Errorf("row %d: tool_calls: %w", k, err)
+				}
+				v = nv
+				rows[k].ToolCalls = tc
+			}
+			continue
+		}
+		for k := 0; k < n; k++ {
+			d := l.def[e+int32(k)]
+			if d < l.dElem {
+				return nil, fmt.Errorf("row %d: null row", k)
+			}
+			if d != l.maxDef {
+				continue // null field
+			}
+			row := &rows[k]
+			switch l.field {
+			case fTimestamp:
+				if l.f32 != nil {
+					row.Timestamp = float64(l.f32[v])
+				} else {
+					row.Timestamp = float64(float32(l.f64[v]))
+				}
+				row.HasTimestamp = true
+			case fRole:
+				row.Role = string(l.bytes[v])
+			case fContent:
+				row.Content = strPtr(l.bytes[v])
+			case fStyle:
+				row.Style = strPtr(l.bytes[v])
+			case fCamera:
+				row.Camera = strPtr(l.bytes[v])
+			}
+			v++
+		}
+	}
+	return rows, nil
+}
+
+func strPtr(b []byte) *string {
+	s := string(b)
+	return &s
+}
+
+// toolCalls writes the tool_calls of one row (level entries [s, e), values
+// from v) as a JSON array; it returns the next value index.
+func (l *fastLeaf) toolCalls(s, e, v int32, buf *jsonBuf) ([]byte, int32, error) {
+	if l.def[s] < l.dElem {
+		return nil, v, errors.New("null row")
+	}
+	if l.def[s] < l.dTC {
+		return nil, v, nil
+	}
+	buf.b = append(buf.b[:0], '[')
+	if l.def[s] >= l.dTCList {
+		for i := s; i < e; i++ {
+			if i > s {
+				buf.b = append(buf.b, ',')
+			}
+			if l.def[i] != l.maxDef {
+				buf.b = append(buf.b, "null"...)
+				continue
+			}
+			if err := buf.appendCompactJSON(string(l.bytes[v])); err != nil {
+				return nil, v, err
+			}
+			v++
+		}
+	}
+	buf.b = append(buf.b, ']')
+	return bytes.Clone(buf.b), v, nil
+}

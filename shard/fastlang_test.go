@@ -1,0 +1,43 @@
+package shard
+
+import (
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+// TestFastPathMatchesArrow reads every conformance dataset through the
+// low-level language path and through pqarrow, and requires identical
+// batches.
+func TestFastPathMatchesArrow(t *testing.T) {
+	before := fastReads.Load()
+	for _, dir := range conformanceDatasets(t) {
+		_, fast := readAll(t, mustDir(t, dir), Selection{}, Options{})
+		_, slow := readAll(t, mustDir(t, dir), Selection{}, Options{noFast: true})
+		if len(fast) != len(slow) {
+			t.Fatalf("%s: %d and %d batches", dir, len(fast), len(slow))
+		}
+		for i := range fast {
+			a, b := fast[i], slow[i]
+			if !reflect.DeepEqual(a.Index, b.Index) || a.HasPersistent != b.HasPersistent || a.HasEvents != b.HasEvents {
+				t.Fatalf("%s %s rg %d: frames differ", filepath.Base(dir), a.File, a.RowGroup)
+			}
+			for r := 0; r < a.Len(); r++ {
+				if rowsJSON(a.PersistentRows(r), true) != rowsJSON(b.PersistentRows(r), true) {
+					t.Fatalf("%s %s rg %d frame %d: persistent differs:\n%s\n%s", filepath.Base(dir), a.File, a.RowGroup, r,
+						rowsJSON(a.PersistentRows(r), true), rowsJSON(b.PersistentRows(r), true))
+				}
+				if rowsJSON(a.EventRows(r), false) != rowsJSON(b.EventRows(r), false) {
+					t.Fatalf("%s %s rg %d frame %d: events differ", filepath.Base(dir), a.File, a.RowGroup, r)
+				}
+			}
+			if !reflect.DeepEqual(a.PersistentOf, b.PersistentOf) || len(a.Persistent) != len(b.Persistent) {
+				t.Fatalf("%s %s rg %d: distinct lists differ", filepath.Base(dir), a.File, a.RowGroup)
+			}
+		}
+	}
+	if fastReads.Load() == before {
+		t.Fatal("the low-level path was never used")
+	}
+	t.Logf("%d columns read by the low-level path", fastReads.Load()-before)
+}
