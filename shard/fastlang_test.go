@@ -1,9 +1,12 @@
 package shard
 
 import (
+	"context"
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/lrstream/lrstream/bench/datagen"
 )
 
 // TestFastPathMatchesArrow reads every conformance dataset through the
@@ -40,4 +43,42 @@ func TestFastPathMatchesArrow(t *testing.T) {
 		t.Fatal("the low-level path was never used")
 	}
 	t.Logf("%d columns read by the low-level path", fastReads.Load()-before)
+}
+
+// TestFastPathGenerated compares both paths on generated datasets of both
+// schema variants (realistic annotation density and page layout).
+func TestFastPathGenerated(t *testing.T) {
+	for _, v := range []datagen.Variant{datagen.VariantDocumented, datagen.VariantInferred} {
+		dir := filepath.Join(t.TempDir(), "ds")
+		o := datagen.DefaultOptions()
+		o.Episodes, o.MinFrames, o.MaxFrames, o.Variant, o.Seed = 6, 150, 400, v, 3
+		if _, err := datagen.Generate(context.Background(), dir, o); err != nil {
+			t.Fatal(err)
+		}
+		_, fast := readAll(t, mustDir(t, dir), Selection{}, Options{})
+		_, slow := readAll(t, mustDir(t, dir), Selection{}, Options{noFast: true})
+		frames, events := 0, 0
+		for i := range fast {
+			a, b := fast[i], slow[i]
+			if a.Len() != b.Len() || !reflect.DeepEqual(a.PersistentOf, b.PersistentOf) {
+				t.Fatalf("%s: batch %d differs", v, i)
+			}
+			for r := 0; r < a.Len(); r++ {
+				if rowsJSON(a.PersistentRows(r), true) != rowsJSON(b.PersistentRows(r), true) ||
+					rowsJSON(a.EventRows(r), false) != rowsJSON(b.EventRows(r), false) {
+					t.Fatalf("%s: batch %d frame %d differs", v, i, r)
+				}
+				if len(a.EventRows(r)) > 0 {
+					events++
+				}
+			}
+			if !reflect.DeepEqual(a.Features, b.Features) {
+				t.Fatalf("%s: features differ", v)
+			}
+			frames += a.Len()
+		}
+		if events == 0 || frames == 0 {
+			t.Fatalf("%s: %d frames, %d with events", v, frames, events)
+		}
+	}
 }
