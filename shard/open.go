@@ -82,8 +82,31 @@ func openParquet(ctx context.Context, src fetch.Source, name string, meta *metad
 	}
 	if meta == nil {
 		stripArrowSchema(rdr.MetaData())
+		if err := checkSchema(rdr.MetaData()); err != nil {
+			return nil, fileErr(src.ID(), name, err)
+		}
 	}
 	return &parquetFile{f: f, rdr: rdr}, nil
+}
+
+// checkSchema rejects leaf columns that arrow-go cannot build a reader
+// for (it would dereference a nil reader in a goroutine of its own, beyond
+// any recover).
+func checkSchema(md *metadata.FileMetaData) error {
+	for i := 0; i < md.Schema.NumColumns(); i++ {
+		c := md.Schema.Column(i)
+		switch c.PhysicalType() {
+		case parquet.Types.Boolean, parquet.Types.Int32, parquet.Types.Int64, parquet.Types.Int96,
+			parquet.Types.Float, parquet.Types.Double, parquet.Types.ByteArray:
+		case parquet.Types.FixedLenByteArray:
+			if c.TypeLength() <= 0 {
+				return fmt.Errorf("column %s: invalid fixed_len_byte_array length %d", c.Path(), c.TypeLength())
+			}
+		default:
+			return fmt.Errorf("column %s: invalid physical type %d", c.Path(), c.PhysicalType())
+		}
+	}
+	return nil
 }
 
 // stripArrowSchema drops the stored ARROW:schema from freshly parsed
