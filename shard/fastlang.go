@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
@@ -56,6 +57,7 @@ const (
 // fastLeaf is one leaf column, fully read.
 type fastLeaf struct {
 	field    fastField
+	kind     parquet.Type // ByteArray, Float or Double: which value slice is live
 	def, rep []int16
 	maxDef   int16
 	bytes    []parquet.ByteArray
@@ -186,7 +188,11 @@ func readFastLang(rdr *file.Reader, fileSize int64, rg int, name string, cols []
 		if size < 0 || size > fileSize || n < 0 || n > 1<<28 || n > 4096*size+1024 {
 			return nil, fmt.Errorf("%s: implausible column chunk (%d values in %d bytes)", col.Path(), n, size)
 		}
-		l := &fastLeaf{field: fields[k], maxDef: col.MaxDefinitionLevel(), def: make([]int16, n), rep: make([]int16, n)}
+		l := leafPool.Get().(*fastLeaf)
+		*l = fastLeaf{field: fields[k], maxDef: col.MaxDefinitionLevel(),
+			def: resize(l.def, int(n)), rep: resize(l.rep, int(n)),
+			bytes: l.bytes, f32: l.f32, f64: l.f64, frameEntry: l.frameEntry, frameVal: l.frameVal}
+		fl.leaves = append(fl.leaves, l) // before any error, so release returns it
 		if len(lv) < 4 {
 			return nil, fmt.Errorf("%s: unexpected nesting", col.Path())
 		}
@@ -205,9 +211,18 @@ func readFastLang(rdr *file.Reader, fileSize int64, rg int, name string, cols []
 		nv := 0
 		switch r := ccr.(type) {
 		case *file.ByteArrayColumnChunkReader:
-			l.bytes = make([]parquet.ByteArray, n)
+			l.kind = parquet.Types.ByteArray
+			l.bytes = resize(l.bytes, int(n))
+			// When every data page is dictionary-encoded the values alias the
+			// chunk's dictionary, which outlives the page buffers: read page
+			// by page without copying. Otherwise ReadBatch copies the values
+			// (plain pages alias a page buffer that the next page reuses).
+			read := r.ReadBatch
+			if dictOnly(ccm) {
+				read = r.ReadBatchInPage
+			}
 			for total < n {
-				lvls, vals, err := r.ReadBatch(n-total, l.bytes[nv:], l.def[total:], l.rep[total:])
+				lvls, vals, err := read(n-total, l.bytes[nv:], l.def[total:], l.rep[total:])
 				if err != nil {
 					return nil, err
 				}
@@ -219,7 +234,8 @@ func readFastLang(rdr *file.Reader, fileSize int64, rg int, name string, cols []
 			}
 			l.bytes = l.bytes[:nv]
 		case *file.Float32ColumnChunkReader:
-			l.f32 = make([]float32, n)
+			l.kind = parquet.Types.Float
+			l.f32 = resize(l.f32, int(n))
 			for total < n {
 				lvls, vals, err := r.ReadBatch(n-total, l.f32[nv:], l.def[total:], l.rep[total:])
 				if err != nil {
@@ -233,7 +249,8 @@ func readFastLang(rdr *file.Reader, fileSize int64, rg int, name string, cols []
 			}
 			l.f32 = l.f32[:nv]
 		case *file.Float64ColumnChunkReader:
-			l.f64 = make([]float64, n)
+			l.kind = parquet.Types.Double
+			l.f64 = resize(l.f64, int(n))
 			for total < n {
 				lvls, vals, err := r.ReadBatch(n-total, l.f64[nv:], l.def[total:], l.rep[total:])
 				if err != nil {
@@ -255,7 +272,6 @@ func readFastLang(rdr *file.Reader, fileSize int64, rg int, name string, cols []
 		if err := l.index(nrows); err != nil {
 			return nil, fmt.Errorf("%s: %w", col.Path(), err)
 		}
-		fl.leaves = append(fl.leaves, l)
 		fl.byField[l.field] = l
 		if fl.ref == nil && l.field != fToolCalls {
 			fl.ref = l
@@ -284,8 +300,8 @@ func readFastLang(rdr *file.Reader, fileSize int64, rg int, name string, cols []
 
 // index computes the per-frame entry and value starts.
 func (l *fastLeaf) index(nrows int) error {
-	l.frameEntry = make([]int32, nrows+1)
-	l.frameVal = make([]int32, nrows+1)
+	l.frameEntry = resize(l.frameEntry, nrows+1)
+	l.frameVal = resize(l.frameVal, nrows+1)
 	r, v := -1, int32(0)
 	for i := range l.def {
 		if l.rep[i] == 0 {
@@ -308,7 +324,13 @@ func (l *fastLeaf) index(nrows int) error {
 	if r != nrows-1 {
 		return fmt.Errorf("%d rows, want %d", r+1, nrows)
 	}
-	nv := len(l.bytes) + len(l.f32) + len(l.f64)
+	nv := len(l.bytes)
+	switch l.kind {
+	case parquet.Types.Float:
+		nv = len(l.f32)
+	case parquet.Types.Double:
+		nv = len(l.f64)
+	}
 	if int(v) != nv {
 		return fmt.Errorf("%d values for %d defined levels", nv, v)
 	}
@@ -345,20 +367,20 @@ func (fl *fastLang) sameFrames(r1, r2 int) bool {
 		}
 		av, aw := l.frameVal[r1], l.frameVal[r1+1]
 		bv := l.frameVal[r2]
-		switch {
-		case l.bytes != nil:
+		switch l.kind {
+		case parquet.Types.ByteArray:
 			for k := int32(0); k < aw-av; k++ {
 				if !bytes.Equal(l.bytes[av+k], l.bytes[bv+k]) {
 					return false
 				}
 			}
-		case l.f32 != nil:
+		case parquet.Types.Float:
 			for k := int32(0); k < aw-av; k++ {
 				if math.Float32bits(l.f32[av+k]) != math.Float32bits(l.f32[bv+k]) {
 					return false
 				}
 			}
-		case l.f64 != nil:
+		case parquet.Types.Double:
 			for k := int32(0); k < aw-av; k++ {
 				if math.Float64bits(l.f64[av+k]) != math.Float64bits(l.f64[bv+k]) {
 					return false
@@ -406,7 +428,7 @@ func (fl *fastLang) decodeFrame(r int, buf *jsonBuf) ([]schema.Row, error) {
 			row := &rows[k]
 			switch l.field {
 			case fTimestamp:
-				if l.f32 != nil {
+				if l.kind == parquet.Types.Float {
 					row.Timestamp = float64(l.f32[v])
 				} else {
 					row.Timestamp = float64(float32(l.f64[v]))
@@ -459,4 +481,49 @@ func (l *fastLeaf) toolCalls(s, e, v int32, buf *jsonBuf) ([]byte, int32, error)
 	}
 	buf.b = append(buf.b, ']')
 	return bytes.Clone(buf.b), v, nil
+}
+
+// dictOnly reports whether the footer's page encoding stats show that
+// every data page of the chunk is dictionary-encoded.
+func dictOnly(cc *metadata.ColumnChunkMetaData) bool {
+	stats := cc.EncodingStats()
+	if len(stats) == 0 {
+		return false
+	}
+	data := 0
+	for _, st := range stats {
+		switch st.PageType.String() {
+		case "DATA_PAGE", "DATA_PAGE_V2":
+			data++
+			if st.Encoding != parquet.Encodings.RLEDict && st.Encoding != parquet.Encodings.PlainDict {
+				return false
+			}
+		case "DICTIONARY_PAGE":
+		default:
+			return false
+		}
+	}
+	return data > 0
+}
+
+// leafPool recycles the level and value buffers of fastLeaf between units.
+var leafPool = sync.Pool{New: func() any { return new(fastLeaf) }}
+
+// resize returns a slice of length n, reusing b's storage when it can.
+func resize[T any](b []T, n int) []T {
+	if cap(b) >= n {
+		return b[:n]
+	}
+	return make([]T, n, n+n/4)
+}
+
+// release returns the leaves' buffers to the pool; fl must not be used
+// afterwards (decoded rows hold copies, never references).
+func (fl *fastLang) release() {
+	for _, l := range fl.leaves {
+		clear(l.bytes[:cap(l.bytes)]) // drop references to page and dictionary buffers
+		l.bytes, l.f32, l.f64 = l.bytes[:0], l.f32[:0], l.f64[:0]
+		leafPool.Put(l)
+	}
+	fl.leaves, fl.ref, fl.byField = nil, nil, [6]*fastLeaf{}
 }

@@ -260,6 +260,11 @@ func ReadUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 		arrs[tbl.Schema().Field(i).Name] = a
 	}
 	d := decoder{src: src, u: &u, arrs: arrs, n: int(tbl.NumRows())}
+	defer func() {
+		for _, fl := range d.fast {
+			fl.release()
+		}
+	}()
 	for _, f := range fasts {
 		fl, err := readFastLang(pf.rdr, pf.f.Size(), u.RowGroup, f.name, f.cols, f.fields, d.n)
 		if err != nil {
