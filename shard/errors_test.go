@@ -283,12 +283,15 @@ func FuzzReadParquet(f *testing.F) {
 		flip[i] ^= 0xff
 	}
 	f.Add(flip)
-	// Found by a byte-flip sweep: an invalid physical type in the footer
-	// made arrow-go dereference a nil reader in its own goroutine.
-	if len(seed) > 5670 {
-		crash := append([]byte(nil), seed...)
-		crash[5670] ^= 1
-		f.Add(crash)
+	// Found by byte-flip sweeps: an invalid physical type and a negative
+	// column chunk size in the footer made arrow-go crash in goroutines of
+	// its own.
+	for _, pos := range []int{5670, 6871} {
+		if pos < len(seed) {
+			crash := append([]byte(nil), seed...)
+			crash[pos] ^= 1
+			f.Add(crash)
+		}
 	}
 	f.Add([]byte("PAR1PAR1"))
 	f.Add([]byte{})

@@ -82,16 +82,44 @@ func openParquet(ctx context.Context, src fetch.Source, name string, meta *metad
 	}
 	if meta == nil {
 		stripArrowSchema(rdr.MetaData())
-		if err := checkSchema(rdr.MetaData()); err != nil {
+		if err := checkFooter(rdr.MetaData(), f.Size()); err != nil {
 			return nil, fileErr(src.ID(), name, err)
 		}
 	}
 	return &parquetFile{f: f, rdr: rdr}, nil
 }
 
+// checkFooter rejects footers that arrow-go would crash on in goroutines
+// of its own, beyond any recover: leaf columns it cannot build a reader
+// for, and column chunks with negative or out-of-file byte ranges.
+func checkFooter(md *metadata.FileMetaData, size int64) error {
+	for rg := 0; rg < md.NumRowGroups(); rg++ {
+		rgm := md.RowGroup(rg)
+		if rgm.NumRows() < 0 {
+			return fmt.Errorf("row group %d: negative row count", rg)
+		}
+		if rgm.NumColumns() != md.Schema.NumColumns() {
+			return fmt.Errorf("row group %d: %d column chunks for %d columns", rg, rgm.NumColumns(), md.Schema.NumColumns())
+		}
+		for c := 0; c < rgm.NumColumns(); c++ {
+			cc, err := rgm.ColumnChunk(c)
+			if err != nil {
+				return fmt.Errorf("row group %d column %d: %w", rg, c, err)
+			}
+			start, n := cc.DataPageOffset(), cc.TotalCompressedSize()
+			if cc.HasDictionaryPage() && cc.DictionaryPageOffset() > 0 && start > cc.DictionaryPageOffset() {
+				start = cc.DictionaryPageOffset()
+			}
+			if start < 0 || n < 0 || start > size || n > size-start || cc.NumValues() < 0 {
+				return fmt.Errorf("row group %d column %s: column chunk [%d, +%d) outside the %d-byte file", rg, md.Schema.Column(c).Path(), start, n, size)
+			}
+		}
+	}
+	return checkSchema(md)
+}
+
 // checkSchema rejects leaf columns that arrow-go cannot build a reader
-// for (it would dereference a nil reader in a goroutine of its own, beyond
-// any recover).
+// for (it would dereference a nil reader in a goroutine of its own).
 func checkSchema(md *metadata.FileMetaData) error {
 	for i := 0; i < md.Schema.NumColumns(); i++ {
 		c := md.Schema.Column(i)
