@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -272,5 +275,105 @@ func TestServeSharesCoverDatasetOnce(t *testing.T) {
 	}
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Fatal("socket file left behind")
+	}
+}
+
+// TestStreamHubOfflineColdCache: a Hub dataset in offline mode with an
+// empty cache fails with a clear error and writes nothing to stdout.
+func TestStreamHubOfflineColdCache(t *testing.T) {
+	cache := t.TempDir()
+	vars := map[string]string{"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": cache, "HF_HOME": cache, "HF_TOKEN": "hf_secret_token_value"}
+	e, out, errb := genEnv()
+	e.getenv = func(k string) string { return vars[k] }
+	rec := shared(t, "recipes", "subtask.yaml")
+	code := run(context.Background(), e, []string{"stream", "--dataset", "someorg/somedata@main", "--recipe", rec})
+	if code == 0 || out.Len() != 0 {
+		t.Fatalf("exit %d, %d bytes on stdout", code, out.Len())
+	}
+	msg := errb.String()
+	if !strings.Contains(msg, "someorg/somedata") || !strings.Contains(strings.ToLower(msg), "offline") {
+		t.Fatalf("unclear error: %s", msg)
+	}
+	if strings.Contains(msg, "hf_secret_token_value") {
+		t.Fatal("token in the error message")
+	}
+}
+
+// warmCache lays dataset dir out as a huggingface_hub cache entry for
+// repo id under cache, at commit sha, and returns the cache root.
+func warmCache(t *testing.T, dir, id, sha string) string {
+	t.Helper()
+	cache := t.TempDir()
+	repo := filepath.Join(cache, "datasets--"+strings.ReplaceAll(id, "/", "--"))
+	for _, d := range []string{"blobs", "refs", filepath.Join("snapshots", sha)} {
+		if err := os.MkdirAll(filepath.Join(repo, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(repo, "refs", "main"), []byte(sha), 0o644)
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || fi.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if strings.HasPrefix(rel, "expected") || strings.HasSuffix(rel, ".md") || strings.HasSuffix(rel, "generation.json") {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(data)
+		blob := hex.EncodeToString(sum[:])
+		if err := os.WriteFile(filepath.Join(repo, "blobs", blob), data, 0o644); err != nil {
+			return err
+		}
+		link := filepath.Join(repo, "snapshots", sha, rel)
+		os.MkdirAll(filepath.Dir(link), 0o755)
+		target, _ := filepath.Rel(filepath.Dir(link), filepath.Join(repo, "blobs", blob))
+		return os.Symlink(target, link)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cache
+}
+
+// TestStreamHubOfflineWarmCache streams a Hub dataset from a warm
+// huggingface_hub cache (as Python tools leave it) with HF_HUB_OFFLINE=1:
+// the batches equal those of the local copy, and the header carries the
+// resolved commit.
+func TestStreamHubOfflineWarmCache(t *testing.T) {
+	ds := shared(t, "conformance", "datasets", "pub_jsonext_front_wrist")
+	sha := strings.Repeat("ab12", 10)
+	cache := warmCache(t, ds, "lerobot-test/jsonext", sha)
+	vars := map[string]string{"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": cache}
+	e, out, errb := genEnv()
+	e.getenv = func(k string) string { return vars[k] }
+	args := []string{"--recipe", shared(t, "recipes", "subtask_mem.yaml"), "--mode", "fallback", "--on-error", "skip", "-q"}
+	if code := run(context.Background(), e, append([]string{"stream", "--dataset", "lerobot-test/jsonext"}, args...)); code != 0 {
+		t.Fatalf("hub stream: exit %d: %s", code, errb)
+	}
+	local, errl, code := runCmd(t, append([]string{"stream", "--dataset", ds}, args...)...)
+	if code != 0 {
+		t.Fatal(errl)
+	}
+	hub, err := sink.Decode(strings.NewReader(out.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc, _ := sink.Decode(strings.NewReader(local))
+	if hub.Header.Revision != sha || hub.Header.Dataset != "lerobot-test/jsonext" {
+		t.Fatalf("header dataset %q revision %q", hub.Header.Dataset, hub.Header.Revision)
+	}
+	hr, _ := rawBatches(t, strings.NewReader(out.String()))
+	lr, _ := rawBatches(t, strings.NewReader(local))
+	if len(hr) != len(lr) || len(hr) == 0 || !reflect.DeepEqual(hub.End, loc.End) {
+		t.Fatalf("hub %d batches, local %d", len(hr), len(lr))
+	}
+	for i := range hr {
+		if string(hr[i]) != string(lr[i]) {
+			t.Fatalf("batch %d differs between the Hub cache and the local copy", i)
+		}
 	}
 }
