@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
@@ -74,6 +75,9 @@ type fastLeaf struct {
 }
 
 type fastLang struct {
+	// tcCol holds tool_calls read by pqarrow (nested struct tool calls);
+	// nil when tool_calls is read by the fast path or absent.
+	tcCol      *langColumn
 	persistent bool
 	leaves     []*fastLeaf
 	ref        *fastLeaf // a leaf with one entry per row (for frame lengths)
@@ -100,9 +104,26 @@ func defLevels(col *pqschema.Column) []int16 {
 }
 
 // planFastLang checks whether column name's leaves fit the fast path and
-// returns their indices, or ok=false.
-func planFastLang(md *metadata.FileMetaData, name string, leaves []int) (cols []int, fields []fastField, ok bool) {
+// returns the leaves it reads itself, and the tool_calls leaves to read
+// with pqarrow when tool_calls is not a plain list of JSON text (nested
+// structs of the inferred variants), or ok=false.
+func planFastLang(md *metadata.FileMetaData, name string, leaves []int) (cols []int, fields []fastField, tcArrow []int, ok bool) {
 	persistent := name == schema.ColumnPersistent
+	var tcLeaves []int
+	tcSimple := true
+	for _, c := range leaves {
+		col := md.Schema.Column(c)
+		path := col.ColumnPath()
+		if len(path) >= 5 && path[0] == name && path[3] == "tool_calls" {
+			tcLeaves = append(tcLeaves, c)
+			if len(path) != 6 || path[4] != "list" || path[5] != "element" || col.PhysicalType() != parquet.Types.ByteArray || col.MaxRepetitionLevel() != 2 {
+				tcSimple = false
+			}
+		}
+	}
+	if !tcSimple {
+		tcArrow = tcLeaves
+	}
 	for _, c := range leaves {
 		col := md.Schema.Column(c)
 		path := col.ColumnPath()
@@ -110,9 +131,12 @@ func planFastLang(md *metadata.FileMetaData, name string, leaves []int) (cols []
 			continue
 		}
 		if len(path) == 3 || path[1] != "list" || path[2] != "element" {
-			return nil, nil, false // list<null> or unexpected layout
+			return nil, nil, nil, false // list<null> or unexpected layout
 		}
-		if _, isNull := col.LogicalType().(*pqschema.NullLogicalType); isNull {
+		if len(path) >= 5 && path[3] == "tool_calls" && !tcSimple {
+			continue // read by pqarrow
+		}
+		if isNullLogical(col) {
 			continue // null-typed field: always null
 		}
 		var f fastField
@@ -134,18 +158,18 @@ func planFastLang(md *metadata.FileMetaData, name string, leaves []int) (cols []
 			f = fToolCalls
 		case len(path) >= 4 && (path[3] == "tool_calls" || path[3] == "role" || path[3] == "content" ||
 			path[3] == "style" || path[3] == "camera" || path[3] == "timestamp"):
-			return nil, nil, false // nested tool_calls structs and the like
+			return nil, nil, nil, false // nested tool_calls structs and the like
 		default:
 			continue // unknown extra field: ignored, as on the pqarrow path
 		}
 		switch f {
 		case fTimestamp:
 			if col.PhysicalType() != parquet.Types.Float && col.PhysicalType() != parquet.Types.Double {
-				return nil, nil, false
+				return nil, nil, nil, false
 			}
 		default:
 			if col.PhysicalType() != parquet.Types.ByteArray {
-				return nil, nil, false
+				return nil, nil, nil, false
 			}
 		}
 		wantRep := int16(1)
@@ -153,13 +177,13 @@ func planFastLang(md *metadata.FileMetaData, name string, leaves []int) (cols []
 			wantRep = 2
 		}
 		if col.MaxRepetitionLevel() != wantRep {
-			return nil, nil, false
+			return nil, nil, nil, false
 		}
 		cols = append(cols, c)
 		fields = append(fields, f)
 	}
 	if len(cols) == 0 {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	hasRowLeaf := false
 	for _, f := range fields {
@@ -167,7 +191,7 @@ func planFastLang(md *metadata.FileMetaData, name string, leaves []int) (cols []
 			hasRowLeaf = true
 		}
 	}
-	return cols, fields, hasRowLeaf
+	return cols, fields, tcArrow, hasRowLeaf
 }
 
 // readFastLang reads the leaves of a language column from row group rg.
@@ -358,7 +382,37 @@ func (l *fastLeaf) rowsOf(r int) int {
 
 func (fl *fastLang) frameLen(r int) int { return fl.ref.rowsOf(r) }
 
+// bindToolCalls attaches the pqarrow-read tool_calls column a (a list of
+// structs holding only tool_calls) and checks it has the same rows.
+func (fl *fastLang) bindToolCalls(name string, a arrow.Array, nrows int) error {
+	c, err := newLangColumn(name, a)
+	if err != nil {
+		return err
+	}
+	for r := 0; r < nrows; r++ {
+		if c.frameLen(r) != fl.frameLen(r) {
+			return errors.New("tool_calls disagrees with the row fields on the number of rows")
+		}
+	}
+	if c.tc.list.arr != nil {
+		fl.tcCol = c
+	}
+	return nil
+}
+
 func (fl *fastLang) sameFrames(r1, r2 int) bool {
+	if c := fl.tcCol; c != nil {
+		ab, ae := c.list.bounds(r1)
+		bb, be := c.list.bounds(r2)
+		if ae-ab != be-bb {
+			return false
+		}
+		for k := 0; k < ae-ab; k++ {
+			if !c.tc.equal(ab+k, bb+k) {
+				return false
+			}
+		}
+	}
 	for _, l := range fl.leaves {
 		as, ae := l.frameEntry[r1], l.frameEntry[r1+1]
 		bs, be := l.frameEntry[r2], l.frameEntry[r2+1]
@@ -397,6 +451,19 @@ func (fl *fastLang) decodeFrame(r int, buf *jsonBuf) ([]schema.Row, error) {
 		return nil, nil
 	}
 	rows := make([]schema.Row, n)
+	if c := fl.tcCol; c != nil {
+		b, _ := c.list.bounds(r)
+		for k := 0; k < n; k++ {
+			if c.tc.list.arr.IsNull(b + k) {
+				continue
+			}
+			tc, err := c.tc.decode(b+k, buf)
+			if err != nil {
+				return nil, fmt.Errorf("row %d: tool_calls: %w", k, err)
+			}
+			rows[k].ToolCalls = tc
+		}
+	}
 	for _, l := range fl.leaves {
 		e, end := l.frameEntry[r], l.frameEntry[r+1]
 		v := l.frameVal[r]
@@ -526,4 +593,14 @@ func (fl *fastLang) release() {
 		leafPool.Put(l)
 	}
 	fl.leaves, fl.ref, fl.byField = nil, nil, [6]*fastLeaf{}
+}
+
+// isNullLogical reports whether a leaf carries the Null logical type (an
+// Arrow null-typed field).
+func isNullLogical(col *pqschema.Column) bool {
+	switch col.LogicalType().(type) {
+	case pqschema.NullLogicalType, *pqschema.NullLogicalType:
+		return true
+	}
+	return false
 }

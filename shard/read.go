@@ -225,9 +225,10 @@ func ReadUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 	}
 	// Language columns of a simple shape skip pqarrow (see fastlang.go).
 	type fastPlan struct {
-		name   string
-		cols   []int
-		fields []fastField
+		name    string
+		cols    []int
+		fields  []fastField
+		tcArrow []int
 	}
 	var fasts []fastPlan
 	if !opts.noFast {
@@ -235,9 +236,11 @@ func ReadUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 			if !present[c] {
 				continue
 			}
-			if fc, ff, ok := planFastLang(md, c, leaves); ok {
-				fasts = append(fasts, fastPlan{c, fc, ff})
-				leaves = slices.DeleteFunc(leaves, func(l int) bool { return md.Schema.ColumnRoot(l).Name() == c })
+			if fc, ff, tca, ok := planFastLang(md, c, leaves); ok {
+				fasts = append(fasts, fastPlan{c, fc, ff, tca})
+				leaves = slices.DeleteFunc(leaves, func(l int) bool {
+					return md.Schema.ColumnRoot(l).Name() == c && !slices.Contains(tca, l)
+				})
 			}
 		}
 	}
@@ -273,6 +276,15 @@ func ReadUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 				e.Episode = u.Episodes[0]
 			}
 			return nil, e
+		}
+		if len(f.tcArrow) > 0 {
+			a, ok := arrs[f.name]
+			if !ok {
+				return nil, d.colErr(f.name, errors.New("tool_calls not read"))
+			}
+			if err := fl.bindToolCalls(f.name, a, d.n); err != nil {
+				return nil, d.colErr(f.name, err)
+			}
 		}
 		if d.fast == nil {
 			d.fast = map[string]*fastLang{}
