@@ -84,3 +84,88 @@ func ordered[T any](ctx context.Context, n, workers, window int, fn func(ctx con
 	}
 	return nil
 }
+
+// orderedFeed is ordered over inputs produced lazily: next returns the
+// next input, false when there are no more, or an error (returned in input
+// order, after the results of the inputs before it). next runs on its own
+// goroutine, ahead of the workers by at most window inputs.
+func orderedFeed[I, T any](ctx context.Context, workers, window int, next func(ctx context.Context) (I, bool, error), fn func(ctx context.Context, in I) (T, error), emit func(in I, v T) error) error {
+	if workers < 1 {
+		workers = 1
+	}
+	if window < workers {
+		window = workers
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	type result struct {
+		v   T
+		err error
+	}
+	type job struct {
+		in  I
+		out chan result // capacity 1: workers never block on delivery
+	}
+	// pending carries the jobs in input order to the emitting loop; its
+	// capacity is the window, so at most window inputs are in flight.
+	pending := make(chan job, window)
+	work := make(chan job, window)
+	go func() {
+		defer close(pending)
+		defer close(work)
+		for {
+			in, ok, err := next(ctx)
+			if !ok && err == nil {
+				return
+			}
+			j := job{in: in, out: make(chan result, 1)}
+			if err != nil {
+				j.out <- result{err: err}
+			}
+			select {
+			case pending <- j:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+			select {
+			case work <- j:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range work {
+				v, err := fn(ctx, j.in)
+				j.out <- result{v, err}
+			}
+		}()
+	}
+	defer func() { cancel(); wg.Wait() }()
+	for j := range pending {
+		var r result
+		select {
+		case r = <-j.out:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if r.err != nil {
+			return r.err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := emit(j.in, r.v); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}

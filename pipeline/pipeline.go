@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"sort"
 
 	"github.com/lrstream/lrstream/fetch"
 	"github.com/lrstream/lrstream/render"
@@ -96,37 +97,173 @@ func Run(ctx context.Context, cfg *Config, emit func(*Chunk) error) error {
 }
 
 // PlanUnits returns the units Run reads for cfg's selection and share, in
-// plan order.
+// plan order. It holds every planned file's footer; Run plans a few files
+// at a time instead (see planner).
 func PlanUnits(ctx context.Context, cfg *Config) ([]shard.Unit, error) {
-	sel, err := shareSelection(cfg.Dataset, cfg.Selection, cfg.Share)
+	var units []shard.Unit
+	p, err := newPlanner(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return shard.Plan(ctx, cfg.Source, cfg.Dataset, sel)
+	for {
+		u, ok, err := p.nextUnit(ctx)
+		if err != nil || !ok {
+			return units, err
+		}
+		units = append(units, u)
+	}
 }
 
 func run(ctx context.Context, cfg *Config, emit func([]shard.Unit, *Chunk) error) error {
-	units, err := PlanUnits(ctx, cfg)
+	p, err := newPlanner(cfg)
 	if err != nil {
 		return err
 	}
 	workers := workerCount(cfg)
 	opts := shard.Options{Features: cfg.Features}
-	groups := groupUnits(units)
-	return ordered(ctx, len(groups), workers, 2*workers,
-		func(ctx context.Context, i int) (*Chunk, error) {
-			b, err := readGroup(ctx, cfg, groups[i], opts)
+	return orderedFeed(ctx, workers, 2*workers, p.nextGroup,
+		func(ctx context.Context, g []shard.Unit) (*Chunk, error) {
+			b, err := readGroup(ctx, cfg, g, opts)
 			if err != nil {
 				return nil, err
 			}
-			return renderBatch(cfg, groups[i][0], b), nil
+			return renderBatch(cfg, g[0], b), nil
 		},
-		func(i int, c *Chunk) error {
+		func(g []shard.Unit, c *Chunk) error {
 			if cfg.Progress != nil {
 				cfg.Progress(c.Batch.Len())
 			}
-			return emit(groups[i], c)
+			return emit(g, c)
 		})
+}
+
+// filesPerSegment is how many data files the planner plans at a time.
+// A parsed footer holds the metadata of every row group and column chunk
+// of its file (about 2 MB for a 100k-frame file), so planning a 10M-frame
+// dataset at once would hold ~200 MB of footers for the whole run.
+var filesPerSegment = 2
+
+// planner plans cfg's units lazily, a segment of whole data files at a
+// time, in the order shard.Plan gives for the whole selection: shard.Plan
+// on a copy of the dataset restricted to the episodes indexed in a
+// segment's files plans exactly those files' units (each file's units
+// depend only on the file's indexed episodes, the selection and its
+// footer), and only reads their footers.
+type planner struct {
+	cfg      *Config
+	sel      shard.Selection
+	segments [][]schema.Episode // episodes indexed in each segment's files
+	seq      int                // next unit's Seq over the whole plan
+	units    []shard.Unit       // planned, not yet handed out
+	pending  []shard.Unit       // the group being assembled (nextGroup)
+}
+
+func newPlanner(cfg *Config) (*planner, error) {
+	sel, err := shareSelection(cfg.Dataset, cfg.Selection, cfg.Share)
+	if err != nil {
+		return nil, err
+	}
+	segs, err := planSegments(cfg.Dataset, sel, filesPerSegment)
+	if err != nil {
+		return nil, err
+	}
+	return &planner{cfg: cfg, sel: sel, segments: segs}, nil
+}
+
+// planSegments lists the data files holding a selected episode in
+// shard.Plan's file order (by their first dataset index, ties in episodes
+// index order) and returns their indexed episodes, per files of a segment.
+func planSegments(ds *schema.Dataset, sel shard.Selection, perSegment int) ([][]schema.Episode, error) {
+	type file struct {
+		first    int64
+		episodes []schema.Episode
+		selected bool
+	}
+	byPath := map[string]*file{}
+	var files []*file
+	for _, ep := range ds.Episodes {
+		p, err := ds.Info.DataFile(ep.DataChunk, ep.DataFile)
+		if err != nil {
+			// shard.Plan reports it, with its context.
+			return [][]schema.Episode{ds.Episodes}, nil
+		}
+		f := byPath[p]
+		if f == nil {
+			f = &file{first: ep.FromIndex}
+			byPath[p] = f
+			files = append(files, f)
+		}
+		f.episodes = append(f.episodes, ep)
+		f.first = min(f.first, ep.FromIndex)
+		f.selected = f.selected || sel.Contains(ep.Index)
+	}
+	kept := files[:0]
+	for _, f := range files {
+		if f.selected {
+			kept = append(kept, f)
+		}
+	}
+	sort.SliceStable(kept, func(i, j int) bool { return kept[i].first < kept[j].first })
+	var segs [][]schema.Episode
+	for i := 0; i < len(kept); i += perSegment {
+		var eps []schema.Episode
+		for _, f := range kept[i:min(i+perSegment, len(kept))] {
+			eps = append(eps, f.episodes...)
+		}
+		segs = append(segs, eps)
+	}
+	return segs, nil
+}
+
+// nextUnit returns the next unit of the plan, planning the next segment
+// when needed.
+func (p *planner) nextUnit(ctx context.Context) (shard.Unit, bool, error) {
+	for len(p.units) == 0 {
+		if len(p.segments) == 0 {
+			return shard.Unit{}, false, nil
+		}
+		ds := *p.cfg.Dataset
+		ds.Episodes = p.segments[0]
+		p.segments[0] = nil
+		p.segments = p.segments[1:]
+		units, err := shard.Plan(ctx, p.cfg.Source, &ds, p.sel)
+		if err != nil {
+			return shard.Unit{}, false, err
+		}
+		p.units = units
+	}
+	u := p.units[0]
+	p.units[0] = shard.Unit{}
+	p.units = p.units[1:]
+	u.Seq = p.seq
+	p.seq++
+	return u, true, nil
+}
+
+// nextGroup returns the next group of units holding whole episodes (see
+// groupUnits): consecutive units are grouped while they share an episode,
+// across segments too.
+func (p *planner) nextGroup(ctx context.Context) ([]shard.Unit, bool, error) {
+	for {
+		u, ok, err := p.nextUnit(ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		if !ok {
+			g := p.pending
+			p.pending = nil
+			return g, len(g) > 0, nil
+		}
+		if len(p.pending) == 0 || !continues(p.pending[len(p.pending)-1], u) {
+			g := p.pending
+			p.pending = []shard.Unit{u}
+			if len(g) > 0 {
+				return g, true, nil
+			}
+			continue
+		}
+		p.pending = append(p.pending, u)
+	}
 }
 
 // renderBatch renders every frame of b. Each distinct persistent list is
@@ -179,4 +316,10 @@ func (c *Chunk) FrameErr(ds string, i int) *FrameError {
 		Dataset: ds, File: c.Unit.File, RowGroup: c.Unit.RowGroup,
 		Episode: c.Batch.EpisodeIndex[i], Index: c.Batch.Index[i], Err: c.Results[i].Err,
 	}
+}
+
+// continues reports whether unit u continues the last episode of prev
+// (groupUnits' rule).
+func continues(prev, u shard.Unit) bool {
+	return len(u.Episodes) > 0 && len(prev.Episodes) > 0 && prev.Episodes[len(prev.Episodes)-1] == u.Episodes[0]
 }

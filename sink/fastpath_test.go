@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/lrstream/lrstream/collate"
@@ -151,8 +152,8 @@ func TestEncoderReportsWriteError(t *testing.T) {
 	if err := s.Header(fixtureHeader(b)); err != nil {
 		t.Fatal(err)
 	}
-	released := 0
-	enc := NewEncoder(s, 3, func(*collate.Batch) { released++ })
+	var released atomic.Int64
+	enc := NewEncoder(s, 3, func(*collate.Batch) { released.Add(1) })
 	var first error
 	for k, bt := range batches {
 		if err := enc.Batch(bt, BatchMeta{Seq: int64(k)}); err != nil && first == nil {
@@ -163,8 +164,8 @@ func TestEncoderReportsWriteError(t *testing.T) {
 	if err == nil || first != nil && !errors.Is(first, err) && first.Error() != err.Error() {
 		t.Fatalf("Close: %v (first %v)", err, first)
 	}
-	if released != len(batches) {
-		t.Errorf("released %d of %d batches", released, len(batches))
+	if released.Load() != int64(len(batches)) {
+		t.Errorf("released %d of %d batches", released.Load(), len(batches))
 	}
 	// The sink is usable again after Close: Fail is in order.
 	if err := s.Fail(err); errors.Is(err, errOrder) {

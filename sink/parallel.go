@@ -42,9 +42,9 @@ type encodeJob struct {
 }
 
 // NewEncoder starts workers encoding goroutines writing to w. release,
-// when set, is called with every batch once it has been encoded (or
-// skipped after an error), from the writing goroutine; typically the
-// Batcher's Recycle.
+// when set, is called with every batch once it has been written (or
+// skipped after an error), from the writing goroutine or Batch's caller,
+// so it must be safe for concurrent use; typically the Batcher's Recycle.
 func NewEncoder(w EncodedSink, workers int, release func(*collate.Batch)) *Encoder {
 	if workers < 1 {
 		workers = 1
