@@ -25,7 +25,18 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 from lrstream_client import StreamReader, connect  # noqa: E402
 
 
+def proc_cpu(pid):
+    """User + system CPU seconds of process pid so far (Linux), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def consume(sock=None, path=None):
+    c0 = time.process_time()
     t0 = time.perf_counter()
     frames = batches = messages = 0  # frames: samples received
     with (StreamReader(path) if path else connect(sock, timeout=60)) as reader:
@@ -41,8 +52,9 @@ def consume(sock=None, path=None):
             batch["index"].sum()
         end = reader.end
     dt = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     read = (end or {}).get("frames", 0)
-    return {"samples": frames, "frames_read": read, "batches": batches, "messages": messages, "seconds": dt,
+    return {"client_cpu_seconds": cpu, "samples": frames, "frames_read": read, "batches": batches, "messages": messages, "seconds": dt,
             "samples_per_sec": frames / dt if dt > 0 else 0.0,
             "frames_per_sec": read / dt if dt > 0 else 0.0, "end": end}
 
@@ -71,6 +83,8 @@ def main():
     try:
         if not a.file:
             r = consume(sock)
+            if proc is not None:
+                r["server_cpu_seconds"] = proc_cpu(proc.pid)
     finally:
         if proc is not None:
             proc.terminate()
@@ -78,12 +92,25 @@ def main():
             if os.path.exists(sock):
                 os.unlink(sock)
             os.rmdir(tmp)
+    n = r["frames_read"] or 1
+    r["client_cpu_us_per_frame"] = r["client_cpu_seconds"] / n * 1e6
+    if r.get("server_cpu_seconds") is not None:
+        r["server_cpu_us_per_frame"] = r["server_cpu_seconds"] / n * 1e6
+        # What two otherwise idle cores allow: the client is one thread, the
+        # server spreads over both cores.
+        a_, b_ = r["client_cpu_us_per_frame"], r["server_cpu_us_per_frame"]
+        r["two_core_bound_frames_per_sec"] = 1e6 * min(1 / a_, 2 / (a_ + b_))
     if a.json:
         print(json.dumps(r))
     else:
         print(f"{r['frames_read']} dataset frames, {r['samples']} samples in {r['batches']} batches "
               f"({r['messages']} messages), {r['seconds']:.2f}s: {r['frames_per_sec']:,.0f} frames/s, "
               f"{r['samples_per_sec']:,.0f} samples/s")
+        line = f"client CPU {r['client_cpu_us_per_frame']:.2f} us/frame"
+        if "server_cpu_us_per_frame" in r:
+            line += (f", server CPU {r['server_cpu_us_per_frame']:.2f} us/frame; bound on 2 idle cores: "
+                     f"{r['two_core_bound_frames_per_sec']:,.0f} frames/s")
+        print(line)
 
 
 if __name__ == "__main__":

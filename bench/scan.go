@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/lrstream/lrstream/pipeline"
@@ -53,9 +54,10 @@ func naiveScan(ctx context.Context, cfg *pipeline.Config, workers int) (int64, e
 	var (
 		frames atomic.Int64
 		sum    atomic.Uint64
+		fc     footerCache
 	)
 	err = parallel(ctx, len(units), workers, func(ctx context.Context, i int) error {
-		n, h, err := scanUnit(ctx, cfg, units[i], want)
+		n, h, err := scanUnit(ctx, cfg, units[i], want, &fc)
 		frames.Add(n)
 		sum.Add(h)
 		return err
@@ -66,19 +68,23 @@ func naiveScan(ctx context.Context, cfg *pipeline.Config, workers int) (int64, e
 
 // scanUnit reads one row group's wanted columns with pqarrow and touches
 // every value.
-func scanUnit(ctx context.Context, cfg *pipeline.Config, u shard.Unit, want map[string]bool) (n int64, h uint64, err error) {
+func scanUnit(ctx context.Context, cfg *pipeline.Config, u shard.Unit, want map[string]bool, fc *footerCache) (n int64, h uint64, err error) {
 	f, err := cfg.Source.Open(ctx, u.File)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer f.Close()
-	rdr, err := file.NewParquetReader(io.NewSectionReader(f, 0, f.Size()),
-		file.WithReadProps(parquet.NewReaderProperties(memory.DefaultAllocator)))
+	opts := []file.ReadOption{file.WithReadProps(parquet.NewReaderProperties(memory.DefaultAllocator))}
+	if md := fc.get(u.File); md != nil {
+		opts = append(opts, file.WithMetadata(md))
+	}
+	rdr, err := file.NewParquetReader(io.NewSectionReader(f, 0, f.Size()), opts...)
 	if err != nil {
 		return 0, 0, fmt.Errorf("%s: %w", u.File, err)
 	}
 	defer rdr.Close()
 	md := rdr.MetaData()
+	fc.put(u.File, md)
 	var leaves []int
 	for i := 0; i < md.Schema.NumColumns(); i++ {
 		if want[md.Schema.ColumnRoot(i).Name()] {
@@ -100,6 +106,28 @@ func scanUnit(ctx context.Context, cfg *pipeline.Config, u shard.Unit, want map[
 		}
 	}
 	return tbl.NumRows(), h, nil
+}
+
+// footerCache keeps each file's parsed footer, so that the scan parses it
+// once per file rather than once per row group.
+type footerCache struct {
+	mu sync.Mutex
+	m  map[string]*metadata.FileMetaData
+}
+
+func (c *footerCache) get(path string) *metadata.FileMetaData {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[path]
+}
+
+func (c *footerCache) put(path string, md *metadata.FileMetaData) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]*metadata.FileMetaData{}
+	}
+	c.m[path] = md
 }
 
 // touchArray reads every value of an Arrow array (strings by length,
