@@ -52,6 +52,12 @@ func OpenDataset(ctx context.Context, src fetch.Source) (ds *schema.Dataset, err
 	return ds, nil
 }
 
+// goAlloc is the allocator of every parquet read. It must be Go-managed
+// memory: the low-level language path keeps values that alias dictionary
+// pages after their page readers are done with them, which is only safe
+// when freed buffers are left to the garbage collector, never reused.
+var goAlloc = memory.NewGoAllocator()
+
 // parquetFile is an open data or metadata parquet file.
 type parquetFile struct {
 	f   fetch.File
@@ -72,7 +78,7 @@ func openParquet(ctx context.Context, src fetch.Source, name string, meta *metad
 		}
 	}()
 	defer recoverTo(&err, func(e error) error { return fileErr(src.ID(), name, e) })
-	opts := []file.ReadOption{file.WithReadProps(parquet.NewReaderProperties(memory.DefaultAllocator))}
+	opts := []file.ReadOption{file.WithReadProps(parquet.NewReaderProperties(goAlloc))}
 	if meta != nil {
 		opts = append(opts, file.WithMetadata(meta))
 	}
