@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
@@ -603,4 +605,110 @@ func isNullLogical(col *pqschema.Column) bool {
 		return true
 	}
 	return false
+}
+
+// flatColumn reports whether leaf c is a top-level, non-repeated column of
+// a physical type readFlat handles.
+func flatColumn(md *metadata.FileMetaData, c int) bool {
+	col := md.Schema.Column(c)
+	if col.MaxRepetitionLevel() != 0 || col.MaxDefinitionLevel() > 1 || len(col.ColumnPath()) != 1 {
+		return false
+	}
+	switch col.PhysicalType() {
+	case parquet.Types.Int64, parquet.Types.Int32, parquet.Types.Float, parquet.Types.Double:
+		return true
+	}
+	return false
+}
+
+// readFlat reads a flat column chunk (see flatColumn) with the low-level
+// reader into an Arrow array. Nulls are an error: no core column may have
+// them.
+func readFlat(rdr *file.Reader, rg, c int, nrows int64) (arrow.Array, error) {
+	ccm, err := rdr.MetaData().RowGroup(rg).ColumnChunk(c)
+	if err != nil {
+		return nil, err
+	}
+	if n := ccm.NumValues(); n != nrows {
+		return nil, fmt.Errorf("%d values for %d rows", n, nrows)
+	}
+	if nrows < 0 || nrows > 1<<31 {
+		return nil, fmt.Errorf("implausible row count %d", nrows)
+	}
+	ccr, err := rdr.RowGroup(rg).Column(c)
+	if err != nil {
+		return nil, err
+	}
+	def := make([]int16, nrows)
+	var (
+		total int64
+		nv    int
+		buf   []byte
+		dt    arrow.DataType
+	)
+	switch r := ccr.(type) {
+	case *file.Int64ColumnChunkReader:
+		v := make([]int64, nrows)
+		for total < nrows {
+			lvls, vals, err := r.ReadBatch(nrows-total, v[nv:], def[total:], nil)
+			if err != nil {
+				return nil, err
+			}
+			if lvls == 0 {
+				break
+			}
+			total, nv = total+lvls, nv+vals
+		}
+		buf, dt = arrow.Int64Traits.CastToBytes(v), arrow.PrimitiveTypes.Int64
+	case *file.Int32ColumnChunkReader:
+		v := make([]int32, nrows)
+		for total < nrows {
+			lvls, vals, err := r.ReadBatch(nrows-total, v[nv:], def[total:], nil)
+			if err != nil {
+				return nil, err
+			}
+			if lvls == 0 {
+				break
+			}
+			total, nv = total+lvls, nv+vals
+		}
+		buf, dt = arrow.Int32Traits.CastToBytes(v), arrow.PrimitiveTypes.Int32
+	case *file.Float32ColumnChunkReader:
+		v := make([]float32, nrows)
+		for total < nrows {
+			lvls, vals, err := r.ReadBatch(nrows-total, v[nv:], def[total:], nil)
+			if err != nil {
+				return nil, err
+			}
+			if lvls == 0 {
+				break
+			}
+			total, nv = total+lvls, nv+vals
+		}
+		buf, dt = arrow.Float32Traits.CastToBytes(v), arrow.PrimitiveTypes.Float32
+	case *file.Float64ColumnChunkReader:
+		v := make([]float64, nrows)
+		for total < nrows {
+			lvls, vals, err := r.ReadBatch(nrows-total, v[nv:], def[total:], nil)
+			if err != nil {
+				return nil, err
+			}
+			if lvls == 0 {
+				break
+			}
+			total, nv = total+lvls, nv+vals
+		}
+		buf, dt = arrow.Float64Traits.CastToBytes(v), arrow.PrimitiveTypes.Float64
+	default:
+		return nil, errors.New("unexpected physical type")
+	}
+	if total != nrows {
+		return nil, fmt.Errorf("read %d of %d values", total, nrows)
+	}
+	if int64(nv) != nrows {
+		return nil, fmt.Errorf("%d null values", nrows-int64(nv))
+	}
+	data := array.NewData(dt, int(nrows), []*memory.Buffer{nil, memory.NewBufferBytes(buf)}, nil, 0, 0)
+	defer data.Release()
+	return array.MakeFromData(data), nil
 }

@@ -244,25 +244,51 @@ func ReadUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 			}
 		}
 	}
-	fr, err := pqarrow.NewFileReader(pf.rdr, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
-	if err != nil {
-		return nil, wrap(fmt.Errorf("parquet schema: %w", err))
-	}
-	tbl, err := fr.ReadRowGroups(ctx, leaves, []int{u.RowGroup})
-	if err != nil {
-		return nil, wrap(fmt.Errorf("read: %w", err))
-	}
-	defer tbl.Release()
-	arrs := make(map[string]arrow.Array, tbl.NumCols())
-	defer releaseAll(arrs)
-	for i := 0; i < int(tbl.NumCols()); i++ {
-		a, err := oneChunk(tbl.Column(i).Data())
-		if err != nil {
-			return nil, wrap(err)
+	// Flat core columns too (pqarrow's per-column setup is significant for
+	// short row groups).
+	var flats []int
+	if !opts.noFast {
+		for _, c := range coreColumns {
+			idx := md.Schema.ColumnIndexByName(c)
+			if idx >= 0 && flatColumn(md, idx) {
+				flats = append(flats, idx)
+				leaves = slices.DeleteFunc(leaves, func(l int) bool { return l == idx })
+			}
 		}
-		arrs[tbl.Schema().Field(i).Name] = a
 	}
-	d := decoder{src: src, u: &u, arrs: arrs, n: int(tbl.NumRows())}
+	arrs := make(map[string]arrow.Array, len(cols))
+	defer releaseAll(arrs)
+	nrows := md.RowGroup(u.RowGroup).NumRows()
+	if len(leaves) > 0 {
+		fr, err := pqarrow.NewFileReader(pf.rdr, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+		if err != nil {
+			return nil, wrap(fmt.Errorf("parquet schema: %w", err))
+		}
+		tbl, err := fr.ReadRowGroups(ctx, leaves, []int{u.RowGroup})
+		if err != nil {
+			return nil, wrap(fmt.Errorf("read: %w", err))
+		}
+		defer tbl.Release()
+		for i := 0; i < int(tbl.NumCols()); i++ {
+			a, err := oneChunk(tbl.Column(i).Data())
+			if err != nil {
+				return nil, wrap(err)
+			}
+			arrs[tbl.Schema().Field(i).Name] = a
+		}
+		if tbl.NumRows() != nrows {
+			return nil, wrap(fmt.Errorf("%d rows decoded, footer says %d", tbl.NumRows(), nrows))
+		}
+	}
+	for _, idx := range flats {
+		name := md.Schema.Column(idx).Name()
+		a, err := readFlat(pf.rdr, u.RowGroup, idx, nrows)
+		if err != nil {
+			return nil, &Error{Dataset: src.ID(), File: u.File, RowGroup: u.RowGroup, Episode: -1, Index: -1, Column: name, Err: err}
+		}
+		arrs[name] = a
+	}
+	d := decoder{src: src, u: &u, arrs: arrs, n: int(nrows)}
 	defer func() {
 		for _, fl := range d.fast {
 			fl.release()
@@ -416,6 +442,9 @@ func (d *decoder) row(i int) int {
 
 func (d *decoder) timestamps() ([]float32, error) {
 	a := d.arrs[ColTimestamp]
+	if a.Len() != d.n {
+		return nil, d.colErr(ColTimestamp, fmt.Errorf("%d values for %d rows", a.Len(), d.n))
+	}
 	if a.NullN() > 0 {
 		return nil, d.colErr(ColTimestamp, fmt.Errorf("%d null values", a.NullN()))
 	}
