@@ -211,7 +211,7 @@ func readFastLang(rdr *file.Reader, fileSize int64, rg int, name string, cols []
 		// Bound allocations by what the file can hold: corrupt metadata
 		// must give an error, not an out-of-memory crash.
 		n, size := ccm.NumValues(), ccm.TotalCompressedSize()
-		if size < 0 || size > fileSize || n < 0 || n > 1<<28 || n > 4096*size+1024 {
+		if size < 0 || size > fileSize || n < 0 || n > maxChunkValues || n > 4096*size+1024 {
 			return nil, fmt.Errorf("%s: implausible column chunk (%d values in %d bytes)", col.Path(), n, size)
 		}
 		l := leafPool.Get().(*fastLeaf)
@@ -607,6 +607,13 @@ func isNullLogical(col *pqschema.Column) bool {
 	return false
 }
 
+// Allocation bounds against corrupt footers, far above anything a robot
+// dataset writes (a 16M-frame row group is 150 hours at 30 fps).
+const (
+	maxRowGroupRows = 1 << 24
+	maxChunkValues  = 1 << 25
+)
+
 // flatColumn reports whether leaf c is a top-level, non-repeated column of
 // a physical type readFlat handles.
 func flatColumn(md *metadata.FileMetaData, c int) bool {
@@ -632,7 +639,7 @@ func readFlat(rdr *file.Reader, rg, c int, nrows int64) (arrow.Array, error) {
 	if n := ccm.NumValues(); n != nrows {
 		return nil, fmt.Errorf("%d values for %d rows", n, nrows)
 	}
-	if nrows < 0 || nrows > 1<<31 {
+	if nrows < 0 || nrows > maxRowGroupRows {
 		return nil, fmt.Errorf("implausible row count %d", nrows)
 	}
 	ccr, err := rdr.RowGroup(rg).Column(c)
