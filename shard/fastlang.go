@@ -719,3 +719,120 @@ func readFlat(rdr *file.Reader, rg, c int, nrows int64) (arrow.Array, error) {
 	defer data.Release()
 	return array.MakeFromData(data), nil
 }
+
+// listColumn reports whether leaf c is the element of a top-level list of
+// numbers that readList handles: float, double, or plain signed 32/64-bit
+// integers (narrower integers and unsigned ones keep pqarrow, which maps
+// them to their exact Arrow types).
+func listColumn(md *metadata.FileMetaData, c int) bool {
+	col := md.Schema.Column(c)
+	path := col.ColumnPath()
+	if len(path) != 3 || path[1] != "list" || path[2] != "element" || col.MaxRepetitionLevel() != 1 {
+		return false
+	}
+	switch col.PhysicalType() {
+	case parquet.Types.Float, parquet.Types.Double:
+		return col.LogicalType() == nil || col.LogicalType().Equals(pqschema.NoLogicalType{})
+	case parquet.Types.Int64, parquet.Types.Int32:
+		lt := col.LogicalType()
+		if lt == nil || lt.Equals(pqschema.NoLogicalType{}) {
+			return true
+		}
+		it, ok := lt.(pqschema.IntLogicalType)
+		if !ok {
+			return false
+		}
+		want := int8(32)
+		if col.PhysicalType() == parquet.Types.Int64 {
+			want = 64
+		}
+		return it.IsSigned() && it.BitWidth() == want
+	}
+	return false
+}
+
+// readList reads a list column (see listColumn) with the low-level reader
+// into an Arrow list array. ok is false, and the caller uses pqarrow, when
+// the column is not plain (a null or empty list, a null element) or
+// cannot be read: pqarrow then gives the precise error.
+func readList(rdr *file.Reader, rg, c int, nrows int64) (_ arrow.Array, ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	col := rdr.MetaData().Schema.Column(c)
+	ccm, err := rdr.MetaData().RowGroup(rg).ColumnChunk(c)
+	if err != nil {
+		return nil, false
+	}
+	n := ccm.NumValues()
+	if n < 0 || n > maxChunkValues || n > 4096*ccm.TotalCompressedSize()+1024 || nrows < 0 || nrows > maxRowGroupRows {
+		return nil, false
+	}
+	ccr, err := rdr.RowGroup(rg).Column(c)
+	if err != nil {
+		return nil, false
+	}
+	def, rep := make([]int16, n), make([]int16, n)
+	var (
+		total int64
+		nv    int
+		buf   []byte
+		dt    arrow.DataType
+	)
+	read := func(f func(int64, []int16, []int16) (int64, int, error)) bool {
+		for total < n {
+			lvls, vals, err := f(n-total, def[total:], rep[total:])
+			if err != nil || lvls == 0 {
+				return false
+			}
+			total, nv = total+lvls, nv+vals
+		}
+		return true
+	}
+	switch r := ccr.(type) {
+	case *file.Float32ColumnChunkReader:
+		v := make([]float32, n)
+		ok = read(func(k int64, d, p []int16) (int64, int, error) { return r.ReadBatch(k, v[nv:], d, p) })
+		buf, dt = arrow.Float32Traits.CastToBytes(v), arrow.PrimitiveTypes.Float32
+	case *file.Float64ColumnChunkReader:
+		v := make([]float64, n)
+		ok = read(func(k int64, d, p []int16) (int64, int, error) { return r.ReadBatch(k, v[nv:], d, p) })
+		buf, dt = arrow.Float64Traits.CastToBytes(v), arrow.PrimitiveTypes.Float64
+	case *file.Int64ColumnChunkReader:
+		v := make([]int64, n)
+		ok = read(func(k int64, d, p []int16) (int64, int, error) { return r.ReadBatch(k, v[nv:], d, p) })
+		buf, dt = arrow.Int64Traits.CastToBytes(v), arrow.PrimitiveTypes.Int64
+	case *file.Int32ColumnChunkReader:
+		v := make([]int32, n)
+		ok = read(func(k int64, d, p []int16) (int64, int, error) { return r.ReadBatch(k, v[nv:], d, p) })
+		buf, dt = arrow.Int32Traits.CastToBytes(v), arrow.PrimitiveTypes.Int32
+	default:
+		return nil, false
+	}
+	if !ok || total != n || int64(nv) != n {
+		return nil, false // nulls or empty lists: leave them to pqarrow
+	}
+	maxDef := col.MaxDefinitionLevel()
+	offs := make([]int32, 0, nrows+1)
+	for i := int64(0); i < n; i++ {
+		if def[i] != maxDef {
+			return nil, false
+		}
+		if rep[i] == 0 {
+			offs = append(offs, int32(i))
+		}
+	}
+	if int64(len(offs)) != nrows {
+		return nil, false
+	}
+	offs = append(offs, int32(n))
+	values := array.NewData(dt, int(n), []*memory.Buffer{nil, memory.NewBufferBytes(buf)}, nil, 0, 0)
+	defer values.Release()
+	list := array.NewData(arrow.ListOf(dt), int(nrows),
+		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offs))},
+		[]arrow.ArrayData{values}, 0, 0)
+	defer list.Release()
+	return array.MakeFromData(list), true
+}

@@ -14,7 +14,8 @@ import (
 // batches.
 func TestFastPathMatchesArrow(t *testing.T) {
 	before := fastReads.Load()
-	for _, dir := range conformanceDatasets(t) {
+	dirs := append(conformanceDatasets(t), realDatasets(t)...)
+	for _, dir := range dirs {
 		_, fast := readAll(t, mustDir(t, dir), Selection{}, Options{})
 		_, slow := readAll(t, mustDir(t, dir), Selection{}, Options{noFast: true})
 		if len(fast) != len(slow) {
@@ -36,6 +37,11 @@ func TestFastPathMatchesArrow(t *testing.T) {
 			}
 			if !reflect.DeepEqual(a.PersistentOf, b.PersistentOf) || len(a.Persistent) != len(b.Persistent) {
 				t.Fatalf("%s %s rg %d: distinct lists differ", filepath.Base(dir), a.File, a.RowGroup)
+			}
+			if !reflect.DeepEqual(a.Features, b.Features) || !reflect.DeepEqual(a.Timestamp, b.Timestamp) ||
+				!reflect.DeepEqual(a.EpisodeIndex, b.EpisodeIndex) || !reflect.DeepEqual(a.FrameIndex, b.FrameIndex) ||
+				!reflect.DeepEqual(a.TaskIndex, b.TaskIndex) {
+				t.Fatalf("%s %s rg %d: frame columns or features differ", filepath.Base(dir), a.File, a.RowGroup)
 			}
 		}
 	}

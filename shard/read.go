@@ -259,6 +259,26 @@ func ReadUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 	arrs := make(map[string]arrow.Array, len(cols))
 	defer releaseAll(arrs)
 	nrows := md.RowGroup(u.RowGroup).NumRows()
+	// Numeric list features (list or fixed_size_list of float/double/
+	// int64/int32, every value present) too; anything else stays with
+	// pqarrow.
+	if !opts.noFast {
+		for _, f := range feats {
+			if isCore(f.Name) {
+				continue
+			}
+			idx := md.Schema.ColumnIndexByName(f.Name + ".list.element")
+			if idx < 0 || !slices.Contains(leaves, idx) || !listColumn(md, idx) {
+				continue
+			}
+			a, ok := readList(pf.rdr, u.RowGroup, idx, nrows)
+			if !ok {
+				continue
+			}
+			arrs[f.Name] = a
+			leaves = slices.DeleteFunc(leaves, func(l int) bool { return l == idx })
+		}
+	}
 	if len(leaves) > 0 {
 		fr, err := pqarrow.NewFileReader(pf.rdr, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
 		if err != nil {
