@@ -155,6 +155,7 @@ type planner struct {
 	segments [][]schema.Episode // episodes indexed in each segment's files
 	seq      int                // next unit's Seq over the whole plan
 	units    []shard.Unit       // planned, not yet handed out
+	ahead    chan planned       // the next segment's plan, when started
 	pending  []shard.Unit       // the group being assembled (nextGroup)
 }
 
@@ -215,22 +216,26 @@ func planSegments(ds *schema.Dataset, sel shard.Selection, perSegment int) ([][]
 	return segs, nil
 }
 
-// nextUnit returns the next unit of the plan, planning the next segment
-// when needed.
+// nextUnit returns the next unit of the plan. Segments are planned one
+// ahead, in the background, so that reading and parsing footers overlaps
+// with the decoding of the previous segment.
 func (p *planner) nextUnit(ctx context.Context) (shard.Unit, bool, error) {
 	for len(p.units) == 0 {
-		if len(p.segments) == 0 {
-			return shard.Unit{}, false, nil
+		if p.ahead == nil {
+			if len(p.segments) == 0 {
+				return shard.Unit{}, false, nil
+			}
+			p.planAhead(ctx)
 		}
-		ds := *p.cfg.Dataset
-		ds.Episodes = p.segments[0]
-		p.segments[0] = nil
-		p.segments = p.segments[1:]
-		units, err := shard.Plan(ctx, p.cfg.Source, &ds, p.sel)
-		if err != nil {
-			return shard.Unit{}, false, err
+		r := <-p.ahead
+		p.ahead = nil
+		if r.err != nil {
+			return shard.Unit{}, false, r.err
 		}
-		p.units = units
+		p.units = r.units
+		if len(p.segments) > 0 {
+			p.planAhead(ctx)
+		}
 	}
 	u := p.units[0]
 	p.units[0] = shard.Unit{}
@@ -238,6 +243,25 @@ func (p *planner) nextUnit(ctx context.Context) (shard.Unit, bool, error) {
 	u.Seq = p.seq
 	p.seq++
 	return u, true, nil
+}
+
+// planAhead starts planning the next segment.
+func (p *planner) planAhead(ctx context.Context) {
+	ds := *p.cfg.Dataset
+	ds.Episodes = p.segments[0]
+	p.segments[0] = nil
+	p.segments = p.segments[1:]
+	ch := make(chan planned, 1) // never blocks: the goroutine cannot leak
+	p.ahead = ch
+	go func() {
+		units, err := shard.Plan(ctx, p.cfg.Source, &ds, p.sel)
+		ch <- planned{units, err}
+	}()
+}
+
+type planned struct {
+	units []shard.Unit
+	err   error
 }
 
 // nextGroup returns the next group of units holding whole episodes (see
