@@ -12,6 +12,7 @@ import (
 	"math"
 	"runtime"
 	"runtime/debug"
+	"sort"
 	"sync/atomic"
 	"time"
 
@@ -47,6 +48,10 @@ type Options struct {
 	BatchSize int
 	// Version is written into the stream stage's header.
 	Version string
+	// Count runs every stage Count times, interleaved (scan, decode,
+	// render, stream, scan, ...), and reports each stage's median run by
+	// wall time: steadier figures on a busy machine. Default 1.
+	Count int
 }
 
 // Stage is the measurement of one stage.
@@ -87,13 +92,15 @@ type Stage struct {
 
 // Report is the result of Run.
 type Report struct {
-	Dataset    string  `json:"dataset"`
-	Recipe     string  `json:"recipe"`
-	Workers    int     `json:"workers"`
-	GOMAXPROCS int     `json:"gomaxprocs"`
-	NumCPU     int     `json:"num_cpu"`
-	BatchSize  int     `json:"batch_size"`
-	Stages     []Stage `json:"stages"`
+	Dataset    string `json:"dataset"`
+	Recipe     string `json:"recipe"`
+	Workers    int    `json:"workers"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	NumCPU     int    `json:"num_cpu"`
+	BatchSize  int    `json:"batch_size"`
+	// Count is the number of runs per stage (see Options.Count).
+	Count  int     `json:"count"`
+	Stages []Stage `json:"stages"`
 	// StreamOverScan and RenderOverScan are frames/s ratios (0 when a
 	// stage was not run).
 	StreamOverScan float64 `json:"stream_over_scan"`
@@ -135,16 +142,27 @@ func Run(ctx context.Context, cfg *pipeline.Config, opts Options) (*Report, erro
 		Dataset: cfg.Dataset.ID, Recipe: cfg.Recipe.Name(), Workers: workers,
 		GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), BatchSize: opts.BatchSize,
 	}
+	var names []string
 	for _, name := range Stages {
-		if len(want) > 0 && !want[name] {
-			continue
+		if len(want) == 0 || want[name] {
+			names = append(names, name)
 		}
-		st, err := measure(ctx, cfg, name, workers, opts)
-		if err != nil {
-			return nil, err
-		}
-		rep.Stages = append(rep.Stages, st)
 	}
+	runs := make([][]Stage, len(names))
+	for k := 0; k < max(opts.Count, 1); k++ {
+		for i, name := range names {
+			st, err := measure(ctx, cfg, name, workers, opts)
+			if err != nil {
+				return nil, err
+			}
+			runs[i] = append(runs[i], st)
+		}
+	}
+	for _, r := range runs {
+		sort.Slice(r, func(a, b int) bool { return r[a].Seconds < r[b].Seconds })
+		rep.Stages = append(rep.Stages, r[len(r)/2])
+	}
+	rep.Count = max(opts.Count, 1)
 	if scan := rep.Stage(StageScan); scan != nil && scan.FramesPerSec > 0 {
 		if s := rep.Stage(StageStream); s != nil {
 			rep.StreamOverScan = s.FramesPerSec / scan.FramesPerSec

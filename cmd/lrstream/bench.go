@@ -26,6 +26,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	batchSize := fs.Int("batch-size", 256, "kept samples per batch (stream stage)")
 	stages := fs.String("stages", strings.Join(bench.Stages, ","), "stages to run, comma-separated: scan, render, stream")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	count := fs.Int("count", 1, "run the stages this many times, interleaved, and report each stage's median run")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured stages to FILE (go tool pprof)")
 	memProfile := fs.String("memprofile", "", "write an allocation profile to FILE after the stages (go tool pprof -sample_index=alloc_space)")
 	fs.Usage = func() {
@@ -41,6 +42,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	var opts bench.Options
 	opts.BatchSize = *batchSize
 	opts.Version = version()
+	opts.Count = *count
 	for _, s := range strings.Split(*stages, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			opts.Stages = append(opts.Stages, s)
@@ -91,7 +93,11 @@ func runBench(ctx context.Context, e *env, args []string) error {
 // printBench writes the report as a table.
 func printBench(w io.Writer, r *bench.Report) {
 	fmt.Fprintf(w, "dataset %s, recipe %s\n", r.Dataset, r.Recipe)
-	fmt.Fprintf(w, "%d workers, GOMAXPROCS %d, %d CPUs, batch size %d\n\n", r.Workers, r.GOMAXPROCS, r.NumCPU, r.BatchSize)
+	fmt.Fprintf(w, "%d workers, GOMAXPROCS %d, %d CPUs, batch size %d", r.Workers, r.GOMAXPROCS, r.NumCPU, r.BatchSize)
+	if r.Count > 1 {
+		fmt.Fprintf(w, ", median of %d runs per stage", r.Count)
+	}
+	fmt.Fprint(w, "\n\n")
 	fmt.Fprintf(w, "%-7s %10s %12s %8s %9s %13s %13s %11s %9s %8s\n",
 		"stage", "frames", "frames/s", "MB/s", "ns/frame", "CPU ns/frame", "allocs/frame", "B/frame", "peak RSS", "time")
 	for _, s := range r.Stages {

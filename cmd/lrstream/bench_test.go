@@ -30,7 +30,7 @@ func TestBenchDemo(t *testing.T) {
 
 func TestBenchJSON(t *testing.T) {
 	e, out, errb := genEnv()
-	if code := run(context.Background(), e, []string{"bench", "--json", "--workers", "1", "--batch-size", "7", "--stages", "scan,stream"}); code != 0 {
+	if code := run(context.Background(), e, []string{"bench", "--json", "--workers", "1", "--batch-size", "7", "--stages", "scan,stream", "--count", "2"}); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb)
 	}
 	var rep bench.Report
@@ -40,7 +40,7 @@ func TestBenchJSON(t *testing.T) {
 	if len(rep.Stages) != 2 || rep.Stages[0].Name != "scan" || rep.Stages[1].Name != "stream" {
 		t.Fatalf("stages %+v", rep.Stages)
 	}
-	if rep.Workers != 1 || rep.BatchSize != 7 {
+	if rep.Workers != 1 || rep.BatchSize != 7 || rep.Count != 2 {
 		t.Errorf("workers %d batch size %d", rep.Workers, rep.BatchSize)
 	}
 	for _, st := range rep.Stages {
