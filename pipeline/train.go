@@ -315,8 +315,16 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 		for k := first + int64(to.Consumer); k < served; k += C {
 			mine = append(mine, k)
 		}
-		if len(mine) == 0 && n > 0 && served == 0 && epoch == 0 {
-			return nil, fmt.Errorf("epoch has %d kept frames: %d batches of %d cannot give each of %d consumers a batch", n, nb, B, C)
+		if served == 0 {
+			// Every epoch is alike in size: an empty one means the run
+			// can serve nothing (and --epochs 0 would spin forever).
+			if n > 0 {
+				return st, fmt.Errorf("an epoch has %d kept frames: %d batches of %d cannot give each of %d consumers a batch", n, nb, B, C)
+			}
+			if to.Epochs == 0 {
+				return st, errors.New("the selection has no kept frames to serve (every frame was dropped or failed)")
+			}
+			break
 		}
 		err := serveBatches(ctx, srcs, idx, order, mine, B, func(frames []framePick, k int64) error {
 			if !headerDone {

@@ -212,3 +212,26 @@ func equalBatches(a, b [][]int64) bool {
 	}
 	return true
 }
+
+func TestTrainNothingToServe(t *testing.T) {
+	cfg := demoConfig(t, render.ModeDrop)
+	sel, _ := shard.ParseSelection("999", "")
+	cfg.Selection = sel
+	if _, err := Train(context.Background(), cfg, StreamOptions{BatchSize: 4}, TrainOptions{Epochs: 0}, sink.Discard()); err == nil {
+		t.Fatal("--epochs 0 over an empty selection did not fail")
+	}
+	var buf bytes.Buffer
+	if _, err := Train(context.Background(), cfg, StreamOptions{BatchSize: 4}, TrainOptions{Epochs: 3}, sink.NewMsgpack(&buf)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := sink.Decode(&buf)
+	if err != nil || len(st.Batches) != 0 {
+		t.Fatalf("empty selection: %v, %d batches", err, len(st.Batches))
+	}
+	// More consumers than batches is refused with a clear message.
+	cfg = demoConfig(t, render.ModeDrop)
+	_, err = Train(context.Background(), cfg, StreamOptions{BatchSize: 1000}, TrainOptions{Epochs: 1, Consumer: 0, Consumers: 3}, sink.Discard())
+	if err == nil {
+		t.Fatal("3 consumers of 1 batch accepted")
+	}
+}
