@@ -590,7 +590,13 @@ func resize[T any](b []T, n int) []T {
 // afterwards (decoded rows hold copies, never references).
 func (fl *fastLang) release() {
 	for _, l := range fl.leaves {
-		clear(l.bytes[:cap(l.bytes)]) // drop references to page and dictionary buffers
+		// Drop references to page and dictionary buffers. Only [0, len) was
+		// written since the last release (reads write values from index 0
+		// up; on an error len is still the whole resized length), the rest
+		// of the capacity is already zero: clearing it again costs a GC
+		// write barrier per element while the GC runs (17% of the stream's
+		// CPU on the 300k-frame benchmark dataset).
+		clear(l.bytes)
 		l.bytes, l.f32, l.f64 = l.bytes[:0], l.f32[:0], l.f64[:0]
 		leafPool.Put(l)
 	}
