@@ -301,6 +301,7 @@ func renderBatch(cfg *Config, u shard.Unit, b *shard.Batch) *Chunk {
 	epErrs := make([]error, len(b.Persistent)+1)
 	compiled := make([]bool, len(b.Persistent)+1)
 	lastTask, lastText, lastOK := int64(-1), "", false
+	var tmpl render.Frame // the task fields, set once per run of frames with one task
 	for i := 0; i < n; i++ {
 		p := int32(-1)
 		if b.PersistentOf != nil {
@@ -322,10 +323,16 @@ func renderBatch(cfg *Config, u shard.Unit, b *shard.Batch) *Chunk {
 		if ti := b.TaskIndex[i]; ti != lastTask {
 			lastTask = ti
 			lastText, lastOK = cfg.Dataset.TaskText(ti)
+			// SetCanonicalTask takes its own copy of the task (a heap
+			// allocation): once per task change, not once per frame.
+			tmpl = render.Frame{}
+			if lastOK {
+				tmpl.SetCanonicalTask(lastText, cfg.NoTaskAug)
+			}
 		}
-		f := render.Frame{Events: events, T: float64(b.Timestamp[i]), SampleIdx: b.Index[i]}
+		f := render.Frame{Events: events, T: float64(b.Timestamp[i]), SampleIdx: b.Index[i],
+			Task: tmpl.Task, DatasetTask: tmpl.DatasetTask}
 		if lastOK {
-			f.SetCanonicalTask(lastText, cfg.NoTaskAug)
 			c.Tasks[i] = lastText
 		}
 		c.Results[i] = episodes[p+1].Apply(cfg.Mode, f, len(persistent) > 0 || len(events) > 0)
