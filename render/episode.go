@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -76,6 +77,10 @@ type timeline struct {
 	err  error
 }
 
+// recentSize is the number of recent samples an Episode remembers per
+// component besides the last one.
+const recentSize = 8
+
 type cacheEntry struct {
 	ok     bool
 	vals   []value
@@ -88,7 +93,7 @@ type cacheEntry struct {
 // costs a few binary searches. Build it once per episode with
 // Recipe.Episode and call Render / Apply for each of its frames.
 //
-// An Episode keeps per-frame scratch space and a cache of the last sample
+// An Episode keeps per-frame scratch space and a cache of the last samples
 // per component: it is not safe for concurrent use (use one per worker).
 // Samples it returns may be shared between frames that render identically
 // and must be treated as read-only.
@@ -103,11 +108,18 @@ type Episode struct {
 	taskVal  value
 	task     string
 	cache    []cacheEntry
-	okRouted []int
-	h        hash.Hash
-	hbuf     [48]byte
-	sum      [8]byte
-	fallback struct {
+	// recent holds, per component, the last recentSize samples built (a
+	// ring; recentNext is the next slot to replace), looked up when cache
+	// misses: an episode's frames render the same few samples over and
+	// over (task_aug rotates between a handful of rephrasings, the blend
+	// alternates components), so most frames reuse one.
+	recent     [][]cacheEntry
+	recentNext []int
+	okRouted   []int
+	h          hash.Hash
+	hbuf       [48]byte
+	sum        [8]byte
+	fallback   struct {
 		task   string
 		sample *schema.Sample
 	}
@@ -135,9 +147,16 @@ func (r *Recipe) Episode(persistent []schema.Row) (*Episode, error) {
 	}
 	e.vals = make([][]value, len(r.comps))
 	e.cache = make([]cacheEntry, len(r.comps))
+	e.recent = make([][]cacheEntry, len(r.comps))
+	e.recentNext = make([]int, len(r.comps))
 	for i, c := range r.comps {
 		e.vals[i] = make([]value, len(c.slots))
 		e.cache[i].vals = make([]value, len(c.slots))
+		e.recent[i] = make([]cacheEntry, recentSize)
+		backing := make([]value, recentSize*len(c.slots))
+		for k := range e.recent[i] {
+			e.recent[i][k].vals = backing[k*len(c.slots) : (k+1)*len(c.slots)]
+		}
 	}
 	e.okRouted = make([]int, 0, len(r.routed))
 	return e, nil
@@ -551,6 +570,14 @@ func (e *Episode) build(ci int, f *Frame) *schema.Sample {
 			return ce.sample
 		}
 	}
+	if cacheable {
+		for k := range e.recent[ci] {
+			re := &e.recent[ci][k]
+			if re.ok && (vals[0].kind != vTask || re.task == e.task) && slices.Equal(re.vals, vals) {
+				return re.sample
+			}
+		}
+	}
 	emitted := 0
 	for i := range c.turns {
 		t := &c.turns[i]
@@ -617,6 +644,12 @@ func (e *Episode) build(ci int, f *Frame) *schema.Sample {
 		copy(ce.vals, vals)
 		ce.task = e.task
 		ce.sample = s
+		re := &e.recent[ci][e.recentNext[ci]]
+		e.recentNext[ci] = (e.recentNext[ci] + 1) % len(e.recent[ci])
+		re.ok = true
+		copy(re.vals, vals)
+		re.task = e.task
+		re.sample = s
 	}
 	return s
 }
