@@ -1,6 +1,8 @@
 package collate
 
 import (
+	"github.com/lrstream/lrstream/internal/testkit"
+
 	"bufio"
 	"bytes"
 	"encoding/json"
@@ -19,20 +21,7 @@ func conformanceDir(t *testing.T) string {
 	if d := os.Getenv("LRSTREAM_CONFORMANCE_RENDER"); d != "" {
 		return d
 	}
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "..", "shared", "conformance", "render")
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the package directory")
-		}
-		dir = parent
-	}
+	return testkit.Shared(t, "conformance", "render")
 }
 
 type collateCase struct {

@@ -1,6 +1,8 @@
 package fetch
 
 import (
+	"github.com/lrstream/lrstream/internal/testkit"
+
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
@@ -85,22 +87,11 @@ type fault struct {
 
 func datasetDir(t *testing.T) string {
 	t.Helper()
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
+	p := testkit.Shared(t, "conformance", "datasets", fakeName)
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("conformance dataset not available: %v", err)
 	}
-	for d := wd; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			p := filepath.Join(d, "..", "shared", "conformance", "datasets", fakeName)
-			if _, err := os.Stat(p); err != nil {
-				t.Skipf("conformance dataset not available: %v", err)
-			}
-			return p
-		}
-		if filepath.Dir(d) == d {
-			t.Fatal("no go.mod above the package directory")
-		}
-	}
+	return p
 }
 
 func newFakeHub(t *testing.T) *fakeHub {

@@ -1,6 +1,8 @@
 package render
 
 import (
+	"github.com/lrstream/lrstream/internal/testkit"
+
 	"bufio"
 	"bytes"
 	"encoding/json"
@@ -14,23 +16,7 @@ import (
 )
 
 // sharedDir returns ../shared relative to the module root.
-func sharedDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "..", "shared")
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-}
+func sharedDir(t testing.TB) string { return testkit.Shared(t) }
 
 func conformanceDir(t testing.TB) string {
 	if d := os.Getenv("LRSTREAM_CONFORMANCE_RENDER"); d != "" {

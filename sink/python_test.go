@@ -1,6 +1,8 @@
 package sink
 
 import (
+	"github.com/lrstream/lrstream/internal/testkit"
+
 	"bytes"
 	"errors"
 	"os"
@@ -9,24 +11,8 @@ import (
 	"testing"
 )
 
-// moduleRoot walks up from the package directory to the directory holding
-// go.mod.
-func moduleRoot(t *testing.T) string {
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found")
-		}
-		dir = parent
-	}
-}
+// moduleRoot is the directory holding go.mod.
+func moduleRoot(t *testing.T) string { return testkit.ModuleRoot(t) }
 
 // TestPythonClient writes streams with the Go sinks and runs the Python
 // client's unit tests against them (python/tests; the Go-written fixtures

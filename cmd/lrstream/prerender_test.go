@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/lrstream/lrstream/internal/testkit"
+
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -19,25 +21,8 @@ import (
 	"github.com/lrstream/lrstream/sink"
 )
 
-// prShared returns a path under the read-only reference material
-// (../shared next to the directory holding go.mod).
-func prShared(t *testing.T, parts ...string) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(append([]string{dir, "..", "shared"}, parts...)...)
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found")
-		}
-		dir = parent
-	}
-}
+// prShared returns a path under the read-only reference material.
+func prShared(t *testing.T, parts ...string) string { return testkit.Shared(t, parts...) }
 
 // prRun runs lrstream in-process with the given environment variables.
 func prRun(t *testing.T, vars map[string]string, args ...string) (string, string, int) {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/lrstream/lrstream/internal/testkit"
+
 	"context"
 	"os"
 	"path/filepath"
@@ -9,23 +11,7 @@ import (
 )
 
 // sharedRecipes returns ../shared/recipes next to the module root.
-func sharedRecipes(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "..", "shared", "recipes")
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found")
-		}
-		dir = parent
-	}
-}
+func sharedRecipes(t *testing.T) string { return testkit.Shared(t, "recipes") }
 
 func TestRecipeCheckRealRecipes(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(sharedRecipes(t), "*.yaml"))

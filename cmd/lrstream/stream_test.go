@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/lrstream/lrstream/internal/testkit"
+
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -18,9 +20,7 @@ import (
 	"github.com/lrstream/lrstream/sink"
 )
 
-func shared(t *testing.T, parts ...string) string {
-	return filepath.Join(append([]string{filepath.Dir(sharedRecipes(t))}, parts...)...)
-}
+func shared(t *testing.T, parts ...string) string { return testkit.Shared(t, parts...) }
 
 // runCmd runs lrstream with args and returns stdout, stderr and the exit
 // status.
