@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"github.com/lrstream/lrstream/internal/testkit"
+
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -8,12 +10,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
-
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/lrstream/lrstream/collate"
 	"github.com/lrstream/lrstream/fetch"
@@ -58,49 +54,6 @@ func StandardFeaturesForTest() []collate.Feature {
 	return []collate.Feature{{Name: "action", DType: "<f4", Shape: []int{6}}}
 }
 
-// frameValues reads float32 fixed-size-list features per index straight
-// from the parquet files with pqarrow, independently of package shard.
-func frameValues(t *testing.T, dir, name string) (map[int64][]float32, map[int64]int64) {
-	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "data", "*", "*.parquet"))
-	vals := map[int64][]float32{}
-	eps := map[int64]int64{}
-	for _, path := range files {
-		r, err := file.OpenParquetFile(path, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fr, _ := pqarrow.NewFileReader(r, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
-		tbl, err := fr.ReadTable(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		col := func(n string) *arrow.Chunked { return tbl.Column(tbl.Schema().FieldIndices(n)[0]).Data() }
-		var idx, ep []int64
-		for _, c := range col("index").Chunks() {
-			idx = append(idx, c.(*array.Int64).Int64Values()...)
-		}
-		for _, c := range col("episode_index").Chunks() {
-			ep = append(ep, c.(*array.Int64).Int64Values()...)
-		}
-		row := 0
-		for _, c := range col(name).Chunks() {
-			l := c.(*array.FixedSizeList)
-			w := int(l.DataType().(*arrow.FixedSizeListType).Len())
-			v := l.ListValues().(*array.Float32).Float32Values()
-			for i := 0; i < l.Len(); i++ {
-				off := (l.Offset() + i) * w
-				vals[idx[row]] = v[off : off+w]
-				eps[idx[row]] = ep[row]
-				row++
-			}
-		}
-		tbl.Release()
-		r.Close()
-	}
-	return vals, eps
-}
-
 // TestDeltaTimestampsWindows checks --delta-timestamps windows and pad
 // masks against an independent computation from the parquet values, on a
 // dataset re-chunked so that episodes span row groups.
@@ -135,11 +88,8 @@ func TestDeltaTimestampsWindows(t *testing.T) {
 	}
 	// Episode bounds in index space, from the data.
 	first, last := map[int64]int64{}, map[int64]int64{}
-	vals := map[string]map[int64][]float32{}
-	var eps map[int64]int64
-	for name := range offsets {
-		vals[name], eps = frameValues(t, dir, name)
-	}
+	frames := testkit.ReadFrames(t, dir, "action", "observation.state")
+	eps := frames.Episode
 	for ix, e := range eps {
 		if f, ok := first[e]; !ok || ix < f {
 			first[e] = ix
@@ -170,8 +120,8 @@ func TestDeltaTimestampsWindows(t *testing.T) {
 					for d := 0; d < w; d++ {
 						p := ((i*len(offs)+k)*w + d) * 4
 						got := math.Float32frombits(binary.LittleEndian.Uint32(a.Data[p:]))
-						if got != vals[name][q][d] {
-							t.Fatalf("index %d %s offset %d dim %d: %v, want %v", ix, name, off, d, got, vals[name][q][d])
+						if got != frames.Values[q][name][d] {
+							t.Fatalf("index %d %s offset %d dim %d: %v, want %v", ix, name, off, d, got, frames.Values[q][name][d])
 						}
 					}
 				}

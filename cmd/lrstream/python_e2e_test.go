@@ -1,18 +1,13 @@
 package main
 
 import (
-	"context"
+	"github.com/lrstream/lrstream/internal/testkit"
+
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
-
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
 // pythonInterpreter returns the interpreter for the client tests
@@ -32,58 +27,6 @@ func pythonInterpreter(t *testing.T) string {
 	return py
 }
 
-// parquetFeatures reads the float features of every frame straight from
-// the data files with pqarrow (independently of package shard).
-func parquetFeatures(t *testing.T, dir string, names ...string) map[int64]map[string][]float32 {
-	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "data", "*", "*.parquet"))
-	out := map[int64]map[string][]float32{}
-	for _, path := range files {
-		r, err := file.OpenParquetFile(path, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fr, err := pqarrow.NewFileReader(r, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tbl, err := fr.ReadTable(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		col := func(name string) *arrow.Chunked {
-			ix := tbl.Schema().FieldIndices(name)
-			if len(ix) != 1 {
-				t.Fatalf("%s: no column %s", path, name)
-			}
-			return tbl.Column(ix[0]).Data()
-		}
-		var idx []int64
-		for _, c := range col("index").Chunks() {
-			idx = append(idx, c.(*array.Int64).Int64Values()...)
-		}
-		for _, name := range names {
-			row := 0
-			for _, c := range col(name).Chunks() {
-				l := c.(*array.FixedSizeList)
-				vals := l.ListValues().(*array.Float32).Float32Values()
-				w := l.DataType().(*arrow.FixedSizeListType).Len()
-				for i := 0; i < l.Len(); i++ {
-					off := (l.Offset() + i) * int(w)
-					if out[idx[row]] == nil {
-						out[idx[row]] = map[string][]float32{}
-					}
-					out[idx[row]][name] = vals[off : off+int(w)]
-					row++
-				}
-			}
-		}
-		tbl.Release()
-		r.Close()
-	}
-	return out
-}
-
 // TestPythonClientEndToEnd runs the Python client against the lrstream
 // binary: `stream` through a pipe and `serve` with 3 socket workers, every
 // batch checked against the expected per-frame outcomes and the parquet
@@ -99,7 +42,7 @@ func TestPythonClientEndToEnd(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	ds := shared(t, "conformance", "datasets", "pub_inferred_front_wrist")
-	feats := parquetFeatures(t, ds, "action", "observation.state")
+	feats := testkit.ReadFrames(t, ds, "action", "observation.state").Values
 	fj, _ := json.Marshal(feats)
 	fpath := filepath.Join(tmp, "features.json")
 	if err := os.WriteFile(fpath, fj, 0o644); err != nil {
