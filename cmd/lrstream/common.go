@@ -182,6 +182,9 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 	if err != nil {
 		return nil, err
 	}
+	if err := shard.CheckSelection(ds, sel); err != nil {
+		return nil, err
+	}
 	for _, n := range features {
 		ft, ok := ds.Info.Feature(n)
 		if !ok {

@@ -135,6 +135,7 @@ func TestStreamErrors(t *testing.T) {
 		{[]string{"stream", "--mode", "weird"}, "unknown mode"},
 		{[]string{"stream", "--batch-size", "0"}, "--batch-size"},
 		{[]string{"stream", "--episodes", "x-y"}, "x-y"},
+		{[]string{"stream", "--episodes", "100-200"}, "matches none"},
 		{[]string{"stream", "--features", "observation.images.front"}, "not decoded"},
 		{[]string{"serve", "--socket", bad}, "not a socket"},
 	} {
