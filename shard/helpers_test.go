@@ -11,28 +11,12 @@ import (
 	"testing"
 
 	"github.com/lrstream/lrstream/fetch"
+	"github.com/lrstream/lrstream/internal/testkit"
 	"github.com/lrstream/lrstream/schema"
 )
 
-// repoRoot walks up from the package directory to the directory holding
-// go.mod.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found")
-		}
-		dir = parent
-	}
-}
+// repoRoot is the directory holding go.mod.
+func repoRoot(t testing.TB) string { return testkit.ModuleRoot(t) }
 
 func sharedDir(t testing.TB) string { return filepath.Join(repoRoot(t), "..", "shared") }
 
