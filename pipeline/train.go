@@ -246,6 +246,16 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 		return nil, err
 	}
 	st := &Stats{Components: make([]int64, len(cfg.Recipe.Components()))}
+	// With a msgpack sink and several workers, batches are encoded in
+	// parallel and written in order (same bytes as s.Batch one by one).
+	var enc *sink.Encoder
+	es, parallel := s.(sink.EncodedSink)
+	parallel = parallel && workerCount(cfg) > 1
+	defer func() {
+		if enc != nil {
+			enc.Close()
+		}
+	}()
 	var b *collate.Batcher
 	fillers := make([]*filler, len(srcs))
 	var headerDone bool
@@ -269,6 +279,9 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 			return err
 		}
 		headerDone = true
+		if parallel {
+			enc = sink.NewEncoder(es, workerCount(cfg), b.Recycle)
+		}
 		h := Header(cfg, so, b)
 		h.Share = sink.Share{Rank: 0, WorldSize: 1, Worker: to.Consumer, NumWorkers: to.Consumers}
 		h.Strings = strs
@@ -359,8 +372,13 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 			// seq numbers this consumer's batches across epochs, so a
 			// resumed stream carries the same numbers as an uninterrupted one.
 			seq := epoch*(served/C) + k/C
-			err = s.Batch(bt, sink.BatchMeta{Seq: seq, Epoch: epoch, Resume: next.encode()})
-			b.Recycle(bt)
+			meta := sink.BatchMeta{Seq: seq, Epoch: epoch, Resume: next.encode()}
+			if enc != nil {
+				err = enc.Batch(bt, meta)
+			} else {
+				err = s.Batch(bt, meta)
+				b.Recycle(bt)
+			}
 			if cfg.Progress != nil {
 				cfg.Progress(len(frames))
 			}
@@ -372,6 +390,14 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 	}
 	if !headerDone {
 		if err := startStream(infoFeatures(cfg)); err != nil {
+			return st, err
+		}
+	}
+	if enc != nil {
+		// Every batch is written before End touches the sink.
+		err := enc.Close()
+		enc = nil
+		if err != nil {
 			return st, err
 		}
 	}
