@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/lrstream/lrstream/collate"
 	"github.com/lrstream/lrstream/render"
@@ -36,6 +37,56 @@ type TrainOptions struct {
 	// Resume is a token from a batch of an earlier run ("" to start at
 	// the beginning).
 	Resume string
+	// Cache, when set, shares the pre-pass (which frames are kept) between
+	// the streams of one process, such as the clients of `serve`.
+	Cache *IndexCache
+}
+
+// IndexCache remembers the keep index of each run configuration, so that
+// the many streams of one server (ranks × dataloader workers) render the
+// selection's language once instead of once per client. It is safe for
+// concurrent use; the zero value is ready.
+type IndexCache struct {
+	mu sync.Mutex
+	m  map[string]*cachedIndex
+}
+
+type cachedIndex struct {
+	once sync.Once
+	idx  *keepIndex
+	err  error
+}
+
+// get returns the keep index for srcs, building it once per key. A nil
+// cache builds it every time. Failed builds are not kept.
+func (c *IndexCache) get(ctx context.Context, srcs []Mix, key string) (*keepIndex, error) {
+	if c == nil {
+		return buildKeepIndex(ctx, srcs)
+	}
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[string]*cachedIndex{}
+	}
+	e := c.m[key]
+	if e == nil {
+		e = &cachedIndex{}
+		c.m[key] = e
+	}
+	c.mu.Unlock()
+	e.once.Do(func() { e.idx, e.err = buildKeepIndex(ctx, srcs) })
+	if e.err != nil {
+		c.mu.Lock()
+		if c.m[key] == e {
+			delete(c.m, key)
+		}
+		c.mu.Unlock()
+		// Another stream's build was cancelled (its client left): build
+		// again for this one.
+		if ctx.Err() == nil && (errors.Is(e.err, context.Canceled) || errors.Is(e.err, context.DeadlineExceeded)) {
+			return c.get(ctx, srcs, key)
+		}
+	}
+	return e.idx, e.err
 }
 
 // DefaultBufferSize is the default shuffle buffer, in frames.
@@ -241,7 +292,7 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 			return nil, errors.New("resume token belongs to a different run (dataset revision, recipe, selection, mode, shuffle, seed or batch options differ)")
 		}
 	}
-	idx, err := buildKeepIndex(ctx, srcs)
+	idx, err := to.Cache.get(ctx, srcs, fp)
 	if err != nil {
 		return nil, err
 	}

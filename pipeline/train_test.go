@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 	"testing"
 
 	"github.com/lrstream/lrstream"
@@ -233,5 +234,54 @@ func TestTrainNothingToServe(t *testing.T) {
 	_, err = Train(context.Background(), cfg, StreamOptions{BatchSize: 1000}, TrainOptions{Epochs: 1, Consumer: 0, Consumers: 3}, sink.Discard())
 	if err == nil {
 		t.Fatal("3 consumers of 1 batch accepted")
+	}
+}
+
+func TestIndexCacheSharedAcrossStreams(t *testing.T) {
+	cfg := demoConfig(t, render.ModeDrop)
+	so := StreamOptions{BatchSize: 16}
+	cache := &IndexCache{}
+	var outs [3][][]byte
+	var wg sync.WaitGroup
+	for c := 0; c < 3; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf bytes.Buffer
+			to := TrainOptions{Shuffle: true, Seed: 2, Epochs: 1, Consumer: c, Consumers: 3, Cache: cache}
+			if _, err := Train(context.Background(), cfg, so, to, sink.NewMsgpack(&buf)); err != nil {
+				t.Error(err)
+			}
+			outs[c] = rawOf(t, &buf)
+		}()
+	}
+	wg.Wait()
+	if len(cache.m) != 1 {
+		t.Fatalf("%d cached indexes, want 1", len(cache.m))
+	}
+	for c := 0; c < 3; c++ {
+		want, _ := trainBatches(t, cfg, so, TrainOptions{Shuffle: true, Seed: 2, Epochs: 1, Consumer: c, Consumers: 3})
+		if len(want) != len(outs[c]) {
+			t.Fatalf("consumer %d: %d batches with the cache, %d without", c, len(outs[c]), len(want))
+		}
+		for i := range want {
+			if !bytes.Equal(want[i], outs[c][i]) {
+				t.Fatalf("consumer %d batch %d differs with the cache", c, i)
+			}
+		}
+	}
+}
+
+func rawOf(t *testing.T, r io.Reader) [][]byte {
+	d := sink.NewDecoder(r)
+	var out [][]byte
+	for {
+		m, err := d.Next()
+		if err != nil {
+			return out
+		}
+		if m.Type == sink.TypeBatch {
+			out = append(out, m.Raw)
+		}
 	}
 }

@@ -69,8 +69,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		so := bf.options(&rf, tf.json())
+		cache := &pipeline.IndexCache{} // one pre-pass for all clients
 		handle = func(ctx context.Context, conn *net.UnixConn, log *slog.Logger) {
-			serveClient(ctx, conn, mix, so, &tf, log)
+			serveClient(ctx, conn, mix, so, &tf, cache, log)
 		}
 		log.Info("loaded", "dataset", mix[0].Config.Dataset.ID, "recipe", mix[0].Config.Recipe.Name())
 	}
@@ -188,7 +189,7 @@ func serveReplay(ctx context.Context, conn *net.UnixConn, dir string, log *slog.
 }
 
 // serveClient reads the client's hello and streams its share.
-func serveClient(ctx context.Context, conn *net.UnixConn, mix []pipeline.Mix, so pipeline.StreamOptions, tf *trainFlags, log *slog.Logger) {
+func serveClient(ctx context.Context, conn *net.UnixConn, mix []pipeline.Mix, so pipeline.StreamOptions, tf *trainFlags, cache *pipeline.IndexCache, log *slog.Logger) {
 	defer conn.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -208,7 +209,9 @@ func serveClient(ctx context.Context, conn *net.UnixConn, mix []pipeline.Mix, so
 	var st *pipeline.Stats
 	if tf.active() || h.Resume != "" || h.WorldSize > 1 || len(mix) > 1 {
 		// Training iteration: global batches shared out round-robin.
-		st, err = pipeline.TrainMix(ctx, mix, so, tf.options(h.Rank, h.WorldSize, h.Worker, h.NumWorkers, h.Resume), shareSink{s, h})
+		to := tf.options(h.Rank, h.WorldSize, h.Worker, h.NumWorkers, h.Resume)
+		to.Cache = cache
+		st, err = pipeline.TrainMix(ctx, mix, so, to, shareSink{s, h})
 	} else {
 		// A plain pass: each worker reads its own run of episodes.
 		c.Share = pipeline.Share{Worker: h.Worker, NumWorkers: h.NumWorkers}
