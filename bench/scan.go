@@ -108,12 +108,18 @@ func scanUnit(ctx context.Context, cfg *pipeline.Config, u shard.Unit, want map[
 	return tbl.NumRows(), h, nil
 }
 
-// footerCache keeps each file's parsed footer, so that the scan parses it
-// once per file rather than once per row group.
+// footerCache keeps the parsed footers of the last few files, so that the
+// scan parses each footer once per file rather than once per row group
+// (units come in plan order, so the workers share one or two files at a
+// time) without holding every footer of a large dataset.
 type footerCache struct {
-	mu sync.Mutex
-	m  map[string]*metadata.FileMetaData
+	mu    sync.Mutex
+	m     map[string]*metadata.FileMetaData
+	order []string // insertion order, oldest first
 }
+
+// footersKept bounds footerCache.
+const footersKept = 4
 
 func (c *footerCache) get(path string) *metadata.FileMetaData {
 	c.mu.Lock()
@@ -127,7 +133,15 @@ func (c *footerCache) put(path string, md *metadata.FileMetaData) {
 	if c.m == nil {
 		c.m = map[string]*metadata.FileMetaData{}
 	}
+	if _, ok := c.m[path]; ok {
+		return
+	}
 	c.m[path] = md
+	c.order = append(c.order, path)
+	if len(c.order) > footersKept {
+		delete(c.m, c.order[0])
+		c.order = c.order[1:]
+	}
 }
 
 // touchArray reads every value of an Arrow array (strings by length,
