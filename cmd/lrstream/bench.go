@@ -24,13 +24,13 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.SetOutput(e.stderr)
 	rf.register(fs)
 	batchSize := fs.Int("batch-size", 256, "kept samples per batch (stream stage)")
-	stages := fs.String("stages", strings.Join(bench.Stages, ","), "stages to run, comma-separated: scan, render, stream")
+	stages := fs.String("stages", strings.Join(bench.Stages, ","), "stages to run, comma-separated: scan, decode, render, stream")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	count := fs.Int("count", 1, "run the stages this many times, interleaved, and report each stage's median run")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured stages to FILE (go tool pprof)")
 	memProfile := fs.String("memprofile", "", "write an allocation profile to FILE after the stages (go tool pprof -sample_index=alloc_space)")
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: lrstream bench [--dataset DIR|ORG/NAME --recipe FILE] [flags]\n\nMeasures, in one process on the same files: scan (decode the needed columns and\ntouch every value), render (scan + render) and stream (the whole pipeline into a\ndiscarding msgpack sink). See docs/performance.md.\n\nflags:")
+		fmt.Fprintln(e.stderr, "usage: lrstream bench [--dataset DIR|ORG/NAME --recipe FILE] [flags]\n\nMeasures, in one process on the same files: scan (a naive pqarrow read of the\nneeded columns, touching every value), decode (lrstream's reader), render (decode +\nrender) and stream (the whole pipeline into a discarding msgpack sink).\nSee docs/performance.md.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
