@@ -17,12 +17,12 @@ func (m Message) MarshalJSON() ([]byte, error) {
 // AppendJSON appends the message's JSON encoding (see MarshalJSON) to b.
 func (m Message) AppendJSON(b []byte) ([]byte, error) {
 	b = append(b, `{"role":`...)
-	b = appendString(b, m.Role)
+	b = AppendJSONString(b, m.Role)
 	var err error
 	switch m.Kind {
 	case TextContent:
 		b = append(b, `,"content":`...)
-		b = appendString(b, m.Text)
+		b = AppendJSONString(b, m.Text)
 	case BlockContent:
 		b = append(b, `,"content":[`...)
 		for i, blk := range m.Blocks {
@@ -69,7 +69,7 @@ func (s Sample) AppendJSON(b []byte) ([]byte, error) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, st)
+		b = AppendJSONString(b, st)
 	}
 	b = append(b, `],"target_message_indices":[`...)
 	for i, t := range s.Targets {
@@ -99,7 +99,7 @@ func (m Map) AppendJSON(b []byte) ([]byte, error) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, k)
+		b = AppendJSONString(b, k)
 		b = append(b, ':')
 		if b, err = appendValue(b, m.Values[i]); err != nil {
 			return nil, fmt.Errorf("schema: Map key %q: %w", k, err)
@@ -125,7 +125,7 @@ func appendValue(b []byte, v any) ([]byte, error) {
 		}
 		return strconv.AppendFloat(b, x, 'g', -1, 64), nil
 	case string:
-		return appendString(b, x), nil
+		return AppendJSONString(b, x), nil
 	case json.Number:
 		if !json.Valid([]byte(x)) {
 			return nil, fmt.Errorf("invalid json.Number %q", string(x))
@@ -161,9 +161,10 @@ func appendValue(b []byte, v any) ([]byte, error) {
 
 const hexDigits = "0123456789abcdef"
 
-// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD
-// like encoding/json; HTML characters are not escaped.
-func appendString(b []byte, s string) []byte {
+// AppendJSONString appends s as a JSON string. Invalid UTF-8 becomes
+// U+FFFD like encoding/json; HTML characters are not escaped; U+2028 and
+// U+2029 are escaped.
+func AppendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {

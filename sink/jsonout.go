@@ -8,54 +8,9 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/lrstream/lrstream/schema"
 )
-
-// appendJSONString writes s as a JSON string, escaping only what JSON
-// requires (no HTML escaping); invalid UTF-8 becomes U+FFFD.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, "\ufffd"...)
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
 
 // appendJSONFloat writes f so that it reads back as a float: NaN and the
 // infinities (not JSON) as the strings "NaN", "Infinity", "-Infinity".
@@ -97,9 +52,9 @@ func appendJSONValue(b []byte, v any) ([]byte, error) {
 	case float32:
 		return appendJSONFloat(b, float64(x), 32), nil
 	case string:
-		return appendJSONString(b, x), nil
+		return schema.AppendJSONString(b, x), nil
 	case []byte:
-		return appendJSONString(b, base64.StdEncoding.EncodeToString(x)), nil
+		return schema.AppendJSONString(b, base64.StdEncoding.EncodeToString(x)), nil
 	case json.RawMessage:
 		return appendCompactJSON(b, x)
 	case []any:
@@ -130,7 +85,7 @@ func appendJSONValue(b []byte, v any) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, k)
+			b = schema.AppendJSONString(b, k)
 			b = append(b, ':')
 			if b, err = appendJSONValue(b, x.Values[i]); err != nil {
 				return b, err
