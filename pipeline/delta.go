@@ -3,6 +3,7 @@ package pipeline
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -213,7 +214,7 @@ func (fl *filler) fill(f *collate.Frame, c *Chunk, j int) error {
 	f.Features = f.Features[:len(fl.out)]
 	for k := range fl.in {
 		fd := &bt.Features[k]
-		if fd.DType != fl.in[k].DType || !sameShape(fd.Shape, fl.in[k].Shape) {
+		if fd.DType != fl.in[k].DType || !slices.Equal(fd.Shape, fl.in[k].Shape) {
 			return fmt.Errorf("%s row group %d: feature %s is %s%v here but %s%v earlier in the stream",
 				c.Unit.File, c.Unit.RowGroup, fd.Name, fd.DType, fd.Shape, fl.in[k].DType, fl.in[k].Shape)
 		}

@@ -94,7 +94,7 @@ func appendBatch(b, b2 *shard.Batch) error {
 	}
 	for i := range b.Features {
 		f, f2 := &b.Features[i], &b2.Features[i]
-		if f.Name != f2.Name || f.DType != f2.DType || !sameShape(f.Shape, f2.Shape) {
+		if f.Name != f2.Name || f.DType != f2.DType || !slices.Equal(f.Shape, f2.Shape) {
 			return fmt.Errorf("feature %s is %s%v, %s%v in the previous row group of the episode", f2.Name, f2.DType, f2.Shape, f.DType, f.Shape)
 		}
 		f.Data = slices.Concat(f.Data, f2.Data)

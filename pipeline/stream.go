@@ -334,15 +334,3 @@ func numpyDType(dt string) (string, bool) {
 	}
 	return "", false
 }
-
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}

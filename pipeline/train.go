@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -249,7 +250,7 @@ func checkMix(srcs []Mix) error {
 				srcs[0].Config.Dataset.ID, m.Config.Dataset.ID, featureList(want), featureList(got))
 		}
 		for i := range got {
-			if got[i].Name != want[i].Name || got[i].DType != want[i].DType || !sameShape(got[i].Shape, want[i].Shape) {
+			if got[i].Name != want[i].Name || got[i].DType != want[i].DType || !slices.Equal(got[i].Shape, want[i].Shape) {
 				return fmt.Errorf("datasets %s and %s cannot be mixed: feature %s%v %s vs %s%v %s",
 					srcs[0].Config.Dataset.ID, m.Config.Dataset.ID, want[i].Name, want[i].Shape, want[i].DType, got[i].Name, got[i].Shape, got[i].DType)
 			}

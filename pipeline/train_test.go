@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 	"testing"
 
@@ -116,7 +117,7 @@ func TestTrainOrderIndependentOfConsumers(t *testing.T) {
 		// Interleaving the consumers' batches gives the global order.
 		for j := 0; j < n; j++ {
 			for c := 0; c < C; c++ {
-				if !equalInts(got[c][j], perEpoch[0][j*C+c]) {
+				if !slices.Equal(got[c][j], perEpoch[0][j*C+c]) {
 					t.Fatalf("C=%d: consumer %d batch %d differs from global batch %d", C, c, j, j*C+c)
 				}
 			}
@@ -190,24 +191,12 @@ func TestTrainShuffleDeterministic(t *testing.T) {
 	}
 }
 
-func equalInts(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func equalBatches(a, b [][]int64) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for i := range a {
-		if !equalInts(a[i], b[i]) {
+		if !slices.Equal(a[i], b[i]) {
 			return false
 		}
 	}
