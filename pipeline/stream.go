@@ -43,23 +43,34 @@ func (s *Stats) Count(cfg *Config, c *Chunk) error {
 			}
 			s.Errors++
 			s.Skipped = append(s.Skipped, fe)
-		case render.Rendered:
-			s.Rendered++
-			if r.Fallback {
-				s.Fallback++
-			} else if r.Component >= 0 && r.Component < len(s.Components) {
-				s.Components[r.Component]++
-			} else if len(s.Components) == 1 {
-				s.Components[0]++
-			}
+		case render.Rendered, render.Passthrough:
+			s.countKept(r)
+			continue
 		case render.Dropped:
 			s.Dropped++
-		case render.Passthrough:
-			s.Passthrough++
 		}
 		s.Frames++
 	}
 	return nil
+}
+
+// countKept counts a frame that renders or passes through. Components
+// must be sized for the recipe.
+func (s *Stats) countKept(r *render.Result) {
+	s.Frames++
+	if r.Outcome == render.Passthrough {
+		s.Passthrough++
+		return
+	}
+	s.Rendered++
+	switch {
+	case r.Fallback:
+		s.Fallback++
+	case r.Component >= 0 && r.Component < len(s.Components):
+		s.Components[r.Component]++
+	case len(s.Components) == 1: // a message recipe: component -1
+		s.Components[0]++
+	}
 }
 
 // StreamOptions shape the batches of Stream.

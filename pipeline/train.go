@@ -406,18 +406,7 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 				next = token{Version: 1, Epoch: epoch + 1, Batch: 0, Fingerprint: fp}
 			}
 			for _, f := range frames {
-				r := &f.chunk.Results[f.offset]
-				st.Frames++
-				if r.Outcome == render.Passthrough {
-					st.Passthrough++
-					continue
-				}
-				st.Rendered++
-				if r.Fallback {
-					st.Fallback++
-				} else if r.Component >= 0 && r.Component < len(st.Components) {
-					st.Components[r.Component]++
-				}
+				st.countKept(&f.chunk.Results[f.offset])
 			}
 			cnt.Batches++
 			cnt.Kept += int64(bt.N)
