@@ -64,8 +64,13 @@ type fastLeaf struct {
 	def, rep []int16
 	maxDef   int16
 	bytes    []parquet.ByteArray
-	f32      []float32
-	f64      []float64
+	// byIdx: the byte-array values are dict[idx[v]] (read by the page
+	// path, see pages.go) rather than bytes[v].
+	byIdx bool
+	dict  []parquet.ByteArray
+	idx   []int32
+	f32   []float32
+	f64   []float64
 	// dList: an element of the outer list exists when def >= dList;
 	// dElem: the row struct is non-null when def >= dElem.
 	dList, dElem int16
@@ -197,7 +202,10 @@ func planFastLang(md *metadata.FileMetaData, name string, leaves []int) (cols []
 }
 
 // readFastLang reads the leaves of a language column from row group rg.
-func readFastLang(rdr *file.Reader, fileSize int64, rg int, name string, cols []int, fields []fastField, nrows int) (*fastLang, error) {
+//
+// usePages enables the page path for dictionary-encoded byte-array leaves
+// (pages.go); tests turn it off to compare with the column reader.
+func readFastLang(rdr *file.Reader, fileSize int64, rg int, name string, cols []int, fields []fastField, nrows int, usePages bool) (*fastLang, error) {
 	md := rdr.MetaData()
 	rgr := rdr.RowGroup(rg)
 	fl := &fastLang{persistent: name == schema.ColumnPersistent}
@@ -217,7 +225,7 @@ func readFastLang(rdr *file.Reader, fileSize int64, rg int, name string, cols []
 		l := leafPool.Get().(*fastLeaf)
 		*l = fastLeaf{field: fields[k], maxDef: col.MaxDefinitionLevel(),
 			def: resize(l.def, int(n)), rep: resize(l.rep, int(n)),
-			bytes: l.bytes, f32: l.f32, f64: l.f64, frameEntry: l.frameEntry, frameVal: l.frameVal}
+			bytes: l.bytes, dict: l.dict, idx: l.idx, f32: l.f32, f64: l.f64, frameEntry: l.frameEntry, frameVal: l.frameVal}
 		fl.leaves = append(fl.leaves, l) // before any error, so release returns it
 		if len(lv) < 4 {
 			return nil, fmt.Errorf("%s: unexpected nesting", col.Path())
@@ -229,13 +237,21 @@ func readFastLang(rdr *file.Reader, fileSize int64, rg int, name string, cols []
 			}
 			l.dTC, l.dTCList = lv[3], lv[4]
 		}
-		ccr, err := rgr.Column(c)
-		if err != nil {
-			return nil, err
-		}
 		var total int64
+		if col.PhysicalType() == parquet.Types.ByteArray && usePages && dictOnly(ccm) {
+			if pr, err := rgr.GetColumnPageReader(c); err == nil && l.readDictPages(pr, n, col.MaxRepetitionLevel()) {
+				l.kind, total = parquet.Types.ByteArray, n
+			}
+		}
+		var ccr file.ColumnChunkReader
+		if !l.byIdx {
+			if ccr, err = rgr.Column(c); err != nil {
+				return nil, err
+			}
+		}
 		nv := 0
 		switch r := ccr.(type) {
+		case nil: // read by the page path
 		case *file.ByteArrayColumnChunkReader:
 			l.kind = parquet.Types.ByteArray
 			l.bytes = resize(l.bytes, int(n))
@@ -351,6 +367,9 @@ func (l *fastLeaf) index(nrows int) error {
 		return fmt.Errorf("%d rows, want %d", r+1, nrows)
 	}
 	nv := len(l.bytes)
+	if l.byIdx {
+		nv = len(l.idx)
+	}
 	switch l.kind {
 	case parquet.Types.Float:
 		nv = len(l.f32)
@@ -425,6 +444,21 @@ func (fl *fastLang) sameFrames(r1, r2 int) bool {
 		bv := l.frameVal[r2]
 		switch l.kind {
 		case parquet.Types.ByteArray:
+			if l.byIdx {
+				// Equal indices are equal values; a dictionary may still
+				// hold the same value twice, so unequal ones are compared
+				// by value.
+				a, b := l.idx[av:aw], l.idx[bv:bv+(aw-av)]
+				if slices.Equal(a, b) {
+					continue
+				}
+				for k := range a {
+					if a[k] != b[k] && !bytes.Equal(l.dict[a[k]], l.dict[b[k]]) {
+						return false
+					}
+				}
+				continue
+			}
 			for k := int32(0); k < aw-av; k++ {
 				if !bytes.Equal(l.bytes[av+k], l.bytes[bv+k]) {
 					return false
@@ -504,18 +538,26 @@ func (fl *fastLang) decodeFrame(r int, buf *jsonBuf) ([]schema.Row, error) {
 				}
 				row.HasTimestamp = true
 			case fRole:
-				row.Role = string(l.bytes[v])
+				row.Role = string(l.str(v))
 			case fContent:
-				row.Content = strPtr(l.bytes[v])
+				row.Content = strPtr(l.str(v))
 			case fStyle:
-				row.Style = strPtr(l.bytes[v])
+				row.Style = strPtr(l.str(v))
 			case fCamera:
-				row.Camera = strPtr(l.bytes[v])
+				row.Camera = strPtr(l.str(v))
 			}
 			v++
 		}
 	}
 	return rows, nil
+}
+
+// str returns byte-array value v.
+func (l *fastLeaf) str(v int32) []byte {
+	if l.byIdx {
+		return l.dict[l.idx[v]]
+	}
+	return l.bytes[v]
 }
 
 func strPtr(b []byte) *string {
@@ -542,7 +584,7 @@ func (l *fastLeaf) toolCalls(s, e, v int32, buf *jsonBuf) ([]byte, int32, error)
 				buf.b = append(buf.b, "null"...)
 				continue
 			}
-			if err := buf.appendCompactJSON(string(l.bytes[v])); err != nil {
+			if err := buf.appendCompactJSON(string(l.str(v))); err != nil {
 				return nil, v, err
 			}
 			v++
@@ -597,7 +639,8 @@ func (fl *fastLang) release() {
 		// write barrier per element while the GC runs (17% of the stream's
 		// CPU on the 300k-frame benchmark dataset).
 		clear(l.bytes)
-		l.bytes, l.f32, l.f64 = l.bytes[:0], l.f32[:0], l.f64[:0]
+		clear(l.dict)
+		l.bytes, l.dict, l.idx, l.f32, l.f64 = l.bytes[:0], l.dict[:0], l.idx[:0], l.f32[:0], l.f64[:0]
 		leafPool.Put(l)
 	}
 	fl.leaves, fl.ref, fl.byField = nil, nil, [6]*fastLeaf{}

@@ -51,6 +51,9 @@ type Options struct {
 
 	// noFast disables the low-level language path (tests compare both).
 	noFast bool
+	// noPages disables the page path of the low-level language reader
+	// (pages.go), leaving arrow-go's column reader (tests compare both).
+	noPages bool
 }
 
 // Batch is the decoded, columnar content of one unit: one row group,
@@ -315,7 +318,7 @@ func ReadUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 		}
 	}()
 	for _, f := range fasts {
-		fl, err := readFastLang(pf.rdr, pf.f.Size(), u.RowGroup, f.name, f.cols, f.fields, d.n)
+		fl, err := readFastLang(pf.rdr, pf.f.Size(), u.RowGroup, f.name, f.cols, f.fields, d.n, !opts.noPages)
 		if err != nil {
 			e := d.colErr(f.name, err)
 			if len(u.Episodes) == 1 {

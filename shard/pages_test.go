@@ -1,0 +1,208 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"testing/fstest"
+
+	"github.com/lrstream/lrstream/bench/datagen"
+	"github.com/lrstream/lrstream/fetch"
+)
+
+// TestPagePathMatchesColumnReader reads conformance, real and generated
+// datasets with and without the page path (pages.go) and requires
+// identical batches.
+func TestPagePathMatchesColumnReader(t *testing.T) {
+	before := pageReads.Load()
+	dirs := append(conformanceDatasets(t), realDatasets(t)...)
+	for _, v := range []datagen.Variant{datagen.VariantDocumented, datagen.VariantInferred} {
+		dir := filepath.Join(t.TempDir(), "ds")
+		o := datagen.DefaultOptions()
+		o.Episodes, o.MinFrames, o.MaxFrames, o.Variant, o.Seed = 6, 150, 400, v, 5
+		if _, err := datagen.Generate(context.Background(), dir, o); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, dir)
+	}
+	for _, dir := range dirs {
+		_, pages := readAll(t, mustDir(t, dir), Selection{}, Options{})
+		_, cols := readAll(t, mustDir(t, dir), Selection{}, Options{noPages: true})
+		if !reflect.DeepEqual(pages, cols) {
+			t.Fatalf("%s: batches differ", dir)
+		}
+	}
+	if pageReads.Load() == before {
+		t.Fatal("the page path was never used")
+	}
+	t.Logf("%d leaves read by the page path", pageReads.Load()-before)
+}
+
+// TestPagePathCorruption flips bytes across a small data file and requires
+// the same outcome (the same batches or the same error) with and without
+// the page path: the page path must reject what it does not fully
+// understand and leave it to the column reader.
+func TestPagePathCorruption(t *testing.T) {
+	base, dir := fuzzBase(t)
+	seed := smallDataFile(t, dir)
+	ctx := context.Background()
+	sel, _ := ParseSelection("5-9", "")
+	read := func(d []byte, opts Options) string {
+		fsys := fstest.MapFS{}
+		for k, v := range base {
+			fsys[k] = v
+		}
+		fsys["data/chunk-000/file-001.parquet"] = &fstest.MapFile{Data: d}
+		src := fetch.NewFS("sweep", fsys)
+		ds, err := OpenDataset(ctx, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		units, err := Plan(ctx, src, ds, sel)
+		if err != nil {
+			return "plan: " + err.Error()
+		}
+		var out string
+		for _, u := range units {
+			b, err := ReadUnit(ctx, src, ds, u, opts)
+			if err != nil {
+				out += "error: " + err.Error() + "\n"
+				continue
+			}
+			for r := 0; r < b.Len(); r++ {
+				out += fmt.Sprintf("%d %s %s\n", b.Index[r], rowsJSON(b.PersistentRows(r), true), rowsJSON(b.EventRows(r), false))
+			}
+		}
+		return out
+	}
+	stride := 29 // stride 3 (18k files) agreed too, in about two minutes
+	if testing.Short() {
+		stride = 211
+	}
+	n := 0
+	for i := 0; i < len(seed); i += stride {
+		for _, x := range []byte{0xff, 0x01, 0x10} {
+			d := append([]byte(nil), seed...)
+			d[i] ^= x
+			if a, b := read(d, Options{}), read(d, Options{noPages: true}); a != b {
+				t.Fatalf("byte %d ^ %#x: page path\n%s\ncolumn reader\n%s", i, x, a, b)
+			}
+			n++
+		}
+	}
+	t.Logf("%d corrupted files agree", n)
+}
+
+// encodeHybrid is a reference encoder of the RLE / bit-packing hybrid:
+// it alternates RLE runs and bit-packed runs at random.
+func encodeHybrid(vals []uint32, bw int, rng *rand.Rand) []byte {
+	var out []byte
+	uvarint := func(x uint64) {
+		for x >= 0x80 {
+			out = append(out, byte(x)|0x80)
+			x >>= 7
+		}
+		out = append(out, byte(x))
+	}
+	byteW := (bw + 7) / 8
+	for i := 0; i < len(vals); {
+		if rng.IntN(2) == 0 { // RLE run of equal values
+			j := i + 1
+			for j < len(vals) && vals[j] == vals[i] {
+				j++
+			}
+			uvarint(uint64(j-i) << 1)
+			for b := 0; b < byteW; b++ {
+				out = append(out, byte(vals[i]>>(8*b)))
+			}
+			i = j
+			continue
+		}
+		groups := 1 + rng.IntN(4)
+		uvarint(uint64(groups)<<1 | 1)
+		var acc uint64
+		have := 0
+		for k := 0; k < groups*8; k++ {
+			var v uint32
+			if i+k < len(vals) {
+				v = vals[i+k]
+			}
+			acc |= uint64(v) << have
+			have += bw
+			for have >= 8 {
+				out = append(out, byte(acc))
+				acc >>= 8
+				have -= 8
+			}
+		}
+		i += groups * 8
+	}
+	return out
+}
+
+func TestDecodeHybrid(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, bw := range []int{0, 1, 2, 3, 5, 8, 12, 16, 17, 31, 32} {
+		for trial := 0; trial < 50; trial++ {
+			n := 1 + rng.IntN(300)
+			vals := make([]uint32, n)
+			maxV := uint64(1)<<bw - 1
+			for i := range vals {
+				if i > 0 && rng.IntN(3) > 0 {
+					vals[i] = vals[i-1]
+				} else {
+					vals[i] = uint32(rng.Uint64N(maxV + 1))
+				}
+			}
+			src := encodeHybrid(vals, bw, rng)
+			got := make([]int32, n)
+			if bw < 32 {
+				if !decodeHybrid(src, bw, got, maxV) {
+					t.Fatalf("bw %d: decode failed", bw)
+				}
+				for i := range vals {
+					if uint32(got[i]) != vals[i] {
+						t.Fatalf("bw %d: value %d: got %d, want %d", bw, i, got[i], vals[i])
+					}
+				}
+			}
+			if bw <= 15 {
+				got16 := make([]int16, n)
+				if !decodeHybrid(src, bw, got16, maxV) {
+					t.Fatalf("bw %d: int16 decode failed", bw)
+				}
+				for i := range vals {
+					if uint32(got16[i]) != vals[i] {
+						t.Fatalf("bw %d: int16 value %d differs", bw, i)
+					}
+				}
+			}
+			// Truncations and a lower bound on values fail cleanly.
+			for cut := 0; cut < len(src); cut += 1 + len(src)/7 {
+				decodeHybrid(src[:cut], bw, got, maxV)
+			}
+			if maxV > 0 && decodeHybrid(src, bw, got, 0) && slicesMax(vals) > 0 {
+				t.Fatalf("bw %d: value above max accepted", bw)
+			}
+		}
+	}
+	// Random bytes never panic.
+	for trial := 0; trial < 2000; trial++ {
+		src := make([]byte, rng.IntN(40))
+		for i := range src {
+			src[i] = byte(rng.Uint32())
+		}
+		decodeHybrid(src, rng.IntN(34)-1, make([]int16, rng.IntN(100)), 3)
+	}
+}
+
+func slicesMax(v []uint32) uint32 {
+	m := uint32(0)
+	for _, x := range v {
+		m = max(m, x)
+	}
+	return m
+}
