@@ -238,13 +238,11 @@ func readFastLang(rdr *file.Reader, fileSize int64, rg int, name string, cols []
 			l.dTC, l.dTCList = lv[3], lv[4]
 		}
 		var total int64
-		if col.PhysicalType() == parquet.Types.ByteArray && usePages && dictOnly(ccm) {
-			if pr, err := rgr.GetColumnPageReader(c); err == nil && l.readDictPages(pr, n, col.MaxRepetitionLevel()) {
-				l.kind, total = parquet.Types.ByteArray, n
-			}
+		if usePages {
+			total = l.readPages(rgr, c, ccm, n, col.MaxRepetitionLevel())
 		}
 		var ccr file.ColumnChunkReader
-		if !l.byIdx {
+		if total != n { // not read by the page path
 			if ccr, err = rgr.Column(c); err != nil {
 				return nil, err
 			}
@@ -338,6 +336,49 @@ func readFastLang(rdr *file.Reader, fileSize int64, rg int, name string, cols []
 		}
 	}
 	return fl, nil
+}
+
+// readPages reads the leaf's n levels and its values with the page path
+// (pages.go) when the chunk's layout allows. It returns n on success, and
+// 0 when the caller must read the chunk with the column reader.
+func (l *fastLeaf) readPages(rgr *file.RowGroupReader, c int, ccm *metadata.ColumnChunkMetaData, n int64, maxRep int16) int64 {
+	pt := ccm.Type()
+	if pt == parquet.Types.ByteArray && !dictOnly(ccm) {
+		return 0
+	}
+	pr, err := rgr.GetColumnPageReader(c)
+	if err != nil {
+		return 0
+	}
+	switch pt {
+	case parquet.Types.ByteArray:
+		if l.readDictPages(pr, n, maxRep) {
+			l.kind = pt
+			return n
+		}
+	case parquet.Types.Float, parquet.Types.Double:
+		s := levelScratch.Get().(*numScratch)
+		defer levelScratch.Put(s)
+		var raw []byte
+		w := 4
+		if pt == parquet.Types.Float {
+			l.f32 = resize(l.f32, int(n))
+			raw = arrow.Float32Traits.CastToBytes(l.f32)
+		} else {
+			l.f64 = resize(l.f64, int(n))
+			raw, w = arrow.Float64Traits.CastToBytes(l.f64), 8
+		}
+		if nv, ok := readNumPages(pr, n, maxRep, l.maxDef, w, l.def, l.rep, raw, s); ok {
+			l.kind = pt
+			if pt == parquet.Types.Float {
+				l.f32 = l.f32[:nv]
+			} else {
+				l.f64 = l.f64[:nv]
+			}
+			return n
+		}
+	}
+	return 0
 }
 
 // index computes the per-frame entry and value starts.
@@ -678,9 +719,9 @@ func flatColumn(md *metadata.FileMetaData, c int) bool {
 }
 
 // readFlat reads a flat column chunk (see flatColumn) with the low-level
-// reader into an Arrow array. Nulls are an error: no core column may have
-// them.
-func readFlat(rdr *file.Reader, rg, c int, nrows int64) (arrow.Array, error) {
+// reader into an Arrow array, through the page path (readFlatPages) unless
+// noPages. Nulls are an error: no core column may have them.
+func readFlat(rdr *file.Reader, rg, c int, nrows int64, noPages bool) (arrow.Array, error) {
 	ccm, err := rdr.MetaData().RowGroup(rg).ColumnChunk(c)
 	if err != nil {
 		return nil, err
@@ -690,6 +731,11 @@ func readFlat(rdr *file.Reader, rg, c int, nrows int64) (arrow.Array, error) {
 	}
 	if nrows < 0 || nrows > maxRowGroupRows {
 		return nil, fmt.Errorf("implausible row count %d", nrows)
+	}
+	if !noPages {
+		if a, ok := readFlatPages(rdr, rg, c, nrows); ok {
+			return a, nil
+		}
 	}
 	ccr, err := rdr.RowGroup(rg).Column(c)
 	if err != nil {
@@ -801,10 +847,11 @@ func listColumn(md *metadata.FileMetaData, c int) bool {
 }
 
 // readList reads a list column (see listColumn) with the low-level reader
-// into an Arrow list array. ok is false, and the caller uses pqarrow, when
+// into an Arrow list array, through the page path (readListPages) unless
+// noPages. ok is false, and the caller uses pqarrow, when
 // the column is not plain (a null or empty list, a null element) or
 // cannot be read: pqarrow then gives the precise error.
-func readList(rdr *file.Reader, rg, c int, nrows int64) (_ arrow.Array, ok bool) {
+func readList(rdr *file.Reader, rg, c int, nrows int64, noPages bool) (_ arrow.Array, ok bool) {
 	defer func() {
 		if recover() != nil {
 			ok = false
@@ -818,6 +865,11 @@ func readList(rdr *file.Reader, rg, c int, nrows int64) (_ arrow.Array, ok bool)
 	n := ccm.NumValues()
 	if n < 0 || n > maxChunkValues || n > 4096*ccm.TotalCompressedSize()+1024 || nrows < 0 || nrows > maxRowGroupRows {
 		return nil, false
+	}
+	if !noPages {
+		if a, ok := readListPages(rdr, rg, c, nrows, n); ok {
+			return a, true
+		}
 	}
 	ccr, err := rdr.RowGroup(rg).Column(c)
 	if err != nil {

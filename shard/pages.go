@@ -3,8 +3,12 @@ package shard
 import (
 	"encoding/binary"
 	"math/bits"
+	"sync"
 	"sync/atomic"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 )
@@ -46,34 +50,15 @@ func (l *fastLeaf) readDictPages(pr file.PageReader, n int64, maxRep int16) bool
 	var total, nv int64
 	for total < n && pr.Next() {
 		pg := pr.Page()
-		var repB, defB, valB []byte
-		switch p := pg.(type) {
-		case *file.DictionaryPage:
+		if p, ok := pg.(*file.DictionaryPage); ok {
 			if haveDict || total > 0 || !l.readDict(p) {
 				return false
 			}
 			haveDict = true
 			continue
-		case *file.DataPageV1:
-			if p.RepetitionLevelEncoding() != parquet.Encodings.RLE || p.DefinitionLevelEncoding() != parquet.Encodings.RLE {
-				return false
-			}
-			var ok bool
-			data := p.Data()
-			if repB, data, ok = lengthPrefixed(data); !ok {
-				return false
-			}
-			if defB, valB, ok = lengthPrefixed(data); !ok {
-				return false
-			}
-		case *file.DataPageV2:
-			data := p.Data()
-			r, d := int64(p.RepetitionLevelByteLen()), int64(p.DefinitionLevelByteLen())
-			if r < 0 || d < 0 || r+d > int64(len(data)) {
-				return false
-			}
-			repB, defB, valB = data[:r], data[r:r+d], data[r+d:]
-		default:
+		}
+		repB, defB, valB, ok := pageRegions(pg, maxRep, maxDef)
+		if !ok {
 			return false
 		}
 		if !haveDict {
@@ -146,6 +131,42 @@ func (l *fastLeaf) readDict(p *file.DictionaryPage) bool {
 	return true
 }
 
+// pageRegions splits a data page into its repetition level, definition
+// level and value regions (a level region is empty when its maximum level
+// is 0). ok is false for other pages, v1 pages whose levels are not RLE, and
+// inconsistent lengths.
+func pageRegions(pg file.Page, maxRep, maxDef int16) (repB, defB, valB []byte, ok bool) {
+	switch p := pg.(type) {
+	case *file.DataPageV1:
+		data := p.Data()
+		if maxRep > 0 {
+			if p.RepetitionLevelEncoding() != parquet.Encodings.RLE {
+				return nil, nil, nil, false
+			}
+			if repB, data, ok = lengthPrefixed(data); !ok {
+				return nil, nil, nil, false
+			}
+		}
+		if maxDef > 0 {
+			if p.DefinitionLevelEncoding() != parquet.Encodings.RLE {
+				return nil, nil, nil, false
+			}
+			if defB, data, ok = lengthPrefixed(data); !ok {
+				return nil, nil, nil, false
+			}
+		}
+		return repB, defB, data, true
+	case *file.DataPageV2:
+		data := p.Data()
+		r, d := int64(p.RepetitionLevelByteLen()), int64(p.DefinitionLevelByteLen())
+		if r < 0 || d < 0 || r+d > int64(len(data)) || (maxRep == 0 && r != 0) || (maxDef == 0 && d != 0) {
+			return nil, nil, nil, false
+		}
+		return data[:r], data[r : r+d], data[r+d:], true
+	}
+	return nil, nil, nil, false
+}
+
 // lengthPrefixed splits a v1 page's RLE level region (a 4-byte
 // little-endian length, then the encoded levels) off b.
 func lengthPrefixed(b []byte) (region, rest []byte, ok bool) {
@@ -207,7 +228,7 @@ func decodeHybrid[T int16 | int32](src []byte, bw int, dst []T, max uint64) bool
 		}
 		nbytes := int(groups) * bw
 		m := len(dst) - i
-		if groups*8 < uint64(m) {
+		if groups < uint64(m+7)/8 { // (groups*8 may overflow when bw is 0)
 			m = int(groups) * 8
 		}
 		data := src[:nbytes]
@@ -232,4 +253,198 @@ func decodeHybrid[T int16 | int32](src []byte, bw int, dst []T, max uint64) bool
 		i += m
 	}
 	return true
+}
+
+// levelScratch recycles the level and dictionary index buffers of the
+// numeric page path (readNumPages' callers), which do not outlive a call.
+var levelScratch = sync.Pool{New: func() any { return new(numScratch) }}
+
+type numScratch struct {
+	def, rep []int16
+	idx      []int32
+}
+
+// numBuf allocates n values of physical type pt and returns them as raw
+// little-endian bytes, with their width and Arrow type; ok is false for
+// other types.
+func numBuf(pt parquet.Type, n int) (raw []byte, w int, dt arrow.DataType, ok bool) {
+	switch pt {
+	case parquet.Types.Int64:
+		return arrow.Int64Traits.CastToBytes(make([]int64, n)), 8, arrow.PrimitiveTypes.Int64, true
+	case parquet.Types.Int32:
+		return arrow.Int32Traits.CastToBytes(make([]int32, n)), 4, arrow.PrimitiveTypes.Int32, true
+	case parquet.Types.Float:
+		return arrow.Float32Traits.CastToBytes(make([]float32, n)), 4, arrow.PrimitiveTypes.Float32, true
+	case parquet.Types.Double:
+		return arrow.Float64Traits.CastToBytes(make([]float64, n)), 8, arrow.PrimitiveTypes.Float64, true
+	}
+	return nil, 0, nil, false
+}
+
+// readNumPages reads the n levels and the values of a fixed-width numeric
+// leaf (w bytes a value, maximum levels maxRep and maxDef) from the pages
+// of pr: the levels into def and rep (each of length n, or nil when its
+// maximum level is 0), the values as raw little-endian bytes into vals
+// (length n*w). Data pages may be PLAIN or dictionary-encoded (after a
+// PLAIN dictionary page). It returns the number of values; ok is false, and
+// the caller reads the chunk with arrow-go's column reader, on any other
+// layout or inconsistency.
+func readNumPages(pr file.PageReader, n int64, maxRep, maxDef int16, w int, def, rep []int16, vals []byte, s *numScratch) (nv int64, ok bool) {
+	if maxRep < 0 || maxDef < 0 || (maxRep > 0) != (rep != nil) || (maxDef > 0) != (def != nil) ||
+		(rep != nil && int64(len(rep)) != n) || (def != nil && int64(len(def)) != n) || int64(len(vals)) != n*int64(w) {
+		return 0, false
+	}
+	repW, defW := bits.Len16(uint16(maxRep)), bits.Len16(uint16(maxDef))
+	var dict []byte // nil: no dictionary page
+	var total int64
+	for total < n && pr.Next() {
+		pg := pr.Page()
+		if p, ok := pg.(*file.DictionaryPage); ok {
+			switch parquet.Encoding(p.Encoding()) {
+			case parquet.Encodings.Plain, parquet.Encodings.PlainDict:
+			default:
+				return 0, false
+			}
+			data, cnt := p.Data(), int64(p.NumValues())
+			if dict != nil || total > 0 || cnt < 0 || cnt > int64(len(data)/w) {
+				return 0, false
+			}
+			dict = data[:cnt*int64(w)]
+			continue
+		}
+		repB, defB, valB, ok := pageRegions(pg, maxRep, maxDef)
+		if !ok {
+			return 0, false
+		}
+		cnt := int64(pg.NumValues())
+		if cnt <= 0 || cnt > n-total {
+			return 0, false
+		}
+		k := cnt // values in the page
+		if rep != nil && !decodeHybrid(repB, repW, rep[total:total+cnt], uint64(maxRep)) {
+			return 0, false
+		}
+		if def != nil {
+			d := def[total : total+cnt]
+			if !decodeHybrid(defB, defW, d, uint64(maxDef)) {
+				return 0, false
+			}
+			k = 0
+			for _, x := range d {
+				if x == maxDef {
+					k++
+				}
+			}
+		}
+		out := vals[nv*int64(w) : (nv+k)*int64(w)]
+		switch parquet.Encoding(pg.Encoding()) {
+		case parquet.Encodings.Plain:
+			if int64(len(valB)) < k*int64(w) {
+				return 0, false
+			}
+			copy(out, valB)
+		case parquet.Encodings.RLEDict, parquet.Encodings.PlainDict:
+			if k == 0 {
+				break
+			}
+			nd := len(dict) / w
+			if len(valB) < 1 || nd == 0 {
+				return 0, false
+			}
+			s.idx = resize(s.idx, int(k))
+			if !decodeHybrid(valB[1:], int(valB[0]), s.idx, uint64(nd-1)) {
+				return 0, false
+			}
+			if w == 8 {
+				for j, x := range s.idx {
+					binary.LittleEndian.PutUint64(out[8*j:], binary.LittleEndian.Uint64(dict[8*int(x):]))
+				}
+			} else {
+				for j, x := range s.idx {
+					binary.LittleEndian.PutUint32(out[4*j:], binary.LittleEndian.Uint32(dict[4*int(x):]))
+				}
+			}
+		default:
+			return 0, false
+		}
+		total += cnt
+		nv += k
+	}
+	if pr.Err() != nil || total != n {
+		return 0, false
+	}
+	pageReads.Add(1)
+	return nv, true
+}
+
+// readFlatPages is readFlat's page path (readNumPages); ok is false when
+// the chunk has nulls or is not of a handled layout, and readFlat then
+// reads it with the column reader.
+func readFlatPages(rdr *file.Reader, rg, c int, nrows int64) (arrow.Array, bool) {
+	col := rdr.MetaData().Schema.Column(c)
+	raw, w, dt, ok := numBuf(col.PhysicalType(), int(nrows))
+	if !ok {
+		return nil, false
+	}
+	pr, err := rdr.RowGroup(rg).GetColumnPageReader(c)
+	if err != nil {
+		return nil, false
+	}
+	s := levelScratch.Get().(*numScratch)
+	defer levelScratch.Put(s)
+	var def []int16
+	if col.MaxDefinitionLevel() > 0 {
+		s.def = resize(s.def, int(nrows))
+		def = s.def
+	}
+	nv, ok := readNumPages(pr, nrows, 0, col.MaxDefinitionLevel(), w, def, nil, raw, s)
+	if !ok || nv != nrows {
+		return nil, false
+	}
+	data := array.NewData(dt, int(nrows), []*memory.Buffer{nil, memory.NewBufferBytes(raw)}, nil, 0, 0)
+	defer data.Release()
+	return array.MakeFromData(data), true
+}
+
+// readListPages is readList's page path (readNumPages) for a chunk of n
+// levels; ok is false when the chunk is not plain (see readList) or not of
+// a handled layout, and readList then uses the column reader.
+func readListPages(rdr *file.Reader, rg, c int, nrows, n int64) (arrow.Array, bool) {
+	col := rdr.MetaData().Schema.Column(c)
+	maxDef := col.MaxDefinitionLevel()
+	raw, w, dt, ok := numBuf(col.PhysicalType(), int(n))
+	if !ok || col.MaxRepetitionLevel() != 1 || maxDef <= 0 {
+		return nil, false
+	}
+	pr, err := rdr.RowGroup(rg).GetColumnPageReader(c)
+	if err != nil {
+		return nil, false
+	}
+	s := levelScratch.Get().(*numScratch)
+	defer levelScratch.Put(s)
+	s.def, s.rep = resize(s.def, int(n)), resize(s.rep, int(n))
+	nv, ok := readNumPages(pr, n, 1, maxDef, w, s.def, s.rep, raw, s)
+	if !ok || nv != n {
+		return nil, false
+	}
+	offs := make([]int32, 0, nrows+1)
+	for i, r := range s.rep {
+		if r == 0 {
+			if int64(len(offs)) == nrows {
+				return nil, false
+			}
+			offs = append(offs, int32(i))
+		}
+	}
+	if int64(len(offs)) != nrows {
+		return nil, false
+	}
+	offs = append(offs, int32(n))
+	values := array.NewData(dt, int(n), []*memory.Buffer{nil, memory.NewBufferBytes(raw)}, nil, 0, 0)
+	defer values.Release()
+	list := array.NewData(arrow.ListOf(dt), int(nrows),
+		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offs))},
+		[]arrow.ArrayData{values}, 0, 0)
+	defer list.Release()
+	return array.MakeFromData(list), true
 }

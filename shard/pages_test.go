@@ -1,13 +1,19 @@
 package shard
 
 import (
+	"bytes"
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"reflect"
 	"testing"
 	"testing/fstest"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/lrstream/lrstream/bench/datagen"
 	"github.com/lrstream/lrstream/fetch"
@@ -41,43 +47,46 @@ func TestPagePathMatchesColumnReader(t *testing.T) {
 	t.Logf("%d leaves read by the page path", pageReads.Load()-before)
 }
 
+// readVariant reads the episodes 5-9 of the inferred conformance dataset
+// with data file file-001 replaced by data; it returns the batches and the
+// errors.
+func readVariant(t *testing.T, base fstest.MapFS, data []byte, opts Options) ([]*Batch, []string) {
+	ctx := context.Background()
+	fsys := fstest.MapFS{}
+	for k, v := range base {
+		fsys[k] = v
+	}
+	fsys["data/chunk-000/file-001.parquet"] = &fstest.MapFile{Data: data}
+	src := fetch.NewFS("sweep", fsys)
+	ds, err := OpenDataset(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel, _ := ParseSelection("5-9", "")
+	units, err := Plan(ctx, src, ds, sel)
+	if err != nil {
+		return nil, []string{"plan: " + err.Error()}
+	}
+	var bs []*Batch
+	var errs []string
+	for _, u := range units {
+		b, err := ReadUnit(ctx, src, ds, u, opts)
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		bs = append(bs, b)
+	}
+	return bs, errs
+}
+
 // TestPagePathCorruption flips bytes across a small data file and requires
-// the same outcome (the same batches or the same error) with and without
+// the same outcome (the same batches and the same errors) with and without
 // the page path: the page path must reject what it does not fully
 // understand and leave it to the column reader.
 func TestPagePathCorruption(t *testing.T) {
 	base, dir := fuzzBase(t)
 	seed := smallDataFile(t, dir)
-	ctx := context.Background()
-	sel, _ := ParseSelection("5-9", "")
-	read := func(d []byte, opts Options) string {
-		fsys := fstest.MapFS{}
-		for k, v := range base {
-			fsys[k] = v
-		}
-		fsys["data/chunk-000/file-001.parquet"] = &fstest.MapFile{Data: d}
-		src := fetch.NewFS("sweep", fsys)
-		ds, err := OpenDataset(ctx, src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		units, err := Plan(ctx, src, ds, sel)
-		if err != nil {
-			return "plan: " + err.Error()
-		}
-		var out string
-		for _, u := range units {
-			b, err := ReadUnit(ctx, src, ds, u, opts)
-			if err != nil {
-				out += "error: " + err.Error() + "\n"
-				continue
-			}
-			for r := 0; r < b.Len(); r++ {
-				out += fmt.Sprintf("%d %s %s\n", b.Index[r], rowsJSON(b.PersistentRows(r), true), rowsJSON(b.EventRows(r), false))
-			}
-		}
-		return out
-	}
 	stride := 29 // stride 3 (18k files) agreed too, in about two minutes
 	if testing.Short() {
 		stride = 211
@@ -87,13 +96,58 @@ func TestPagePathCorruption(t *testing.T) {
 		for _, x := range []byte{0xff, 0x01, 0x10} {
 			d := append([]byte(nil), seed...)
 			d[i] ^= x
-			if a, b := read(d, Options{}), read(d, Options{noPages: true}); a != b {
-				t.Fatalf("byte %d ^ %#x: page path\n%s\ncolumn reader\n%s", i, x, a, b)
+			ab, ae := readVariant(t, base, d, Options{})
+			bb, be := readVariant(t, base, d, Options{noPages: true})
+			if !reflect.DeepEqual(ae, be) || !reflect.DeepEqual(ab, bb) {
+				t.Fatalf("byte %d ^ %#x: page path %q, column reader %q, or batches differ", i, x, ae, be)
 			}
 			n++
 		}
 	}
 	t.Logf("%d corrupted files agree", n)
+}
+
+// TestPagePathLayouts rewrites a conformance data file with other page
+// layouts (data page v2, no dictionary, small pages, compression) and
+// requires the same batches with and without the page path.
+func TestPagePathLayouts(t *testing.T) {
+	base, dir := fuzzBase(t)
+	f, err := file.OpenParquetFile(filepath.Join(dir, "data/chunk-000/file-001.parquet"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fr, _ := pqarrow.NewFileReader(f, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	tbl, err := fr.ReadTable(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tbl.Release()
+	before := pageReads.Load()
+	for _, props := range [][]parquet.WriterProperty{
+		{parquet.WithDataPageVersion(parquet.DataPageV2)},
+		{parquet.WithDictionaryDefault(false)},
+		{parquet.WithDataPageVersion(parquet.DataPageV2), parquet.WithDictionaryDefault(false)},
+		{parquet.WithDataPageSize(64), parquet.WithBatchSize(7)},
+		{parquet.WithDataPageVersion(parquet.DataPageV2), parquet.WithDataPageSize(64), parquet.WithBatchSize(5),
+			parquet.WithCompression(compress.Codecs.Snappy)},
+		{parquet.WithDictionaryPageSizeLimit(16), parquet.WithDataPageSize(64), parquet.WithBatchSize(3)},
+	} {
+		var buf bytes.Buffer
+		props = append(props, parquet.WithStats(true), parquet.WithMaxRowGroupLength(4))
+		if err := pqarrow.WriteTable(tbl, &buf, 1<<20, parquet.NewWriterProperties(props...),
+			pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema())); err != nil {
+			t.Fatal(err)
+		}
+		ab, ae := readVariant(t, base, buf.Bytes(), Options{})
+		bb, be := readVariant(t, base, buf.Bytes(), Options{noPages: true})
+		if len(ab) == 0 || len(ae) > 0 || !reflect.DeepEqual(ae, be) || !reflect.DeepEqual(ab, bb) {
+			t.Fatalf("%d batches, errors %q and %q, or batches differ", len(ab), ae, be)
+		}
+	}
+	if pageReads.Load() == before {
+		t.Fatal("the page path was never used")
+	}
 }
 
 // encodeHybrid is a reference encoder of the RLE / bit-packing hybrid:

@@ -51,8 +51,8 @@ type Options struct {
 
 	// noFast disables the low-level language path (tests compare both).
 	noFast bool
-	// noPages disables the page path of the low-level language reader
-	// (pages.go), leaving arrow-go's column reader (tests compare both).
+	// noPages disables the page path of the low-level readers (pages.go),
+	// leaving arrow-go's column reader (tests compare both).
 	noPages bool
 }
 
@@ -274,7 +274,7 @@ func ReadUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 			if idx < 0 || !slices.Contains(leaves, idx) || !listColumn(md, idx) {
 				continue
 			}
-			a, ok := readList(pf.rdr, u.RowGroup, idx, nrows)
+			a, ok := readList(pf.rdr, u.RowGroup, idx, nrows, opts.noPages)
 			if !ok {
 				continue
 			}
@@ -305,7 +305,7 @@ func ReadUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 	}
 	for _, idx := range flats {
 		name := md.Schema.Column(idx).Name()
-		a, err := readFlat(pf.rdr, u.RowGroup, idx, nrows)
+		a, err := readFlat(pf.rdr, u.RowGroup, idx, nrows, opts.noPages)
 		if err != nil {
 			return nil, &Error{Dataset: src.ID(), File: u.File, RowGroup: u.RowGroup, Episode: -1, Index: -1, Column: name, Err: err}
 		}
