@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -385,24 +386,36 @@ func (l *fastLeaf) readPages(rgr *file.RowGroupReader, c int, ccm *metadata.Colu
 func (l *fastLeaf) index(nrows int) error {
 	l.frameEntry = resize(l.frameEntry, nrows+1)
 	l.frameVal = resize(l.frameVal, nrows+1)
+	// One pass over the levels (the hot loop of the language columns):
+	// bounds checks hoisted, level validity accumulated and checked after
+	// each row, as the loop stops only at a row start.
+	def, rep := l.def, l.rep[:len(l.def)]
+	fe, fv := l.frameEntry[:nrows+1], l.frameVal[:nrows+1]
+	if len(def) > 0 && rep[0] != 0 {
+		return errors.New("data does not start a row")
+	}
+	maxDef := l.maxDef
 	r, v := -1, int32(0)
-	for i := range l.def {
-		if l.rep[i] == 0 {
+	bad := false
+	for i, p := range rep {
+		d := def[i]
+		if p == 0 {
 			r++
 			if r >= nrows {
-				return fmt.Errorf("more than %d rows", nrows)
+				break
 			}
-			l.frameEntry[r], l.frameVal[r] = int32(i), v
+			fe[r], fv[r] = int32(i), v
 		}
-		if r < 0 {
-			return errors.New("data does not start a row")
-		}
-		if l.def[i] == l.maxDef {
+		if d == maxDef {
 			v++
 		}
-		if l.def[i] > l.maxDef || l.rep[i] < 0 || l.rep[i] > 2 {
-			return errors.New("invalid levels")
-		}
+		bad = bad || d > maxDef || uint16(p) > 2
+	}
+	if bad {
+		return errors.New("invalid levels")
+	}
+	if r >= nrows {
+		return fmt.Errorf("more than %d rows", nrows)
 	}
 	if r != nrows-1 {
 		return fmt.Errorf("%d rows, want %d", r+1, nrows)
@@ -478,7 +491,7 @@ func (fl *fastLang) sameFrames(r1, r2 int) bool {
 	for _, l := range fl.leaves {
 		as, ae := l.frameEntry[r1], l.frameEntry[r1+1]
 		bs, be := l.frameEntry[r2], l.frameEntry[r2+1]
-		if ae-as != be-bs || !slices.Equal(l.def[as:ae], l.def[bs:be]) || !slices.Equal(l.rep[as:ae], l.rep[bs:be]) {
+		if ae-as != be-bs || !equalLevels(l.def[as:ae], l.def[bs:be]) || !equalLevels(l.rep[as:ae], l.rep[bs:be]) {
 			return false
 		}
 		av, aw := l.frameVal[r1], l.frameVal[r1+1]
@@ -490,7 +503,7 @@ func (fl *fastLang) sameFrames(r1, r2 int) bool {
 				// hold the same value twice, so unequal ones are compared
 				// by value.
 				a, b := l.idx[av:aw], l.idx[bv:bv+(aw-av)]
-				if slices.Equal(a, b) {
+				if bytes.Equal(asBytes(a), asBytes(b)) {
 					continue
 				}
 				for k := range a {
@@ -520,6 +533,20 @@ func (fl *fastLang) sameFrames(r1, r2 int) bool {
 		}
 	}
 	return true
+}
+
+// equalLevels reports whether two level runs are equal, comparing them as
+// bytes (a vectorised memequal; slices.Equal compares element by element).
+func equalLevels(a, b []int16) bool {
+	return bytes.Equal(asBytes(a), asBytes(b))
+}
+
+// asBytes returns the memory of s as bytes.
+func asBytes[T int16 | int32](s []T) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(s[0])))
 }
 
 func (fl *fastLang) decodeFrame(r int, buf *jsonBuf) ([]schema.Row, error) {

@@ -214,10 +214,7 @@ func decodeHybrid[T int16 | int32](src []byte, bw int, dst []T, max uint64) bool
 			if cnt < uint64(m) {
 				m = int(cnt)
 			}
-			run := dst[i : i+m]
-			for j := range run {
-				run[j] = T(v)
-			}
+			fill(dst[i:i+m], T(v))
 			i += m
 			continue
 		}
@@ -234,9 +231,31 @@ func decodeHybrid[T int16 | int32](src []byte, bw int, dst []T, max uint64) bool
 		data := src[:nbytes]
 		src = src[nbytes:]
 		out := dst[i : i+m]
+		p, j := 0, 0
+		if bw <= 8 {
+			// Whole groups of 8 values: one load of the group's bw bytes.
+			for ; j+8 <= len(out); j += 8 {
+				var g uint64
+				if len(data)-p >= 8 {
+					g = binary.LittleEndian.Uint64(data[p:])
+				} else {
+					for b := 0; b < bw; b++ {
+						g |= uint64(data[p+b]) << (8 * b)
+					}
+				}
+				p += bw
+				for k := range 8 {
+					v := g >> (k * bw) & mask
+					if v > max {
+						return false
+					}
+					out[j+k] = T(v)
+				}
+			}
+		}
 		var acc uint64
-		var have, p int
-		for j := range out {
+		var have int
+		for ; j < len(out); j++ {
 			for have < bw {
 				acc |= uint64(data[p]) << have
 				p++
@@ -447,4 +466,23 @@ func readListPages(rdr *file.Reader, rg, c int, nrows, n int64) (arrow.Array, bo
 		[]arrow.ArrayData{values}, 0, 0)
 	defer list.Release()
 	return array.MakeFromData(list), true
+}
+
+// fill sets every element of s to v; long runs (definition levels are
+// often one run per page) are filled by doubling copies.
+func fill[T int16 | int32](s []T, v T) {
+	if len(s) < 32 {
+		for j := range s {
+			s[j] = v
+		}
+		return
+	}
+	if v == 0 {
+		clear(s)
+		return
+	}
+	s[0] = v
+	for k := 1; k < len(s); k *= 2 {
+		copy(s[k:], s[:k])
+	}
 }

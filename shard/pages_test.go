@@ -202,10 +202,14 @@ func TestDecodeHybrid(t *testing.T) {
 	for _, bw := range []int{0, 1, 2, 3, 5, 8, 12, 16, 17, 31, 32} {
 		for trial := 0; trial < 50; trial++ {
 			n := 1 + rng.IntN(300)
+			long := trial%5 == 0 // long runs (filled by doubling copies)
+			if long {
+				n = 1 + rng.IntN(3000)
+			}
 			vals := make([]uint32, n)
 			maxV := uint64(1)<<bw - 1
 			for i := range vals {
-				if i > 0 && rng.IntN(3) > 0 {
+				if i > 0 && (rng.IntN(3) > 0 || long && rng.IntN(200) > 0) {
 					vals[i] = vals[i-1]
 				} else {
 					vals[i] = uint32(rng.Uint64N(maxV + 1))
