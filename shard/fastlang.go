@@ -70,6 +70,7 @@ type fastLeaf struct {
 	byIdx bool
 	dict  []parquet.ByteArray
 	idx   []int32
+	arena []byte // a copy of the dictionary page, which dict aliases
 	f32   []float32
 	f64   []float64
 	// dList: an element of the outer list exists when def >= dList;
@@ -204,9 +205,9 @@ func planFastLang(md *metadata.FileMetaData, name string, leaves []int) (cols []
 
 // readFastLang reads the leaves of a language column from row group rg.
 //
-// usePages enables the page path for dictionary-encoded byte-array leaves
-// (pages.go); tests turn it off to compare with the column reader.
-func readFastLang(rdr *file.Reader, fileSize int64, rg int, name string, cols []int, fields []fastField, nrows int, usePages bool) (*fastLang, error) {
+// pages, when not nil, is rdr's file opened for the page path (pages.go),
+// which then reads the leaves it can.
+func readFastLang(rdr, pages *file.Reader, fileSize int64, rg int, name string, cols []int, fields []fastField, nrows int) (*fastLang, error) {
 	md := rdr.MetaData()
 	rgr := rdr.RowGroup(rg)
 	fl := &fastLang{persistent: name == schema.ColumnPersistent}
@@ -226,7 +227,7 @@ func readFastLang(rdr *file.Reader, fileSize int64, rg int, name string, cols []
 		l := leafPool.Get().(*fastLeaf)
 		*l = fastLeaf{field: fields[k], maxDef: col.MaxDefinitionLevel(),
 			def: resize(l.def, int(n)), rep: resize(l.rep, int(n)),
-			bytes: l.bytes, dict: l.dict, idx: l.idx, f32: l.f32, f64: l.f64, frameEntry: l.frameEntry, frameVal: l.frameVal}
+			bytes: l.bytes, dict: l.dict, idx: l.idx, arena: l.arena, f32: l.f32, f64: l.f64, frameEntry: l.frameEntry, frameVal: l.frameVal}
 		fl.leaves = append(fl.leaves, l) // before any error, so release returns it
 		if len(lv) < 4 {
 			return nil, fmt.Errorf("%s: unexpected nesting", col.Path())
@@ -239,8 +240,8 @@ func readFastLang(rdr *file.Reader, fileSize int64, rg int, name string, cols []
 			l.dTC, l.dTCList = lv[3], lv[4]
 		}
 		var total int64
-		if usePages {
-			total = l.readPages(rgr, c, ccm, n, col.MaxRepetitionLevel())
+		if pages != nil {
+			total = l.readPages(pages.RowGroup(rg), c, ccm, n, col.MaxRepetitionLevel())
 		}
 		var ccr file.ColumnChunkReader
 		if total != n { // not read by the page path
@@ -351,6 +352,7 @@ func (l *fastLeaf) readPages(rgr *file.RowGroupReader, c int, ccm *metadata.Colu
 	if err != nil {
 		return 0
 	}
+	defer pr.Close() // returns its buffers to pageAlloc; nothing refers to them
 	switch pt {
 	case parquet.Types.ByteArray:
 		if l.readDictPages(pr, n, maxRep) {
@@ -747,8 +749,9 @@ func flatColumn(md *metadata.FileMetaData, c int) bool {
 
 // readFlat reads a flat column chunk (see flatColumn) with the low-level
 // reader into an Arrow array, through the page path (readFlatPages) unless
-// noPages. Nulls are an error: no core column may have them.
-func readFlat(rdr *file.Reader, rg, c int, nrows int64, noPages bool) (arrow.Array, error) {
+// pages is not nil (see readFastLang). Nulls are an error: no core column
+// may have them.
+func readFlat(rdr, pages *file.Reader, rg, c int, nrows int64) (arrow.Array, error) {
 	ccm, err := rdr.MetaData().RowGroup(rg).ColumnChunk(c)
 	if err != nil {
 		return nil, err
@@ -759,8 +762,8 @@ func readFlat(rdr *file.Reader, rg, c int, nrows int64, noPages bool) (arrow.Arr
 	if nrows < 0 || nrows > maxRowGroupRows {
 		return nil, fmt.Errorf("implausible row count %d", nrows)
 	}
-	if !noPages {
-		if a, ok := readFlatPages(rdr, rg, c, nrows); ok {
+	if pages != nil {
+		if a, ok := readFlatPages(pages, rg, c, nrows); ok {
 			return a, nil
 		}
 	}
@@ -875,10 +878,10 @@ func listColumn(md *metadata.FileMetaData, c int) bool {
 
 // readList reads a list column (see listColumn) with the low-level reader
 // into an Arrow list array, through the page path (readListPages) unless
-// noPages. ok is false, and the caller uses pqarrow, when
+// pages is not nil (see readFastLang). ok is false, and the caller uses pqarrow, when
 // the column is not plain (a null or empty list, a null element) or
 // cannot be read: pqarrow then gives the precise error.
-func readList(rdr *file.Reader, rg, c int, nrows int64, noPages bool) (_ arrow.Array, ok bool) {
+func readList(rdr, pages *file.Reader, rg, c int, nrows int64) (_ arrow.Array, ok bool) {
 	defer func() {
 		if recover() != nil {
 			ok = false
@@ -893,8 +896,8 @@ func readList(rdr *file.Reader, rg, c int, nrows int64, noPages bool) (_ arrow.A
 	if n < 0 || n > maxChunkValues || n > 4096*ccm.TotalCompressedSize()+1024 || nrows < 0 || nrows > maxRowGroupRows {
 		return nil, false
 	}
-	if !noPages {
-		if a, ok := readListPages(rdr, rg, c, nrows, n); ok {
+	if pages != nil {
+		if a, ok := readListPages(pages, rg, c, nrows, n); ok {
 			return a, true
 		}
 	}

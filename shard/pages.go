@@ -2,6 +2,7 @@ package shard
 
 import (
 	"encoding/binary"
+	"io"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -104,15 +105,16 @@ func (l *fastLeaf) readDictPages(pr file.PageReader, n int64, maxRep int16) bool
 }
 
 // readDict decodes a PLAIN dictionary page of byte arrays into l.dict; the
-// entries alias the page's buffer, which the page reader never reuses for
-// data pages.
+// entries alias a copy of the page (l.arena), as the page reader's buffers
+// go back to pageAlloc when the chunk is read.
 func (l *fastLeaf) readDict(p *file.DictionaryPage) bool {
 	switch parquet.Encoding(p.Encoding()) {
 	case parquet.Encodings.Plain, parquet.Encodings.PlainDict:
 	default:
 		return false
 	}
-	data := p.Data()
+	l.arena = append(l.arena[:0], p.Data()...)
+	data := l.arena
 	cnt := int(p.NumValues())
 	if cnt < 0 || cnt > len(data)/4 {
 		return false
@@ -409,6 +411,7 @@ func readFlatPages(rdr *file.Reader, rg, c int, nrows int64) (arrow.Array, bool)
 	if err != nil {
 		return nil, false
 	}
+	defer pr.Close() // returns its buffers to pageAlloc; values are copied out
 	s := levelScratch.Get().(*numScratch)
 	defer levelScratch.Put(s)
 	var def []int16
@@ -439,6 +442,7 @@ func readListPages(rdr *file.Reader, rg, c int, nrows, n int64) (arrow.Array, bo
 	if err != nil {
 		return nil, false
 	}
+	defer pr.Close() // returns its buffers to pageAlloc; values are copied out
 	s := levelScratch.Get().(*numScratch)
 	defer levelScratch.Put(s)
 	s.def, s.rep = resize(s.def, int(n)), resize(s.rep, int(n))
@@ -485,4 +489,69 @@ func fill[T int16 | int32](s []T, v T) {
 	for k := 1; k < len(s); k *= 2 {
 		copy(s[k:], s[:k])
 	}
+}
+
+// pageFile returns the file opened for the page path: the same bytes and
+// footer as p.rdr, with pageAlloc as the allocator, or nil.
+func (p *parquetFile) pageFile() *file.Reader {
+	r, err := file.NewParquetReader(io.NewSectionReader(p.f, 0, p.f.Size()),
+		file.WithReadProps(parquet.NewReaderProperties(pageAlloc)), file.WithMetadata(p.rdr.MetaData()))
+	if err != nil {
+		return nil
+	}
+	return r
+}
+
+// pageAlloc recycles the buffers of the page path's page readers (the
+// decompression, data page and dictionary page buffers, some 20 KB per
+// column chunk and most of the decode's garbage before it was used). It
+// is only safe because those readers are confined to the page path, which
+// closes each one when done with its column chunk and keeps no reference to
+// its buffers: values are copied out, dictionary pages copied (l.arena).
+// Buffers come out zeroed, as from the Go allocator.
+var pageAlloc = new(poolAllocator)
+
+// poolAllocator is a memory.Allocator recycling power-of-two sized buffers
+// from 64 bytes to 4 MB through sync.Pools; others are plain allocations.
+type poolAllocator struct {
+	classes [23]sync.Pool // class c holds *[]byte of capacity 1<<c
+}
+
+const minAllocClass = 6
+
+func (a *poolAllocator) Allocate(size int) []byte {
+	c := max(bits.Len(uint(max(size, 1)-1)), minAllocClass)
+	if c >= len(a.classes) {
+		return make([]byte, size)
+	}
+	if p, ok := a.classes[c].Get().(*[]byte); ok {
+		b := (*p)[:size]
+		clear(b)
+		return b
+	}
+	return make([]byte, size, 1<<c)
+}
+
+func (a *poolAllocator) Reallocate(size int, b []byte) []byte {
+	if cap(b) >= size {
+		// As the Go allocator, whose spare capacity is zero; ours may
+		// hold a previous user's bytes.
+		if size > len(b) {
+			clear(b[len(b):size])
+		}
+		return b[:size]
+	}
+	nb := a.Allocate(size)
+	copy(nb, b)
+	a.Free(b)
+	return nb
+}
+
+func (a *poolAllocator) Free(b []byte) {
+	c := bits.Len(uint(cap(b))) - 1
+	if c < minAllocClass || c >= len(a.classes) || cap(b) != 1<<c {
+		return // not one of ours: left to the GC
+	}
+	b = b[:0]
+	a.classes[c].Put(&b)
 }

@@ -264,3 +264,33 @@ func slicesMax(v []uint32) uint32 {
 	}
 	return m
 }
+
+func TestPoolAllocator(t *testing.T) {
+	a := new(poolAllocator)
+	for _, size := range []int{0, 1, 63, 64, 65, 1000, 16384, 1 << 23} {
+		for range 3 {
+			b := a.Allocate(size)
+			if len(b) != size {
+				t.Fatalf("Allocate(%d): len %d", size, len(b))
+			}
+			for i := range b {
+				if b[i] != 0 {
+					t.Fatalf("Allocate(%d): byte %d not zero", size, i)
+				}
+				b[i] = 0xff
+			}
+			b = b[:cap(b)]
+			for i := range b {
+				b[i] = 0xff
+			}
+			b = b[:size]
+			g := a.Reallocate(size+10, b)
+			for i := range g {
+				if want := byte(0xff); i >= size && g[i] != 0 || i < size && g[i] != want {
+					t.Fatalf("Reallocate(%d -> %d): byte %d is %#x", size, size+10, i, g[i])
+				}
+			}
+			a.Free(g)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/lrstream/lrstream/fetch"
@@ -190,6 +191,10 @@ func ReadUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 	if u.RowGroup < 0 || u.RowGroup >= md.NumRowGroups() {
 		return nil, wrap(fmt.Errorf("row group out of range (file has %d)", md.NumRowGroups()))
 	}
+	var pages *file.Reader // the page path's view of the file (pages.go)
+	if !opts.noPages {
+		pages = pf.pageFile()
+	}
 	present := map[string]bool{}
 	root := md.Schema.Root()
 	for i := 0; i < root.NumFields(); i++ {
@@ -274,7 +279,7 @@ func ReadUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 			if idx < 0 || !slices.Contains(leaves, idx) || !listColumn(md, idx) {
 				continue
 			}
-			a, ok := readList(pf.rdr, u.RowGroup, idx, nrows, opts.noPages)
+			a, ok := readList(pf.rdr, pages, u.RowGroup, idx, nrows)
 			if !ok {
 				continue
 			}
@@ -305,7 +310,7 @@ func ReadUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 	}
 	for _, idx := range flats {
 		name := md.Schema.Column(idx).Name()
-		a, err := readFlat(pf.rdr, u.RowGroup, idx, nrows, opts.noPages)
+		a, err := readFlat(pf.rdr, pages, u.RowGroup, idx, nrows)
 		if err != nil {
 			return nil, &Error{Dataset: src.ID(), File: u.File, RowGroup: u.RowGroup, Episode: -1, Index: -1, Column: name, Err: err}
 		}
@@ -318,7 +323,7 @@ func ReadUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 		}
 	}()
 	for _, f := range fasts {
-		fl, err := readFastLang(pf.rdr, pf.f.Size(), u.RowGroup, f.name, f.cols, f.fields, d.n, !opts.noPages)
+		fl, err := readFastLang(pf.rdr, pages, pf.f.Size(), u.RowGroup, f.name, f.cols, f.fields, d.n)
 		if err != nil {
 			e := d.colErr(f.name, err)
 			if len(u.Episodes) == 1 {
