@@ -246,13 +246,14 @@ func decodeHybrid[T int16 | int32](src []byte, bw int, dst []T, max uint64) bool
 					}
 				}
 				p += bw
-				for k := range 8 {
-					v := g >> (k * bw) & mask
-					if v > max {
-						return false
-					}
-					out[j+k] = T(v)
+				if max < mask && !below(g, bw, max) {
+					return false
 				}
+				o := out[j : j+8 : j+8]
+				o[0], o[1] = T(g&mask), T(g>>bw&mask)
+				o[2], o[3] = T(g>>(2*bw)&mask), T(g>>(3*bw)&mask)
+				o[4], o[5] = T(g>>(4*bw)&mask), T(g>>(5*bw)&mask)
+				o[6], o[7] = T(g>>(6*bw)&mask), T(g>>(7*bw)&mask)
 			}
 		}
 		var acc uint64
@@ -470,6 +471,17 @@ func readListPages(rdr *file.Reader, rg, c int, nrows, n int64) (arrow.Array, bo
 		[]arrow.ArrayData{values}, 0, 0)
 	defer list.Release()
 	return array.MakeFromData(list), true
+}
+
+// below reports whether the 8 bw-bit values packed in g are all <= max.
+func below(g uint64, bw int, max uint64) bool {
+	mask := uint64(1)<<bw - 1
+	for k := range 8 {
+		if g>>(k*bw)&mask > max {
+			return false
+		}
+	}
+	return true
 }
 
 // fill sets every element of s to v; long runs (definition levels are
