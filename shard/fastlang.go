@@ -388,9 +388,10 @@ func (l *fastLeaf) readPages(rgr *file.RowGroupReader, c int, ccm *metadata.Colu
 func (l *fastLeaf) index(nrows int) error {
 	l.frameEntry = resize(l.frameEntry, nrows+1)
 	l.frameVal = resize(l.frameVal, nrows+1)
-	// One pass over the levels (the hot loop of the language columns):
-	// bounds checks hoisted, level validity accumulated and checked after
-	// each row, as the loop stops only at a row start.
+	// One pass over the levels (a hot loop of the language columns), with
+	// the bounds checks hoisted. Level validity is accumulated and checked
+	// after the loop: the errors keep the precedence of checking entry by
+	// entry, as the loop stops early only at a row start.
 	def, rep := l.def, l.rep[:len(l.def)]
 	fe, fv := l.frameEntry[:nrows+1], l.frameVal[:nrows+1]
 	if len(def) > 0 && rep[0] != 0 {
