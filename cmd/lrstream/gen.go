@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -89,12 +88,6 @@ func runGen(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintf(e.stderr, "\rgen: %d/%d episodes, %d/%d frames (%.0f%%)", p.Episodes, p.TotalEpisodes,
 				p.Frames, p.TotalFrames, 100*float64(p.Frames)/float64(max(1, p.TotalFrames)))
 		}
-	}
-	if e.getenv("GOGC") == "" {
-		// Generation allocates many short-lived buffers in arrow-go's
-		// parquet encoder; a lazier GC saves ~15% CPU and memory stays
-		// bounded (under 100 MB).
-		defer debug.SetGCPercent(debug.SetGCPercent(400))
 	}
 	res, err := datagen.Generate(ctx, *out, opts)
 	if tty {
