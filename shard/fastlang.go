@@ -781,59 +781,26 @@ func readFlat(rdr, pages *file.Reader, rg, c int, nrows int64) (arrow.Array, err
 	)
 	switch r := ccr.(type) {
 	case *file.Int64ColumnChunkReader:
-		v := make([]int64, nrows)
-		for total < nrows {
-			lvls, vals, err := r.ReadBatch(nrows-total, v[nv:], def[total:], nil)
-			if err != nil {
-				return nil, err
-			}
-			if lvls == 0 {
-				break
-			}
-			total, nv = total+lvls, nv+vals
-		}
+		var v []int64
+		v, total, nv, err = readAllValues(r, nrows, def)
 		buf, dt = arrow.Int64Traits.CastToBytes(v), arrow.PrimitiveTypes.Int64
 	case *file.Int32ColumnChunkReader:
-		v := make([]int32, nrows)
-		for total < nrows {
-			lvls, vals, err := r.ReadBatch(nrows-total, v[nv:], def[total:], nil)
-			if err != nil {
-				return nil, err
-			}
-			if lvls == 0 {
-				break
-			}
-			total, nv = total+lvls, nv+vals
-		}
+		var v []int32
+		v, total, nv, err = readAllValues(r, nrows, def)
 		buf, dt = arrow.Int32Traits.CastToBytes(v), arrow.PrimitiveTypes.Int32
 	case *file.Float32ColumnChunkReader:
-		v := make([]float32, nrows)
-		for total < nrows {
-			lvls, vals, err := r.ReadBatch(nrows-total, v[nv:], def[total:], nil)
-			if err != nil {
-				return nil, err
-			}
-			if lvls == 0 {
-				break
-			}
-			total, nv = total+lvls, nv+vals
-		}
+		var v []float32
+		v, total, nv, err = readAllValues(r, nrows, def)
 		buf, dt = arrow.Float32Traits.CastToBytes(v), arrow.PrimitiveTypes.Float32
 	case *file.Float64ColumnChunkReader:
-		v := make([]float64, nrows)
-		for total < nrows {
-			lvls, vals, err := r.ReadBatch(nrows-total, v[nv:], def[total:], nil)
-			if err != nil {
-				return nil, err
-			}
-			if lvls == 0 {
-				break
-			}
-			total, nv = total+lvls, nv+vals
-		}
+		var v []float64
+		v, total, nv, err = readAllValues(r, nrows, def)
 		buf, dt = arrow.Float64Traits.CastToBytes(v), arrow.PrimitiveTypes.Float64
 	default:
 		return nil, errors.New("unexpected physical type")
+	}
+	if err != nil {
+		return nil, err
 	}
 	if total != nrows {
 		return nil, fmt.Errorf("read %d of %d values", total, nrows)
@@ -967,4 +934,28 @@ func readList(rdr, pages *file.Reader, rg, c int, nrows int64) (_ arrow.Array, o
 		[]arrow.ArrayData{values}, 0, 0)
 	defer list.Release()
 	return array.MakeFromData(list), true
+}
+
+// batchReader is arrow-go's typed column chunk reader.
+type batchReader[T any] interface {
+	ReadBatch(batchSize int64, values []T, defLvls, repLvls []int16) (int64, int, error)
+}
+
+// readAllValues reads up to nrows levels of a flat column chunk into def
+// and its values into a new slice, returning the levels and values read.
+func readAllValues[T any](r batchReader[T], nrows int64, def []int16) ([]T, int64, int, error) {
+	v := make([]T, nrows)
+	var total int64
+	var nv int
+	for total < nrows {
+		lvls, vals, err := r.ReadBatch(nrows-total, v[nv:], def[total:], nil)
+		if err != nil {
+			return nil, total, nv, err
+		}
+		if lvls == 0 {
+			break
+		}
+		total, nv = total+lvls, nv+vals
+	}
+	return v, total, nv, nil
 }
