@@ -12,13 +12,19 @@ import (
 )
 
 // Preview writes a short human-readable account of a stream, for a
-// terminal: the header, then per batch its size and the first few samples
-// with their rendered messages (targets marked with '*'), then the counts.
+// terminal: the header, then for the first PreviewBatches batches their
+// size and first few samples with their rendered messages (targets marked
+// with '*'), then the counts.
 type Preview struct {
 	w          *bufio.Writer
 	maxSamples int
 	state      state
+	batches    int64 // batches seen
 }
+
+// PreviewBatches is how many batches a Preview shows; later ones are only
+// counted.
+const PreviewBatches = 3
 
 // NewPreview returns a Sink printing a readable preview to w, showing at
 // most maxSamples samples per batch (2 when maxSamples <= 0).
@@ -68,6 +74,10 @@ func (p *Preview) Header(h Header) error {
 func (p *Preview) Batch(b *collate.Batch, meta BatchMeta) error {
 	if p.state != stateOpen {
 		return errOrder
+	}
+	p.batches++
+	if p.batches > PreviewBatches {
+		return nil
 	}
 	kind := "rendered"
 	if b.Samples == nil {
@@ -144,6 +154,9 @@ func (p *Preview) End(e End) error {
 		return errOrder
 	}
 	p.state = stateDone
+	if hidden := p.batches - PreviewBatches; hidden > 0 {
+		fmt.Fprintf(p.w, "\n… %d more batches not shown (pipe or redirect the output for the msgpack stream, or use --format jsonl)\n", hidden)
+	}
 	fmt.Fprintf(p.w, "\nend: %d frames read, %d rendered, %d dropped, %d passthrough, %d skipped, %d errors; %d batches, %d samples\n",
 		e.Frames, e.Rendered, e.Dropped, e.Passthrough, e.Skipped, e.Errors, e.Batches, e.Samples)
 	for _, c := range e.Components {

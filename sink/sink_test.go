@@ -348,6 +348,20 @@ func TestPreview(t *testing.T) {
 	}
 }
 
+// TestPreviewShowsFirstBatchesOnly: a long stream previews PreviewBatches
+// batches and counts the rest.
+func TestPreviewShowsFirstBatchesOnly(t *testing.T) {
+	var buf bytes.Buffer
+	writeFixture(t, NewPreview(&buf, 1), 100, 8, false)
+	out := buf.String()
+	if n := strings.Count(out, "\nbatch "); n != PreviewBatches {
+		t.Fatalf("%d batches shown, want %d:\n%s", n, PreviewBatches, out)
+	}
+	if !strings.Contains(out, "… 8 more batches not shown") || !strings.Contains(out, "end: 100 frames read") {
+		t.Fatalf("preview of 11 batches:\n%s", out)
+	}
+}
+
 func TestNextRaw(t *testing.T) {
 	data := encodeFixture(t, 50, 8, true)
 	d := NewDecoder(bytes.NewReader(data))
