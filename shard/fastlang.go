@@ -71,8 +71,13 @@ type fastLeaf struct {
 	dict  []parquet.ByteArray
 	idx   []int32
 	arena []byte // a copy of the dictionary page, which dict aliases
-	f32   []float32
-	f64   []float64
+	// sptr interns the Go strings made from dictionary entries, so
+	// that rows repeating a value (every episode's roles, styles, the same
+	// content on many frames) share one string instead of allocating one
+	// each. Indexed like dict, filled on first use.
+	sptr []*string
+	f32  []float32
+	f64  []float64
 	// dList: an element of the outer list exists when def >= dList;
 	// dElem: the row struct is non-null when def >= dElem.
 	dList, dElem int16
@@ -609,13 +614,13 @@ func (fl *fastLang) decodeFrame(r int, buf *jsonBuf) ([]schema.Row, error) {
 				}
 				row.HasTimestamp = true
 			case fRole:
-				row.Role = string(l.str(v))
+				row.Role = *l.strPtrAt(v)
 			case fContent:
-				row.Content = strPtr(l.str(v))
+				row.Content = l.strPtrAt(v)
 			case fStyle:
-				row.Style = strPtr(l.str(v))
+				row.Style = l.strPtrAt(v)
 			case fCamera:
-				row.Camera = strPtr(l.str(v))
+				row.Camera = l.strPtrAt(v)
 			}
 			v++
 		}
@@ -629,6 +634,24 @@ func (l *fastLeaf) str(v int32) []byte {
 		return l.dict[l.idx[v]]
 	}
 	return l.bytes[v]
+}
+
+// strPtrAt returns byte-array value v as a *string; dictionary values are
+// interned per leaf (rows only read them).
+func (l *fastLeaf) strPtrAt(v int32) *string {
+	if !l.byIdx {
+		return strPtr(l.bytes[v])
+	}
+	i := l.idx[v]
+	if len(l.sptr) != len(l.dict) {
+		l.sptr = make([]*string, len(l.dict))
+	}
+	if p := l.sptr[i]; p != nil {
+		return p
+	}
+	p := strPtr(l.dict[i])
+	l.sptr[i] = p
+	return p
 }
 
 func strPtr(b []byte) *string {

@@ -46,6 +46,7 @@ func (l *fastLeaf) readDictPages(pr file.PageReader, n int64, maxRep int16) bool
 	}
 	repW, defW := bits.Len16(uint16(maxRep)), bits.Len16(uint16(maxDef))
 	l.dict = l.dict[:0]
+	l.sptr = l.sptr[:0] // a new dictionary: forget the interned strings
 	l.idx = resize(l.idx, int(n))
 	haveDict := false
 	var total, nv int64
