@@ -268,46 +268,22 @@ func readFastLang(rdr, pages *file.Reader, fileSize int64, rg int, name string, 
 			if dictOnly(ccm) {
 				read = r.ReadBatchInPage
 			}
-			for total < n {
-				lvls, vals, err := read(n-total, l.bytes[nv:], l.def[total:], l.rep[total:])
-				if err != nil {
-					return nil, err
-				}
-				if lvls == 0 {
-					break
-				}
-				total += lvls
-				nv += vals
+			if total, nv, err = readChunk(read, n, l.bytes, l.def, l.rep); err != nil {
+				return nil, err
 			}
 			l.bytes = l.bytes[:nv]
 		case *file.Float32ColumnChunkReader:
 			l.kind = parquet.Types.Float
 			l.f32 = resize(l.f32, int(n))
-			for total < n {
-				lvls, vals, err := r.ReadBatch(n-total, l.f32[nv:], l.def[total:], l.rep[total:])
-				if err != nil {
-					return nil, err
-				}
-				if lvls == 0 {
-					break
-				}
-				total += lvls
-				nv += vals
+			if total, nv, err = readChunk(r.ReadBatch, n, l.f32, l.def, l.rep); err != nil {
+				return nil, err
 			}
 			l.f32 = l.f32[:nv]
 		case *file.Float64ColumnChunkReader:
 			l.kind = parquet.Types.Double
 			l.f64 = resize(l.f64, int(n))
-			for total < n {
-				lvls, vals, err := r.ReadBatch(n-total, l.f64[nv:], l.def[total:], l.rep[total:])
-				if err != nil {
-					return nil, err
-				}
-				if lvls == 0 {
-					break
-				}
-				total += lvls
-				nv += vals
+			if total, nv, err = readChunk(r.ReadBatch, n, l.f64, l.def, l.rep); err != nil {
+				return nil, err
 			}
 			l.f64 = l.f64[:nv]
 		default:
@@ -804,20 +780,20 @@ func readFlat(rdr, pages *file.Reader, rg, c int, nrows int64) (arrow.Array, err
 	)
 	switch r := ccr.(type) {
 	case *file.Int64ColumnChunkReader:
-		var v []int64
-		v, total, nv, err = readAllValues(r, nrows, def)
+		v := make([]int64, nrows)
+		total, nv, err = readChunk(r.ReadBatch, nrows, v, def, nil)
 		buf, dt = arrow.Int64Traits.CastToBytes(v), arrow.PrimitiveTypes.Int64
 	case *file.Int32ColumnChunkReader:
-		var v []int32
-		v, total, nv, err = readAllValues(r, nrows, def)
+		v := make([]int32, nrows)
+		total, nv, err = readChunk(r.ReadBatch, nrows, v, def, nil)
 		buf, dt = arrow.Int32Traits.CastToBytes(v), arrow.PrimitiveTypes.Int32
 	case *file.Float32ColumnChunkReader:
-		var v []float32
-		v, total, nv, err = readAllValues(r, nrows, def)
+		v := make([]float32, nrows)
+		total, nv, err = readChunk(r.ReadBatch, nrows, v, def, nil)
 		buf, dt = arrow.Float32Traits.CastToBytes(v), arrow.PrimitiveTypes.Float32
 	case *file.Float64ColumnChunkReader:
-		var v []float64
-		v, total, nv, err = readAllValues(r, nrows, def)
+		v := make([]float64, nrows)
+		total, nv, err = readChunk(r.ReadBatch, nrows, v, def, nil)
 		buf, dt = arrow.Float64Traits.CastToBytes(v), arrow.PrimitiveTypes.Float64
 	default:
 		return nil, errors.New("unexpected physical type")
@@ -959,26 +935,26 @@ func readList(rdr, pages *file.Reader, rg, c int, nrows int64) (_ arrow.Array, o
 	return array.MakeFromData(list), true
 }
 
-// batchReader is arrow-go's typed column chunk reader.
-type batchReader[T any] interface {
-	ReadBatch(batchSize int64, values []T, defLvls, repLvls []int16) (int64, int, error)
-}
-
-// readAllValues reads up to nrows levels of a flat column chunk into def
-// and its values into a new slice, returning the levels and values read.
-func readAllValues[T any](r batchReader[T], nrows int64, def []int16) ([]T, int64, int, error) {
-	v := make([]T, nrows)
+// readChunk reads a column chunk with read (a typed ReadBatch) until n
+// levels are read or the chunk ends, filling vals, def and rep (nil for a
+// flat column) from their starts. It returns the levels and values read.
+func readChunk[T any](read func(int64, []T, []int16, []int16) (int64, int, error), n int64, vals []T, def, rep []int16) (int64, int, error) {
 	var total int64
 	var nv int
-	for total < nrows {
-		lvls, vals, err := r.ReadBatch(nrows-total, v[nv:], def[total:], nil)
+	for total < n {
+		var r []int16
+		if rep != nil {
+			r = rep[total:]
+		}
+		lvls, got, err := read(n-total, vals[nv:], def[total:], r)
 		if err != nil {
-			return nil, total, nv, err
+			return total, nv, err
 		}
 		if lvls == 0 {
 			break
 		}
-		total, nv = total+lvls, nv+vals
+		total += lvls
+		nv += got
 	}
-	return v, total, nv, nil
+	return total, nv, nil
 }
