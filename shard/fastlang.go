@@ -29,7 +29,14 @@ type langReader interface {
 	sameFrames(r1, r2 int) bool
 	// decodeFrame decodes frame r's rows.
 	decodeFrame(r int, buf *jsonBuf) ([]schema.Row, error)
+	// repeats reports whether frames r+1 .. end-1 all hold frame r's rows,
+	// checked in one pass over the span; false means "not known", and the
+	// caller compares frame by frame (sameFrames).
+	repeats(r, end int) bool
 }
+
+// repeats is not known for the pqarrow path: it compares frame by frame.
+func (c *langColumn) repeats(r, end int) bool { return false }
 
 func (c *langColumn) sameFrames(r1, r2 int) bool {
 	ab, ae := c.list.bounds(r1)
@@ -519,6 +526,59 @@ func (fl *fastLang) sameFrames(r1, r2 int) bool {
 	return true
 }
 
+// repeats checks a span of frames at once: the levels and values of
+// frames r .. end-1 are contiguous, so the frames all equal frame r exactly
+// when the span is periodic with frame r's length, one memequal per leaf
+// buffer instead of one comparison per frame. A periodic repetition level
+// run with a single row start in its first period has its row starts
+// exactly at the period boundaries, so the frames are aligned with the
+// periods. Dictionary indices are compared as indices: a dictionary
+// holding a value twice makes the span look different, and the caller
+// then compares frame by frame.
+func (fl *fastLang) repeats(r, end int) bool {
+	if fl.tcCol != nil || end-r < 2 {
+		return false
+	}
+	n := int64(end - r)
+	for _, l := range fl.leaves {
+		es, ee := int64(l.frameEntry[r]), int64(l.frameEntry[end])
+		p := int64(l.frameEntry[r+1]) - es
+		if p <= 0 || ee-es != n*p {
+			return false
+		}
+		if !periodic(asBytes(l.def[es:ee]), 2*p) || !periodic(asBytes(l.rep[es:ee]), 2*p) {
+			return false
+		}
+		vs, ve := int64(l.frameVal[r]), int64(l.frameVal[end])
+		q := int64(l.frameVal[r+1]) - vs
+		if ve-vs != n*q {
+			return false
+		}
+		var vals []byte
+		var w int64
+		switch {
+		case l.kind == parquet.Types.ByteArray && l.byIdx:
+			vals, w = asBytes(l.idx[vs:ve]), 4
+		case l.kind == parquet.Types.ByteArray:
+			return false
+		case l.kind == parquet.Types.Float:
+			vals, w = asBytes(l.f32[vs:ve]), 4
+		case l.kind == parquet.Types.Double:
+			vals, w = asBytes(l.f64[vs:ve]), 8
+		}
+		if !periodic(vals, w*q) {
+			return false
+		}
+	}
+	return true
+}
+
+// periodic reports whether s repeats with period p bytes (s is a whole
+// number of periods).
+func periodic(s []byte, p int64) bool {
+	return bytes.Equal(s[p:], s[:int64(len(s))-p])
+}
+
 // equalLevels reports whether two level runs are equal, comparing them as
 // bytes (a vectorised memequal; slices.Equal compares element by element).
 func equalLevels(a, b []int16) bool {
@@ -526,7 +586,7 @@ func equalLevels(a, b []int16) bool {
 }
 
 // asBytes returns the memory of s as bytes.
-func asBytes[T int16 | int32](s []T) []byte {
+func asBytes[T int16 | int32 | float32 | float64](s []T) []byte {
 	if len(s) == 0 {
 		return nil
 	}

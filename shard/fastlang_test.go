@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/parquet"
+
 	"github.com/lrstream/lrstream/bench/datagen"
 )
 
@@ -86,5 +88,66 @@ func TestFastPathGenerated(t *testing.T) {
 		if events == 0 || frames == 0 {
 			t.Fatalf("%s: %d frames, %d with events", v, frames, events)
 		}
+	}
+}
+
+// TestRepeats checks the one-pass span comparison against the frame by
+// frame one on hand-made leaves: every span where repeats is true must be
+// equal frame by frame, and a span of equal frames must be recognised.
+func TestRepeats(t *testing.T) {
+	// leaf builds a row leaf (maxDef 3: 1 list, 2 row, 3 value) from
+	// frames of (def, dictionary index) entries.
+	leaf := func(frames [][][2]int) *fastLeaf {
+		l := &fastLeaf{field: fContent, kind: parquet.Types.ByteArray, byIdx: true, maxDef: 3, dList: 1, dElem: 2,
+			dict: []parquet.ByteArray{[]byte("a"), []byte("b"), []byte("a")}}
+		for _, f := range frames {
+			for k, e := range f {
+				l.rep = append(l.rep, int16(min(k, 1)))
+				l.def = append(l.def, int16(e[0]))
+				if e[0] == 3 {
+					l.idx = append(l.idx, int32(e[1]))
+				}
+			}
+		}
+		if err := l.index(len(frames)); err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	ab := [][2]int{{3, 0}, {3, 1}}
+	for _, c := range []struct {
+		name   string
+		frames [][][2]int
+		want   bool
+	}{
+		{"equal", [][][2]int{ab, ab, ab, ab}, true},
+		{"two frames", [][][2]int{ab, ab}, true},
+		{"null field", [][][2]int{{{3, 0}, {2, 0}}, {{3, 0}, {2, 0}}, {{3, 0}, {2, 0}}}, true},
+		{"value differs", [][][2]int{ab, ab, {{3, 0}, {3, 0}}, ab}, false},
+		{"null differs", [][][2]int{ab, ab, {{3, 0}, {2, 0}}, ab}, false},
+		{"same total, other lengths", [][][2]int{ab, {{3, 0}}, {{3, 0}, {3, 1}, {3, 1}}, ab}, false},
+		{"longer frame", [][][2]int{ab, ab, {{3, 0}, {3, 1}, {3, 1}}}, false},
+		// Index 2 holds the same value as index 0: equal frames that
+		// repeats does not recognise (the caller compares frame by frame).
+		{"duplicate dictionary value", [][][2]int{ab, {{3, 2}, {3, 1}}, ab}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fl := &fastLang{leaves: []*fastLeaf{leaf(c.frames)}}
+			fl.ref = fl.leaves[0]
+			got := fl.repeats(0, len(c.frames))
+			if got != c.want {
+				t.Fatalf("repeats = %v, want %v", got, c.want)
+			}
+			if got {
+				for r := 1; r < len(c.frames); r++ {
+					if !fl.sameFrames(0, r) {
+						t.Fatalf("repeats, but frame %d differs", r)
+					}
+				}
+			}
+			if fl.repeats(1, 1) || fl.repeats(0, 1) {
+				t.Fatal("a span of fewer than two frames repeats")
+			}
+		})
 	}
 }

@@ -522,13 +522,22 @@ func (d *decoder) language() error {
 		b.HasPersistent = true
 		b.PersistentOf = make([]int32, d.rows())
 		prevEp, prevR, prevK := int64(math.MinInt64), 0, int32(-1)
-		for i := range b.PersistentOf {
+		// The writer broadcasts an episode's persistent rows on every one of
+		// its frames: at an episode's first frame the whole episode is
+		// checked at once (repeats), then frame by frame if that fails.
+		epEnd := 0 // end of the episode of frame i (spans: keep == nil)
+		for i := 0; i < len(b.PersistentOf); i++ {
 			r := d.row(i)
+			ep := b.EpisodeIndex[i]
+			first := d.keep == nil && i >= epEnd
+			if first {
+				for epEnd = i + 1; epEnd < len(b.EpisodeIndex) && b.EpisodeIndex[epEnd] == ep; epEnd++ {
+				}
+			}
 			if lr.frameLen(r) == 0 {
 				b.PersistentOf[i] = -1
 				continue
 			}
-			ep := b.EpisodeIndex[i]
 			if prevK >= 0 && ep == prevEp && lr.sameFrames(prevR, r) {
 				b.PersistentOf[i] = prevK
 				continue
@@ -540,6 +549,12 @@ func (d *decoder) language() error {
 			prevEp, prevR, prevK = ep, r, int32(len(b.Persistent))
 			b.Persistent = append(b.Persistent, rows)
 			b.PersistentOf[i] = prevK
+			if first && lr.repeats(r, epEnd) {
+				for i++; i < epEnd; i++ {
+					b.PersistentOf[i] = prevK
+				}
+				i--
+			}
 		}
 	}
 	lr, err = d.langReader(schema.ColumnEvents)
