@@ -93,6 +93,9 @@ type fastLeaf struct {
 	dTC, dTCList int16
 	// frameEntry[r] / frameVal[r]: first level entry / value of frame r.
 	frameEntry, frameVal []int32
+	// levelsOf is an earlier leaf of the column with the same levels
+	// (and so the same frames and rows), whose index this leaf copied.
+	levelsOf *fastLeaf
 }
 
 type fastLang struct {
@@ -299,7 +302,12 @@ func readFastLang(rdr, pages *file.Reader, fileSize int64, rg int, name string, 
 		if total != n {
 			return nil, fmt.Errorf("%s: read %d of %d levels", col.Path(), total, n)
 		}
-		if err := l.index(nrows); err != nil {
+		if j := fl.sameLevels(l); j != nil {
+			err = l.shareIndex(j, nrows)
+		} else {
+			err = l.index(nrows)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("%s: %w", col.Path(), err)
 		}
 		fl.byField[l.field] = l
@@ -307,9 +315,10 @@ func readFastLang(rdr, pages *file.Reader, fileSize int64, rg int, name string, 
 			fl.ref = l
 		}
 	}
-	// Every row leaf must describe the same rows.
+	// Every row leaf must describe the same rows (as it does when it has
+	// the levels of an earlier leaf).
 	for _, l := range fl.leaves {
-		if l.field == fToolCalls || l == fl.ref {
+		if l.field == fToolCalls || l == fl.ref || l.levelsOf != nil {
 			continue
 		}
 		for r := 0; r < nrows; r++ {
@@ -411,21 +420,56 @@ func (l *fastLeaf) index(nrows int) error {
 	if r != nrows-1 {
 		return fmt.Errorf("%d rows, want %d", r+1, nrows)
 	}
-	nv := len(l.bytes)
-	if l.byIdx {
-		nv = len(l.idx)
-	}
-	switch l.kind {
-	case parquet.Types.Float:
-		nv = len(l.f32)
-	case parquet.Types.Double:
-		nv = len(l.f64)
-	}
-	if int(v) != nv {
+	if nv := l.values(); int(v) != nv {
 		return fmt.Errorf("%d values for %d defined levels", nv, v)
 	}
 	l.frameEntry[nrows], l.frameVal[nrows] = int32(len(l.def)), v
 	return nil
+}
+
+// sameLevels returns an earlier leaf of fl with the same nesting and the
+// same repetition and definition levels as l, or nil. The fields of a row
+// struct usually share their levels (all present, or all null), so most
+// leaves of a column copy their index instead of computing it: comparing
+// levels is a memequal, indexing them a loop over every entry.
+func (fl *fastLang) sameLevels(l *fastLeaf) *fastLeaf {
+	for _, j := range fl.leaves {
+		if j == l || j.levelsOf != nil || (j.field == fToolCalls) != (l.field == fToolCalls) ||
+			j.maxDef != l.maxDef || j.dList != l.dList || j.dElem != l.dElem || j.dTC != l.dTC || j.dTCList != l.dTCList ||
+			len(j.frameEntry) == 0 || !equalLevels(j.def, l.def) || !equalLevels(j.rep, l.rep) {
+			continue
+		}
+		return j
+	}
+	return nil
+}
+
+// shareIndex copies the frame index of leaf j, whose levels l has (see
+// sameLevels), after the check index makes of the number of values.
+func (l *fastLeaf) shareIndex(j *fastLeaf, nrows int) error {
+	if len(j.frameEntry) != nrows+1 {
+		return fmt.Errorf("%d rows, want %d", len(j.frameEntry)-1, nrows)
+	}
+	l.frameEntry = append(resize(l.frameEntry, 0), j.frameEntry...)
+	l.frameVal = append(resize(l.frameVal, 0), j.frameVal...)
+	if v := l.frameVal[nrows]; int(v) != l.values() {
+		return fmt.Errorf("%d values for %d defined levels", l.values(), v)
+	}
+	l.levelsOf = j
+	return nil
+}
+
+// values returns the number of values read.
+func (l *fastLeaf) values() int {
+	switch {
+	case l.kind == parquet.Types.Float:
+		return len(l.f32)
+	case l.kind == parquet.Types.Double:
+		return len(l.f64)
+	case l.byIdx:
+		return len(l.idx)
+	}
+	return len(l.bytes)
 }
 
 // rowsOf returns the number of rows (outer list elements) of frame r.

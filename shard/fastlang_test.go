@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/parquet"
@@ -149,5 +150,41 @@ func TestRepeats(t *testing.T) {
 				t.Fatal("a span of fewer than two frames repeats")
 			}
 		})
+	}
+}
+
+// TestSharedIndex checks that a leaf with an earlier leaf's levels copies
+// its index, still checks its own number of values, and that leaves with
+// other levels or nesting index themselves.
+func TestSharedIndex(t *testing.T) {
+	mk := func(field fastField, maxDef int16, def, rep []int16, nv int) *fastLeaf {
+		return &fastLeaf{field: field, kind: parquet.Types.ByteArray, byIdx: true, maxDef: maxDef, dList: 1, dElem: 2,
+			def: def, rep: rep, idx: make([]int32, nv), dict: []parquet.ByteArray{[]byte("x")}}
+	}
+	def, rep := []int16{3, 3, 3, 2}, []int16{0, 1, 0, 1}
+	first := mk(fContent, 3, def, rep, 3)
+	if err := first.index(2); err != nil {
+		t.Fatal(err)
+	}
+	fl := &fastLang{leaves: []*fastLeaf{first}}
+	same := mk(fStyle, 3, slices.Clone(def), slices.Clone(rep), 3)
+	if j := fl.sameLevels(same); j != first {
+		t.Fatal("equal levels not shared")
+	}
+	if err := same.shareIndex(first, 2); err != nil || !slices.Equal(same.frameEntry, first.frameEntry) || !slices.Equal(same.frameVal, first.frameVal) {
+		t.Fatalf("shared index %v %v (%v)", same.frameEntry, same.frameVal, err)
+	}
+	if err := mk(fStyle, 3, def, rep, 2).shareIndex(first, 2); err == nil {
+		t.Fatal("a leaf with fewer values than its levels define was accepted")
+	}
+	for name, l := range map[string]*fastLeaf{
+		"other definition levels": mk(fStyle, 3, []int16{3, 3, 2, 2}, rep, 2),
+		"other repetition levels": mk(fStyle, 3, def, []int16{0, 1, 1, 1}, 3),
+		"other maximum level":     mk(fStyle, 4, def, rep, 3),
+		"tool calls":              mk(fToolCalls, 3, def, rep, 3),
+	} {
+		if fl.sameLevels(l) != nil {
+			t.Errorf("%s: shared", name)
+		}
 	}
 }
