@@ -226,6 +226,8 @@ func readFastLang(rdr, pages *file.Reader, fileSize int64, rg int, name string, 
 	md := rdr.MetaData()
 	rgr := rdr.RowGroup(rg)
 	fl := &fastLang{persistent: name == schema.ColumnPersistent}
+	lc := levelCaches.Get().(*levelCache)
+	defer func() { lc.reset(); levelCaches.Put(lc) }()
 	for k, c := range cols {
 		col := md.Schema.Column(c)
 		lv := defLevels(col)
@@ -256,7 +258,7 @@ func readFastLang(rdr, pages *file.Reader, fileSize int64, rg int, name string, 
 		}
 		var total int64
 		if pages != nil {
-			total = l.readPages(pages.RowGroup(rg), c, ccm, n, col.MaxRepetitionLevel())
+			total = l.readPages(pages.RowGroup(rg), c, ccm, n, col.MaxRepetitionLevel(), lc)
 		}
 		var ccr file.ColumnChunkReader
 		if total != n { // not read by the page path
@@ -340,7 +342,7 @@ func readFastLang(rdr, pages *file.Reader, fileSize int64, rg int, name string, 
 // readPages reads the leaf's n levels and its values with the page path
 // (pages.go) when the chunk's layout allows. It returns n on success, and
 // 0 when the caller must read the chunk with the column reader.
-func (l *fastLeaf) readPages(rgr *file.RowGroupReader, c int, ccm *metadata.ColumnChunkMetaData, n int64, maxRep int16) int64 {
+func (l *fastLeaf) readPages(rgr *file.RowGroupReader, c int, ccm *metadata.ColumnChunkMetaData, n int64, maxRep int16, lc *levelCache) (read int64) {
 	pt := ccm.Type()
 	if pt == parquet.Types.ByteArray && !dictOnly(ccm) {
 		return 0
@@ -350,9 +352,17 @@ func (l *fastLeaf) readPages(rgr *file.RowGroupReader, c int, ccm *metadata.Colu
 		return 0
 	}
 	defer pr.Close() // returns its buffers to pageAlloc; nothing refers to them
+	// On failure the column reader refills the leaf's level buffers: the
+	// cache forgets the runs it decoded into them.
+	mark := len(lc.runs)
+	defer func() {
+		if read != n {
+			lc.truncate(mark)
+		}
+	}()
 	switch pt {
 	case parquet.Types.ByteArray:
-		if l.readDictPages(pr, n, maxRep) {
+		if l.readDictPages(pr, n, maxRep, lc) {
 			l.kind = pt
 			return n
 		}
@@ -368,7 +378,7 @@ func (l *fastLeaf) readPages(rgr *file.RowGroupReader, c int, ccm *metadata.Colu
 			l.f64 = resize(l.f64, int(n))
 			raw, w = arrow.Float64Traits.CastToBytes(l.f64), 8
 		}
-		if nv, ok := readNumPages(pr, n, maxRep, l.maxDef, w, l.def, l.rep, raw, s); ok {
+		if nv, ok := readNumPages(pr, n, maxRep, l.maxDef, w, l.def, l.rep, raw, s, lc); ok {
 			l.kind = pt
 			if pt == parquet.Types.Float {
 				l.f32 = l.f32[:nv]
@@ -790,6 +800,9 @@ func dictOnly(cc *metadata.ColumnChunkMetaData) bool {
 	}
 	return data > 0
 }
+
+// levelCaches recycles the level caches of readFastLang.
+var levelCaches = sync.Pool{New: func() any { return new(levelCache) }}
 
 // leafPool recycles the level and value buffers of fastLeaf between units.
 var leafPool = sync.Pool{New: func() any { return new(fastLeaf) }}

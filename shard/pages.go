@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"bytes"
 	"encoding/binary"
 	"io"
 	"math/bits"
@@ -36,10 +37,11 @@ import (
 var pageReads atomic.Int64
 
 // readDictPages reads n levels of leaf l (maximum levels maxRep, l.maxDef)
-// from the pages of pr into l.def, l.rep, l.dict and l.idx. It reports
-// false when the chunk is not of the handled shape or is inconsistent; l's
-// level and value buffers are then in an unspecified state.
-func (l *fastLeaf) readDictPages(pr file.PageReader, n int64, maxRep int16) bool {
+// from the pages of pr into l.def, l.rep, l.dict and l.idx, the levels
+// through lc (which may be nil). It reports false when the chunk is not of
+// the handled shape or is inconsistent; l's level and value buffers are
+// then in an unspecified state.
+func (l *fastLeaf) readDictPages(pr file.PageReader, n int64, maxRep int16, lc *levelCache) bool {
 	maxDef := l.maxDef
 	if maxRep <= 0 || maxDef <= 0 || int64(len(l.def)) != n || int64(len(l.rep)) != n {
 		return false
@@ -76,7 +78,7 @@ func (l *fastLeaf) readDictPages(pr file.PageReader, n int64, maxRep int16) bool
 			return false
 		}
 		def, rep := l.def[total:total+cnt], l.rep[total:total+cnt]
-		if !decodeHybrid(repB, repW, rep, uint64(maxRep)) || !decodeHybrid(defB, defW, def, uint64(maxDef)) {
+		if !lc.decode(repB, repW, rep, uint64(maxRep), total) || !lc.decode(defB, defW, def, uint64(maxDef), total) {
 			return false
 		}
 		vals := int64(0)
@@ -278,6 +280,70 @@ func decodeHybrid[T int16 | int32](src []byte, bw int, dst []T, max uint64) bool
 	return true
 }
 
+// levelCache remembers, for the leaves of one language column in one row
+// group, the encoded level runs of the pages read so far and where their
+// decoded levels are. The fields of a row struct usually carry the same
+// levels (every field present, or every one null), written as the same
+// bytes: a page whose encoded run equals an earlier one at the same
+// position, bit width and maximum copies the decoded levels instead of
+// decoding them again.
+type levelCache struct {
+	runs  []cachedRun
+	arena []byte // the encoded runs, copied (page buffers are reused)
+}
+
+type cachedRun struct {
+	start       int64 // the page's first level in the chunk
+	bw          int
+	max         uint64
+	enc, encEnd int // the encoded run: arena[enc:encEnd]
+	dec         []int16
+}
+
+// maxCachedRuns bounds the runs a cache remembers (and its lookups).
+const maxCachedRuns = 256
+
+// decode decodes len(dst) levels as decodeHybrid does, the page's first
+// level being level start of the chunk; dst must stay unchanged while the
+// cache is in use. A nil cache just decodes.
+func (c *levelCache) decode(src []byte, bw int, dst []int16, max uint64, start int64) bool {
+	if c == nil {
+		return decodeHybrid(src, bw, dst, max)
+	}
+	for _, r := range c.runs {
+		if r.start == start && len(r.dec) == len(dst) && r.bw == bw && r.max == max && bytes.Equal(c.arena[r.enc:r.encEnd], src) {
+			copy(dst, r.dec)
+			return true
+		}
+	}
+	if !decodeHybrid(src, bw, dst, max) {
+		return false
+	}
+	if len(c.runs) < maxCachedRuns {
+		e := len(c.arena)
+		c.arena = append(c.arena, src...)
+		c.runs = append(c.runs, cachedRun{start: start, bw: bw, max: max, enc: e, encEnd: len(c.arena), dec: dst})
+	}
+	return true
+}
+
+// truncate forgets every run but the first n (and their encoded bytes).
+func (c *levelCache) truncate(n int) {
+	if n >= len(c.runs) {
+		return
+	}
+	if n == 0 {
+		c.arena = c.arena[:0]
+	} else {
+		c.arena = c.arena[:c.runs[n-1].encEnd]
+	}
+	clear(c.runs[n:]) // drop the references to level buffers
+	c.runs = c.runs[:n]
+}
+
+// reset empties the cache, keeping its storage.
+func (c *levelCache) reset() { c.truncate(0) }
+
 // levelScratch recycles the level and dictionary index buffers of the
 // numeric page path (readNumPages' callers), which do not outlive a call.
 var levelScratch = sync.Pool{New: func() any { return new(numScratch) }}
@@ -306,13 +372,14 @@ func numBuf(pt parquet.Type, n int) (raw []byte, w int, dt arrow.DataType, ok bo
 
 // readNumPages reads the n levels and the values of a fixed-width numeric
 // leaf (w bytes a value, maximum levels maxRep and maxDef) from the pages
-// of pr: the levels into def and rep (each of length n, or nil when its
-// maximum level is 0), the values as raw little-endian bytes into vals
+// of pr: the levels, through lc (which may be nil), into def and rep (each
+// of length n, or nil when its maximum level is 0), the values as raw
+// little-endian bytes into vals
 // (length n*w). Data pages may be PLAIN or dictionary-encoded (after a
 // PLAIN dictionary page). It returns the number of values; ok is false, and
 // the caller reads the chunk with arrow-go's column reader, on any other
 // layout or inconsistency.
-func readNumPages(pr file.PageReader, n int64, maxRep, maxDef int16, w int, def, rep []int16, vals []byte, s *numScratch) (nv int64, ok bool) {
+func readNumPages(pr file.PageReader, n int64, maxRep, maxDef int16, w int, def, rep []int16, vals []byte, s *numScratch, lc *levelCache) (nv int64, ok bool) {
 	if maxRep < 0 || maxDef < 0 || (maxRep > 0) != (rep != nil) || (maxDef > 0) != (def != nil) ||
 		(rep != nil && int64(len(rep)) != n) || (def != nil && int64(len(def)) != n) || int64(len(vals)) != n*int64(w) {
 		return 0, false
@@ -344,12 +411,12 @@ func readNumPages(pr file.PageReader, n int64, maxRep, maxDef int16, w int, def,
 			return 0, false
 		}
 		k := cnt // values in the page
-		if rep != nil && !decodeHybrid(repB, repW, rep[total:total+cnt], uint64(maxRep)) {
+		if rep != nil && !lc.decode(repB, repW, rep[total:total+cnt], uint64(maxRep), total) {
 			return 0, false
 		}
 		if def != nil {
 			d := def[total : total+cnt]
-			if !decodeHybrid(defB, defW, d, uint64(maxDef)) {
+			if !lc.decode(defB, defW, d, uint64(maxDef), total) {
 				return 0, false
 			}
 			k = 0
@@ -421,7 +488,7 @@ func readFlatPages(rdr *file.Reader, rg, c int, nrows int64) (arrow.Array, bool)
 		s.def = resize(s.def, int(nrows))
 		def = s.def
 	}
-	nv, ok := readNumPages(pr, nrows, 0, col.MaxDefinitionLevel(), w, def, nil, raw, s)
+	nv, ok := readNumPages(pr, nrows, 0, col.MaxDefinitionLevel(), w, def, nil, raw, s, nil)
 	if !ok || nv != nrows {
 		return nil, false
 	}
@@ -448,7 +515,7 @@ func readListPages(rdr *file.Reader, rg, c int, nrows, n int64) (arrow.Array, bo
 	s := levelScratch.Get().(*numScratch)
 	defer levelScratch.Put(s)
 	s.def, s.rep = resize(s.def, int(n)), resize(s.rep, int(n))
-	nv, ok := readNumPages(pr, n, 1, maxDef, w, s.def, s.rep, raw, s)
+	nv, ok := readNumPages(pr, n, 1, maxDef, w, s.def, s.rep, raw, s, nil)
 	if !ok || nv != n {
 		return nil, false
 	}

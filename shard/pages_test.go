@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 	"testing/fstest"
 
@@ -292,5 +293,51 @@ func TestPoolAllocator(t *testing.T) {
 			}
 			a.Free(g)
 		}
+	}
+}
+
+// TestLevelCache checks that a run decoded once is copied for a later
+// page with the same bytes, position, bit width and maximum, and decoded
+// afresh otherwise.
+func TestLevelCache(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	vals := []uint32{0, 1, 1, 1, 0, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1}
+	src := encodeHybrid(vals, 1, rng)
+	var c levelCache
+	first := make([]int16, len(vals))
+	if !c.decode(src, 1, first, 1, 0) || len(c.runs) != 1 {
+		t.Fatalf("first decode: %d runs", len(c.runs))
+	}
+	again := make([]int16, len(vals))
+	if !c.decode(bytes.Clone(src), 1, again, 1, 0) || len(c.runs) != 1 || !slices.Equal(first, again) {
+		t.Fatalf("same run: %d runs, %v", len(c.runs), again)
+	}
+	for name, try := range map[string]func([]int16) bool{
+		"other position": func(d []int16) bool { return c.decode(src, 1, d, 1, 7) },
+		"other maximum":  func(d []int16) bool { return c.decode(src, 1, d, 3, 0) },
+		"other bytes":    func(d []int16) bool { return c.decode(encodeHybrid(vals[:len(vals)-1], 1, rng), 1, d[:len(d)-1], 1, 0) },
+	} {
+		n := len(c.runs)
+		d := make([]int16, len(vals))
+		if !try(d) || len(c.runs) != n+1 {
+			t.Errorf("%s: not decoded afresh", name)
+		}
+	}
+	// A value above the maximum is refused, also after a cached decode
+	// of the same bytes under a higher maximum.
+	if c.decode(src, 1, make([]int16, len(vals)), 0, 0) {
+		t.Error("a value above the maximum was accepted")
+	}
+	c.truncate(1)
+	if len(c.runs) != 1 || len(c.arena) != len(src) {
+		t.Fatalf("truncate: %d runs, %d bytes", len(c.runs), len(c.arena))
+	}
+	c.reset()
+	if len(c.runs) != 0 || len(c.arena) != 0 {
+		t.Fatal("reset left runs")
+	}
+	var none *levelCache
+	if !none.decode(src, 1, again, 1, 0) || !slices.Equal(first, again) {
+		t.Fatal("a nil cache does not decode")
 	}
 }
