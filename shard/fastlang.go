@@ -222,7 +222,7 @@ func planFastLang(md *metadata.FileMetaData, name string, leaves []int) (cols []
 //
 // pages, when not nil, is rdr's file opened for the page path (pages.go),
 // which then reads the leaves it can.
-func readFastLang(rdr, pages *file.Reader, fileSize int64, rg int, name string, cols []int, fields []fastField, nrows int) (*fastLang, error) {
+func readFastLang(rdr *file.Reader, pages *pageView, fileSize int64, rg int, name string, cols []int, fields []fastField, nrows int) (*fastLang, error) {
 	md := rdr.MetaData()
 	rgr := rdr.RowGroup(rg)
 	fl := &fastLang{persistent: name == schema.ColumnPersistent}
@@ -258,7 +258,7 @@ func readFastLang(rdr, pages *file.Reader, fileSize int64, rg int, name string, 
 		}
 		var total int64
 		if pages != nil {
-			total = l.readPages(pages.RowGroup(rg), c, ccm, n, col.MaxRepetitionLevel(), lc)
+			total = l.readPages(pages, rg, c, ccm, n, col.MaxRepetitionLevel(), lc)
 		}
 		var ccr file.ColumnChunkReader
 		if total != n { // not read by the page path
@@ -342,16 +342,16 @@ func readFastLang(rdr, pages *file.Reader, fileSize int64, rg int, name string, 
 // readPages reads the leaf's n levels and its values with the page path
 // (pages.go) when the chunk's layout allows. It returns n on success, and
 // 0 when the caller must read the chunk with the column reader.
-func (l *fastLeaf) readPages(rgr *file.RowGroupReader, c int, ccm *metadata.ColumnChunkMetaData, n int64, maxRep int16, lc *levelCache) (read int64) {
+func (l *fastLeaf) readPages(pages *pageView, rg, c int, ccm *metadata.ColumnChunkMetaData, n int64, maxRep int16, lc *levelCache) (read int64) {
 	pt := ccm.Type()
 	if pt == parquet.Types.ByteArray && !dictOnly(ccm) {
 		return 0
 	}
-	pr, err := rgr.GetColumnPageReader(c)
+	ps, err := pages.open(rg, c)
 	if err != nil {
 		return 0
 	}
-	defer pr.Close() // returns its buffers to pageAlloc; nothing refers to them
+	defer ps.close() // returns its buffers to pageAlloc; nothing refers to them
 	// On failure the column reader refills the leaf's level buffers: the
 	// cache forgets the runs it decoded into them.
 	mark := len(lc.runs)
@@ -362,7 +362,7 @@ func (l *fastLeaf) readPages(rgr *file.RowGroupReader, c int, ccm *metadata.Colu
 	}()
 	switch pt {
 	case parquet.Types.ByteArray:
-		if l.readDictPages(pr, n, maxRep, lc) {
+		if l.readDictPages(ps, n, maxRep, lc) {
 			l.kind = pt
 			return n
 		}
@@ -378,7 +378,7 @@ func (l *fastLeaf) readPages(rgr *file.RowGroupReader, c int, ccm *metadata.Colu
 			l.f64 = resize(l.f64, int(n))
 			raw, w = arrow.Float64Traits.CastToBytes(l.f64), 8
 		}
-		if nv, ok := readNumPages(pr, n, maxRep, l.maxDef, w, l.def, l.rep, raw, s, lc); ok {
+		if nv, ok := readNumPages(ps, n, maxRep, l.maxDef, w, l.def, l.rep, raw, s, lc); ok {
 			l.kind = pt
 			if pt == parquet.Types.Float {
 				l.f32 = l.f32[:nv]
@@ -868,7 +868,7 @@ func flatColumn(md *metadata.FileMetaData, c int) bool {
 // reader into an Arrow array, through the page path (readFlatPages) unless
 // pages is not nil (see readFastLang). Nulls are an error: no core column
 // may have them.
-func readFlat(rdr, pages *file.Reader, rg, c int, nrows int64) (arrow.Array, error) {
+func readFlat(rdr *file.Reader, pages *pageView, rg, c int, nrows int64) (arrow.Array, error) {
 	ccm, err := rdr.MetaData().RowGroup(rg).ColumnChunk(c)
 	if err != nil {
 		return nil, err
@@ -965,7 +965,7 @@ func listColumn(md *metadata.FileMetaData, c int) bool {
 // pages is not nil (see readFastLang). ok is false, and the caller uses pqarrow, when
 // the column is not plain (a null or empty list, a null element) or
 // cannot be read: pqarrow then gives the precise error.
-func readList(rdr, pages *file.Reader, rg, c int, nrows int64) (_ arrow.Array, ok bool) {
+func readList(rdr *file.Reader, pages *pageView, rg, c int, nrows int64) (_ arrow.Array, ok bool) {
 	defer func() {
 		if recover() != nil {
 			ok = false

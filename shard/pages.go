@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 )
 
 // The page path decodes a dictionary-encoded byte-array leaf of a language
@@ -41,7 +42,7 @@ var pageReads atomic.Int64
 // through lc (which may be nil). It reports false when the chunk is not of
 // the handled shape or is inconsistent; l's level and value buffers are
 // then in an unspecified state.
-func (l *fastLeaf) readDictPages(pr file.PageReader, n int64, maxRep int16, lc *levelCache) bool {
+func (l *fastLeaf) readDictPages(ps pageSource, n int64, maxRep int16, lc *levelCache) bool {
 	maxDef := l.maxDef
 	if maxRep <= 0 || maxDef <= 0 || int64(len(l.def)) != n || int64(len(l.rep)) != n {
 		return false
@@ -52,10 +53,13 @@ func (l *fastLeaf) readDictPages(pr file.PageReader, n int64, maxRep int16, lc *
 	l.idx = resize(l.idx, int(n))
 	haveDict := false
 	var total, nv int64
-	for total < n && pr.Next() {
-		pg := pr.Page()
-		if p, ok := pg.(*file.DictionaryPage); ok {
-			if haveDict || total > 0 || !l.readDict(p) {
+	for total < n {
+		pg := ps.next()
+		if pg == nil {
+			break
+		}
+		if pg.kind == dictPage {
+			if haveDict || total > 0 || !l.readDict(pg) {
 				return false
 			}
 			haveDict = true
@@ -68,12 +72,12 @@ func (l *fastLeaf) readDictPages(pr file.PageReader, n int64, maxRep int16, lc *
 		if !haveDict {
 			return false
 		}
-		switch e := parquet.Encoding(pg.Encoding()); e {
+		switch pg.encoding {
 		case parquet.Encodings.RLEDict, parquet.Encodings.PlainDict:
 		default:
 			return false
 		}
-		cnt := int64(pg.NumValues())
+		cnt := int64(pg.numValues)
 		if cnt <= 0 || cnt > n-total {
 			return false
 		}
@@ -98,7 +102,7 @@ func (l *fastLeaf) readDictPages(pr file.PageReader, n int64, maxRep int16, lc *
 		total += cnt
 		nv += vals
 	}
-	if pr.Err() != nil || total != n {
+	if ps.failed() || total != n {
 		return false
 	}
 	l.idx = l.idx[:nv]
@@ -110,15 +114,15 @@ func (l *fastLeaf) readDictPages(pr file.PageReader, n int64, maxRep int16, lc *
 // readDict decodes a PLAIN dictionary page of byte arrays into l.dict; the
 // entries alias a copy of the page (l.arena), as the page reader's buffers
 // go back to pageAlloc when the chunk is read.
-func (l *fastLeaf) readDict(p *file.DictionaryPage) bool {
-	switch parquet.Encoding(p.Encoding()) {
+func (l *fastLeaf) readDict(p *rawPage) bool {
+	switch p.encoding {
 	case parquet.Encodings.Plain, parquet.Encodings.PlainDict:
 	default:
 		return false
 	}
-	l.arena = append(l.arena[:0], p.Data()...)
+	l.arena = append(l.arena[:0], p.data...)
 	data := l.arena
-	cnt := int(p.NumValues())
+	cnt := int(p.numValues)
 	if cnt < 0 || cnt > len(data)/4 {
 		return false
 	}
@@ -140,12 +144,12 @@ func (l *fastLeaf) readDict(p *file.DictionaryPage) bool {
 // level and value regions (a level region is empty when its maximum level
 // is 0). ok is false for other pages, v1 pages whose levels are not RLE, and
 // inconsistent lengths.
-func pageRegions(pg file.Page, maxRep, maxDef int16) (repB, defB, valB []byte, ok bool) {
-	switch p := pg.(type) {
-	case *file.DataPageV1:
-		data := p.Data()
+func pageRegions(pg *rawPage, maxRep, maxDef int16) (repB, defB, valB []byte, ok bool) {
+	switch pg.kind {
+	case dataPageV1:
+		data := pg.data
 		if maxRep > 0 {
-			if p.RepetitionLevelEncoding() != parquet.Encodings.RLE {
+			if pg.repEnc != parquet.Encodings.RLE {
 				return nil, nil, nil, false
 			}
 			if repB, data, ok = lengthPrefixed(data); !ok {
@@ -153,7 +157,7 @@ func pageRegions(pg file.Page, maxRep, maxDef int16) (repB, defB, valB []byte, o
 			}
 		}
 		if maxDef > 0 {
-			if p.DefinitionLevelEncoding() != parquet.Encodings.RLE {
+			if pg.defEnc != parquet.Encodings.RLE {
 				return nil, nil, nil, false
 			}
 			if defB, data, ok = lengthPrefixed(data); !ok {
@@ -161,9 +165,9 @@ func pageRegions(pg file.Page, maxRep, maxDef int16) (repB, defB, valB []byte, o
 			}
 		}
 		return repB, defB, data, true
-	case *file.DataPageV2:
-		data := p.Data()
-		r, d := int64(p.RepetitionLevelByteLen()), int64(p.DefinitionLevelByteLen())
+	case dataPageV2:
+		data := pg.data
+		r, d := int64(pg.repLen), int64(pg.defLen)
 		if r < 0 || d < 0 || r+d > int64(len(data)) || (maxRep == 0 && r != 0) || (maxDef == 0 && d != 0) {
 			return nil, nil, nil, false
 		}
@@ -379,7 +383,7 @@ func numBuf(pt parquet.Type, n int) (raw []byte, w int, dt arrow.DataType, ok bo
 // PLAIN dictionary page). It returns the number of values; ok is false, and
 // the caller reads the chunk with arrow-go's column reader, on any other
 // layout or inconsistency.
-func readNumPages(pr file.PageReader, n int64, maxRep, maxDef int16, w int, def, rep []int16, vals []byte, s *numScratch, lc *levelCache) (nv int64, ok bool) {
+func readNumPages(ps pageSource, n int64, maxRep, maxDef int16, w int, def, rep []int16, vals []byte, s *numScratch, lc *levelCache) (nv int64, ok bool) {
 	if maxRep < 0 || maxDef < 0 || (maxRep > 0) != (rep != nil) || (maxDef > 0) != (def != nil) ||
 		(rep != nil && int64(len(rep)) != n) || (def != nil && int64(len(def)) != n) || int64(len(vals)) != n*int64(w) {
 		return 0, false
@@ -387,15 +391,18 @@ func readNumPages(pr file.PageReader, n int64, maxRep, maxDef int16, w int, def,
 	repW, defW := bits.Len16(uint16(maxRep)), bits.Len16(uint16(maxDef))
 	var dict []byte // nil: no dictionary page
 	var total int64
-	for total < n && pr.Next() {
-		pg := pr.Page()
-		if p, ok := pg.(*file.DictionaryPage); ok {
-			switch parquet.Encoding(p.Encoding()) {
+	for total < n {
+		pg := ps.next()
+		if pg == nil {
+			break
+		}
+		if pg.kind == dictPage {
+			switch pg.encoding {
 			case parquet.Encodings.Plain, parquet.Encodings.PlainDict:
 			default:
 				return 0, false
 			}
-			data, cnt := p.Data(), int64(p.NumValues())
+			data, cnt := pg.data, int64(pg.numValues)
 			if dict != nil || total > 0 || cnt < 0 || cnt > int64(len(data)/w) {
 				return 0, false
 			}
@@ -406,7 +413,7 @@ func readNumPages(pr file.PageReader, n int64, maxRep, maxDef int16, w int, def,
 		if !ok {
 			return 0, false
 		}
-		cnt := int64(pg.NumValues())
+		cnt := int64(pg.numValues)
 		if cnt <= 0 || cnt > n-total {
 			return 0, false
 		}
@@ -427,7 +434,7 @@ func readNumPages(pr file.PageReader, n int64, maxRep, maxDef int16, w int, def,
 			}
 		}
 		out := vals[nv*int64(w) : (nv+k)*int64(w)]
-		switch parquet.Encoding(pg.Encoding()) {
+		switch pg.encoding {
 		case parquet.Encodings.Plain:
 			if int64(len(valB)) < k*int64(w) {
 				return 0, false
@@ -460,7 +467,7 @@ func readNumPages(pr file.PageReader, n int64, maxRep, maxDef int16, w int, def,
 		total += cnt
 		nv += k
 	}
-	if pr.Err() != nil || total != n {
+	if ps.failed() || total != n {
 		return 0, false
 	}
 	pageReads.Add(1)
@@ -470,17 +477,17 @@ func readNumPages(pr file.PageReader, n int64, maxRep, maxDef int16, w int, def,
 // readFlatPages is readFlat's page path (readNumPages); ok is false when
 // the chunk has nulls or is not of a handled layout, and readFlat then
 // reads it with the column reader.
-func readFlatPages(rdr *file.Reader, rg, c int, nrows int64) (arrow.Array, bool) {
-	col := rdr.MetaData().Schema.Column(c)
+func readFlatPages(pages *pageView, rg, c int, nrows int64) (arrow.Array, bool) {
+	col := pages.rdr.MetaData().Schema.Column(c)
 	raw, w, dt, ok := numBuf(col.PhysicalType(), int(nrows))
 	if !ok {
 		return nil, false
 	}
-	pr, err := rdr.RowGroup(rg).GetColumnPageReader(c)
+	ps, err := pages.open(rg, c)
 	if err != nil {
 		return nil, false
 	}
-	defer pr.Close() // returns its buffers to pageAlloc; values are copied out
+	defer ps.close() // returns its buffers to pageAlloc; values are copied out
 	s := levelScratch.Get().(*numScratch)
 	defer levelScratch.Put(s)
 	var def []int16
@@ -488,7 +495,7 @@ func readFlatPages(rdr *file.Reader, rg, c int, nrows int64) (arrow.Array, bool)
 		s.def = resize(s.def, int(nrows))
 		def = s.def
 	}
-	nv, ok := readNumPages(pr, nrows, 0, col.MaxDefinitionLevel(), w, def, nil, raw, s, nil)
+	nv, ok := readNumPages(ps, nrows, 0, col.MaxDefinitionLevel(), w, def, nil, raw, s, nil)
 	if !ok || nv != nrows {
 		return nil, false
 	}
@@ -500,22 +507,22 @@ func readFlatPages(rdr *file.Reader, rg, c int, nrows int64) (arrow.Array, bool)
 // readListPages is readList's page path (readNumPages) for a chunk of n
 // levels; ok is false when the chunk is not plain (see readList) or not of
 // a handled layout, and readList then uses the column reader.
-func readListPages(rdr *file.Reader, rg, c int, nrows, n int64) (arrow.Array, bool) {
-	col := rdr.MetaData().Schema.Column(c)
+func readListPages(pages *pageView, rg, c int, nrows, n int64) (arrow.Array, bool) {
+	col := pages.rdr.MetaData().Schema.Column(c)
 	maxDef := col.MaxDefinitionLevel()
 	raw, w, dt, ok := numBuf(col.PhysicalType(), int(n))
 	if !ok || col.MaxRepetitionLevel() != 1 || maxDef <= 0 {
 		return nil, false
 	}
-	pr, err := rdr.RowGroup(rg).GetColumnPageReader(c)
+	ps, err := pages.open(rg, c)
 	if err != nil {
 		return nil, false
 	}
-	defer pr.Close() // returns its buffers to pageAlloc; values are copied out
+	defer ps.close() // returns its buffers to pageAlloc; values are copied out
 	s := levelScratch.Get().(*numScratch)
 	defer levelScratch.Put(s)
 	s.def, s.rep = resize(s.def, int(n)), resize(s.rep, int(n))
-	nv, ok := readNumPages(pr, n, 1, maxDef, w, s.def, s.rep, raw, s, nil)
+	nv, ok := readNumPages(ps, n, 1, maxDef, w, s.def, s.rep, raw, s, nil)
 	if !ok || nv != n {
 		return nil, false
 	}
@@ -571,15 +578,20 @@ func fill[T int16 | int32](s []T, v T) {
 	}
 }
 
-// pageFile returns the file opened for the page path: the same bytes and
-// footer as p.rdr, with pageAlloc as the allocator, or nil.
-func (p *parquetFile) pageFile() *file.Reader {
+// pageView returns the page path's view of the file: its bytes, and the
+// file opened with pageAlloc as the allocator (for arrowPages); nil when
+// the file cannot be opened so. raw enables rawPages.
+func (p *parquetFile) pageView(raw bool) *pageView {
+	md := p.rdr.MetaData()
 	r, err := file.NewParquetReader(io.NewSectionReader(p.f, 0, p.f.Size()),
-		file.WithReadProps(parquet.NewReaderProperties(pageAlloc)), file.WithMetadata(p.rdr.MetaData()))
+		file.WithReadProps(parquet.NewReaderProperties(pageAlloc)), file.WithMetadata(md))
 	if err != nil {
 		return nil
 	}
-	return r
+	// arrow-go pads the chunks of files from parquet-mr writers with the
+	// PARQUET-816 bug; rawPages leaves those to it.
+	raw = raw && !md.WriterVersion().LessThan(metadata.Parquet816FixedVersion)
+	return &pageView{rdr: r, f: p.f, size: p.f.Size(), raw: raw}
 }
 
 // pageAlloc recycles the buffers of the page path's page readers (the
@@ -599,14 +611,20 @@ type poolAllocator struct {
 
 const minAllocClass = 6
 
-func (a *poolAllocator) Allocate(size int) []byte {
+func (a *poolAllocator) Allocate(size int) []byte { return a.allocate(size, true) }
+
+// allocate returns a buffer of length size, zeroed if zero (a recycled
+// buffer otherwise holds a previous user's bytes).
+func (a *poolAllocator) allocate(size int, zero bool) []byte {
 	c := max(bits.Len(uint(max(size, 1)-1)), minAllocClass)
 	if c >= len(a.classes) {
 		return make([]byte, size)
 	}
 	if p, ok := a.classes[c].Get().(*[]byte); ok {
 		b := (*p)[:size]
-		clear(b)
+		if zero {
+			clear(b)
+		}
 		return b
 	}
 	return make([]byte, size, 1<<c)

@@ -38,7 +38,8 @@ func TestPagePathMatchesColumnReader(t *testing.T) {
 	for _, dir := range dirs {
 		_, pages := readAll(t, mustDir(t, dir), Selection{}, Options{})
 		_, cols := readAll(t, mustDir(t, dir), Selection{}, Options{noPages: true})
-		if !reflect.DeepEqual(pages, cols) {
+		_, arrowPages := readAll(t, mustDir(t, dir), Selection{}, Options{noRawPages: true})
+		if !reflect.DeepEqual(pages, cols) || !reflect.DeepEqual(pages, arrowPages) {
 			t.Fatalf("%s: batches differ", dir)
 		}
 	}
@@ -108,10 +109,10 @@ func TestPagePathCorruption(t *testing.T) {
 	t.Logf("%d corrupted files agree", n)
 }
 
-// TestPagePathLayouts rewrites a conformance data file with other page
-// layouts (data page v2, no dictionary, small pages, compression) and
-// requires the same batches with and without the page path.
-func TestPagePathLayouts(t *testing.T) {
+// layoutVariants rewrites data file file-001 of the inferred conformance
+// dataset with other page layouts (data page v2, no dictionary, small
+// pages, codecs) and returns them by name, with the dataset's base files.
+func layoutVariants(t testing.TB) (fstest.MapFS, map[string][]byte) {
 	base, dir := fuzzBase(t)
 	f, err := file.OpenParquetFile(filepath.Join(dir, "data/chunk-000/file-001.parquet"), false)
 	if err != nil {
@@ -124,26 +125,47 @@ func TestPagePathLayouts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tbl.Release()
-	before := pageReads.Load()
-	for _, props := range [][]parquet.WriterProperty{
-		{parquet.WithDataPageVersion(parquet.DataPageV2)},
-		{parquet.WithDictionaryDefault(false)},
-		{parquet.WithDataPageVersion(parquet.DataPageV2), parquet.WithDictionaryDefault(false)},
-		{parquet.WithDataPageSize(64), parquet.WithBatchSize(7)},
-		{parquet.WithDataPageVersion(parquet.DataPageV2), parquet.WithDataPageSize(64), parquet.WithBatchSize(5),
-			parquet.WithCompression(compress.Codecs.Snappy)},
-		{parquet.WithDictionaryPageSizeLimit(16), parquet.WithDataPageSize(64), parquet.WithBatchSize(3)},
+	v2 := parquet.WithDataPageVersion(parquet.DataPageV2)
+	small := []parquet.WriterProperty{parquet.WithDataPageSize(64), parquet.WithBatchSize(5)}
+	out := map[string][]byte{}
+	for name, props := range map[string][]parquet.WriterProperty{
+		"v2":                    {v2},
+		"plain":                 {parquet.WithDictionaryDefault(false)},
+		"v2 plain":              {v2, parquet.WithDictionaryDefault(false)},
+		"small pages":           {parquet.WithDataPageSize(64), parquet.WithBatchSize(7)},
+		"v2 small pages snappy": append([]parquet.WriterProperty{v2, parquet.WithCompression(compress.Codecs.Snappy)}, small...),
+		"small dictionaries":    {parquet.WithDictionaryPageSizeLimit(16), parquet.WithDataPageSize(64), parquet.WithBatchSize(3)},
+		"zstd":                  {parquet.WithCompression(compress.Codecs.Zstd)},
+		"v2 small pages zstd":   append([]parquet.WriterProperty{v2, parquet.WithCompression(compress.Codecs.Zstd)}, small...),
+		"gzip small pages":      append([]parquet.WriterProperty{parquet.WithCompression(compress.Codecs.Gzip)}, small...),
+		"uncompressed":          {parquet.WithCompression(compress.Codecs.Uncompressed)},
+		"v2 uncompressed":       {v2, parquet.WithCompression(compress.Codecs.Uncompressed)},
+		"snappy, no statistics": {parquet.WithCompression(compress.Codecs.Snappy), parquet.WithStats(false)},
 	} {
 		var buf bytes.Buffer
-		props = append(props, parquet.WithStats(true), parquet.WithMaxRowGroupLength(4))
+		props = append([]parquet.WriterProperty{parquet.WithStats(true)}, props...)
+		props = append(props, parquet.WithMaxRowGroupLength(4))
 		if err := pqarrow.WriteTable(tbl, &buf, 1<<20, parquet.NewWriterProperties(props...),
 			pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema())); err != nil {
 			t.Fatal(err)
 		}
-		ab, ae := readVariant(t, base, buf.Bytes(), Options{})
-		bb, be := readVariant(t, base, buf.Bytes(), Options{noPages: true})
-		if len(ab) == 0 || len(ae) > 0 || !reflect.DeepEqual(ae, be) || !reflect.DeepEqual(ab, bb) {
-			t.Fatalf("%d batches, errors %q and %q, or batches differ", len(ab), ae, be)
+		out[name] = buf.Bytes()
+	}
+	return base, out
+}
+
+// TestPagePathLayouts requires the same batches with and without the page
+// path, and with arrow-go's page reader, for every layout variant.
+func TestPagePathLayouts(t *testing.T) {
+	base, variants := layoutVariants(t)
+	before := pageReads.Load()
+	for name, data := range variants {
+		ab, ae := readVariant(t, base, data, Options{})
+		bb, be := readVariant(t, base, data, Options{noPages: true})
+		cb, ce := readVariant(t, base, data, Options{noRawPages: true})
+		if len(ab) == 0 || len(ae) > 0 || !reflect.DeepEqual(ae, be) || !reflect.DeepEqual(ab, bb) ||
+			!reflect.DeepEqual(ae, ce) || !reflect.DeepEqual(ab, cb) {
+			t.Fatalf("%s: %d batches, errors %q, %q and %q, or batches differ", name, len(ab), ae, be, ce)
 		}
 	}
 	if pageReads.Load() == before {

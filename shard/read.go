@@ -11,7 +11,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/lrstream/lrstream/fetch"
@@ -55,6 +54,9 @@ type Options struct {
 	// noPages disables the page path of the low-level readers (pages.go),
 	// leaving arrow-go's column reader (tests compare both).
 	noPages bool
+	// noRawPages makes the page path take every page from arrow-go's page
+	// reader instead of rawPages (rawpages.go; tests compare both).
+	noRawPages bool
 }
 
 // Batch is the decoded, columnar content of one unit: one row group,
@@ -191,9 +193,9 @@ func ReadUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 	if u.RowGroup < 0 || u.RowGroup >= md.NumRowGroups() {
 		return nil, wrap(fmt.Errorf("row group out of range (file has %d)", md.NumRowGroups()))
 	}
-	var pages *file.Reader // the page path's view of the file (pages.go)
+	var pages *pageView // the page path's view of the file (pages.go)
 	if !opts.noPages {
-		pages = pf.pageFile()
+		pages = pf.pageView(!opts.noRawPages)
 	}
 	present := map[string]bool{}
 	root := md.Schema.Root()
