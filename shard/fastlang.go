@@ -307,7 +307,7 @@ func readFastLang(rdr *file.Reader, pages *pageView, fileSize int64, rg int, nam
 		if j := fl.sameLevels(l); j != nil {
 			err = l.shareIndex(j, nrows)
 		} else {
-			err = l.index(nrows)
+			err = l.indexFrom(fl.ref, nrows)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", col.Path(), err)
@@ -392,48 +392,90 @@ func (l *fastLeaf) readPages(pages *pageView, rg, c int, ccm *metadata.ColumnChu
 }
 
 // index computes the per-frame entry and value starts.
-func (l *fastLeaf) index(nrows int) error {
+func (l *fastLeaf) index(nrows int) error { return l.indexFrom(nil, nrows) }
+
+// indexFrom computes the per-frame entry and value starts, copying the
+// entry starts of leaf j (nil: none) when it has l's repetition levels.
+func (l *fastLeaf) indexFrom(j *fastLeaf, nrows int) error {
+	if len(l.rep) != len(l.def) {
+		return errors.New("level counts differ")
+	}
+	if j != nil && len(j.frameEntry) == nrows+1 && equalLevels(j.rep, l.rep) {
+		l.frameEntry = append(resize(l.frameEntry, 0), j.frameEntry...)
+	} else if err := l.entryStarts(nrows); err != nil {
+		return err
+	}
+	return l.valueStarts(nrows)
+}
+
+// entryStarts computes frameEntry from the repetition levels: frame r
+// starts at its r-th level 0.
+func (l *fastLeaf) entryStarts(nrows int) error {
 	l.frameEntry = resize(l.frameEntry, nrows+1)
-	l.frameVal = resize(l.frameVal, nrows+1)
-	// One pass over the levels (a hot loop of the language columns), with
-	// the bounds checks hoisted. Level validity is accumulated and checked
-	// after the loop: the errors keep the precedence of checking entry by
-	// entry, as the loop stops early only at a row start.
-	def, rep := l.def, l.rep[:len(l.def)]
-	fe, fv := l.frameEntry[:nrows+1], l.frameVal[:nrows+1]
-	if len(def) > 0 && rep[0] != 0 {
+	fe, rep := l.frameEntry[:nrows+1], l.rep
+	if len(rep) > 0 && rep[0] != 0 {
 		return errors.New("data does not start a row")
 	}
-	maxDef := l.maxDef
-	r, v := -1, int32(0)
-	bad := false
+	r, hi := 0, uint16(0)
 	for i, p := range rep {
-		d := def[i]
+		hi = max(hi, uint16(p))
 		if p == 0 {
-			r++
-			if r >= nrows {
-				break
+			if r < nrows {
+				fe[r] = int32(i)
 			}
-			fe[r], fv[r] = int32(i), v
+			r++
 		}
-		if d == maxDef {
-			v++
-		}
-		bad = bad || d > maxDef || uint16(p) > 2
 	}
-	if bad {
+	switch {
+	case hi > 2:
 		return errors.New("invalid levels")
-	}
-	if r >= nrows {
+	case r > nrows:
 		return fmt.Errorf("more than %d rows", nrows)
+	case r != nrows:
+		return fmt.Errorf("%d rows, want %d", r, nrows)
 	}
-	if r != nrows-1 {
-		return fmt.Errorf("%d rows, want %d", r+1, nrows)
+	fe[nrows] = int32(len(rep))
+	return nil
+}
+
+// valueStarts computes frameVal from frameEntry and the definition
+// levels (a value where the level is maxDef), and checks the number of
+// values read. A chunk with one definition level throughout (every field
+// present, or every one null: the usual persistent column) needs no count.
+func (l *fastLeaf) valueStarts(nrows int) error {
+	l.frameVal = resize(l.frameVal, nrows+1)
+	def, maxDef := l.def, l.maxDef
+	fe, fv := l.frameEntry[:nrows+1], l.frameVal[:nrows+1]
+	var v int32
+	if len(def) > 0 && equalLevels(def[1:], def[:len(def)-1]) {
+		switch u := def[0]; {
+		case u > maxDef:
+			return errors.New("invalid levels")
+		case u == maxDef:
+			copy(fv, fe)
+			v = int32(len(def))
+		default:
+			clear(fv)
+		}
+	} else {
+		hi := int16(0)
+		for r := range nrows {
+			fv[r] = v
+			for _, d := range def[fe[r]:fe[r+1]] {
+				hi = max(hi, d)
+				if d == maxDef {
+					v++
+				}
+			}
+		}
+		if hi > maxDef {
+			return errors.New("invalid levels")
+		}
+		fv[nrows] = v
 	}
 	if nv := l.values(); int(v) != nv {
 		return fmt.Errorf("%d values for %d defined levels", nv, v)
 	}
-	l.frameEntry[nrows], l.frameVal[nrows] = int32(len(l.def)), v
 	return nil
 }
 

@@ -188,3 +188,52 @@ func TestSharedIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestIndex checks the frame index of a leaf and its errors, with and
+// without copying the entry starts of a leaf with the same repetition
+// levels.
+func TestIndex(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		def, rep  []int16
+		nrows, nv int
+		entry     []int32
+		val       []int32
+		err       string
+	}{
+		{"all present", []int16{3, 3, 3, 3}, []int16{0, 1, 0, 1}, 2, 4, []int32{0, 2, 4}, []int32{0, 2, 4}, ""},
+		{"all null", []int16{2, 2, 2}, []int16{0, 0, 1}, 2, 0, []int32{0, 1, 3}, []int32{0, 0, 0}, ""},
+		{"mixed", []int16{3, 2, 0, 3}, []int16{0, 1, 0, 0}, 3, 2, []int32{0, 2, 3, 4}, []int32{0, 1, 1, 2}, ""},
+		{"empty", nil, nil, 0, 0, []int32{0}, []int32{0}, ""},
+		{"no row start", []int16{3, 3}, []int16{1, 0}, 1, 2, nil, nil, "data does not start a row"},
+		{"repetition level too high", []int16{3, 3}, []int16{0, 3}, 1, 2, nil, nil, "invalid levels"},
+		{"definition level too high", []int16{3, 4}, []int16{0, 1}, 1, 1, nil, nil, "invalid levels"},
+		{"uniform definition level too high", []int16{4, 4}, []int16{0, 1}, 1, 2, nil, nil, "invalid levels"},
+		{"too many rows", []int16{3, 3, 3}, []int16{0, 0, 0}, 2, 3, nil, nil, "more than 2 rows"},
+		{"too few rows", []int16{3, 3, 3}, []int16{0, 1, 0}, 3, 3, nil, nil, "2 rows, want 3"},
+		{"values missing", []int16{3, 3, 2}, []int16{0, 1, 0}, 2, 1, nil, nil, "1 values for 2 defined levels"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mk := func() *fastLeaf {
+				return &fastLeaf{field: fContent, kind: parquet.Types.ByteArray, byIdx: true, maxDef: 3,
+					def: slices.Clone(c.def), rep: slices.Clone(c.rep), idx: make([]int32, c.nv)}
+			}
+			l := mk()
+			err := l.index(c.nrows)
+			if c.err != "" {
+				if err == nil || err.Error() != c.err {
+					t.Fatalf("error %v, want %q", err, c.err)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(l.frameEntry, c.entry) || !slices.Equal(l.frameVal, c.val) {
+				t.Fatalf("entries %v values %v (%v), want %v %v", l.frameEntry, l.frameVal, err, c.entry, c.val)
+			}
+			// The same through a leaf with these repetition levels.
+			k := mk()
+			if err := k.indexFrom(l, c.nrows); err != nil || !slices.Equal(k.frameEntry, c.entry) || !slices.Equal(k.frameVal, c.val) {
+				t.Fatalf("copied: entries %v values %v (%v)", k.frameEntry, k.frameVal, err)
+			}
+		})
+	}
+}
