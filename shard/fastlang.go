@@ -96,6 +96,8 @@ type fastLeaf struct {
 	// levelsOf is an earlier leaf of the column with the same levels
 	// (and so the same frames and rows), whose index this leaf copied.
 	levelsOf *fastLeaf
+	// hiRep is the highest repetition level.
+	hiRep int16
 }
 
 type fastLang struct {
@@ -323,21 +325,40 @@ func readFastLang(rdr *file.Reader, pages *pageView, fileSize int64, rg int, nam
 		if l.field == fToolCalls || l == fl.ref || l.levelsOf != nil {
 			continue
 		}
-		for r := 0; r < nrows; r++ {
-			if fl.ref.rowsOf(r) != l.rowsOf(r) {
-				return nil, errors.New("language column leaves disagree on the number of rows")
-			}
+		if !fl.ref.sameRows(l, nrows) {
+			return nil, errors.New("language column leaves disagree on the number of rows")
 		}
 	}
-	if tc := fl.byField[fToolCalls]; tc != nil {
-		for r := 0; r < nrows; r++ {
-			if fl.ref.rowsOf(r) != tc.rowsOf(r) {
-				return nil, errors.New("tool_calls disagrees with the row fields on the number of rows")
-			}
-		}
+	if tc := fl.byField[fToolCalls]; tc != nil && !fl.ref.sameRows(tc, nrows) {
+		return nil, errors.New("tool_calls disagrees with the row fields on the number of rows")
 	}
 	return fl, nil
 }
+
+// sameRows reports whether leaf l has as many rows as l0 in every frame.
+// When both have one level entry a row (tool_calls holding at most one
+// call) and the same entry starts, the frames can only differ in being a
+// null or empty list, checked at each frame's first entry.
+func (l0 *fastLeaf) sameRows(l *fastLeaf, nrows int) bool {
+	if !l0.nestedCalls() && !l.nestedCalls() && slices.Equal(l0.frameEntry, l.frameEntry) {
+		for _, s := range l0.frameEntry[:nrows] {
+			if (l0.def[s] < l0.dList) != (l.def[s] < l.dList) {
+				return false
+			}
+		}
+		return true
+	}
+	for r := 0; r < nrows; r++ {
+		if l0.rowsOf(r) != l.rowsOf(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// nestedCalls reports whether a row of the leaf may span several level
+// entries: a tool_calls leaf with a call list of two or more.
+func (l *fastLeaf) nestedCalls() bool { return l.field == fToolCalls && l.hiRep > 1 }
 
 // readPages reads the leaf's n levels and its values with the page path
 // (pages.go) when the chunk's layout allows. It returns n on success, and
@@ -402,6 +423,7 @@ func (l *fastLeaf) indexFrom(j *fastLeaf, nrows int) error {
 	}
 	if j != nil && len(j.frameEntry) == nrows+1 && equalLevels(j.rep, l.rep) {
 		l.frameEntry = append(resize(l.frameEntry, 0), j.frameEntry...)
+		l.hiRep = j.hiRep
 	} else if err := l.entryStarts(nrows); err != nil {
 		return err
 	}
@@ -435,6 +457,7 @@ func (l *fastLeaf) entryStarts(nrows int) error {
 		return fmt.Errorf("%d rows, want %d", r, nrows)
 	}
 	fe[nrows] = int32(len(rep))
+	l.hiRep = int16(hi)
 	return nil
 }
 
@@ -504,6 +527,7 @@ func (l *fastLeaf) shareIndex(j *fastLeaf, nrows int) error {
 	}
 	l.frameEntry = append(resize(l.frameEntry, 0), j.frameEntry...)
 	l.frameVal = append(resize(l.frameVal, 0), j.frameVal...)
+	l.hiRep = j.hiRep
 	if v := l.frameVal[nrows]; int(v) != l.values() {
 		return fmt.Errorf("%d values for %d defined levels", l.values(), v)
 	}
@@ -530,7 +554,7 @@ func (l *fastLeaf) rowsOf(r int) int {
 	if l.def[s] < l.dList {
 		return 0
 	}
-	if l.field != fToolCalls {
+	if !l.nestedCalls() {
 		return int(e - s)
 	}
 	n := 0

@@ -237,3 +237,55 @@ func TestIndex(t *testing.T) {
 		})
 	}
 }
+
+// TestSameRows checks the row agreement of a row leaf and a tool_calls
+// leaf: frames as null lists, and calls lists of several calls.
+func TestSameRows(t *testing.T) {
+	// Row leaf: maxDef 3 (1 list, 2 row, 3 value). Two frames of two rows.
+	row := &fastLeaf{field: fContent, maxDef: 3, dList: 1, dElem: 2, byIdx: true, kind: parquet.Types.ByteArray,
+		def: []int16{3, 3, 3, 3}, rep: []int16{0, 1, 0, 1}, idx: make([]int32, 4)}
+	if err := row.index(2); err != nil {
+		t.Fatal(err)
+	}
+	// tool_calls: maxDef 6 (3 calls list present, 4 call list element,
+	// ...); maxRep 2.
+	tc := func(def, rep []int16) *fastLeaf {
+		l := &fastLeaf{field: fToolCalls, maxDef: 6, dList: 1, dElem: 2, dTC: 3, dTCList: 4, byIdx: true,
+			kind: parquet.Types.ByteArray, def: def, rep: rep}
+		for _, d := range def {
+			if d == 6 {
+				l.idx = append(l.idx, 0)
+			}
+		}
+		if err := l.indexFrom(row, 2); err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	for _, c := range []struct {
+		name string
+		l    *fastLeaf
+		want bool
+	}{
+		{"null calls", tc([]int16{2, 2, 2, 2}, []int16{0, 1, 0, 1}), true},
+		{"one call each", tc([]int16{6, 6, 6, 6}, []int16{0, 1, 0, 1}), true},
+		{"two calls in a row", tc([]int16{6, 6, 6, 6, 6}, []int16{0, 2, 1, 0, 1}), true},
+		{"a row missing", tc([]int16{6, 6, 6, 6}, []int16{0, 2, 0, 1}), false},
+		{"null list", tc([]int16{0, 3, 3}, []int16{0, 0, 1}), false},
+	} {
+		if got := row.sameRows(c.l, 2); got != c.want {
+			t.Errorf("%s: sameRows = %v, want %v", c.name, got, c.want)
+		}
+	}
+	// Frames of one entry: the same entry starts, one frame a null list.
+	one := &fastLeaf{field: fContent, maxDef: 3, dList: 1, dElem: 2, byIdx: true, kind: parquet.Types.ByteArray,
+		def: []int16{3, 3}, rep: []int16{0, 0}, idx: make([]int32, 2)}
+	null := &fastLeaf{field: fStyle, maxDef: 3, dList: 1, dElem: 2, byIdx: true, kind: parquet.Types.ByteArray,
+		def: []int16{3, 0}, rep: []int16{0, 0}, idx: make([]int32, 1)}
+	if one.index(2) != nil || null.index(2) != nil {
+		t.Fatal("index")
+	}
+	if one.sameRows(null, 2) || !one.sameRows(one, 2) {
+		t.Error("a null list in one leaf only was not told apart")
+	}
+}
