@@ -92,7 +92,7 @@ func (d *decoder) feature(f schema.Feature) (FeatureData, error) {
 	for _, s := range spans {
 		total += s.e - s.b
 	}
-	out := make([]byte, 0, total*size)
+	var out []byte
 	if a.NullN() > 0 {
 		for _, s := range spans {
 			for k := s.b; k < s.e; k++ {
@@ -103,6 +103,7 @@ func (d *decoder) feature(f schema.Feature) (FeatureData, error) {
 		}
 	}
 	if bl, ok := a.(*array.Boolean); ok {
+		out = make([]byte, 0, total*size)
 		for _, s := range spans {
 			for k := s.b; k < s.e; k++ {
 				if bl.Value(k) {
@@ -119,9 +120,14 @@ func (d *decoder) feature(f schema.Feature) (FeatureData, error) {
 			if total > 0 {
 				return FeatureData{}, d.colErr(f.Name, errors.New("missing value buffer"))
 			}
+			out = []byte{}
 		} else {
 			raw := bufs[1].Bytes()
 			off := data.Offset()
+			if len(spans) == 1 && off+spans[0].b == 0 && (off+spans[0].e)*size == len(raw) && d.owned[f.Name] {
+				return FeatureData{Name: f.Name, DType: dtype, Shape: frameShape(f.Shape, dims), Data: raw}, nil
+			}
+			out = make([]byte, 0, total*size)
 			for _, s := range spans {
 				lo, hi := (off+s.b)*size, (off+s.e)*size
 				if lo < 0 || hi > len(raw) || lo > hi {

@@ -85,12 +85,7 @@ func (l *fastLeaf) readDictPages(ps pageSource, n int64, maxRep int16, lc *level
 		if !lc.decode(repB, repW, rep, uint64(maxRep), total) || !lc.decode(defB, defW, def, uint64(maxDef), total) {
 			return false
 		}
-		vals := int64(0)
-		for _, d := range def {
-			if d == maxDef {
-				vals++
-			}
-		}
+		vals := countLevel(def, maxDef)
 		if vals > 0 {
 			if len(valB) < 1 || len(l.dict) == 0 {
 				return false
@@ -426,12 +421,7 @@ func readNumPages(ps pageSource, n int64, maxRep, maxDef int16, w int, def, rep 
 			if !lc.decode(defB, defW, d, uint64(maxDef), total) {
 				return 0, false
 			}
-			k = 0
-			for _, x := range d {
-				if x == maxDef {
-					k++
-				}
-			}
+			k = countLevel(d, maxDef)
 		}
 		out := vals[nv*int64(w) : (nv+k)*int64(w)]
 		switch pg.encoding {
@@ -546,6 +536,25 @@ func readListPages(pages *pageView, rg, c int, nrows, n int64) (arrow.Array, boo
 		[]arrow.ArrayData{values}, 0, 0)
 	defer list.Release()
 	return array.MakeFromData(list), true
+}
+
+// countLevel returns the number of levels in s equal to v: the values of a
+// page. A page's definition levels are usually all one level (a single RLE
+// run), recognised with a memequal instead of a loop.
+func countLevel(s []int16, v int16) int64 {
+	if len(s) > 0 && equalLevels(s[1:], s[:len(s)-1]) {
+		if s[0] == v {
+			return int64(len(s))
+		}
+		return 0
+	}
+	n := int64(0)
+	for _, x := range s {
+		if x == v {
+			n++
+		}
+	}
+	return n
 }
 
 // below reports whether the 8 bw-bit values packed in g are all <= max.

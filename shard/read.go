@@ -268,6 +268,7 @@ func ReadUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 	}
 	arrs := make(map[string]arrow.Array, len(cols))
 	defer releaseAll(arrs)
+	owned := map[string]bool{} // arrays of fresh Go memory, see decoder.owned
 	nrows := md.RowGroup(u.RowGroup).NumRows()
 	// Numeric list features (list or fixed_size_list of float/double/
 	// int64/int32, every value present) too; anything else stays with
@@ -285,7 +286,7 @@ func ReadUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 			if !ok {
 				continue
 			}
-			arrs[f.Name] = a
+			arrs[f.Name], owned[f.Name] = a, true
 			leaves = slices.DeleteFunc(leaves, func(l int) bool { return l == idx })
 		}
 	}
@@ -318,7 +319,7 @@ func ReadUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 		}
 		arrs[name] = a
 	}
-	d := decoder{src: src, u: &u, arrs: arrs, n: int(nrows)}
+	d := decoder{src: src, u: &u, arrs: arrs, owned: owned, n: int(nrows)}
 	defer func() {
 		for _, fl := range d.fast {
 			fl.release()
@@ -355,7 +356,11 @@ type decoder struct {
 	src  fetch.Source
 	u    *Unit
 	arrs map[string]arrow.Array
-	n    int
+	// owned names the arrays whose value buffers are fresh Go memory that
+	// nothing else refers to (readList's): a feature taking all of such a
+	// buffer keeps it instead of a copy.
+	owned map[string]bool
+	n     int
 	keep []int // selected rows when filtering; nil = all
 	fast map[string]*fastLang
 	b    *Batch
