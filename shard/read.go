@@ -361,9 +361,9 @@ type decoder struct {
 	// buffer keeps it instead of a copy.
 	owned map[string]bool
 	n     int
-	keep []int // selected rows when filtering; nil = all
-	fast map[string]*fastLang
-	b    *Batch
+	keep  []int // selected rows when filtering; nil = all
+	fast  map[string]*fastLang
+	b     *Batch
 }
 
 func (d *decoder) colErr(col string, err error) *Error {
