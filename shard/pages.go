@@ -186,9 +186,9 @@ func lengthPrefixed(b []byte) (region, rest []byte, ok bool) {
 
 // decodeHybrid decodes len(dst) values of the parquet RLE / bit-packing
 // hybrid encoding with bit width bw from src. It reports false when src is
-// too short, a run is empty, or a value exceeds max. Padding at the end of
+// too short, a run is empty, or a value exceeds limit. Padding at the end of
 // the last bit-packed run and trailing bytes are ignored, as by arrow-go.
-func decodeHybrid[T int16 | int32](src []byte, bw int, dst []T, max uint64) bool {
+func decodeHybrid[T int16 | int32](src []byte, bw int, dst []T, limit uint64) bool {
 	if bw < 0 || bw > 32 {
 		return false
 	}
@@ -211,7 +211,7 @@ func decodeHybrid[T int16 | int32](src []byte, bw int, dst []T, max uint64) bool
 				v |= uint64(src[b]) << (8 * b)
 			}
 			src = src[byteW:]
-			if v > max {
+			if v > limit {
 				return false
 			}
 			m := len(dst) - i
@@ -237,7 +237,9 @@ func decodeHybrid[T int16 | int32](src []byte, bw int, dst []T, max uint64) bool
 		out := dst[i : i+m]
 		p, j := 0, 0
 		if bw <= 8 {
-			// Whole groups of 8 values: one load of the group's bw bytes.
+			// Whole groups of 8 values: one load of the group's bw bytes;
+			// the values are checked against limit once for the run.
+			check, hi := limit < mask, T(0)
 			for ; j+8 <= len(out); j += 8 {
 				var g uint64
 				if len(data)-p >= 8 {
@@ -248,14 +250,17 @@ func decodeHybrid[T int16 | int32](src []byte, bw int, dst []T, max uint64) bool
 					}
 				}
 				p += bw
-				if max < mask && !below(g, bw, max) {
-					return false
-				}
 				o := out[j : j+8 : j+8]
 				o[0], o[1] = T(g&mask), T(g>>bw&mask)
 				o[2], o[3] = T(g>>(2*bw)&mask), T(g>>(3*bw)&mask)
 				o[4], o[5] = T(g>>(4*bw)&mask), T(g>>(5*bw)&mask)
 				o[6], o[7] = T(g>>(6*bw)&mask), T(g>>(7*bw)&mask)
+				if check {
+					hi = max(hi, o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7])
+				}
+			}
+			if uint64(hi) > limit {
+				return false
 			}
 		}
 		var acc uint64
@@ -269,7 +274,7 @@ func decodeHybrid[T int16 | int32](src []byte, bw int, dst []T, max uint64) bool
 			v := acc & mask
 			acc >>= bw
 			have -= bw
-			if v > max {
+			if v > limit {
 				return false
 			}
 			out[j] = T(v)
@@ -555,17 +560,6 @@ func countLevel(s []int16, v int16) int64 {
 		}
 	}
 	return n
-}
-
-// below reports whether the 8 bw-bit values packed in g are all <= max.
-func below(g uint64, bw int, max uint64) bool {
-	mask := uint64(1)<<bw - 1
-	for k := range 8 {
-		if g>>(k*bw)&mask > max {
-			return false
-		}
-	}
-	return true
 }
 
 // fill sets every element of s to v; long runs (definition levels are
