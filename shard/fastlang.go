@@ -368,7 +368,7 @@ func (l *fastLeaf) readPages(pages *pageView, rg, c int, ccm *metadata.ColumnChu
 	if pt == parquet.Types.ByteArray && !dictOnly(ccm) {
 		return 0
 	}
-	ps, err := pages.open(rg, c)
+	ps, err := pages.open(rg, c, ccm)
 	if err != nil {
 		return 0
 	}
@@ -946,7 +946,7 @@ func readFlat(rdr *file.Reader, pages *pageView, rg, c int, nrows int64) (arrow.
 		return nil, fmt.Errorf("implausible row count %d", nrows)
 	}
 	if pages != nil {
-		if a, ok := readFlatPages(pages, rg, c, nrows); ok {
+		if a, ok := readFlatPages(pages, rg, c, ccm, nrows); ok {
 			return a, nil
 		}
 	}
@@ -1047,7 +1047,7 @@ func readList(rdr *file.Reader, pages *pageView, rg, c int, nrows int64) (_ arro
 		return nil, false
 	}
 	if pages != nil {
-		if a, ok := readListPages(pages, rg, c, nrows, n); ok {
+		if a, ok := readListPages(pages, rg, c, ccm, nrows, n); ok {
 			return a, true
 		}
 	}

@@ -472,13 +472,13 @@ func readNumPages(ps pageSource, n int64, maxRep, maxDef int16, w int, def, rep 
 // readFlatPages is readFlat's page path (readNumPages); ok is false when
 // the chunk has nulls or is not of a handled layout, and readFlat then
 // reads it with the column reader.
-func readFlatPages(pages *pageView, rg, c int, nrows int64) (arrow.Array, bool) {
+func readFlatPages(pages *pageView, rg, c int, cc *metadata.ColumnChunkMetaData, nrows int64) (arrow.Array, bool) {
 	col := pages.rdr.MetaData().Schema.Column(c)
 	raw, w, dt, ok := numBuf(col.PhysicalType(), int(nrows))
 	if !ok {
 		return nil, false
 	}
-	ps, err := pages.open(rg, c)
+	ps, err := pages.open(rg, c, cc)
 	if err != nil {
 		return nil, false
 	}
@@ -502,14 +502,14 @@ func readFlatPages(pages *pageView, rg, c int, nrows int64) (arrow.Array, bool) 
 // readListPages is readList's page path (readNumPages) for a chunk of n
 // levels; ok is false when the chunk is not plain (see readList) or not of
 // a handled layout, and readList then uses the column reader.
-func readListPages(pages *pageView, rg, c int, nrows, n int64) (arrow.Array, bool) {
+func readListPages(pages *pageView, rg, c int, cc *metadata.ColumnChunkMetaData, nrows, n int64) (arrow.Array, bool) {
 	col := pages.rdr.MetaData().Schema.Column(c)
 	maxDef := col.MaxDefinitionLevel()
 	raw, w, dt, ok := numBuf(col.PhysicalType(), int(n))
 	if !ok || col.MaxRepetitionLevel() != 1 || maxDef <= 0 {
 		return nil, false
 	}
-	ps, err := pages.open(rg, c)
+	ps, err := pages.open(rg, c, cc)
 	if err != nil {
 		return nil, false
 	}

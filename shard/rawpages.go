@@ -67,13 +67,9 @@ type pageView struct {
 	raw bool
 }
 
-// open returns the pages of column c of row group rg.
-func (v *pageView) open(rg, c int) (pageSource, error) {
-	md := v.rdr.MetaData()
-	cc, err := md.RowGroup(rg).ColumnChunk(c)
-	if err != nil {
-		return nil, err
-	}
+// open returns the pages of column c of row group rg, whose metadata is
+// cc.
+func (v *pageView) open(rg, c int, cc *metadata.ColumnChunkMetaData) (pageSource, error) {
 	if v.raw && cc.CryptoMetadata() == nil {
 		if s, ok := openRawPages(v.f, v.size, cc); ok {
 			return s, nil
