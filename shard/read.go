@@ -317,7 +317,7 @@ func ReadUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 		if err != nil {
 			return nil, &Error{Dataset: src.ID(), File: u.File, RowGroup: u.RowGroup, Episode: -1, Index: -1, Column: name, Err: err}
 		}
-		arrs[name] = a
+		arrs[name], owned[name] = a, true
 	}
 	d := decoder{src: src, u: &u, arrs: arrs, owned: owned, n: int(nrows)}
 	defer func() {
@@ -357,8 +357,8 @@ type decoder struct {
 	u    *Unit
 	arrs map[string]arrow.Array
 	// owned names the arrays whose value buffers are fresh Go memory that
-	// nothing else refers to (readList's): a feature taking all of such a
-	// buffer keeps it instead of a copy.
+	// nothing else refers to (readList's and readFlat's): a feature or
+	// frame column taking all of such a buffer keeps it instead of a copy.
 	owned map[string]bool
 	n     int
 	keep  []int // selected rows when filtering; nil = all
@@ -380,6 +380,9 @@ func (d *decoder) ints(col string) ([]int64, error) {
 	a := d.arrs[col]
 	if a.Len() != d.n {
 		return nil, d.colErr(col, fmt.Errorf("%d values for %d rows", a.Len(), d.n))
+	}
+	if i, ok := a.(*array.Int64); ok && d.owned[col] && a.NullN() == 0 && a.Data().Offset() == 0 {
+		return i.Int64Values(), nil
 	}
 	out := make([]int64, d.n)
 	if err := appendInts(out, a); err != nil {
