@@ -183,52 +183,62 @@ func AppendBatch(dst []byte, bt *collate.Batch, meta BatchMeta) ([]byte, error) 
 		// Frames of an episode mostly share their rendered sample (the
 		// renderer returns the same *Sample for identical renders), so a
 		// sample met again in this batch is copied from its first encoding
-		// instead of being encoded again: same bytes, less work.
-		var msgs, streams, targets sampleSpans
-		b = mpStr(b, collate.KeyMessages)
-		b = mpArrayHeader(b, len(bt.Samples))
+		// instead of being encoded again: same bytes, less work. first[i]
+		// is the first frame of the batch holding frame i's sample.
+		var seen sampleSpans
+		first := make([]int32, len(bt.Samples))
 		for i, s := range bt.Samples {
-			if sp, ok := msgs.find(s); ok {
-				b = append(b, b[sp.from:sp.to]...)
+			first[i] = int32(i)
+			if k, ok := seen.find(s); ok {
+				first[i] = int32(k)
 				continue
 			}
-			from := len(b)
+			seen.add(s, i)
+		}
+		spans := make([][2]int, len(bt.Samples)) // encoding of frame i's sample in this part
+		part := func(key string, enc func(b []byte, s *schema.Sample) ([]byte, error)) error {
+			b = mpStr(b, key)
+			b = mpArrayHeader(b, len(bt.Samples))
+			for i, s := range bt.Samples {
+				if k := first[i]; int(k) != i {
+					b = append(b, b[spans[k][0]:spans[k][1]]...)
+					continue
+				}
+				from := len(b)
+				var err error
+				if b, err = enc(b, s); err != nil {
+					return fmt.Errorf("sink: batch %d sample %d (index %d) %w", meta.Seq, i, bt.Index(i), err)
+				}
+				spans[i] = [2]int{from, len(b)}
+			}
+			return nil
+		}
+		if err := part(collate.KeyMessages, func(b []byte, s *schema.Sample) ([]byte, error) {
 			b = mpArrayHeader(b, len(s.Messages))
 			for j := range s.Messages {
+				var err error
 				if b, err = appendMessage(b, &s.Messages[j]); err != nil {
-					return dst, fmt.Errorf("sink: batch %d sample %d (index %d) message %d: %w", meta.Seq, i, bt.Index(i), j, err)
+					return b, fmt.Errorf("message %d: %w", j, err)
 				}
 			}
-			msgs.add(s, from, len(b))
+			return b, nil
+		}); err != nil {
+			return dst, err
 		}
-		b = mpStr(b, collate.KeyMessageStreams)
-		b = mpArrayHeader(b, len(bt.Samples))
-		for _, s := range bt.Samples {
-			if sp, ok := streams.find(s); ok {
-				b = append(b, b[sp.from:sp.to]...)
-				continue
-			}
-			from := len(b)
+		part(collate.KeyMessageStreams, func(b []byte, s *schema.Sample) ([]byte, error) {
 			b = mpArrayHeader(b, len(s.Streams))
 			for _, st := range s.Streams {
 				b = mpStr(b, st)
 			}
-			streams.add(s, from, len(b))
-		}
-		b = mpStr(b, collate.KeyTargetMessages)
-		b = mpArrayHeader(b, len(bt.Samples))
-		for _, s := range bt.Samples {
-			if sp, ok := targets.find(s); ok {
-				b = append(b, b[sp.from:sp.to]...)
-				continue
-			}
-			from := len(b)
+			return b, nil
+		})
+		part(collate.KeyTargetMessages, func(b []byte, s *schema.Sample) ([]byte, error) {
 			b = mpArrayHeader(b, len(s.Targets))
 			for _, t := range s.Targets {
 				b = mpInt(b, int64(t))
 			}
-			targets.add(s, from, len(b))
-		}
+			return b, nil
+		})
 	}
 	for _, lang := range []struct {
 		key  string
@@ -251,31 +261,37 @@ func AppendBatch(dst []byte, bt *collate.Batch, meta BatchMeta) ([]byte, error) 
 	return b, nil
 }
 
-// sampleSpans remembers where the last few distinct samples of a batch
-// were encoded in the output buffer (a small ring: a batch typically holds
-// a handful of distinct samples, one per blend component and subtask).
+// sampleSpans remembers the first frame of the last few distinct samples
+// of a batch (a small ring: a batch typically holds a handful of distinct
+// samples, one per blend component and subtask).
 type sampleSpans struct {
-	ent  [16]sampleSpan
+	ent  [16]sampleFirst
 	n    int // entries used
 	next int // ring position of the next add
+	last int // entry of the last hit or add: consecutive frames often share a sample
 }
 
-type sampleSpan struct {
-	s        *schema.Sample
-	from, to int
+type sampleFirst struct {
+	s     *schema.Sample
+	frame int
 }
 
-func (c *sampleSpans) find(s *schema.Sample) (sampleSpan, bool) {
+func (c *sampleSpans) find(s *schema.Sample) (int, bool) {
+	if c.n > 0 && c.ent[c.last].s == s {
+		return c.ent[c.last].frame, true
+	}
 	for i := 0; i < c.n; i++ {
 		if c.ent[i].s == s {
-			return c.ent[i], true
+			c.last = i
+			return c.ent[i].frame, true
 		}
 	}
-	return sampleSpan{}, false
+	return 0, false
 }
 
-func (c *sampleSpans) add(s *schema.Sample, from, to int) {
-	c.ent[c.next] = sampleSpan{s, from, to}
+func (c *sampleSpans) add(s *schema.Sample, frame int) {
+	c.ent[c.next] = sampleFirst{s, frame}
+	c.last = c.next
 	c.next = (c.next + 1) % len(c.ent)
 	c.n = min(c.n+1, len(c.ent))
 }
