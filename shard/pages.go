@@ -232,18 +232,19 @@ func decodeHybrid[T int16 | int32](src []byte, bw int, dst []T, limit uint64) bo
 		if groups < uint64(m+7)/8 { // (groups*8 may overflow when bw is 0)
 			m = int(groups) * 8
 		}
-		data := src[:nbytes]
+		data, ahead := src[:nbytes], src // ahead: the run and what follows it
 		src = src[nbytes:]
 		out := dst[i : i+m]
 		p, j := 0, 0
 		if bw <= 8 {
-			// Whole groups of 8 values: one load of the group's bw bytes;
-			// the values are checked against limit once for the run.
+			// Whole groups of 8 values: one 8-byte load for the group's bw
+			// bytes (bytes past them are masked off, and may be the next
+			// run's); the values are checked against limit once for the run.
 			check, hi := limit < mask, T(0)
 			for ; j+8 <= len(out); j += 8 {
 				var g uint64
-				if len(data)-p >= 8 {
-					g = binary.LittleEndian.Uint64(data[p:])
+				if len(ahead)-p >= 8 {
+					g = binary.LittleEndian.Uint64(ahead[p:])
 				} else {
 					for b := 0; b < bw; b++ {
 						g |= uint64(data[p+b]) << (8 * b)
