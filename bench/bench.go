@@ -229,9 +229,6 @@ func measure(ctx context.Context, cfg *pipeline.Config, name string, workers int
 	return st, nil
 }
 
-// checksum keeps the scans' touches observable.
-var checksum uint64
-
 // decode reads every unit of cfg's plan with lrstream's reader
 // (shard.ReadUnit) on workers goroutines, in any order, and touches every
 // decoded value; nothing is rendered.
@@ -243,7 +240,7 @@ func decode(ctx context.Context, cfg *pipeline.Config, workers int) (int64, erro
 	opts := shard.Options{Features: cfg.Features}
 	var (
 		frames atomic.Int64
-		sum    atomic.Uint64
+		sum    atomic.Uint64 // of the touched values: keeps the touches from being optimised away
 	)
 	err = parallel(ctx, len(units), workers, func(ctx context.Context, i int) error {
 		b, err := shard.ReadUnit(ctx, cfg.Source, cfg.Dataset, units[i], opts)
@@ -254,7 +251,6 @@ func decode(ctx context.Context, cfg *pipeline.Config, workers int) (int64, erro
 		sum.Add(Touch(b))
 		return nil
 	})
-	checksum = sum.Load()
 	return frames.Load(), err
 }
 

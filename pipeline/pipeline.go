@@ -45,6 +45,9 @@ type Config struct {
 	// Progress, when set, is called with the number of frames of each
 	// chunk as it is handed on, in order (for progress displays).
 	Progress func(frames int)
+
+	// filesPerSegment overrides defaultFilesPerSegment (tests).
+	filesPerSegment int
 }
 
 // Share is one of NumWorkers disjoint shares of the selected episodes; the
@@ -137,11 +140,12 @@ func run(ctx context.Context, cfg *Config, emit func([]shard.Unit, *Chunk) error
 		})
 }
 
-// filesPerSegment is how many data files the planner plans at a time.
-// A parsed footer holds the metadata of every row group and column chunk
-// of its file (about 2 MB for a 100k-frame file), so planning a 10M-frame
-// dataset at once would hold ~200 MB of footers for the whole run.
-var filesPerSegment = 2
+// defaultFilesPerSegment is how many data files the planner plans at a
+// time. A parsed footer holds the metadata of every row group and column
+// chunk of its file (about 2 MB for a 100k-frame file), so planning a
+// 10M-frame dataset at once would hold ~200 MB of footers for the whole
+// run.
+const defaultFilesPerSegment = 2
 
 // planner plans cfg's units lazily, a segment of whole data files at a
 // time, in the order shard.Plan gives for the whole selection: shard.Plan
@@ -164,7 +168,11 @@ func newPlanner(cfg *Config) (*planner, error) {
 	if err != nil {
 		return nil, err
 	}
-	segs, err := planSegments(cfg.Dataset, sel, filesPerSegment)
+	per := cfg.filesPerSegment
+	if per <= 0 {
+		per = defaultFilesPerSegment
+	}
+	segs, err := planSegments(cfg.Dataset, sel, per)
 	if err != nil {
 		return nil, err
 	}

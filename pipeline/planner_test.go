@@ -99,7 +99,6 @@ func planConfig(t *testing.T, dir string) *Config {
 }
 
 func TestPlannerMatchesWholePlan(t *testing.T) {
-	defer func(n int) { filesPerSegment = n }(filesPerSegment)
 	// A generated dataset of many small files over several chunks, and a
 	// copy whose episodes span row groups.
 	gen := filepath.Join(t.TempDir(), "gen")
@@ -131,7 +130,7 @@ func TestPlannerMatchesWholePlan(t *testing.T) {
 			for _, share := range []Share{{}, {Worker: 1, NumWorkers: 3}} {
 				cfg.Share = share
 				for _, per := range []int{1, 2, 3} {
-					filesPerSegment = per
+					cfg.filesPerSegment = per
 					checkPlanner(t, fmt.Sprintf("%s %v %v per %d", filepath.Base(dir), sel, share, per), cfg)
 				}
 			}
@@ -225,7 +224,6 @@ func TestOrderedFeedErrorsInOrder(t *testing.T) {
 // batches encoded one by one on the emitting goroutine), on a multi-file
 // generated dataset and the conformance datasets.
 func TestStreamIdenticalAcrossWorkers(t *testing.T) {
-	defer func(n int) { filesPerSegment = n }(filesPerSegment)
 	gen := filepath.Join(t.TempDir(), "gen")
 	if _, err := datagen.Generate(context.Background(), gen, datagen.Options{
 		Episodes: 19, MinFrames: 20, MaxFrames: 70, FPS: 10, Dim: 3, Cameras: []string{},
@@ -257,10 +255,10 @@ func TestStreamIdenticalAcrossWorkers(t *testing.T) {
 	for _, dir := range dirs {
 		cfg := planConfig(t, dir)
 		cfg.Recipe, cfg.Mode, cfg.SkipErrors = rec, render.ModeFallback, true
-		filesPerSegment = 1 << 20 // one segment: the whole plan at once
+		cfg.filesPerSegment = 1 << 20 // one segment: the whole plan at once
 		want := streamBytes(cfg, 1)
 		for _, per := range []int{1, 2} {
-			filesPerSegment = per
+			cfg.filesPerSegment = per
 			for _, w := range []int{1, 3} {
 				if got := streamBytes(cfg, w); !bytes.Equal(got, want) {
 					t.Fatalf("%s: %d workers, %d files per segment: output differs", filepath.Base(dir), w, per)

@@ -385,6 +385,7 @@ func (l *fastLeaf) readPages(pages *pageView, rg, c int, ccm *metadata.ColumnChu
 	case parquet.Types.ByteArray:
 		if l.readDictPages(ps, n, maxRep, lc) {
 			l.kind = pt
+			pages.counts.page()
 			return n
 		}
 	case parquet.Types.Float, parquet.Types.Double:
@@ -406,6 +407,7 @@ func (l *fastLeaf) readPages(pages *pageView, rg, c int, ccm *metadata.ColumnChu
 			} else {
 				l.f64 = l.f64[:nv]
 			}
+			pages.counts.page()
 			return n
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"math/bits"
 	"sync"
-	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -33,9 +32,6 @@ import (
 // the chunk again with arrow-go's column reader, so errors and results on
 // unusual or corrupt files are exactly those of that reader. On the input it
 // accepts it produces the same levels and values.
-
-// pageReads counts leaves read by the page path (tests).
-var pageReads atomic.Int64
 
 // readDictPages reads n levels of leaf l (maximum levels maxRep, l.maxDef)
 // from the pages of pr into l.def, l.rep, l.dict and l.idx, the levels
@@ -102,7 +98,6 @@ func (l *fastLeaf) readDictPages(ps pageSource, n int64, maxRep int16, lc *level
 	}
 	l.idx = l.idx[:nv]
 	l.byIdx = true
-	pageReads.Add(1)
 	return true
 }
 
@@ -466,7 +461,6 @@ func readNumPages(ps pageSource, n int64, maxRep, maxDef int16, w int, def, rep 
 	if ps.failed() || total != n {
 		return 0, false
 	}
-	pageReads.Add(1)
 	return nv, true
 }
 
@@ -495,6 +489,7 @@ func readFlatPages(pages *pageView, rg, c int, cc *metadata.ColumnChunkMetaData,
 	if !ok || nv != nrows {
 		return nil, false
 	}
+	pages.counts.page()
 	data := array.NewData(dt, int(nrows), []*memory.Buffer{nil, memory.NewBufferBytes(raw)}, nil, 0, 0)
 	defer data.Release()
 	return array.MakeFromData(data), true
@@ -522,6 +517,7 @@ func readListPages(pages *pageView, rg, c int, cc *metadata.ColumnChunkMetaData,
 	if !ok || nv != n {
 		return nil, false
 	}
+	pages.counts.page()
 	offs := make([]int32, 0, nrows+1)
 	for i, r := range s.rep {
 		if r == 0 {
@@ -585,7 +581,7 @@ func fill[T int16 | int32](s []T, v T) {
 // pageView returns the page path's view of the file: its bytes, and the
 // file opened with pageAlloc as the allocator (for arrowPages); nil when
 // the file cannot be opened so. raw enables rawPages.
-func (p *parquetFile) pageView(raw bool) *pageView {
+func (p *parquetFile) pageView(raw bool, counts *readCounts) *pageView {
 	md := p.rdr.MetaData()
 	r, err := file.NewParquetReader(io.NewSectionReader(p.f, 0, p.f.Size()),
 		file.WithReadProps(parquet.NewReaderProperties(pageAlloc)), file.WithMetadata(md))
@@ -595,7 +591,7 @@ func (p *parquetFile) pageView(raw bool) *pageView {
 	// arrow-go pads the chunks of files from parquet-mr writers with the
 	// PARQUET-816 bug; rawPages leaves those to it.
 	raw = raw && !md.WriterVersion().LessThan(metadata.Parquet816FixedVersion)
-	return &pageView{rdr: r, f: p.f, size: p.f.Size(), raw: raw}
+	return &pageView{rdr: r, f: p.f, size: p.f.Size(), raw: raw, counts: counts}
 }
 
 // pageAlloc recycles the buffers of the page path's page readers (the

@@ -24,7 +24,7 @@ import (
 // datasets with and without the page path (pages.go) and requires
 // identical batches.
 func TestPagePathMatchesColumnReader(t *testing.T) {
-	before := pageReads.Load()
+	var counts readCounts
 	dirs := append(conformanceDatasets(t), realDatasets(t)...)
 	for _, v := range []datagen.Variant{datagen.VariantDocumented, datagen.VariantInferred} {
 		dir := filepath.Join(t.TempDir(), "ds")
@@ -36,17 +36,17 @@ func TestPagePathMatchesColumnReader(t *testing.T) {
 		dirs = append(dirs, dir)
 	}
 	for _, dir := range dirs {
-		_, pages := readAll(t, mustDir(t, dir), Selection{}, Options{})
+		_, pages := readAll(t, mustDir(t, dir), Selection{}, Options{counts: &counts})
 		_, cols := readAll(t, mustDir(t, dir), Selection{}, Options{noPages: true})
 		_, arrowPages := readAll(t, mustDir(t, dir), Selection{}, Options{noRawPages: true})
 		if !reflect.DeepEqual(pages, cols) || !reflect.DeepEqual(pages, arrowPages) {
 			t.Fatalf("%s: batches differ", dir)
 		}
 	}
-	if pageReads.Load() == before {
+	if counts.pages.Load() == 0 {
 		t.Fatal("the page path was never used")
 	}
-	t.Logf("%d leaves read by the page path", pageReads.Load()-before)
+	t.Logf("%d leaves read by the page path", counts.pages.Load())
 }
 
 // readVariant reads the episodes 5-9 of the inferred conformance dataset
@@ -158,9 +158,9 @@ func layoutVariants(t testing.TB) (fstest.MapFS, map[string][]byte) {
 // path, and with arrow-go's page reader, for every layout variant.
 func TestPagePathLayouts(t *testing.T) {
 	base, variants := layoutVariants(t)
-	before := pageReads.Load()
+	var counts readCounts
 	for name, data := range variants {
-		ab, ae := readVariant(t, base, data, Options{})
+		ab, ae := readVariant(t, base, data, Options{counts: &counts})
 		bb, be := readVariant(t, base, data, Options{noPages: true})
 		cb, ce := readVariant(t, base, data, Options{noRawPages: true})
 		if len(ab) == 0 || len(ae) > 0 || !reflect.DeepEqual(ae, be) || !reflect.DeepEqual(ab, bb) ||
@@ -168,7 +168,7 @@ func TestPagePathLayouts(t *testing.T) {
 			t.Fatalf("%s: %d batches, errors %q, %q and %q, or batches differ", name, len(ab), ae, be, ce)
 		}
 	}
-	if pageReads.Load() == before {
+	if counts.pages.Load() == 0 {
 		t.Fatal("the page path was never used")
 	}
 }

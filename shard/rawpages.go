@@ -64,7 +64,8 @@ type pageView struct {
 	size int64
 	// raw: rawPages may read the file's chunks (unencrypted, and not
 	// written by a parquet-mr with the PARQUET-816 size bug).
-	raw bool
+	raw    bool
+	counts *readCounts // may be nil
 }
 
 // open returns the pages of column c of row group rg, whose metadata is

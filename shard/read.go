@@ -26,8 +26,17 @@ const (
 	ColTaskIndex    = "task_index"
 )
 
-// fastReads counts language columns read by the low-level path (tests).
-var fastReads atomic.Int64
+// readCounts counts, for tests, the language columns read by the
+// low-level path (fast) and the leaves read by the page path (pages).
+type readCounts struct {
+	fast, pages atomic.Int64
+}
+
+func (c *readCounts) page() {
+	if c != nil {
+		c.pages.Add(1)
+	}
+}
 
 var coreColumns = []string{ColIndex, ColTimestamp, ColEpisodeIndex, ColFrameIndex, ColTaskIndex}
 
@@ -57,6 +66,8 @@ type Options struct {
 	// noRawPages makes the page path take every page from arrow-go's page
 	// reader instead of rawPages (rawpages.go; tests compare both).
 	noRawPages bool
+	// counts, when set, counts the reads of the low-level paths (tests).
+	counts *readCounts
 }
 
 // Batch is the decoded, columnar content of one unit: one row group,
@@ -195,7 +206,7 @@ func ReadUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 	}
 	var pages *pageView // the page path's view of the file (pages.go)
 	if !opts.noPages {
-		pages = pf.pageView(!opts.noRawPages)
+		pages = pf.pageView(!opts.noRawPages, opts.counts)
 	}
 	present := map[string]bool{}
 	root := md.Schema.Root()
@@ -347,7 +358,9 @@ func ReadUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 			d.fast = map[string]*fastLang{}
 		}
 		d.fast[f.name] = fl
-		fastReads.Add(1)
+		if opts.counts != nil {
+			opts.counts.fast.Add(1)
+		}
 	}
 	return d.decode(feats)
 }
