@@ -1,7 +1,6 @@
 package shard
 
 import (
-	"context"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -58,12 +57,7 @@ func TestFastPathMatchesArrow(t *testing.T) {
 // schema variants (realistic annotation density and page layout).
 func TestFastPathGenerated(t *testing.T) {
 	for _, v := range []datagen.Variant{datagen.VariantDocumented, datagen.VariantInferred} {
-		dir := filepath.Join(t.TempDir(), "ds")
-		o := datagen.DefaultOptions()
-		o.Episodes, o.MinFrames, o.MaxFrames, o.Variant, o.Seed = 6, 150, 400, v, 3
-		if _, err := datagen.Generate(context.Background(), dir, o); err != nil {
-			t.Fatal(err)
-		}
+		dir := generated(t, v, 6, 150, 400, 3)
 		_, fast := readAll(t, mustDir(t, dir), Selection{}, Options{})
 		_, slow := readAll(t, mustDir(t, dir), Selection{}, Options{noFast: true})
 		frames, events := 0, 0

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lrstream/lrstream/bench/datagen"
 	"github.com/lrstream/lrstream/fetch"
 	"github.com/lrstream/lrstream/internal/testkit"
 	"github.com/lrstream/lrstream/schema"
@@ -190,4 +191,18 @@ func canonValue(dec *json.Decoder, b *strings.Builder) error {
 		b.WriteString("null")
 	}
 	return nil
+}
+
+// generated writes a small generated dataset of variant v (episodes of
+// minFrames to maxFrames frames, full annotation density) and returns its
+// directory.
+func generated(t testing.TB, v datagen.Variant, episodes, minFrames, maxFrames int, seed uint64) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "ds")
+	o := datagen.DefaultOptions()
+	o.Episodes, o.MinFrames, o.MaxFrames, o.Variant, o.Seed = episodes, minFrames, maxFrames, v, seed
+	if _, err := datagen.Generate(context.Background(), dir, o); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

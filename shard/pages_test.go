@@ -27,13 +27,7 @@ func TestPagePathMatchesColumnReader(t *testing.T) {
 	var counts readCounts
 	dirs := append(conformanceDatasets(t), realDatasets(t)...)
 	for _, v := range []datagen.Variant{datagen.VariantDocumented, datagen.VariantInferred} {
-		dir := filepath.Join(t.TempDir(), "ds")
-		o := datagen.DefaultOptions()
-		o.Episodes, o.MinFrames, o.MaxFrames, o.Variant, o.Seed = 6, 150, 400, v, 5
-		if _, err := datagen.Generate(context.Background(), dir, o); err != nil {
-			t.Fatal(err)
-		}
-		dirs = append(dirs, dir)
+		dirs = append(dirs, generated(t, v, 6, 150, 400, 5))
 	}
 	for _, dir := range dirs {
 		_, pages := readAll(t, mustDir(t, dir), Selection{}, Options{counts: &counts})

@@ -294,65 +294,27 @@ func parsePageHeader(b []byte) (h pageHeader, n int, ok bool) {
 			haveSizes |= 2
 		case id == 5 && ft == ctStruct: // DataPageHeader
 			sub = dataPageV1
-			var have uint8
-			t.structFields(func(id int16, ft byte) bool {
-				switch {
-				case id == 1 && ft == ctI32:
-					h.numValues, have = t.i32(), have|1
-				case id == 2 && ft == ctI32:
-					h.encoding, have = parquet.Encoding(t.i32()), have|2
-				case id == 3 && ft == ctI32:
-					h.defEnc, have = parquet.Encoding(t.i32()), have|4
-				case id == 4 && ft == ctI32:
-					h.repEnc, have = parquet.Encoding(t.i32()), have|8
-				default:
-					t.skip(ft, 0)
-				}
-				return true
-			})
-			if have != 15 {
+			var enc, defEnc, repEnc int32
+			if t.fields(fieldSink{1: {i32: &h.numValues}, 2: {i32: &enc}, 3: {i32: &defEnc}, 4: {i32: &repEnc}})&0b11110 != 0b11110 {
 				t.err = true
 			}
+			h.encoding, h.defEnc, h.repEnc = parquet.Encoding(enc), parquet.Encoding(defEnc), parquet.Encoding(repEnc)
 		case id == 7 && ft == ctStruct: // DictionaryPageHeader
 			sub = dictPage
-			var have uint8
-			t.structFields(func(id int16, ft byte) bool {
-				switch {
-				case id == 1 && ft == ctI32:
-					h.numValues, have = t.i32(), have|1
-				case id == 2 && ft == ctI32:
-					h.encoding, have = parquet.Encoding(t.i32()), have|2
-				default:
-					t.skip(ft, 0)
-				}
-				return true
-			})
-			if have != 3 {
+			var enc int32
+			if t.fields(fieldSink{1: {i32: &h.numValues}, 2: {i32: &enc}})&0b110 != 0b110 {
 				t.err = true
 			}
+			h.encoding = parquet.Encoding(enc)
 		case id == 8 && ft == ctStruct: // DataPageHeaderV2
 			sub = dataPageV2
-			var have uint8
-			t.structFields(func(id int16, ft byte) bool {
-				switch {
-				case id == 1 && ft == ctI32:
-					h.numValues, have = t.i32(), have|1
-				case id == 4 && ft == ctI32:
-					h.encoding, have = parquet.Encoding(t.i32()), have|2
-				case id == 5 && ft == ctI32:
-					h.defLen, have = t.i32(), have|4
-				case id == 6 && ft == ctI32:
-					h.repLen, have = t.i32(), have|8
-				case id == 7 && (ft == ctTrue || ft == ctFalse):
-					h.isCompressed = ft == ctTrue
-				default:
-					t.skip(ft, 0)
-				}
-				return true
-			})
-			if have != 15 {
+			var enc int32
+			seen := t.fields(fieldSink{1: {i32: &h.numValues}, 4: {i32: &enc}, 5: {i32: &h.defLen}, 6: {i32: &h.repLen},
+				7: {flag: &h.isCompressed}})
+			if seen&0b1110010 != 0b1110010 {
 				t.err = true
 			}
+			h.encoding = parquet.Encoding(enc)
 		default:
 			t.skip(ft, 0)
 		}
@@ -463,6 +425,37 @@ func (t *thriftReader) structFields(f func(id int16, ft byte) bool) {
 			return
 		}
 	}
+}
+
+// fieldSink says where a struct's fields go, by field id: an i32 field
+// to i32, a bool field to flag; other ids, and fields of other types, are
+// skipped.
+type fieldSink [8]struct {
+	i32  *int32
+	flag *bool
+}
+
+// fields reads a struct into sink and returns the set of field ids it
+// stored (bit id).
+func (t *thriftReader) fields(sink fieldSink) (seen uint32) {
+	t.structFields(func(id int16, ft byte) bool {
+		if id <= 0 || int(id) >= len(sink) {
+			t.skip(ft, 0)
+			return true
+		}
+		switch f := sink[id]; {
+		case f.i32 != nil && ft == ctI32:
+			*f.i32 = t.i32()
+		case f.flag != nil && (ft == ctTrue || ft == ctFalse):
+			*f.flag = ft == ctTrue
+		default:
+			t.skip(ft, 0)
+			return true
+		}
+		seen |= 1 << id
+		return true
+	})
+	return seen
 }
 
 // skip skips a value of type ft.

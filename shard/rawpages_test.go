@@ -2,7 +2,6 @@ package shard
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -74,13 +73,7 @@ func TestRawPagesMatchArrow(t *testing.T) {
 	files := map[string][]byte{}
 	dirs := append(conformanceDatasets(t), realDatasets(t)...)
 	for _, v := range []datagen.Variant{datagen.VariantDocumented, datagen.VariantInferred, datagen.VariantInferredSorted, datagen.VariantJSONExt} {
-		dir := filepath.Join(t.TempDir(), "ds")
-		o := datagen.DefaultOptions()
-		o.Episodes, o.MinFrames, o.MaxFrames, o.Variant, o.Seed = 4, 100, 200, v, 9
-		if _, err := datagen.Generate(context.Background(), dir, o); err != nil {
-			t.Fatal(err)
-		}
-		dirs = append(dirs, dir)
+		dirs = append(dirs, generated(t, v, 4, 100, 200, 9))
 	}
 	for _, dir := range dirs {
 		paths, _ := filepath.Glob(filepath.Join(dir, "data", "*", "*.parquet"))
