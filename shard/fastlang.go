@@ -1097,27 +1097,10 @@ func readList(rdr *file.Reader, pages *pageView, rg, c int, nrows int64) (_ arro
 	if !ok || total != n || int64(nv) != n {
 		return nil, false // nulls or empty lists: leave them to pqarrow
 	}
-	maxDef := col.MaxDefinitionLevel()
-	offs := make([]int32, 0, nrows+1)
-	for i := int64(0); i < n; i++ {
-		if def[i] != maxDef {
-			return nil, false
-		}
-		if rep[i] == 0 {
-			offs = append(offs, int32(i))
-		}
+	if countLevel(def, col.MaxDefinitionLevel()) != n {
+		return nil, false // a null or empty list, or a null element
 	}
-	if int64(len(offs)) != nrows {
-		return nil, false
-	}
-	offs = append(offs, int32(n))
-	values := array.NewData(dt, int(n), []*memory.Buffer{nil, memory.NewBufferBytes(buf)}, nil, 0, 0)
-	defer values.Release()
-	list := array.NewData(arrow.ListOf(dt), int(nrows),
-		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offs))},
-		[]arrow.ArrayData{values}, 0, 0)
-	defer list.Release()
-	return array.MakeFromData(list), true
+	return newListArray(dt, buf, rep, nrows)
 }
 
 // readChunk reads a column chunk with read (a typed ReadBatch) until n

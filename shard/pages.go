@@ -518,8 +518,15 @@ func readListPages(pages *pageView, rg, c int, cc *metadata.ColumnChunkMetaData,
 		return nil, false
 	}
 	pages.counts.page()
+	return newListArray(dt, raw, s.rep, nrows)
+}
+
+// newListArray returns the list array of nrows lists over the values
+// vals (of type dt) whose repetition levels are rep (a list starts at each
+// level 0); ok is false when rep does not start exactly nrows lists.
+func newListArray(dt arrow.DataType, vals []byte, rep []int16, nrows int64) (_ arrow.Array, ok bool) {
 	offs := make([]int32, 0, nrows+1)
-	for i, r := range s.rep {
+	for i, r := range rep {
 		if r == 0 {
 			if int64(len(offs)) == nrows {
 				return nil, false
@@ -530,8 +537,8 @@ func readListPages(pages *pageView, rg, c int, cc *metadata.ColumnChunkMetaData,
 	if int64(len(offs)) != nrows {
 		return nil, false
 	}
-	offs = append(offs, int32(n))
-	values := array.NewData(dt, int(n), []*memory.Buffer{nil, memory.NewBufferBytes(raw)}, nil, 0, 0)
+	offs = append(offs, int32(len(rep)))
+	values := array.NewData(dt, len(rep), []*memory.Buffer{nil, memory.NewBufferBytes(vals)}, nil, 0, 0)
 	defer values.Release()
 	list := array.NewData(arrow.ListOf(dt), int(nrows),
 		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offs))},
