@@ -421,6 +421,9 @@ func (e *Episode) resolveSlow(res *resolver, tl *timeline, t float64) (value, er
 func (e *Episode) digest(prefix string, idx int64) uint64 {
 	b := append(e.hbuf[:0], prefix...)
 	b = strconv.AppendInt(b, idx, 10)
+	if len(b) <= maxShortDigest {
+		return digestShort(b)
+	}
 	e.h.Reset()
 	e.h.Write(b)
 	return binary.BigEndian.Uint64(e.h.Sum(e.sum[:0]))
