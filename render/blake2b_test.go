@@ -89,7 +89,6 @@ func FuzzDigestShort(f *testing.F) {
 	})
 }
 
-
 // TestGeneratedDigestUpToDate runs the generator and requires the
 // committed blake2b_short.go to be its output.
 func TestGeneratedDigestUpToDate(t *testing.T) {
