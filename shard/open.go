@@ -236,6 +236,17 @@ func leafColumns(md *metadata.FileMetaData, names []string) []int {
 	return out
 }
 
+// chunkRange returns the byte range of a column chunk in its file: from
+// its dictionary page, if it has one before its first data page, over its
+// compressed size (as arrow-go computes it for its page reader).
+func chunkRange(cc *metadata.ColumnChunkMetaData) (off, n int64) {
+	off = cc.DataPageOffset()
+	if cc.HasDictionaryPage() && cc.DictionaryPageOffset() > 0 && cc.DictionaryPageOffset() < off {
+		off = cc.DictionaryPageOffset()
+	}
+	return off, cc.TotalCompressedSize()
+}
+
 // chunkRanges lists the byte ranges of the column chunks (leaves × row
 // groups), merged where adjacent.
 func chunkRanges(md *metadata.FileMetaData, leaves, rowGroups []int) []fetch.Range {
@@ -247,11 +258,7 @@ func chunkRanges(md *metadata.FileMetaData, leaves, rowGroups []int) []fetch.Ran
 			if err != nil {
 				continue
 			}
-			off := cc.DataPageOffset()
-			if cc.HasDictionaryPage() && cc.DictionaryPageOffset() > 0 && cc.DictionaryPageOffset() < off {
-				off = cc.DictionaryPageOffset()
-			}
-			n := cc.TotalCompressedSize()
+			off, n := chunkRange(cc)
 			if off < 0 || n <= 0 {
 				continue
 			}

@@ -98,11 +98,7 @@ type rawPages struct {
 // openRawPages reads the bytes of chunk cc from f (of size size). ok is
 // false when the chunk's byte range or codec is not one rawPages reads.
 func openRawPages(f io.ReaderAt, size int64, cc *metadata.ColumnChunkMetaData) (*rawPages, bool) {
-	start := cc.DataPageOffset()
-	if cc.HasDictionaryPage() && cc.DictionaryPageOffset() > 0 && start > cc.DictionaryPageOffset() {
-		start = cc.DictionaryPageOffset()
-	}
-	n := cc.TotalCompressedSize()
+	start, n := chunkRange(cc)
 	if start < 0 || n <= 0 || n > size || start > size-n {
 		return nil, false
 	}
