@@ -526,16 +526,22 @@ func readListPages(pages *pageView, rg, c int, cc *metadata.ColumnChunkMetaData,
 // level 0); ok is false when rep does not start exactly nrows lists.
 func newListArray(dt arrow.DataType, vals []byte, rep []int16, nrows int64) (_ arrow.Array, ok bool) {
 	offs := make([]int32, 0, nrows+1)
-	for i, r := range rep {
-		if r == 0 {
-			if int64(len(offs)) == nrows {
-				return nil, false
-			}
-			offs = append(offs, int32(i))
+	if p := fixedListLen(rep, nrows); p > 0 {
+		for k := int64(0); k < nrows; k++ {
+			offs = append(offs, int32(k*p))
 		}
-	}
-	if int64(len(offs)) != nrows {
-		return nil, false
+	} else {
+		for i, r := range rep {
+			if r == 0 {
+				if int64(len(offs)) == nrows {
+					return nil, false
+				}
+				offs = append(offs, int32(i))
+			}
+		}
+		if int64(len(offs)) != nrows {
+			return nil, false
+		}
 	}
 	offs = append(offs, int32(len(rep)))
 	values := array.NewData(dt, len(rep), []*memory.Buffer{nil, memory.NewBufferBytes(vals)}, nil, 0, 0)
@@ -545,6 +551,23 @@ func newListArray(dt arrow.DataType, vals []byte, rep []int16, nrows int64) (_ a
 		[]arrow.ArrayData{values}, 0, 0)
 	defer list.Release()
 	return array.MakeFromData(list), true
+}
+
+// fixedListLen returns p when the repetition levels rep are nrows lists of
+// p values each (state and action vectors are), found with one memequal:
+// the first list's levels repeat with period p. Otherwise it returns 0.
+func fixedListLen(rep []int16, nrows int64) int64 {
+	if nrows <= 0 || len(rep) == 0 || rep[0] != 0 {
+		return 0
+	}
+	p := int64(1)
+	for p < int64(len(rep)) && rep[p] != 0 {
+		p++
+	}
+	if int64(len(rep)) != nrows*p || !periodic(asBytes(rep), 2*p) {
+		return 0
+	}
+	return p
 }
 
 // countLevel returns the number of levels in s equal to v: the values of a

@@ -357,3 +357,24 @@ func TestLevelCache(t *testing.T) {
 		t.Fatal("a nil cache does not decode")
 	}
 }
+
+// TestFixedListLen checks the recognition of lists of one length.
+func TestFixedListLen(t *testing.T) {
+	for _, c := range []struct {
+		rep   []int16
+		nrows int64
+		want  int64
+	}{
+		{[]int16{0, 1, 1, 0, 1, 1}, 2, 3},
+		{[]int16{0, 0, 0}, 3, 1},
+		{[]int16{0, 1, 0, 1, 1}, 2, 0},    // lengths 2 and 3
+		{[]int16{0, 1, 1, 0, 1, 1}, 3, 0}, // not nrows lists
+		{[]int16{0, 1, 1, 1, 0, 1}, 2, 0}, // lengths 4 and 2
+		{[]int16{1, 0}, 1, 0},
+		{nil, 0, 0},
+	} {
+		if got := fixedListLen(c.rep, c.nrows); got != c.want {
+			t.Errorf("%v (%d rows): %d, want %d", c.rep, c.nrows, got, c.want)
+		}
+	}
+}
