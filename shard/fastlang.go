@@ -228,8 +228,6 @@ func readFastLang(rdr *file.Reader, pages *pageView, fileSize int64, rg int, nam
 	md := rdr.MetaData()
 	rgr := rdr.RowGroup(rg)
 	fl := &fastLang{persistent: name == schema.ColumnPersistent}
-	lc := levelCaches.Get().(*levelCache)
-	defer func() { lc.reset(); levelCaches.Put(lc) }()
 	for k, c := range cols {
 		col := md.Schema.Column(c)
 		lv := defLevels(col)
@@ -260,7 +258,7 @@ func readFastLang(rdr *file.Reader, pages *pageView, fileSize int64, rg int, nam
 		}
 		var total int64
 		if pages != nil {
-			total = l.readPages(pages, rg, c, ccm, n, col.MaxRepetitionLevel(), lc)
+			total = l.readPages(pages, rg, c, ccm, n, col.MaxRepetitionLevel())
 		}
 		var ccr file.ColumnChunkReader
 		if total != n { // not read by the page path
@@ -363,7 +361,7 @@ func (l *fastLeaf) nestedCalls() bool { return l.field == fToolCalls && l.hiRep 
 // readPages reads the leaf's n levels and its values with the page path
 // (pages.go) when the chunk's layout allows. It returns n on success, and
 // 0 when the caller must read the chunk with the column reader.
-func (l *fastLeaf) readPages(pages *pageView, rg, c int, ccm *metadata.ColumnChunkMetaData, n int64, maxRep int16, lc *levelCache) (read int64) {
+func (l *fastLeaf) readPages(pages *pageView, rg, c int, ccm *metadata.ColumnChunkMetaData, n int64, maxRep int16) (read int64) {
 	pt := ccm.Type()
 	if pt == parquet.Types.ByteArray && !dictOnly(ccm) {
 		return 0
@@ -373,14 +371,7 @@ func (l *fastLeaf) readPages(pages *pageView, rg, c int, ccm *metadata.ColumnChu
 		return 0
 	}
 	defer ps.close() // returns its buffers to pageAlloc; nothing refers to them
-	// On failure the column reader refills the leaf's level buffers: the
-	// cache forgets the runs it decoded into them.
-	mark := len(lc.runs)
-	defer func() {
-		if read != n {
-			lc.truncate(mark)
-		}
-	}()
+	lc := pages.levels
 	switch pt {
 	case parquet.Types.ByteArray:
 		if l.readDictPages(ps, n, maxRep, lc) {
@@ -868,9 +859,6 @@ func dictOnly(cc *metadata.ColumnChunkMetaData) bool {
 	}
 	return data > 0
 }
-
-// levelCaches recycles the level caches of readFastLang.
-var levelCaches = sync.Pool{New: func() any { return new(levelCache) }}
 
 // leafPool recycles the level and value buffers of fastLeaf between units.
 var leafPool = sync.Pool{New: func() any { return new(fastLeaf) }}

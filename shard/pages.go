@@ -280,69 +280,72 @@ func decodeHybrid[T int16 | int32](src []byte, bw int, dst []T, limit uint64) bo
 	return true
 }
 
-// levelCache remembers, for the leaves of one language column in one row
-// group, the encoded level runs of the pages read so far and where their
-// decoded levels are. The fields of a row struct usually carry the same
-// levels (every field present, or every one null), written as the same
-// bytes: a page whose encoded run equals an earlier one at the same
-// position, bit width and maximum copies the decoded levels instead of
-// decoding them again.
+// levelCache remembers, for the column chunks of one row group, the
+// encoded level runs of the pages decoded so far and their decoded levels.
+// The fields of a language row struct usually carry the same levels (every
+// field present, or every one null), state and action vectors of one length
+// the same repetition levels, written as the same bytes: a page whose
+// encoded run equals an earlier one (same bytes, bit width, maximum and
+// count, at the same position in its chunk) copies the decoded levels
+// instead of decoding them again. Equal encodings decode to equal levels
+// whatever the column, so any chunk of the row group may hit any other's.
 type levelCache struct {
-	runs  []cachedRun
-	arena []byte // the encoded runs, copied (page buffers are reused)
+	runs []cachedRun
+	enc  []byte  // the encoded runs, copied (page buffers are reused)
+	dec  []int16 // their decoded levels, copied
 }
 
 type cachedRun struct {
-	start       int64 // the page's first level in the chunk
+	start       int64 // the page's first level in its chunk
 	bw          int
 	max         uint64
-	enc, encEnd int // the encoded run: arena[enc:encEnd]
-	dec         []int16
+	enc, encEnd int // enc[enc:encEnd]
+	dec, decEnd int // dec[dec:decEnd]
 }
 
-// maxCachedRuns bounds the runs a cache remembers (and its lookups).
-const maxCachedRuns = 256
+// Bounds on what a cache remembers: runs (and so lookups per page), and
+// decoded levels (a huge chunk is not copied).
+const (
+	maxCachedRuns   = 256
+	maxCachedLevels = 1 << 22
+)
+
+// minCachedRun is the shortest encoded run the cache remembers: shorter
+// ones are a few RLE runs (a page of one definition level is one), which
+// decode faster than a lookup and a copy.
+const minCachedRun = 16
 
 // decode decodes len(dst) levels as decodeHybrid does, the page's first
-// level being level start of the chunk; dst must stay unchanged while the
-// cache is in use. A nil cache just decodes.
+// level being level start of its chunk. A nil cache just decodes.
 func (c *levelCache) decode(src []byte, bw int, dst []int16, max uint64, start int64) bool {
-	if c == nil {
+	if c == nil || len(src) < minCachedRun {
 		return decodeHybrid(src, bw, dst, max)
 	}
 	for _, r := range c.runs {
-		if r.start == start && len(r.dec) == len(dst) && r.bw == bw && r.max == max && bytes.Equal(c.arena[r.enc:r.encEnd], src) {
-			copy(dst, r.dec)
+		if r.start == start && r.decEnd-r.dec == len(dst) && r.bw == bw && r.max == max && bytes.Equal(c.enc[r.enc:r.encEnd], src) {
+			copy(dst, c.dec[r.dec:r.decEnd])
 			return true
 		}
 	}
 	if !decodeHybrid(src, bw, dst, max) {
 		return false
 	}
-	if len(c.runs) < maxCachedRuns {
-		e := len(c.arena)
-		c.arena = append(c.arena, src...)
-		c.runs = append(c.runs, cachedRun{start: start, bw: bw, max: max, enc: e, encEnd: len(c.arena), dec: dst})
+	if len(c.runs) < maxCachedRuns && len(c.dec)+len(dst) <= maxCachedLevels {
+		e, d := len(c.enc), len(c.dec)
+		c.enc = append(c.enc, src...)
+		c.dec = append(c.dec, dst...)
+		c.runs = append(c.runs, cachedRun{start: start, bw: bw, max: max, enc: e, encEnd: len(c.enc), dec: d, decEnd: len(c.dec)})
 	}
 	return true
 }
 
-// truncate forgets every run but the first n (and their encoded bytes).
-func (c *levelCache) truncate(n int) {
-	if n >= len(c.runs) {
-		return
-	}
-	if n == 0 {
-		c.arena = c.arena[:0]
-	} else {
-		c.arena = c.arena[:c.runs[n-1].encEnd]
-	}
-	clear(c.runs[n:]) // drop the references to level buffers
-	c.runs = c.runs[:n]
+// reset empties the cache, keeping its storage.
+func (c *levelCache) reset() {
+	c.runs, c.enc, c.dec = c.runs[:0], c.enc[:0], c.dec[:0]
 }
 
-// reset empties the cache, keeping its storage.
-func (c *levelCache) reset() { c.truncate(0) }
+// levelCaches recycles level caches between row groups.
+var levelCaches = sync.Pool{New: func() any { return new(levelCache) }}
 
 // levelScratch recycles the level and dictionary index buffers of the
 // numeric page path (readNumPages' callers), which do not outlive a call.
@@ -485,7 +488,7 @@ func readFlatPages(pages *pageView, rg, c int, cc *metadata.ColumnChunkMetaData,
 		s.def = resize(s.def, int(nrows))
 		def = s.def
 	}
-	nv, ok := readNumPages(ps, nrows, 0, col.MaxDefinitionLevel(), w, def, nil, raw, s, nil)
+	nv, ok := readNumPages(ps, nrows, 0, col.MaxDefinitionLevel(), w, def, nil, raw, s, pages.levels)
 	if !ok || nv != nrows {
 		return nil, false
 	}
@@ -513,7 +516,7 @@ func readListPages(pages *pageView, rg, c int, cc *metadata.ColumnChunkMetaData,
 	s := levelScratch.Get().(*numScratch)
 	defer levelScratch.Put(s)
 	s.def, s.rep = resize(s.def, int(n)), resize(s.rep, int(n))
-	nv, ok := readNumPages(ps, n, 1, maxDef, w, s.def, s.rep, raw, s, nil)
+	nv, ok := readNumPages(ps, n, 1, maxDef, w, s.def, s.rep, raw, s, pages.levels)
 	if !ok || nv != n {
 		return nil, false
 	}
@@ -621,7 +624,7 @@ func (p *parquetFile) pageView(raw bool, counts *readCounts) *pageView {
 	// arrow-go pads the chunks of files from parquet-mr writers with the
 	// PARQUET-816 bug; rawPages leaves those to it.
 	raw = raw && !md.WriterVersion().LessThan(metadata.Parquet816FixedVersion)
-	return &pageView{rdr: r, f: p.f, size: p.f.Size(), raw: raw, counts: counts}
+	return &pageView{rdr: r, f: p.f, size: p.f.Size(), raw: raw, counts: counts, levels: levelCaches.Get().(*levelCache)}
 }
 
 // pageAlloc recycles the buffers of the page path's page readers (the

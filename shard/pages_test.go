@@ -317,8 +317,14 @@ func TestPoolAllocator(t *testing.T) {
 // afresh otherwise.
 func TestLevelCache(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	vals := []uint32{0, 1, 1, 1, 0, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1}
+	var vals []uint32
+	for len(vals) < 400 {
+		vals = append(vals, 0, 1, 1, 1, 0, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1)
+	}
 	src := encodeHybrid(vals, 1, rng)
+	if len(src) < minCachedRun {
+		t.Fatalf("test run of %d bytes is too short to be cached", len(src))
+	}
 	var c levelCache
 	first := make([]int16, len(vals))
 	if !c.decode(src, 1, first, 1, 0) || len(c.runs) != 1 {
@@ -331,7 +337,7 @@ func TestLevelCache(t *testing.T) {
 	for name, try := range map[string]func([]int16) bool{
 		"other position": func(d []int16) bool { return c.decode(src, 1, d, 1, 7) },
 		"other maximum":  func(d []int16) bool { return c.decode(src, 1, d, 3, 0) },
-		"other bytes":    func(d []int16) bool { return c.decode(encodeHybrid(vals[:len(vals)-1], 1, rng), 1, d[:len(d)-1], 1, 0) },
+		"other bytes":    func(d []int16) bool { return c.decode(encodeHybrid(vals[1:], 1, rng), 1, d[:len(d)-1], 1, 0) },
 	} {
 		n := len(c.runs)
 		d := make([]int16, len(vals))
@@ -344,16 +350,20 @@ func TestLevelCache(t *testing.T) {
 	if c.decode(src, 1, make([]int16, len(vals)), 0, 0) {
 		t.Error("a value above the maximum was accepted")
 	}
-	c.truncate(1)
-	if len(c.runs) != 1 || len(c.arena) != len(src) {
-		t.Fatalf("truncate: %d runs, %d bytes", len(c.runs), len(c.arena))
+	// The cache keeps its own copy: changing a decoded buffer does not
+	// change what a later hit copies.
+	clear(first)
+	later := make([]int16, len(vals))
+	if !c.decode(src, 1, later, 1, 0) || !slices.Equal(later, again) {
+		t.Fatalf("hit after the first buffer changed: %v", later)
 	}
 	c.reset()
-	if len(c.runs) != 0 || len(c.arena) != 0 {
+	if len(c.runs) != 0 || len(c.enc) != 0 || len(c.dec) != 0 {
 		t.Fatal("reset left runs")
 	}
 	var none *levelCache
-	if !none.decode(src, 1, again, 1, 0) || !slices.Equal(first, again) {
+	got := make([]int16, len(vals))
+	if !none.decode(src, 1, got, 1, 0) || !slices.Equal(got, again) {
 		t.Fatal("a nil cache does not decode")
 	}
 }

@@ -66,6 +66,18 @@ type pageView struct {
 	// written by a parquet-mr with the PARQUET-816 size bug).
 	raw    bool
 	counts *readCounts // may be nil
+	// levels is the row group's level cache (see levelCache); close
+	// returns it.
+	levels *levelCache
+}
+
+// close releases the view's level cache; v must not be used after.
+func (v *pageView) close() {
+	if v != nil && v.levels != nil {
+		v.levels.reset()
+		levelCaches.Put(v.levels)
+		v.levels = nil
+	}
 }
 
 // open returns the pages of column c of row group rg, whose metadata is

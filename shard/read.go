@@ -207,6 +207,7 @@ func ReadUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 	var pages *pageView // the page path's view of the file (pages.go)
 	if !opts.noPages {
 		pages = pf.pageView(!opts.noRawPages, opts.counts)
+		defer pages.close()
 	}
 	present := map[string]bool{}
 	root := md.Schema.Root()
