@@ -119,6 +119,12 @@ type Episode struct {
 	h          hash.Hash
 	hbuf       [48]byte
 	sum        [8]byte
+	// digits[:ndigits] is the decimal form of sample index digitsOf (both
+	// draws of a frame hash the same index behind different prefixes);
+	// ndigits is 0 before the first draw.
+	digits   [20]byte
+	ndigits  int
+	digitsOf int64
 	fallback   struct {
 		task   string
 		sample *schema.Sample
@@ -419,8 +425,10 @@ func (e *Episode) resolveSlow(res *resolver, tl *timeline, t float64) (value, er
 // digest is blake2b (8-byte digest size) of prefix + decimal idx, read as
 // a big-endian integer.
 func (e *Episode) digest(prefix string, idx int64) uint64 {
-	b := append(e.hbuf[:0], prefix...)
-	b = strconv.AppendInt(b, idx, 10)
+	if e.ndigits == 0 || e.digitsOf != idx {
+		e.ndigits, e.digitsOf = len(strconv.AppendInt(e.digits[:0], idx, 10)), idx
+	}
+	b := append(append(e.hbuf[:0], prefix...), e.digits[:e.ndigits]...)
 	if len(b) <= maxShortDigest {
 		return digestShort(b)
 	}
