@@ -125,7 +125,7 @@ type Episode struct {
 	digits   [20]byte
 	ndigits  int
 	digitsOf int64
-	fallback   struct {
+	fallback struct {
 		task   string
 		sample *schema.Sample
 	}
