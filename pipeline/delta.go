@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/lrstream/lrstream/collate"
+	"github.com/lrstream/lrstream/shard"
 )
 
 // Delta asks for a feature at several time offsets around each frame, as
@@ -155,6 +156,10 @@ type filler struct {
 	window  [][]int
 	pad     []int
 	scratch [][]byte
+	size    []int // bytes per frame of each input feature
+	// checked is the last batch whose features were checked against in
+	// (once per chunk, not per frame).
+	checked *shard.Batch
 }
 
 func newFiller(in []collate.Feature, deltas []Delta) *filler {
@@ -177,6 +182,10 @@ func newFiller(in []collate.Feature, deltas []Delta) *filler {
 		}
 	}
 	fl.scratch = make([][]byte, len(fl.out))
+	fl.size = make([]int, len(in))
+	for i, f := range in {
+		fl.size[i] = f.FrameBytes()
+	}
 	return fl
 }
 
@@ -205,8 +214,18 @@ func (c *Chunk) episodeBounds() (start, end []int32) {
 // buffers or into the filler's scratch space, valid until the next fill.
 func (fl *filler) fill(f *collate.Frame, c *Chunk, j int) error {
 	bt := c.Batch
-	if len(bt.Features) != len(fl.in) {
-		return fmt.Errorf("%s row group %d: %d numeric features, the stream has %d", c.Unit.File, c.Unit.RowGroup, len(bt.Features), len(fl.in))
+	if bt != fl.checked {
+		if len(bt.Features) != len(fl.in) {
+			return fmt.Errorf("%s row group %d: %d numeric features, the stream has %d", c.Unit.File, c.Unit.RowGroup, len(bt.Features), len(fl.in))
+		}
+		for k := range fl.in {
+			fd := &bt.Features[k]
+			if fd.DType != fl.in[k].DType || !slices.Equal(fd.Shape, fl.in[k].Shape) {
+				return fmt.Errorf("%s row group %d: feature %s is %s%v here but %s%v earlier in the stream",
+					c.Unit.File, c.Unit.RowGroup, fd.Name, fd.DType, fd.Shape, fl.in[k].DType, fl.in[k].Shape)
+			}
+		}
+		fl.checked = bt
 	}
 	if cap(f.Features) < len(fl.out) {
 		f.Features = make([][]byte, len(fl.out))
@@ -214,11 +233,7 @@ func (fl *filler) fill(f *collate.Frame, c *Chunk, j int) error {
 	f.Features = f.Features[:len(fl.out)]
 	for k := range fl.in {
 		fd := &bt.Features[k]
-		if fd.DType != fl.in[k].DType || !slices.Equal(fd.Shape, fl.in[k].Shape) {
-			return fmt.Errorf("%s row group %d: feature %s is %s%v here but %s%v earlier in the stream",
-				c.Unit.File, c.Unit.RowGroup, fd.Name, fd.DType, fd.Shape, fl.in[k].DType, fl.in[k].Shape)
-		}
-		size := fl.in[k].FrameBytes()
+		size := fl.size[k]
 		w := fl.window[k]
 		if w == nil {
 			f.Features[k] = fd.Data[j*size : (j+1)*size]

@@ -9,6 +9,7 @@ import (
 	"math"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/lrstream/lrstream/collate"
@@ -131,5 +132,36 @@ func TestDeltaTimestampsWindows(t *testing.T) {
 	}
 	if checked < 2000 {
 		t.Fatalf("checked only %d windows", checked)
+	}
+}
+
+// TestFillerChecksEachChunk checks that the filler refuses a chunk whose
+// features differ from the stream's, also after a matching chunk, and
+// fills frames of matching ones.
+func TestFillerChecksEachChunk(t *testing.T) {
+	in := []collate.Feature{{Name: "s", DType: "<f4", Shape: []int{2}}}
+	fl := newFiller(in, nil)
+	chunk := func(dtype string, shape []int) *Chunk {
+		return &Chunk{Unit: shard.Unit{File: "f.parquet", RowGroup: 3}, Batch: &shard.Batch{
+			EpisodeIndex: []int64{0, 0},
+			Features:     []shard.FeatureData{{Name: "s", DType: dtype, Shape: shape, Data: make([]byte, 16)}},
+		}}
+	}
+	var f collate.Frame
+	good := chunk("<f4", []int{2})
+	good.Batch.Features[0].Data[8] = 7
+	for j := 0; j < 2; j++ {
+		if err := fl.fill(&f, good, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(f.Features) != 1 || len(f.Features[0]) != 8 || f.Features[0][0] != 7 {
+		t.Fatalf("frame 1 filled with %v", f.Features)
+	}
+	for _, bad := range []*Chunk{chunk("<f8", []int{2}), chunk("<f4", []int{3})} {
+		err := fl.fill(&f, bad, 0)
+		if err == nil || !strings.Contains(err.Error(), "f.parquet row group 3: feature s is") {
+			t.Fatalf("mismatching chunk: %v", err)
+		}
 	}
 }
