@@ -140,15 +140,16 @@ func (r *rawPages) close() {
 	*r = rawPages{bad: r.bad}
 }
 
-// maxPageSize bounds a page's decompressed size (as arrow-go's default).
-const maxPageSize = 1 << 30
+// maxPageSize bounds a page's decompressed size, as arrow-go's reader
+// does by default.
+const maxPageSize = parquet.DefaultMaxUncompressedPageSize
 
 func (r *rawPages) next() *rawPage {
 	if r.bad || len(r.rest) == 0 {
 		return nil
 	}
 	h, k, ok := parsePageHeader(r.rest)
-	if !ok || h.compressed < 0 || int64(h.compressed) > int64(len(r.rest)-k) || h.uncompressed < 0 || h.uncompressed > maxPageSize {
+	if !ok || h.compressed < 0 || int64(h.compressed) > int64(len(r.rest)-k) || h.uncompressed < 0 || int64(h.uncompressed) > maxPageSize {
 		return r.fail()
 	}
 	body := r.rest[k : k+int(h.compressed)]
