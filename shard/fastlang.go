@@ -361,7 +361,7 @@ func (l *fastLeaf) nestedCalls() bool { return l.field == fToolCalls && l.hiRep 
 // readPages reads the leaf's n levels and its values with the page path
 // (pages.go) when the chunk's layout allows. It returns n on success, and
 // 0 when the caller must read the chunk with the column reader.
-func (l *fastLeaf) readPages(pages *pageView, rg, c int, ccm *metadata.ColumnChunkMetaData, n int64, maxRep int16) (read int64) {
+func (l *fastLeaf) readPages(pages *pageView, rg, c int, ccm *metadata.ColumnChunkMetaData, n int64, maxRep int16) int64 {
 	pt := ccm.Type()
 	if pt == parquet.Types.ByteArray && !dictOnly(ccm) {
 		return 0
