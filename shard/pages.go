@@ -31,10 +31,14 @@ import (
 // every kind of corruption it detects, it reports !ok and the caller reads
 // the chunk again with arrow-go's column reader, so errors and results on
 // unusual or corrupt files are exactly those of that reader. On the input it
-// accepts it produces the same levels and values.
+// accepts it produces the same levels and values. Numeric leaves (core
+// columns, list features, language timestamps) take the same path from
+// PLAIN or dictionary pages (readNumPages). The pages come from a
+// pageSource (rawpages.go); equal level encodings within a row group are
+// decoded once (levelCache).
 
 // readDictPages reads n levels of leaf l (maximum levels maxRep, l.maxDef)
-// from the pages of pr into l.def, l.rep, l.dict and l.idx, the levels
+// from the pages of ps into l.def, l.rep, l.dict and l.idx, the levels
 // through lc (which may be nil). It reports false when the chunk is not of
 // the handled shape or is inconsistent; l's level and value buffers are
 // then in an unspecified state.
