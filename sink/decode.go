@@ -228,27 +228,15 @@ func (d *Decoder) value(depth int) (any, error) {
 	case 0xcb:
 		u, err := d.uint(8)
 		return math.Float64frombits(u), err
-	case 0xcc, 0xcd, 0xce, 0xcf:
-		u, err := d.uint(1 << (c - 0xcc))
+	case 0xcc, 0xcd, 0xce, 0xcf, 0xd0, 0xd1, 0xd2, 0xd3:
+		u, err := d.uint(intSize(c))
 		if err != nil {
 			return nil, err
 		}
-		if u > math.MaxInt64 {
-			return u, nil
+		if v, ok := intValue(c, u); ok {
+			return v, nil
 		}
-		return int64(u), nil
-	case 0xd0:
-		u, err := d.uint(1)
-		return int64(int8(u)), err
-	case 0xd1:
-		u, err := d.uint(2)
-		return int64(int16(u)), err
-	case 0xd2:
-		u, err := d.uint(4)
-		return int64(int32(u)), err
-	case 0xd3:
-		u, err := d.uint(8)
-		return int64(u), err
+		return u, nil
 	case 0xd9, 0xda, 0xdb:
 		n, err := d.uint(1 << (c - 0xd9))
 		if err != nil {
@@ -269,6 +257,26 @@ func (d *Decoder) value(depth int) (any, error) {
 		return d.mapBody(int(n), depth)
 	}
 	return nil, fmt.Errorf("sink: unsupported msgpack type byte 0x%02x", c)
+}
+
+// intSize returns the payload size of the integer type byte c (0xcc to
+// 0xd3): 1, 2, 4 or 8.
+func intSize(c byte) int { return 1 << ((c - 0xcc) & 3) }
+
+// intValue converts the big-endian payload u of the integer type byte c
+// (0xcc to 0xd3); ok is false for a uint 64 above MaxInt64.
+func intValue(c byte, u uint64) (v int64, ok bool) {
+	switch c {
+	case 0xd0:
+		return int64(int8(u)), true
+	case 0xd1:
+		return int64(int16(u)), true
+	case 0xd2:
+		return int64(int32(u)), true
+	case 0xd3:
+		return int64(u), true
+	}
+	return int64(u), u <= math.MaxInt64
 }
 
 func (d *Decoder) str(n int) (string, error) {

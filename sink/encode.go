@@ -73,17 +73,27 @@ func AppendHeader(dst []byte, h Header) ([]byte, error) {
 		b = mpStr(b, c)
 	}
 	b = mpStr(b, "share")
-	b = mpMapHeader(b, 4)
-	b = mpStr(b, "rank")
-	b = mpInt(b, int64(h.Share.Rank))
-	b = mpStr(b, "world_size")
-	b = mpInt(b, int64(h.Share.WorldSize))
-	b = mpStr(b, "worker")
-	b = mpInt(b, int64(h.Share.Worker))
-	b = mpStr(b, "num_workers")
-	b = mpInt(b, int64(h.Share.NumWorkers))
-	return b, nil
+	return AppendShare(b, h.Share), nil
 }
+
+// AppendShare appends the msgpack encoding of sh to dst: the value of the
+// header's share field, as AppendHeader writes it (for replacing the share
+// of an encoded header; see FieldSpan).
+func AppendShare(dst []byte, sh Share) []byte {
+	b := mpMapHeader(dst, 4)
+	b = mpStr(b, "rank")
+	b = mpInt(b, int64(sh.Rank))
+	b = mpStr(b, "world_size")
+	b = mpInt(b, int64(sh.WorldSize))
+	b = mpStr(b, "worker")
+	b = mpInt(b, int64(sh.Worker))
+	b = mpStr(b, "num_workers")
+	return mpInt(b, int64(sh.NumWorkers))
+}
+
+// AppendInt appends the msgpack encoding of v to dst, in the most compact
+// form, as sink writes every integer (for example a batch's seq).
+func AppendInt(dst []byte, v int64) []byte { return mpInt(dst, v) }
 
 // appendRawJSON transcodes JSON text, or writes nil for an empty value.
 func appendRawJSON(b []byte, raw json.RawMessage) ([]byte, error) {

@@ -211,22 +211,26 @@ func (s *skimmer) uint(n int) (uint64, error) {
 	return v, nil
 }
 
-// message skims a top-level map and returns its "type" value.
-func (s *skimmer) message() (string, error) {
+// mapLen reads a message's map header.
+func (s *skimmer) mapLen() (uint64, error) {
 	c, err := s.byte()
 	if err != nil {
-		return "", err
+		return 0, err
 	}
-	var n uint64
 	switch {
 	case c&0xf0 == 0x80:
-		n = uint64(c & 0x0f)
+		return uint64(c & 0x0f), nil
 	case c == 0xde, c == 0xdf:
-		if n, err = s.uint(2 << (c - 0xde)); err != nil {
-			return "", err
-		}
-	default:
-		return "", fmt.Errorf("sink: message is not a map (type byte 0x%02x)", c)
+		return s.uint(2 << (c - 0xde))
+	}
+	return 0, fmt.Errorf("sink: message is not a map (type byte 0x%02x)", c)
+}
+
+// message skims a top-level map and returns its "type" value.
+func (s *skimmer) message() (string, error) {
+	n, err := s.mapLen()
+	if err != nil {
+		return "", err
 	}
 	typ := ""
 	for i := uint64(0); i < n; i++ {
@@ -334,4 +338,77 @@ func (s *skimmer) skip(depth int) error {
 		}
 	}
 	return nil
+}
+
+// ErrMalformed is wrapped by the errors of FieldSpan and ParseInt for bytes
+// that are not msgpack of the form they want. When the bytes end inside a
+// value the error also wraps io.ErrUnexpectedEOF.
+var ErrMalformed = errors.New("sink: malformed msgpack")
+
+// malformedError marks an error of the skimmer as ErrMalformed, keeping
+// its text.
+type malformedError struct{ err error }
+
+func (e *malformedError) Error() string   { return e.err.Error() }
+func (e *malformedError) Unwrap() []error { return []error{ErrMalformed, e.err} }
+
+// FieldSpan finds the value of key in msg, an encoded message (a msgpack
+// map with str keys, as NextRaw and SplitMessage return): msg[start:end]
+// is the value's encoding, for example to read it with ParseInt or to
+// replace it with another value. It returns -1, -1 and no error when msg
+// has no such key. Only the map up to the value is examined. An error
+// wraps ErrMalformed.
+func FieldSpan(msg []byte, key string) (start, end int, err error) {
+	s := skimmer{b: msg}
+	n, err := s.mapLen()
+	if err != nil {
+		return -1, -1, &malformedError{err}
+	}
+	for i := uint64(0); i < n; i++ {
+		k, ok, err := s.str()
+		if err != nil {
+			return -1, -1, &malformedError{err}
+		}
+		start := s.pos
+		if err := s.skip(0); err != nil {
+			return -1, -1, &malformedError{err}
+		}
+		if ok && k == key {
+			return start, s.pos, nil
+		}
+	}
+	return -1, -1, nil
+}
+
+// ParseInt decodes b, which must be exactly one msgpack integer (any of
+// its encodings, as a FieldSpan of an integer field gives). An error wraps
+// ErrMalformed.
+func ParseInt(b []byte) (int64, error) {
+	s := skimmer{b: b}
+	c, err := s.byte()
+	if err != nil {
+		return 0, &malformedError{err}
+	}
+	var v int64
+	switch {
+	case c <= 0x7f:
+		v = int64(c)
+	case c >= 0xe0:
+		v = int64(int8(c))
+	case c >= 0xcc && c <= 0xd3:
+		u, err := s.uint(intSize(c))
+		if err != nil {
+			return 0, &malformedError{err}
+		}
+		var ok bool
+		if v, ok = intValue(c, u); !ok {
+			return 0, fmt.Errorf("%w: integer %d overflows int64", ErrMalformed, u)
+		}
+	default:
+		return 0, fmt.Errorf("%w: want an integer, type byte 0x%02x", ErrMalformed, c)
+	}
+	if s.pos != len(b) {
+		return 0, fmt.Errorf("%w: %d bytes after the integer", ErrMalformed, len(b)-s.pos)
+	}
+	return v, nil
 }
