@@ -69,11 +69,7 @@ func TestFieldSpanMessages(t *testing.T) {
 	data := encodeFixture(t, 50, 8, true)
 	d := NewDecoder(bytes.NewReader(data))
 	batches := 0
-	for {
-		m, err := d.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
+	for m, err := d.Next(); !errors.Is(err, io.EOF); m, err = d.Next() {
 		if err != nil {
 			t.Fatal(err)
 		}
