@@ -622,28 +622,25 @@ func TestRankFromEnv(t *testing.T) {
 	}
 }
 
-// TestMsgReader walks real streams message by message.
-func TestMsgReader(t *testing.T) {
+// TestBatchMessages reads real streams message by message as replay does.
+func TestBatchMessages(t *testing.T) {
 	cfg := demoConfig(t)
 	so := demoOptions(5)
 	so.KeepLanguage = true
 	data := live(t, cfg, so)
 	d := sink.NewDecoder(bytes.NewReader(data))
-	mr := newMsgReader(bytes.NewReader(data), int64(len(data)))
+	rd := sink.NewDecoder(shardData(bytes.NewReader(data), int64(len(data))))
 	for i := 0; ; i++ {
 		m, err := d.Next()
-		raw, rerr := mr.next()
+		_, raw, rerr := rd.NextRaw()
 		if err != nil {
 			if !errors.Is(err, io.EOF) || !errors.Is(rerr, io.EOF) {
-				t.Fatalf("message %d: decoder %v, reader %v", i, err, rerr)
+				t.Fatalf("message %d: decoder %v, raw %v", i, err, rerr)
 			}
 			break
 		}
 		if rerr != nil || !bytes.Equal(raw, m.Raw) {
-			t.Fatalf("message %d: reader %v, %d bytes vs %d", i, rerr, len(raw), len(m.Raw))
-		}
-		if end, err := skip(raw, 0); err != nil || end != len(raw) {
-			t.Fatalf("message %d: skip %d, %v", i, end, err)
+			t.Fatalf("message %d: raw %v, %d bytes vs %d", i, rerr, len(raw), len(m.Raw))
 		}
 		if m.Batch != nil {
 			bi, err := parseBatch(raw)
@@ -651,10 +648,13 @@ func TestMsgReader(t *testing.T) {
 				t.Fatalf("message %d: %+v %v", i, bi, err)
 			}
 			// Renumbering round-trips through the decoder.
-			re := splice(nil, raw, bi.seqStart, bi.seqEnd, mpInt(nil, 70000))
+			re := splice(nil, raw, bi.seqStart, bi.seqEnd, sink.AppendInt(nil, 70000))
 			m2, err := sink.NewDecoder(bytes.NewReader(re)).Next()
 			if err != nil || m2.Batch.Meta.Seq != 70000 || m2.Batch.Size != m.Batch.Size {
 				t.Fatalf("message %d renumbered: %v", i, err)
+			}
+			if _, err := parseBatch(raw[:bi.seqEnd-1]); !errors.Is(err, sink.ErrMalformed) {
+				t.Fatalf("message %d cut inside seq: %v", i, err)
 			}
 		}
 		if m.Header != nil {
@@ -666,23 +666,27 @@ func TestMsgReader(t *testing.T) {
 			if err != nil || m2.Header.Share != (sink.Share{Rank: 2, WorldSize: 3, Worker: 1, NumWorkers: 300}) || m2.Header.Dataset != m.Header.Dataset {
 				t.Fatalf("header with share: %+v %v", m2, err)
 			}
+			if _, err := parseBatch(raw); err == nil || !strings.Contains(err.Error(), "without seq") {
+				t.Fatalf("header as a batch: %v", err)
+			}
 		}
 	}
 	// Truncated input.
-	mr = newMsgReader(bytes.NewReader(data[:len(data)-3]), int64(len(data)))
+	rd = sink.NewDecoder(shardData(bytes.NewReader(data[:len(data)-3]), int64(len(data))))
 	var err error
 	for err == nil {
-		_, err = mr.next()
+		_, _, err = rd.NextRaw()
 	}
-	if errors.Is(err, io.EOF) {
-		t.Fatal("truncated stream read as a clean end")
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("truncated stream: %v", err)
 	}
-	for _, v := range []int64{0, 1, 127, 128, 255, 256, 65535, 65536, 1 << 32, -1, -32, -33, -129, -40000, -1 << 40} {
-		b := mpInt(nil, v)
-		got, next, err := integer(b, 0)
-		if err != nil || got != v || next != len(b) {
-			t.Errorf("int %d: %d %d %v", v, got, next, err)
-		}
+	// More data than the index says.
+	rd = sink.NewDecoder(shardData(bytes.NewReader(data), int64(len(data)-1)))
+	for err = nil; err == nil; {
+		_, _, err = rd.NextRaw()
+	}
+	if !strings.Contains(err.Error(), "more than the") {
+		t.Fatalf("stream past its size: %v", err)
 	}
 }
 
@@ -809,6 +813,25 @@ func TestReplayRefusesBrokenDirs(t *testing.T) {
 			t.Fatalf("%s: stream %+v, %v", what, st, derr)
 		}
 	}
+	// Shards that hold fewer or more batches or bytes than the index says.
+	for _, tc := range []struct {
+		what, want string
+		mutate     func(s *Shard)
+	}{
+		{"fewer batches", "ends after", func(s *Shard) { s.Batches++ }},
+		{"more batches", "more than the", func(s *Shard) { s.Batches-- }},
+		{"more bytes", "more than the", func(s *Shard) { s.RawBytes-- }},
+	} {
+		y := *x
+		y.Shards = slices.Clone(x.Shards)
+		tc.mutate(&y.Shards[1])
+		b, _ := y.encode()
+		os.WriteFile(filepath.Join(dir, IndexFile), b, 0o644)
+		check(tc.what, x.Shards[1].File, false)
+		check(tc.what, tc.want, false)
+	}
+	b, _ := x.encode()
+	os.WriteFile(filepath.Join(dir, IndexFile), b, 0o644)
 	data, _ := os.ReadFile(filepath.Join(dir, x.Shards[1].File))
 	os.WriteFile(filepath.Join(dir, x.Shards[1].File), append(slices.Clone(data[:len(data)-9]), make([]byte, 9)...), 0o644)
 	check("damaged shard", x.Shards[1].File, false)
@@ -816,7 +839,7 @@ func TestReplayRefusesBrokenDirs(t *testing.T) {
 	check("missing shard", x.Shards[1].File, true)
 	y := *x
 	y.Complete = false
-	b, _ := y.encode()
+	b, _ = y.encode()
 	os.WriteFile(filepath.Join(dir, IndexFile), b, 0o644)
 	check("incomplete", "incomplete", true)
 	os.Remove(filepath.Join(dir, IndexFile))

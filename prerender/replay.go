@@ -258,7 +258,7 @@ func (r *replayer) shard(ctx context.Context, dec *zstd.Decoder, dir string, s S
 	if err := dec.Reset(f); err != nil {
 		return 0, 0, fmt.Errorf("replay: shard %s: %w", s.File, err)
 	}
-	mr := newMsgReader(dec, s.RawBytes)
+	d := sink.NewDecoder(shardData(dec, s.RawBytes))
 	var batches, samples int64
 	for k := int64(0); k < s.Batches; k++ {
 		if err := ctx.Err(); err != nil {
@@ -268,14 +268,17 @@ func (r *replayer) shard(ctx context.Context, dec *zstd.Decoder, dir string, s S
 		if gi >= sel.hi {
 			return batches, samples, nil
 		}
-		raw, err := mr.next()
+		typ, raw, err := d.NextRaw()
 		if errors.Is(err, io.EOF) {
 			return batches, samples, fmt.Errorf("replay: shard %s ends after %d batches, the index says %d", s.File, k, s.Batches)
 		}
-		if err != nil {
-			return batches, samples, fmt.Errorf("replay: shard %s batch %d: %w", s.File, k, err)
+		if err == nil && typ != sink.TypeBatch {
+			err = fmt.Errorf("a %q message, shards hold batches only", typ)
 		}
-		bi, err := parseBatch(raw)
+		var bi batchInfo
+		if err == nil {
+			bi, err = parseBatch(raw)
+		}
 		if err != nil {
 			return batches, samples, fmt.Errorf("replay: shard %s batch %d: %w", s.File, k, err)
 		}
@@ -289,14 +292,14 @@ func (r *replayer) shard(ctx context.Context, dec *zstd.Decoder, dir string, s S
 		batches++
 		samples += bi.size
 		if seq != bi.seq {
-			r.buf = splice(r.buf[:0], raw, bi.seqStart, bi.seqEnd, mpInt(nil, seq))
+			r.buf = splice(r.buf[:0], raw, bi.seqStart, bi.seqEnd, sink.AppendInt(nil, seq))
 			raw = r.buf
 		}
 		if err := r.write(raw); err != nil {
 			return batches, samples, err
 		}
 	}
-	if _, err := mr.next(); !errors.Is(err, io.EOF) {
+	if _, _, err := d.NextRaw(); !errors.Is(err, io.EOF) {
 		if err == nil {
 			err = fmt.Errorf("more than the %d batches the index says", s.Batches)
 		}
@@ -305,15 +308,77 @@ func (r *replayer) shard(ctx context.Context, dec *zstd.Decoder, dir string, s S
 	return batches, samples, nil
 }
 
+// shardData returns a shard's decompressed messages, dec, which the index
+// says are size bytes: reading past them gives an error, not more data.
+func shardData(dec io.Reader, size int64) io.Reader {
+	return io.MultiReader(io.LimitReader(dec, size), overrun{dec, size})
+}
+
+// overrun reads what follows a shard's indexed size: io.EOF, or an error
+// when there is more.
+type overrun struct {
+	r    io.Reader
+	size int64
+}
+
+func (o overrun) Read([]byte) (int, error) {
+	var b [1]byte
+	if _, err := io.ReadFull(o.r, b[:]); err != nil {
+		return 0, err // io.EOF at the end
+	}
+	return 0, fmt.Errorf("more than the %d bytes the index says", o.size)
+}
+
+// batchInfo is what replay reads of an encoded batch message: its seq and
+// size, and the span raw[seqStart:seqEnd] of its seq value.
+type batchInfo struct {
+	seq, size        int64
+	seqStart, seqEnd int
+}
+
+// parseBatch reads a batch message's seq and size.
+func parseBatch(raw []byte) (batchInfo, error) {
+	var bi batchInfo
+	var err error
+	if bi.seq, bi.seqStart, bi.seqEnd, err = intField(raw, "seq"); err != nil {
+		return bi, err
+	}
+	bi.size, _, _, err = intField(raw, "size")
+	return bi, err
+}
+
+// intField reads the integer value of key in the message raw and returns
+// it with its span.
+func intField(raw []byte, key string) (v int64, start, end int, err error) {
+	start, end, err = sink.FieldSpan(raw, key)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if start < 0 {
+		return 0, 0, 0, fmt.Errorf("batch message without %s", key)
+	}
+	if v, err = sink.ParseInt(raw[start:end]); err != nil {
+		return 0, 0, 0, fmt.Errorf("%s: %w", key, err)
+	}
+	return v, start, end, nil
+}
+
 // headerWithShare returns the header message raw with its share map
 // replaced.
 func headerWithShare(raw []byte, sh sink.Share) ([]byte, error) {
-	start, end, err := field(raw, "share")
+	start, end, err := sink.FieldSpan(raw, "share")
 	if err != nil {
 		return nil, err
 	}
 	if start < 0 {
 		return nil, errors.New("no share in the header")
 	}
-	return splice(nil, raw, start, end, appendShare(nil, sh.Rank, sh.WorldSize, sh.Worker, sh.NumWorkers)), nil
+	return splice(nil, raw, start, end, sink.AppendShare(nil, sh)), nil
+}
+
+// splice appends b with b[start:end] replaced by repl.
+func splice(dst, b []byte, start, end int, repl []byte) []byte {
+	dst = append(dst, b[:start]...)
+	dst = append(dst, repl...)
+	return append(dst, b[end:]...)
 }
