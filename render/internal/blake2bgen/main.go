@@ -20,9 +20,9 @@ import (
 	"os"
 )
 
-// sigma is BLAKE2b's message schedule (RFC 7693, section 2.7); rounds 10
-// and 11 repeat rounds 0 and 1.
-var sigma = [12][16]int{
+// sigma is BLAKE2b's message schedule (RFC 7693, section 2.7); round r
+// uses sigma[r%10].
+var sigma = [10][16]int{
 	{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
 	{14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
 	{11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4},
@@ -33,9 +33,10 @@ var sigma = [12][16]int{
 	{13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
 	{6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5},
 	{10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
-	{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
-	{14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
 }
+
+// rounds is BLAKE2b's number of rounds.
+const rounds = 12
 
 // mix lists the state words each G call of a round mixes: four columns,
 // then four diagonals (RFC 7693, section 3.2).
@@ -75,11 +76,11 @@ func main() {
 	p("\tv8, v9, v10, v11 := iv[0], iv[1], iv[2], iv[3]")
 	p("\t// The counter is n bytes; the block is the last (f0 = ^0).")
 	p("\tv12, v13, v14, v15 := iv[4]^n, iv[5], ^iv[6], iv[7]")
-	for r := range sigma {
+	for r := range rounds {
 		p("\t// Round %d.", r)
 		for g, w := range mix {
 			a, bb, c, d := w[0], w[1], w[2], w[3]
-			x, y := sigma[r][2*g], sigma[r][2*g+1]
+			x, y := sigma[r%10][2*g], sigma[r%10][2*g+1]
 			add := func(k int) string {
 				if k < words {
 					return fmt.Sprintf(" + m%d", k)
