@@ -3,6 +3,7 @@ package shard
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"math/rand/v2"
 	"path/filepath"
 	"reflect"
@@ -387,4 +388,93 @@ func TestFixedListLen(t *testing.T) {
 			t.Errorf("%v (%d rows): %d, want %d", c.rep, c.nrows, got, c.want)
 		}
 	}
+}
+
+// refDecodeHybrid is a plain reference decoder of the RLE / bit-packing
+// hybrid: one bit at a time, no shortcuts.
+func refDecodeHybrid(src []byte, bw int, n int, limit uint64) ([]uint64, bool) {
+	var out []uint64
+	pos := 0
+	for len(out) < n {
+		h, k := binary.Uvarint(src[pos:])
+		if k <= 0 {
+			return nil, false
+		}
+		pos += k
+		if h&1 == 0 {
+			cnt := h >> 1
+			byteW := (bw + 7) / 8
+			if cnt == 0 || len(src)-pos < byteW {
+				return nil, false
+			}
+			var v uint64
+			for b := 0; b < byteW; b++ {
+				v |= uint64(src[pos+b]) << (8 * b)
+			}
+			pos += byteW
+			if v > limit {
+				return nil, false
+			}
+			for i := uint64(0); i < cnt && len(out) < n; i++ {
+				out = append(out, v)
+			}
+			continue
+		}
+		groups := h >> 1
+		if groups == 0 || (bw > 0 && groups > uint64((len(src)-pos)/bw)) {
+			return nil, false
+		}
+		take := n - len(out) // values wanted from this run (groups*8 may overflow when bw is 0)
+		if groups < uint64(take+7)/8 {
+			take = int(groups) * 8
+		}
+		bit := pos * 8
+		for i := 0; i < take; i++ {
+			var v uint64
+			for b := 0; b < bw; b++ {
+				if src[(bit+i*bw+b)/8]>>((bit+i*bw+b)%8)&1 == 1 {
+					v |= 1 << b
+				}
+			}
+			if v > limit {
+				return nil, false
+			}
+			out = append(out, v)
+		}
+		if bw > 0 {
+			pos += int(groups) * bw
+		}
+	}
+	return out, true
+}
+
+// FuzzDecodeHybrid compares decodeHybrid with the reference decoder on
+// arbitrary input: the same verdict, and the same values when both decode.
+func FuzzDecodeHybrid(f *testing.F) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, bw := range []int{1, 2, 3, 5, 8} {
+		vals := make([]uint32, 40)
+		for i := range vals {
+			vals[i] = uint32(rng.IntN(1 << bw))
+		}
+		f.Add(encodeHybrid(vals, bw, rng), uint8(bw), uint16(len(vals)), uint32(1<<bw-1))
+	}
+	f.Fuzz(func(t *testing.T, src []byte, bw uint8, n uint16, limit uint32) {
+		if bw > 16 {
+			return
+		}
+		got := make([]int32, n)
+		ok := decodeHybrid(src, int(bw), got, uint64(limit))
+		want, wantOK := refDecodeHybrid(src, int(bw), int(n), uint64(limit))
+		if ok != wantOK {
+			t.Fatalf("decodeHybrid %v, reference %v", ok, wantOK)
+		}
+		if ok {
+			for i := range got {
+				if uint64(got[i]) != want[i] {
+					t.Fatalf("value %d: %d, reference %d", i, got[i], want[i])
+				}
+			}
+		}
+	})
 }
