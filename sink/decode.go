@@ -256,7 +256,7 @@ func (d *Decoder) value(depth int) (any, error) {
 		}
 		return d.mapBody(int(n), depth)
 	}
-	return nil, fmt.Errorf("sink: unsupported msgpack type byte 0x%02x", c)
+	return nil, errUnsupportedType(c)
 }
 
 // intSize returns the payload size of the integer type byte c (0xcc to

@@ -57,14 +57,20 @@ func (d *Decoder) mapLen() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	switch c := p[0]; {
-	case c&0xf0 == 0x80:
-		return int(c & 0x0f), nil
-	case c == 0xde, c == 0xdf:
-		n, err := d.uint(2 << (c - 0xde))
-		return int(n), err
+	h := mpHeads[p[0]]
+	if h.per != 2 {
+		return 0, errNotAMap(p[0])
 	}
-	return 0, fmt.Errorf("sink: message is not a map (type byte 0x%02x)", p[0])
+	n, err := d.count(h)
+	return int(n), err
+}
+
+// count reads the count of a value whose type byte says h.
+func (d *Decoder) count(h mpHead) (uint64, error) {
+	if h.lenBytes == 0 {
+		return uint64(h.n), nil
+	}
+	return d.uint(int(h.lenBytes))
 }
 
 // skimStr reads one value; if it is a str it returns it (ok), otherwise
@@ -74,17 +80,13 @@ func (d *Decoder) skimStr() (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
-	c := p[0]
-	var n uint64
-	switch {
-	case c&0xe0 == 0xa0:
-		n = uint64(c & 0x1f)
-	case c >= 0xd9 && c <= 0xdb:
-		if n, err = d.uint(1 << (c - 0xd9)); err != nil {
-			return "", false, err
-		}
-	default:
-		return "", false, d.skipAfter(c, 0)
+	h := mpHeads[p[0]]
+	if !h.str {
+		return "", false, d.skipAfter(p[0], 0)
+	}
+	n, err := d.count(h)
+	if err != nil {
+		return "", false, err
 	}
 	s, err := d.str(int(n))
 	return s, err == nil, err
@@ -104,52 +106,19 @@ func (d *Decoder) skipAfter(c byte, depth int) error {
 	if depth > maxDecodeDepth {
 		return errors.New("sink: msgpack nested too deeply")
 	}
-	var n uint64
-	var err error
-	switch {
-	case c <= 0x7f, c >= 0xe0, c == 0xc0, c == 0xc2, c == 0xc3:
-		return nil
-	case c&0xf0 == 0x80:
-		return d.skipN(2*int(c&0x0f), depth)
-	case c&0xf0 == 0x90:
-		return d.skipN(int(c&0x0f), depth)
-	case c&0xe0 == 0xa0:
-		_, err = d.read(int(c & 0x1f))
+	h := mpHeads[c]
+	if h.bad {
+		return errUnsupportedType(c)
+	}
+	n, err := d.count(h)
+	if err != nil || n == 0 {
 		return err
 	}
-	switch c {
-	case 0xc4, 0xc5, 0xc6:
-		n, err = d.uint(1 << (c - 0xc4))
-	case 0xd9, 0xda, 0xdb:
-		n, err = d.uint(1 << (c - 0xd9))
-	case 0xca, 0xd2:
-		n = 4
-	case 0xcb, 0xd3, 0xcf:
-		n = 8
-	case 0xcc, 0xd0:
-		n = 1
-	case 0xcd, 0xd1:
-		n = 2
-	case 0xce:
-		n = 4
-	case 0xdc, 0xdd:
-		if n, err = d.uint(2 << (c - 0xdc)); err != nil {
-			return err
-		}
-		return d.skipN(int(n), depth)
-	case 0xde, 0xdf:
-		if n, err = d.uint(2 << (c - 0xde)); err != nil {
-			return err
-		}
-		return d.skipN(2*int(n), depth)
-	default:
-		return fmt.Errorf("sink: unsupported msgpack type byte 0x%02x", c)
-	}
-	if err != nil {
+	if h.per == 0 {
+		_, err = d.read(int(n))
 		return err
 	}
-	_, err = d.read(int(n))
-	return err
+	return d.skipN(int(h.per)*int(n), depth)
 }
 
 func (d *Decoder) skipN(n, depth int) error {
@@ -217,13 +186,19 @@ func (s *skimmer) mapLen() (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	switch {
-	case c&0xf0 == 0x80:
-		return uint64(c & 0x0f), nil
-	case c == 0xde, c == 0xdf:
-		return s.uint(2 << (c - 0xde))
+	h := mpHeads[c]
+	if h.per != 2 {
+		return 0, errNotAMap(c)
 	}
-	return 0, fmt.Errorf("sink: message is not a map (type byte 0x%02x)", c)
+	return s.count(h)
+}
+
+// count reads the count of a value whose type byte says h.
+func (s *skimmer) count(h mpHead) (uint64, error) {
+	if h.lenBytes == 0 {
+		return uint64(h.n), nil
+	}
+	return s.uint(int(h.lenBytes))
 }
 
 // message skims a top-level map and returns its "type" value.
@@ -266,17 +241,14 @@ func (s *skimmer) str() (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
-	var n uint64
-	switch {
-	case c&0xe0 == 0xa0:
-		n = uint64(c & 0x1f)
-	case c >= 0xd9 && c <= 0xdb:
-		if n, err = s.uint(1 << (c - 0xd9)); err != nil {
-			return "", false, err
-		}
-	default:
+	h := mpHeads[c]
+	if !h.str {
 		s.pos = start
 		return "", false, s.skip(0)
+	}
+	n, err := s.count(h)
+	if err != nil {
+		return "", false, err
 	}
 	if err := s.need(n); err != nil {
 		return "", false, err
@@ -295,44 +267,24 @@ func (s *skimmer) skip(depth int) error {
 	if err != nil {
 		return err
 	}
-	var n, items uint64
-	switch {
-	case c <= 0x7f, c >= 0xe0, c == 0xc0, c == 0xc2, c == 0xc3:
+	h := mpHeads[c]
+	if h.bad {
+		return errUnsupportedType(c)
+	}
+	n := uint64(h.n)
+	if h.lenBytes != 0 {
+		if n, err = s.uint(int(h.lenBytes)); err != nil {
+			return err
+		}
+	}
+	if h.per == 0 {
+		if err := s.need(n); err != nil {
+			return err
+		}
+		s.pos += int(n)
 		return nil
-	case c&0xf0 == 0x80:
-		items = 2 * uint64(c&0x0f)
-	case c&0xf0 == 0x90:
-		items = uint64(c & 0x0f)
-	case c&0xe0 == 0xa0:
-		n = uint64(c & 0x1f)
-	case c >= 0xc4 && c <= 0xc6:
-		n, err = s.uint(1 << (c - 0xc4))
-	case c >= 0xd9 && c <= 0xdb:
-		n, err = s.uint(1 << (c - 0xd9))
-	case c == 0xcc || c == 0xd0:
-		n = 1
-	case c == 0xcd || c == 0xd1:
-		n = 2
-	case c == 0xca || c == 0xce || c == 0xd2:
-		n = 4
-	case c == 0xcb || c == 0xcf || c == 0xd3:
-		n = 8
-	case c == 0xdc || c == 0xdd:
-		items, err = s.uint(2 << (c - 0xdc))
-	case c == 0xde || c == 0xdf:
-		items, err = s.uint(2 << (c - 0xde))
-		items *= 2
-	default:
-		return fmt.Errorf("sink: unsupported msgpack type byte 0x%02x", c)
 	}
-	if err != nil {
-		return err
-	}
-	if err := s.need(n); err != nil {
-		return err
-	}
-	s.pos += int(n)
-	for i := uint64(0); i < items; i++ {
+	for i := uint64(0); i < uint64(h.per)*n; i++ {
 		if err := s.skip(depth + 1); err != nil {
 			return err
 		}
