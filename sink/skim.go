@@ -43,12 +43,20 @@ func (d *Decoder) NextRaw() (typ string, raw []byte, err error) {
 			return "", nil, err
 		}
 	}
-	switch typ {
-	case TypeHeader, TypeBatch, TypeEnd, TypeError:
-	default:
-		return "", nil, fmt.Errorf("sink: unknown message type %q", typ)
+	if err := checkMessageType(typ); err != nil {
+		return "", nil, err
 	}
 	return typ, d.raw, nil
+}
+
+// checkMessageType reports a "type" that is none of the four message
+// types.
+func checkMessageType(typ string) error {
+	switch typ {
+	case TypeHeader, TypeBatch, TypeEnd, TypeError:
+		return nil
+	}
+	return fmt.Errorf("sink: unknown message type %q", typ)
 }
 
 // mapLen reads a map header.
@@ -227,11 +235,10 @@ func (s *skimmer) message() (string, error) {
 			return "", err
 		}
 	}
-	switch typ {
-	case TypeHeader, TypeBatch, TypeEnd, TypeError:
-		return typ, nil
+	if err := checkMessageType(typ); err != nil {
+		return "", err
 	}
-	return "", fmt.Errorf("sink: unknown message type %q", typ)
+	return typ, nil
 }
 
 // str reads a str value (ok) or skips any other value.
