@@ -234,3 +234,32 @@ func FuzzFieldSpan(f *testing.F) {
 		ParseInt(msg[start:end]) // must not panic either
 	})
 }
+
+// FuzzNextRawSplitMessage: the streaming walk (NextRaw) and the in-memory
+// one (SplitMessage) accept the same messages and find the same type and
+// length.
+func FuzzNextRawSplitMessage(f *testing.F) {
+	data := encodeFixture(f, 20, 8, true)
+	for rest := data; len(rest) > 0; {
+		_, n, err := SplitMessage(rest)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(rest[:n])
+		f.Add(rest[:n/2])
+		rest = rest[n:]
+	}
+	f.Add([]byte{0x81, 0xa4, 't', 'y', 'p', 'e', 0xa3, 'e', 'n', 'd'})
+	f.Add([]byte{0x82, 0xa1, 'a', 0xdd, 0xff, 0xff, 0xff, 0xff})
+	f.Add([]byte{0x81, 0xc6, 0x7f, 0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		typ, n, err := SplitMessage(b)
+		rtyp, raw, rerr := NewDecoder(bytes.NewReader(b)).NextRaw()
+		if (err == nil) != (rerr == nil) || errors.Is(err, io.EOF) != errors.Is(rerr, io.EOF) {
+			t.Fatalf("SplitMessage: %v; NextRaw: %v", err, rerr)
+		}
+		if err == nil && (typ != rtyp || !bytes.Equal(b[:n], raw)) {
+			t.Fatalf("SplitMessage: %q, %d bytes; NextRaw: %q, %d bytes", typ, n, rtyp, len(raw))
+		}
+	})
+}
