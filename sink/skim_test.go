@@ -198,16 +198,24 @@ func TestAppendShare(t *testing.T) {
 	}
 }
 
-func FuzzFieldSpan(f *testing.F) {
-	data := encodeFixture(f, 20, 8, true)
-	for rest := data; len(rest) > 0; {
+// fixtureMessages splits a fixture stream into its messages (fuzz seeds).
+func fixtureMessages(f *testing.F) [][]byte {
+	var msgs [][]byte
+	for rest := encodeFixture(f, 20, 8, true); len(rest) > 0; {
 		_, n, err := SplitMessage(rest)
 		if err != nil {
 			f.Fatal(err)
 		}
-		f.Add(rest[:n], "seq")
-		f.Add(rest[:n/2], "size")
+		msgs = append(msgs, rest[:n])
 		rest = rest[n:]
+	}
+	return msgs
+}
+
+func FuzzFieldSpan(f *testing.F) {
+	for _, msg := range fixtureMessages(f) {
+		f.Add(msg, "seq")
+		f.Add(msg[:len(msg)/2], "size")
 	}
 	f.Add([]byte{0x81, 0xa3, 's', 'e', 'q', 0xcd, 1}, "seq")
 	f.Add([]byte{0xdf, 0xff, 0xff, 0xff, 0xff}, "seq")
@@ -239,15 +247,9 @@ func FuzzFieldSpan(f *testing.F) {
 // one (SplitMessage) accept the same messages and find the same type and
 // length.
 func FuzzNextRawSplitMessage(f *testing.F) {
-	data := encodeFixture(f, 20, 8, true)
-	for rest := data; len(rest) > 0; {
-		_, n, err := SplitMessage(rest)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(rest[:n])
-		f.Add(rest[:n/2])
-		rest = rest[n:]
+	for _, msg := range fixtureMessages(f) {
+		f.Add(msg)
+		f.Add(msg[:len(msg)/2])
 	}
 	f.Add([]byte{0x81, 0xa4, 't', 'y', 'p', 'e', 0xa3, 'e', 'n', 'd'})
 	f.Add([]byte{0x82, 0xa1, 'a', 0xdd, 0xff, 0xff, 0xff, 0xff})
