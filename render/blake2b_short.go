@@ -744,7 +744,6 @@ func blake2bShort(m0, m1, m2, m3, n uint64) uint64 {
 	v0 += v4
 	v12 = bits.RotateLeft64(v12^v0, -16)
 	v8 += v12
-	v4 = bits.RotateLeft64(v4^v8, -63)
 	v1 += v5
 	v13 = bits.RotateLeft64(v13^v1, -32)
 	v9 += v13
@@ -760,7 +759,6 @@ func blake2bShort(m0, m1, m2, m3, n uint64) uint64 {
 	v2 += v6
 	v14 = bits.RotateLeft64(v14^v2, -16)
 	v10 += v14
-	v6 = bits.RotateLeft64(v6^v10, -63)
 	v3 += v7
 	v15 = bits.RotateLeft64(v15^v3, -32)
 	v11 += v15
@@ -774,17 +772,6 @@ func blake2bShort(m0, m1, m2, m3, n uint64) uint64 {
 	v10 += v15
 	v5 = bits.RotateLeft64(v5^v10, -24)
 	v0 += v5
-	v15 = bits.RotateLeft64(v15^v0, -16)
-	v10 += v15
-	v5 = bits.RotateLeft64(v5^v10, -63)
-	v1 += v6 + m0
-	v12 = bits.RotateLeft64(v12^v1, -32)
-	v11 += v12
-	v6 = bits.RotateLeft64(v6^v11, -24)
-	v1 += v6 + m2
-	v12 = bits.RotateLeft64(v12^v1, -16)
-	v11 += v12
-	v6 = bits.RotateLeft64(v6^v11, -63)
 	v2 += v7
 	v13 = bits.RotateLeft64(v13^v2, -32)
 	v8 += v13
@@ -792,14 +779,5 @@ func blake2bShort(m0, m1, m2, m3, n uint64) uint64 {
 	v2 += v7
 	v13 = bits.RotateLeft64(v13^v2, -16)
 	v8 += v13
-	v7 = bits.RotateLeft64(v7^v8, -63)
-	v3 += v4
-	v14 = bits.RotateLeft64(v14^v3, -32)
-	v9 += v14
-	v4 = bits.RotateLeft64(v4^v9, -24)
-	v3 += v4 + m3
-	v14 = bits.RotateLeft64(v14^v3, -16)
-	v9 += v14
-	v4 = bits.RotateLeft64(v4^v9, -63)
 	return h0 ^ v0 ^ v8
 }

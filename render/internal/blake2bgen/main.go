@@ -76,8 +76,17 @@ func main() {
 	p("\tv8, v9, v10, v11 := iv[0], iv[1], iv[2], iv[3]")
 	p("\t// The counter is n bytes; the block is the last (f0 = ^0).")
 	p("\tv12, v13, v14, v15 := iv[4]^n, iv[5], ^iv[6], iv[7]")
+	// The rounds as statements, then without the stores nothing reads
+	// (the last round's updates of words other than v0 and v8).
+	type stmt struct {
+		comment string
+		dst     int   // state word written
+		reads   []int // state words read
+		code    string
+	}
+	var stmts []stmt
 	for r := range rounds {
-		p("\t// Round %d.", r)
+		stmts = append(stmts, stmt{comment: fmt.Sprintf("// Round %d.", r), dst: -1})
 		for g, w := range mix {
 			a, bb, c, d := w[0], w[1], w[2], w[3]
 			x, y := sigma[r%10][2*g], sigma[r%10][2*g+1]
@@ -87,14 +96,40 @@ func main() {
 				}
 				return ""
 			}
-			p("\tv%d += v%d%s", a, bb, add(x))
-			p("\tv%d = bits.RotateLeft64(v%d^v%d, -32)", d, d, a)
-			p("\tv%d += v%d", c, d)
-			p("\tv%d = bits.RotateLeft64(v%d^v%d, -24)", bb, bb, c)
-			p("\tv%d += v%d%s", a, bb, add(y))
-			p("\tv%d = bits.RotateLeft64(v%d^v%d, -16)", d, d, a)
-			p("\tv%d += v%d", c, d)
-			p("\tv%d = bits.RotateLeft64(v%d^v%d, -63)", bb, bb, c)
+			st := func(dst int, reads []int, format string, args ...any) {
+				stmts = append(stmts, stmt{dst: dst, reads: reads, code: fmt.Sprintf(format, args...)})
+			}
+			st(a, []int{a, bb}, "v%d += v%d%s", a, bb, add(x))
+			st(d, []int{d, a}, "v%d = bits.RotateLeft64(v%d^v%d, -32)", d, d, a)
+			st(c, []int{c, d}, "v%d += v%d", c, d)
+			st(bb, []int{bb, c}, "v%d = bits.RotateLeft64(v%d^v%d, -24)", bb, bb, c)
+			st(a, []int{a, bb}, "v%d += v%d%s", a, bb, add(y))
+			st(d, []int{d, a}, "v%d = bits.RotateLeft64(v%d^v%d, -16)", d, d, a)
+			st(c, []int{c, d}, "v%d += v%d", c, d)
+			st(bb, []int{bb, c}, "v%d = bits.RotateLeft64(v%d^v%d, -63)", bb, bb, c)
+		}
+	}
+	live := map[int]bool{0: true, 8: true} // the result reads v0 and v8
+	keep := make([]bool, len(stmts))
+	for i := len(stmts) - 1; i >= 0; i-- {
+		st := stmts[i]
+		if st.dst < 0 || live[st.dst] {
+			keep[i] = true
+			if st.dst >= 0 {
+				delete(live, st.dst)
+				for _, r := range st.reads {
+					live[r] = true
+				}
+			}
+		}
+	}
+	for i, st := range stmts {
+		switch {
+		case !keep[i]:
+		case st.dst < 0:
+			p("\t%s", st.comment)
+		default:
+			p("\t%s", st.code)
 		}
 	}
 	p("\treturn h0 ^ v0 ^ v8")
