@@ -21,35 +21,42 @@ func BenchmarkReadUnit(b *testing.B) {
 			opts Options
 		}{{"all", Options{}}, {"language", Options{Features: []string{}}}} {
 			b.Run(name+"/"+mode.name, func(b *testing.B) {
-				dir := filepath.Join(conformanceDir(b), name)
-				src := mustDir(b, dir)
-				ctx := context.Background()
-				ds, err := OpenDataset(ctx, src)
-				if err != nil {
-					b.Skip(err)
-				}
-				units, err := Plan(ctx, src, ds, Selection{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.ReportAllocs()
-				b.ResetTimer()
-				frames := 0
-				cpu0, m0 := cpuTime(), mallocs()
-				for b.Loop() {
-					for _, u := range units {
-						bt, err := ReadUnit(ctx, src, ds, u, mode.opts)
-						if err != nil {
-							b.Fatal(err)
-						}
-						frames += bt.Len()
-					}
-				}
-				reportFrames(b, frames, cpuTime()-cpu0, mallocs()-m0)
+				benchReadAll(b, filepath.Join(conformanceDir(b), name), mode.opts, b.Skip)
 				b.ReportMetric(0, "ns/op")
 			})
 		}
 	}
+}
+
+// benchReadAll reads every unit of the dataset in dir per op and reports
+// frames/s, CPU and allocations per frame; onOpenErr handles a dataset
+// that cannot be opened (b.Skip or b.Fatal).
+func benchReadAll(b *testing.B, dir string, opts Options, onOpenErr func(...any)) {
+	src := mustDir(b, dir)
+	ctx := context.Background()
+	ds, err := OpenDataset(ctx, src)
+	if err != nil {
+		onOpenErr(err)
+		return
+	}
+	units, err := Plan(ctx, src, ds, Selection{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	frames := 0
+	cpu0, m0 := cpuTime(), mallocs()
+	for b.Loop() {
+		for _, u := range units {
+			bt, err := ReadUnit(ctx, src, ds, u, opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			frames += bt.Len()
+		}
+	}
+	reportFrames(b, frames, cpuTime()-cpu0, mallocs()-m0)
 }
 
 // benchDataset returns a generated dataset of about 100k frames (cached in
@@ -82,31 +89,7 @@ func BenchmarkReadGenerated(b *testing.B) {
 			opts Options
 		}{{"all", Options{}}, {"language", Options{Features: []string{}}}} {
 			b.Run(string(v)+"/"+mode.name, func(b *testing.B) {
-				dir := benchDataset(b, v)
-				src := mustDir(b, dir)
-				ctx := context.Background()
-				ds, err := OpenDataset(ctx, src)
-				if err != nil {
-					b.Fatal(err)
-				}
-				units, err := Plan(ctx, src, ds, Selection{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.ReportAllocs()
-				b.ResetTimer()
-				frames := 0
-				cpu0, m0 := cpuTime(), mallocs()
-				for b.Loop() {
-					for _, u := range units {
-						bt, err := ReadUnit(ctx, src, ds, u, mode.opts)
-						if err != nil {
-							b.Fatal(err)
-						}
-						frames += bt.Len()
-					}
-				}
-				reportFrames(b, frames, cpuTime()-cpu0, mallocs()-m0)
+				benchReadAll(b, benchDataset(b, v), mode.opts, b.Fatal)
 			})
 		}
 	}
