@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what the tests need and runs every test: Debian's FFmpeg (camera frames, torchcodec),
+# a cached Python 3.12 virtualenv with the pinned test requirements (torch, torchdata, lerobot,
+# huggingface_hub, pyarrow, av; scripts/venv.sh), the Go modules; then go vet, go test and the
+# Python suites. This is the README's test command and what .ci/run runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export DEBIAN_FRONTEND=noninteractive
+start=$(date +%s)
+if ! command -v ffmpeg >/dev/null 2>&1 || ! command -v ffprobe >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "scripts/test.sh: installing Debian's ffmpeg" >&2
+    (apt-get update -qq && apt-get install -y -qq ffmpeg) >/dev/null
+  else
+    echo "scripts/test.sh: ffmpeg is missing; install it (sudo apt-get install ffmpeg)" >&2
+    exit 1
+  fi
+fi
+venv=$(scripts/venv.sh)
+export LRSTREAM_PYTHON="$venv/bin/python" LRSTREAM_REQUIRE_PYTHON=1
+go mod download
+go vet ./...
+go test ./...
+"$venv/bin/python" -m pytest -q python/tests
+echo "scripts/test.sh: all suites passed in $(( $(date +%s) - start )) s" >&2
