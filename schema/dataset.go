@@ -245,8 +245,28 @@ type featureJSON struct {
 	Names json.RawMessage `json:"names"`
 }
 
-// ParseInfo parses meta/info.json, keeping the features in file order.
+// ParseInfo parses meta/info.json, keeping the features in file order,
+// and checks its meaning (Info.Check): it fails on the first problem, a
+// *VersionError for a dataset that is not LeRobot v3.
 func ParseInfo(data []byte) (Info, error) {
+	in, err := ParseInfoUnchecked(data)
+	if err != nil {
+		return Info{}, err
+	}
+	if errs := in.Check(); len(errs) > 0 {
+		more := ""
+		if len(errs) > 1 {
+			more = fmt.Sprintf(" (and %d more problems: lrstream validate lists them)", len(errs)-1)
+		}
+		return Info{}, fmt.Errorf("info.json: %w%s", errs[0], more)
+	}
+	return in, nil
+}
+
+// ParseInfoUnchecked parses meta/info.json like ParseInfo without checking
+// its meaning: the caller runs Info.Check (lrstream validate reports every
+// problem instead of the first).
+func ParseInfoUnchecked(data []byte) (Info, error) {
 	var raw infoJSON
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return Info{}, fmt.Errorf("info.json: %w", err)

@@ -10,7 +10,11 @@ func TestParseInfo(t *testing.T) {
 		"codebase_version": "v3.0", "robot_type": "so101", "fps": 30,
 		"total_episodes": 2, "total_frames": 10, "total_tasks": 1, "chunks_size": 1000,
 		"data_path": "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet",
+		"video_path": "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4",
 		"features": {
+			"timestamp": {"dtype": "float32", "shape": [1]}, "frame_index": {"dtype": "int64", "shape": [1]},
+			"episode_index": {"dtype": "int64", "shape": [1]}, "index": {"dtype": "int64", "shape": [1]},
+			"task_index": {"dtype": "int64", "shape": [1]},
 			"z.last": {"dtype": "float32", "shape": [6], "names": ["a","b","c","d","e","f"]},
 			"observation.images.front": {"dtype": "video", "shape": [480, 640, 3], "names": ["height", "width", "channels"]},
 			"a.first": {"dtype": "int64", "shape": [1], "names": null},
@@ -26,7 +30,7 @@ func TestParseInfo(t *testing.T) {
 	for _, f := range in.Features {
 		names = append(names, f.Name)
 	}
-	if got := strings.Join(names, " "); got != "z.last observation.images.front a.first language_persistent motors" {
+	if got := strings.Join(names[5:], " "); got != "z.last observation.images.front a.first language_persistent motors" {
 		t.Fatalf("feature order %q", got)
 	}
 	if in.FPS != 30 || in.CodebaseVersion != "v3.0" || in.TotalFrames != 10 || in.ChunksSize != 1000 {
@@ -94,5 +98,55 @@ func TestDatasetLookups(t *testing.T) {
 	}
 	if _, ok := d.Episode(2); ok {
 		t.Error("Episode(2) found")
+	}
+}
+
+// validInfo is a minimal info.json that ParseInfo accepts; the table of
+// TestParseInfoMeaning edits one field at a time.
+const validInfo = `{"codebase_version": "v3.0", "fps": 30, "chunks_size": 1000,
+	"total_episodes": 2, "total_frames": 10, "total_tasks": 1,
+	"data_path": "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet",
+	"video_path": "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4",
+	"features": {
+		"timestamp": {"dtype": "float32", "shape": [1]}, "frame_index": {"dtype": "int64", "shape": [1]},
+		"episode_index": {"dtype": "int64", "shape": [1]}, "index": {"dtype": "int64", "shape": [1]},
+		"task_index": {"dtype": "int64", "shape": [1]},
+		"action": {"dtype": "float32", "shape": [6]},
+		"observation.images.top": {"dtype": "video", "shape": [480, 640, 3]},
+		"language_persistent": {"dtype": "language", "shape": [1]}
+	}}`
+
+func TestParseInfoMeaning(t *testing.T) {
+	if _, err := ParseInfo([]byte(validInfo)); err != nil {
+		t.Fatalf("valid info: %v", err)
+	}
+	for _, c := range []struct{ old, new, want string }{
+		{`"fps": 30`, `"fps": 0`, "fps 0"},
+		{`"fps": 30`, `"fps": -30`, "fps -30"},
+		{`"fps": 30`, `"fps": 1e999`, "fps"},
+		{`"chunks_size": 1000`, `"chunks_size": 0`, "chunks_size 0"},
+		{`"total_frames": 10`, `"total_frames": -1`, "total_frames -1 is negative"},
+		{`"total_frames": 10`, `"total_frames": 1`, "total_frames 1 < total_episodes 2"},
+		{`"total_episodes": 2`, `"total_episodes": -2`, "total_episodes -2"},
+		{`"shape": [6]`, `"shape": [0]`, `"action": shape [0]`},
+		{`"shape": [6]`, `"shape": [6, -1]`, `"action": shape [6 -1]`},
+		{`"action": {"dtype": "float32"`, `"action": {"dtype": "float33"`, `unknown dtype "float33"`},
+		{`{chunk_index:03d}/file-{file_index:03d}.parquet`, `{episode_chunk:03d}/file-{file_index:03d}.parquet`, `data_path`},
+		{`data/chunk-{chunk_index:03d}`, `../chunk-{chunk_index:03d}`, "not a relative path inside the dataset"},
+		{`data/chunk-{chunk_index:03d}`, `/data/chunk-{chunk_index:03d}`, "not a relative path"},
+		{`file-{file_index:03d}.parquet`, `file-{file_index:03d}.csv`, "not name a .parquet file"},
+		{`videos/{video_key}/chunk-{chunk_index:03d}`, `videos/{camera}/chunk-{chunk_index:03d}`, `video_path`},
+		{`"codebase_version": "v3.0"`, `"codebase_version": "v2.1"`, ConvertV21Module},
+		{`"codebase_version": "v3.0"`, `"codebase_version": ""`, "no codebase_version"},
+		{`"index": {"dtype": "int64", "shape": [1]},`, ``, `"index" (a core frame column) is not declared`},
+	} {
+		s := strings.Replace(validInfo, c.old, c.new, 1)
+		if s == validInfo {
+			t.Fatalf("case %q not applied", c.old)
+		}
+		_, err := ParseInfo([]byte(s))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s → %s: error %v, want %q", c.old, c.new, err, c.want)
+		}
 	}
 }
