@@ -24,6 +24,24 @@ type Dataset struct {
 	Tasks []Task
 	// Episodes is sorted by Episode.Index.
 	Episodes []Episode
+	// Tolerate, when set, receives the metadata inconsistencies a user
+	// chose to be warned about instead of failing on (--on-inconsistent
+	// warn): totals that disagree with the episodes index, episodes that
+	// the data files and the index place differently. Readers then
+	// continue; the frames concerned are reported through it, not
+	// streamed. nil means every inconsistency is an error. It must be safe
+	// for concurrent use.
+	Tolerate func(error)
+}
+
+// Inconsistent returns err, or nil after passing err to d.Tolerate when
+// the user chose to be warned about inconsistencies.
+func (d *Dataset) Inconsistent(err error) error {
+	if err == nil || d.Tolerate == nil {
+		return err
+	}
+	d.Tolerate(err)
+	return nil
 }
 
 // Info is the content of meta/info.json that lrstream uses.
@@ -193,6 +211,8 @@ type Episode struct {
 	// DataChunk and DataFile locate the data file holding the episode.
 	DataChunk, DataFile int64
 	Tasks               []string
+	// IndexFile is the meta/episodes file listing the episode.
+	IndexFile string
 }
 
 // TaskText returns the canonical task string of task_index i.

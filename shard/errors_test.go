@@ -200,7 +200,10 @@ func TestErrorUndeclaredLanguageColumn(t *testing.T) {
 	dir := copyDataset(t, inferredDir(t))
 	p := filepath.Join(dir, "meta/info.json")
 	data, _ := os.ReadFile(p)
-	s := strings.Replace(string(data), `"language_events"`, `"language_events_renamed"`, 1)
+	// Rename the declaration to a string feature (undeclaring the column).
+	s := strings.Replace(string(data), `"language_events": {
+            "dtype": "language"`, `"language_events_renamed": {
+            "dtype": "string"`, 1)
 	os.WriteFile(p, []byte(s), 0o644)
 	err := readAllErr(mustDir(t, dir), Selection{}, Options{})
 	wantErr(t, err, "data/chunk-000/file-000.parquet", "row group 0", "language_events", "not declared")

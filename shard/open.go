@@ -32,21 +32,32 @@ const (
 )
 
 // OpenDataset reads a dataset's metadata: meta/info.json, meta/tasks.parquet
-// and every meta/episodes/chunk-*/file-*.parquet.
+// and every meta/episodes/chunk-*/file-*.parquet. It checks info.json's
+// meaning (schema.Info.Check; a dataset that is not LeRobot v3 gets a
+// *schema.VersionError saying how to convert it) and the episodes index
+// against itself and info.json's totals: any inconsistency is an error
+// (OpenDatasetWith can tolerate them).
 func OpenDataset(ctx context.Context, src fetch.Source) (ds *schema.Dataset, err error) {
+	return openDataset(ctx, src, OpenOptions{})
+}
+
+func openDataset(ctx context.Context, src fetch.Source, opts OpenOptions) (ds *schema.Dataset, err error) {
 	data, err := fetch.ReadAll(ctx, src, InfoPath)
 	if err != nil {
 		return nil, fileErr(src.ID(), InfoPath, err)
 	}
 	info, err := schema.ParseInfo(data)
 	if err != nil {
-		return nil, fileErr(src.ID(), InfoPath, err)
+		return nil, fileErr(src.ID(), InfoPath, versionError(ctx, src, err))
 	}
-	ds = &schema.Dataset{ID: src.ID(), Revision: src.Revision(), Info: info}
+	ds = &schema.Dataset{ID: src.ID(), Revision: src.Revision(), Info: info, Tolerate: opts.Tolerate}
 	if ds.Tasks, err = readTasks(ctx, src); err != nil {
 		return nil, err
 	}
 	if ds.Episodes, err = readEpisodes(ctx, src); err != nil {
+		return nil, err
+	}
+	if err := checkIndex(ds, src); err != nil {
 		return nil, err
 	}
 	return ds, nil
@@ -463,7 +474,7 @@ func readEpisodeFile(ctx context.Context, src fetch.Source, name string) ([]sche
 	for i := range eps {
 		e := &eps[i]
 		e.Index, e.FromIndex, e.ToIndex = epi[i], from[i], to[i]
-		e.DataChunk, e.DataFile = chunk[i], fileIdx[i]
+		e.DataChunk, e.DataFile, e.IndexFile = chunk[i], fileIdx[i], name
 		if length != nil {
 			e.Length = length[i]
 		} else {

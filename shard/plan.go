@@ -44,6 +44,10 @@ type planFile struct {
 	first    int64             // smallest dataset_from_index
 	meta     *metadata.FileMetaData
 	err      error
+	// foreign marks the row groups holding frames of episodes the index
+	// does not assign to the file (tolerated inconsistencies): their units
+	// are read Partial, keeping only the indexed episodes' frames.
+	foreign map[int]bool
 }
 
 // footerParallelism bounds concurrent footer reads in Plan.
@@ -118,6 +122,12 @@ func Plan(ctx context.Context, src fetch.Source, ds *schema.Dataset, sel Selecti
 		if f.err != nil {
 			return nil, f.err
 		}
+		if err := checkFileSchema(src, ds, f.path, f.meta); err != nil {
+			return nil, err
+		}
+		if err := checkFileEpisodes(src, ds, f); err != nil {
+			return nil, err
+		}
 		us, err := planRowGroups(src, f, sel)
 		if err != nil {
 			return nil, err
@@ -157,7 +167,7 @@ func planRowGroups(src fetch.Source, f *planFile, sel Selection) (units []Unit, 
 		if len(u.Episodes) == 0 {
 			continue
 		}
-		u.Partial = !sel.All() && (!ok || len(u.Episodes) < present || hi-lo+1 > int64(present))
+		u.Partial = !sel.All() && (!ok || len(u.Episodes) < present || hi-lo+1 > int64(present)) || f.foreign[rg]
 		units = append(units, u)
 	}
 	return units, nil

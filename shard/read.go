@@ -363,7 +363,7 @@ func ReadUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 			opts.counts.fast.Add(1)
 		}
 	}
-	return d.decode(feats)
+	return frameChecker(src, ds, &u)(d.decode(feats))
 }
 
 type decoder struct {
