@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/term"
 
@@ -35,6 +36,8 @@ type runFlags struct {
 	cache             string
 	deltas            string
 	tolerance         float64
+	onInconsistent    string
+	strict            bool
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -49,6 +52,8 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.workers, "workers", 0, "row groups decoded and rendered in parallel (default: the number of cores)")
 	fs.StringVar(&f.deltas, "delta-timestamps", "", "gather features at time offsets within the episode, LeRobot delta_timestamps style: KEY=SECONDS,... e.g. 'action=0:50/30,observation.state=-1/30,0' (docs/training.md)")
 	fs.Float64Var(&f.tolerance, "tolerance-s", pipeline.DefaultTolerance, "delta timestamps must be multiples of 1/fps within this many seconds")
+	fs.StringVar(&f.onInconsistent, "on-inconsistent", "fail", "metadata that disagrees with itself or the data files (frames the index promises but cannot deliver): fail, or warn (report each on stderr and go on without those frames); docs/validate.md")
+	fs.BoolVar(&f.strict, "strict", false, "fail instead of warning when --episodes names episodes the dataset does not have")
 	fs.StringVar(&f.cache, "cache", "full", "Hub data shards: full (download into the HF cache) or none (stream byte ranges)")
 }
 
@@ -178,12 +183,32 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 			return nil, err
 		}
 	}
-	ds, err := shard.OpenDataset(ctx, src)
+	var openOpts shard.OpenOptions
+	switch f.onInconsistent {
+	case "fail":
+	case "warn":
+		var mu sync.Mutex // Plan reports from its own goroutine
+		openOpts.Tolerate = func(err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			fmt.Fprintf(e.stderr, "warning: %v\n", err)
+		}
+	default:
+		return nil, fmt.Errorf("--on-inconsistent must be fail or warn, not %q", f.onInconsistent)
+	}
+	ds, err := shard.OpenDatasetWith(ctx, src, openOpts)
 	if err != nil {
 		return nil, err
 	}
 	if err := shard.CheckSelection(ds, sel); err != nil {
 		return nil, err
+	}
+	if miss := shard.MissingEpisodes(ds, sel); len(miss) > 0 {
+		msg := fmt.Sprintf("--episodes: %s has no episode %s (it has %d episodes)", ds.ID, miss, len(ds.Episodes))
+		if f.strict {
+			return nil, errors.New(msg + " (--strict)")
+		}
+		fmt.Fprintf(e.stderr, "warning: %s; reading the others\n", msg)
 	}
 	for _, n := range features {
 		ft, ok := ds.Info.Feature(n)
