@@ -21,6 +21,11 @@ type OpenOptions struct {
 	// on them; it is kept as the dataset's schema.Dataset.Tolerate, so that
 	// Plan reports the data-file inconsistencies it finds through it too.
 	Tolerate func(error)
+	// SkipInfoCheck opens a dataset whose info.json fails schema.Info.Check
+	// (except a *schema.VersionError): for lint tools that report those
+	// problems themselves (lrstream validate); such a dataset must not be
+	// streamed.
+	SkipInfoCheck bool
 }
 
 // OpenDatasetWith is OpenDataset with options.

@@ -1,7 +1,6 @@
 package shard
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"math"
@@ -11,13 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
-
+	"github.com/lrstream/lrstream/internal/tamper"
 	"github.com/lrstream/lrstream/schema"
 )
 
@@ -38,106 +31,20 @@ const (
 	dataFile1    = "data/chunk-000/file-001.parquet"
 )
 
-// rewriteTable rewrites a parquet file through edit, which may change,
-// add or drop columns; the file keeps one row group per rows rows (0: one).
-func rewriteTable(t *testing.T, path string, edit func(fields []arrow.Field, cols []arrow.Array) ([]arrow.Field, []arrow.Array)) {
-	t.Helper()
-	f, err := file.OpenParquetFile(path, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fr, _ := pqarrow.NewFileReader(f, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
-	tbl, err := fr.ReadTable(context.Background())
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fields []arrow.Field
-	var cols []arrow.Array
-	for i := 0; i < int(tbl.NumCols()); i++ {
-		a, _ := oneChunk(tbl.Column(i).Data())
-		fields = append(fields, tbl.Schema().Field(i))
-		cols = append(cols, a)
-	}
-	fields, cols = edit(fields, cols)
-	rec := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, tbl.NumRows())
-	var buf bytes.Buffer
-	w, err := pqarrow.NewFileWriter(rec.Schema(), &buf, parquet.NewWriterProperties(parquet.WithStats(true)), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// setInt sets row of the integer column col to v.
-func setInt(col string, row int, v int64) func([]arrow.Field, []arrow.Array) ([]arrow.Field, []arrow.Array) {
-	return func(fields []arrow.Field, cols []arrow.Array) ([]arrow.Field, []arrow.Array) {
-		for i, f := range fields {
-			if f.Name != col {
-				continue
-			}
-			vals, err := int64Values(cols[i])
-			if err != nil {
-				panic(err)
-			}
-			vals[row] = v
-			b := array.NewInt64Builder(memory.DefaultAllocator)
-			b.AppendValues(vals, nil)
-			cols[i], fields[i].Type = b.NewArray(), arrow.PrimitiveTypes.Int64
-		}
-		return fields, cols
-	}
-}
-
-// setTimestamp sets row of the timestamp column to v.
-func setTimestamp(row int, v float32) func([]arrow.Field, []arrow.Array) ([]arrow.Field, []arrow.Array) {
-	return func(fields []arrow.Field, cols []arrow.Array) ([]arrow.Field, []arrow.Array) {
-		for i, f := range fields {
-			if f.Name == ColTimestamp {
-				vals := append([]float32(nil), cols[i].(*array.Float32).Float32Values()...)
-				vals[row] = v
-				b := array.NewFloat32Builder(memory.DefaultAllocator)
-				b.AppendValues(vals, nil)
-				cols[i] = b.NewArray()
-			}
-		}
-		return fields, cols
-	}
-}
-
-func dropColumn(col string) func([]arrow.Field, []arrow.Array) ([]arrow.Field, []arrow.Array) {
-	return func(fields []arrow.Field, cols []arrow.Array) ([]arrow.Field, []arrow.Array) {
-		for i, f := range fields {
-			if f.Name == col {
-				return append(fields[:i:i], fields[i+1:]...), append(cols[:i:i], cols[i+1:]...)
-			}
-		}
-		panic("no column " + col)
-	}
-}
-
 func editInfo(old, new string) func(t *testing.T, dir string) {
 	return func(t *testing.T, dir string) {
-		p := filepath.Join(dir, InfoPath)
-		data, _ := os.ReadFile(p)
-		s := strings.Replace(string(data), old, new, 1)
-		if s == string(data) {
-			t.Fatalf("info.json has no %q", old)
+		if err := tamper.Replace(filepath.Join(dir, InfoPath), old, new); err != nil {
+			t.Fatal(err)
 		}
-		os.WriteFile(p, []byte(s), 0o644)
 	}
 }
 
-func editParquet(name string, edit func([]arrow.Field, []arrow.Array) ([]arrow.Field, []arrow.Array)) func(t *testing.T, dir string) {
-	return func(t *testing.T, dir string) { rewriteTable(t, filepath.Join(dir, name), edit) }
+func editParquet(name string, edit tamper.Edit) func(t *testing.T, dir string) {
+	return func(t *testing.T, dir string) {
+		if err := tamper.Parquet(filepath.Join(dir, name), edit); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // integrityCases are the tamperings of issue 17 (items 2-6) and issue 16
@@ -154,35 +61,35 @@ var integrityCases = []struct {
 	// on: a frame that disagrees with the index is never streamed.
 	readErr string
 }{
-	{"episode moved to another file", editParquet(episodesFile, setInt("data/file_index", 2, 1)),
+	{"episode moved to another file", editParquet(episodesFile, tamper.SetInt("data/file_index", 2, 1)),
 		[]string{dataFile0, "row group 2", "episode 2", "does not assign to this file", "assigns it to " + dataFile1}, true, ""},
-	{"episode id changed", editParquet(episodesFile, setInt("episode_index", 3, 99)),
+	{"episode id changed", editParquet(episodesFile, tamper.SetInt("episode_index", 3, 99)),
 		[]string{dataFile0, "episode 3", "does not assign to this file"}, true, ""},
-	{"episode range shifted", editParquet(episodesFile, setInt("dataset_to_index", 15, 1064)),
+	{"episode range shifted", editParquet(episodesFile, tamper.SetInt("dataset_to_index", 15, 1064)),
 		[]string{episodesFile, "episode 15", "length 85", "spans 84"}, true, "index 1064 is outside episode 15's range [980, 1064)"},
 	{"total_frames", editInfo(`"total_frames": 1065`, `"total_frames": 1066`),
 		[]string{InfoPath, "total_frames is 1066", "1065 frames"}, true, ""},
 	{"total_episodes", editInfo(`"total_episodes": 16`, `"total_episodes": 17`),
 		[]string{InfoPath, "total_episodes is 17", "16 episodes"}, true, ""},
-	{"data row of another indexed episode", editParquet(dataFile0, setInt(ColEpisodeIndex, 70, 0)),
+	{"data row of another indexed episode", editParquet(dataFile0, tamper.SetInt(ColEpisodeIndex, 70, 0)),
 		[]string{dataFile0, "row group 0", "episode 0", "index 70", "outside episode 0's range [0, 68)"}, false, ""},
-	{"data row of an unindexed episode", editParquet(dataFile0, setInt(ColEpisodeIndex, 70, 99)),
+	{"data row of an unindexed episode", editParquet(dataFile0, tamper.SetInt(ColEpisodeIndex, 70, 99)),
 		[]string{dataFile0, "episode 99", "does not assign to this file"}, true, ""},
-	{"data row of an episode of another file", editParquet(dataFile0, setInt(ColEpisodeIndex, 70, 7)),
+	{"data row of an episode of another file", editParquet(dataFile0, tamper.SetInt(ColEpisodeIndex, 70, 7)),
 		[]string{dataFile0, "episode 7", "assigns it to " + dataFile1}, true, ""},
-	{"language column missing from one file", editParquet(dataFile1, dropColumn(schema.ColumnPersistent)),
+	{"language column missing from one file", editParquet(dataFile1, tamper.Drop(schema.ColumnPersistent)),
 		[]string{dataFile1, "column language_persistent", "language column declared in meta/info.json is missing"}, false, ""},
-	{"numeric feature missing from one file", editParquet(dataFile1, dropColumn("action")),
+	{"numeric feature missing from one file", editParquet(dataFile1, tamper.Drop("action")),
 		[]string{dataFile1, "column action", "missing"}, false, ""},
-	{"task_index not in tasks", editParquet(dataFile0, setInt(ColTaskIndex, 70, 42)),
+	{"task_index not in tasks", editParquet(dataFile0, tamper.SetInt(ColTaskIndex, 70, 42)),
 		[]string{dataFile0, "episode 1", "index 70", "frame_index 2", "task_index 42 is not in meta/tasks.parquet"}, false, ""},
-	{"frame_index off", editParquet(dataFile0, setInt(ColFrameIndex, 70, 5)),
+	{"frame_index off", editParquet(dataFile0, tamper.SetInt(ColFrameIndex, 70, 5)),
 		[]string{dataFile0, "episode 1", "index 70", "frame_index 5"}, false, ""},
-	{"NaN timestamp", editParquet(dataFile0, setTimestamp(0, float32(math.NaN()))),
+	{"NaN timestamp", editParquet(dataFile0, tamper.SetFloat32(ColTimestamp, 0, float32(math.NaN()))),
 		[]string{dataFile0, "row group 0", "episode 0", "index 0", "frame_index 0", "timestamp NaN"}, false, ""},
-	{"+inf timestamp", editParquet(dataFile0, setTimestamp(70, float32(math.Inf(1)))),
+	{"+inf timestamp", editParquet(dataFile0, tamper.SetFloat32(ColTimestamp, 70, float32(math.Inf(1)))),
 		[]string{dataFile0, "episode 1", "frame_index 2", "timestamp +Inf"}, false, ""},
-	{"negative timestamp", editParquet(dataFile0, setTimestamp(70, -0.5)),
+	{"negative timestamp", editParquet(dataFile0, tamper.SetFloat32(ColTimestamp, 70, -0.5)),
 		[]string{dataFile0, "episode 1", "frame_index 2", "timestamp -0.5"}, false, ""},
 	{"v2.1 label on a v3 layout", editInfo(`"codebase_version": "v3.0"`, `"codebase_version": "v2.1"`),
 		[]string{InfoPath, schema.ConvertV21Module, "v3 layout"}, false, ""},

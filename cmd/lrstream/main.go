@@ -41,6 +41,7 @@ func commands() []command {
 		serveCommand(),
 		prerenderCommand(),
 		verifyCommand(),
+		validateCommand(),
 		benchCommand(),
 	}
 }
