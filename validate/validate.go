@@ -98,8 +98,8 @@ type Report struct {
 	FramesRead int64 `json:"frames_read"`
 	// Checked lists the checks run; NotChecked says what could not be
 	// checked, and why.
-	Checked    []string `json:"checked"`
-	NotChecked []string `json:"not_checked"`
+	Checked    []string  `json:"checked"`
+	NotChecked []string  `json:"not_checked"`
 	Findings   []Finding `json:"findings"`
 	// Errors and Warnings count the findings of each severity.
 	Errors   int `json:"errors"`
