@@ -173,3 +173,39 @@ func Replace(path, old, new string) error {
 	}
 	return os.WriteFile(path, []byte(s), 0o644)
 }
+
+// SetString sets row of the string column col to v.
+func SetString(col string, row int, v string) Edit {
+	return func(fields []arrow.Field, cols []arrow.Array) ([]arrow.Field, []arrow.Array, error) {
+		i, err := find(fields, col)
+		if err != nil {
+			return nil, nil, err
+		}
+		a, ok := cols[i].(*array.String)
+		if !ok {
+			return nil, nil, fmt.Errorf("column %s: type %s", col, cols[i].DataType())
+		}
+		b := array.NewStringBuilder(memory.DefaultAllocator)
+		for k := 0; k < a.Len(); k++ {
+			if k == row {
+				b.Append(v)
+			} else {
+				b.Append(a.Value(k))
+			}
+		}
+		cols[i] = b.NewArray()
+		return fields, cols, nil
+	}
+}
+
+// Rename renames column from to to.
+func Rename(from, to string) Edit {
+	return func(fields []arrow.Field, cols []arrow.Array) ([]arrow.Field, []arrow.Array, error) {
+		i, err := find(fields, from)
+		if err != nil {
+			return nil, nil, err
+		}
+		fields[i].Name = to
+		return fields, cols, nil
+	}
+}

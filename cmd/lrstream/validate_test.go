@@ -1,0 +1,67 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lrstream/lrstream/validate"
+)
+
+func TestValidateCommand(t *testing.T) {
+	clean := shared(t, "conformance", "datasets", "pub_jsonext_front_wrist")
+	bad := copyMeta(t, clean)
+	p := filepath.Join(bad, "meta", "info.json")
+	data, _ := os.ReadFile(p)
+	os.WriteFile(p, []byte(strings.Replace(string(data), `"fps": 10`, `"fps": 0`, 1)), 0o644)
+	for _, c := range []struct {
+		args       []string
+		code       int
+		out, errIn string
+	}{
+		{[]string{"validate", clean}, 0, "0 errors", ""},
+		{[]string{"validate", "--recipe", shared(t, "recipes", "subtask.yaml"), "--mode", "fallback", clean}, 0, "recipe subtask.yaml in mode fallback", ""},
+		{[]string{"validate", bad}, 1, "fps 0: want a positive", ""},
+		{[]string{"validate"}, 2, "", "DATASET is required"},
+		{[]string{"validate", clean, "extra"}, 2, "", `unexpected argument "extra"`},
+		{[]string{"validate", "--bogus", clean}, 2, "", "flag provided but not defined"},
+	} {
+		out, errb, code := runCmd(t, c.args...)
+		if code != c.code || !strings.Contains(out, c.out) || !strings.Contains(errb, c.errIn) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", c.args, code, out, errb)
+		}
+	}
+	out, _, code := runCmd(t, "validate", "--json", bad)
+	var rep validate.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 1 || rep.Errors == 0 || rep.Clean() || rep.FramesRead != 604 {
+		t.Fatalf("--json: exit %d, %v, %+v", code, err, rep)
+	}
+}
+
+// TestValidateFFprobe checks video lengths with the real ffprobe: a
+// 1-second video for episodes that last about a minute.
+func TestValidateFFprobe(t *testing.T) {
+	ffmpeg, err := exec.LookPath("ffmpeg")
+	if err != nil {
+		t.Skip("ffmpeg not on PATH (scripts/test.sh installs it)")
+	}
+	if _, err := exec.LookPath("ffprobe"); err != nil {
+		t.Skip("ffprobe not on PATH")
+	}
+	dir := copyMeta(t, shared(t, "conformance", "datasets", "pub_jsonext_front_wrist"))
+	for _, cam := range []string{"front", "wrist"} {
+		p := filepath.Join(dir, "videos", "observation.images."+cam, "chunk-000", "file-000.mp4")
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		cmd := exec.Command(ffmpeg, "-v", "error", "-f", "lavfi", "-i", "testsrc=size=32x32:rate=10:duration=1", "-pix_fmt", "yuv420p", p)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("ffmpeg: %v %s", err, out)
+		}
+	}
+	out, _, code := runCmd(t, "validate", dir)
+	if code != 1 || !strings.Contains(out, "past the video's end (1.000 s)") || !strings.Contains(out, "long enough for their episodes' to_timestamp (ffprobe)") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
