@@ -210,8 +210,8 @@ func toolCallsDataset(t testing.TB, text string) fstest.MapFS {
 		"episode_index": {"dtype": "int64", "shape": [1]}, "index": {"dtype": "int64", "shape": [1]},
 		"task_index": {"dtype": "int64", "shape": [1]}, "language_events": {"dtype": "language", "shape": [1]}}}`
 	return fstest.MapFS{
-		InfoPath:                                   {Data: []byte(info)},
-		TasksPath:                                  {Data: tasks},
+		InfoPath:  {Data: []byte(info)},
+		TasksPath: {Data: tasks},
 		"meta/episodes/chunk-000/file-000.parquet": {Data: eps},
 		"data/chunk-000/file-000.parquet":          {Data: data},
 	}
