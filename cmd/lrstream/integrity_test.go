@@ -1,11 +1,13 @@
 package main
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/lrstream/lrstream/internal/tamper"
 	"github.com/lrstream/lrstream/sink"
 )
 
@@ -72,5 +74,37 @@ func TestStreamOnInconsistent(t *testing.T) {
 	}
 	if _, errb, code := runCmd(t, append(args, "--on-inconsistent", "maybe")...); code == 0 || !strings.Contains(errb, "fail or warn") {
 		t.Fatalf("bad value: exit %d, stderr %q", code, errb)
+	}
+}
+
+// TestStreamFrameChecks: a task_index missing from tasks.parquet and a NaN
+// timestamp fail naming the frame, in both modes (not "use --mode
+// fallback").
+func TestStreamFrameChecks(t *testing.T) {
+	base := shared(t, "conformance", "datasets", "pub_jsonext_front_wrist")
+	rec := shared(t, "recipes", "subtask.yaml")
+	file := "data/chunk-000/file-000.parquet"
+	for _, c := range []struct {
+		edit tamper.Edit
+		want []string
+	}{
+		{tamper.SetInt("task_index", 3, 9), []string{file, "episode 0", "index 3", "frame_index 3", "task_index 9 is not in meta/tasks.parquet"}},
+		{tamper.SetFloat32("timestamp", 0, float32(math.NaN())), []string{file, "episode 0", "index 0", "frame_index 0", "timestamp NaN"}},
+	} {
+		dir := copyMeta(t, base)
+		if err := tamper.Parquet(filepath.Join(dir, file), c.edit); err != nil {
+			t.Fatal(err)
+		}
+		for _, mode := range []string{"drop", "fallback"} {
+			_, errb, code := runCmd(t, "stream", "--dataset", dir, "--recipe", rec, "--mode", mode, "--on-error", "skip", "-q")
+			if code == 0 || strings.Contains(errb, "--mode fallback") {
+				t.Errorf("%s: exit %d, stderr %q", mode, code, errb)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(errb, w) {
+					t.Errorf("%s: stderr %q lacks %q", mode, errb, w)
+				}
+			}
+		}
 	}
 }
