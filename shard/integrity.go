@@ -230,6 +230,25 @@ func checkFileEpisodes(src fetch.Source, ds *schema.Dataset, f *planFile) error 
 	return nil
 }
 
+// fileEpisodesErr adds to a data file's open error which episodes the
+// index assigns to the file (a changed data/file_index names a file that
+// does not exist).
+func fileEpisodesErr(f *planFile) error {
+	var se *Error
+	if !errors.As(f.err, &se) || se.File != f.path {
+		return f.err
+	}
+	ids := make([]string, 0, len(f.episodes))
+	for _, ep := range f.episodes {
+		ids = append(ids, fmt.Sprint(ep.Index))
+	}
+	if len(f.episodes) == 1 {
+		se.Episode = f.episodes[0].Index
+	}
+	se.Err = fmt.Errorf("%w (%s assigns episodes %s to this file)", se.Err, EpisodesDir, strings.Join(ids, ","))
+	return se
+}
+
 // frameChecker returns the check of a decoded batch against the metadata,
 // applied by ReadUnit to what it decoded: every frame's episode_index is an
 // episode the index assigns to the unit's file, its index lies in the

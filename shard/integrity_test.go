@@ -63,6 +63,8 @@ var integrityCases = []struct {
 }{
 	{"episode moved to another file", editParquet(episodesFile, tamper.SetInt("data/file_index", 2, 1)),
 		[]string{dataFile0, "row group 2", "episode 2", "does not assign to this file", "assigns it to " + dataFile1}, true, ""},
+	{"episode moved to a missing file", editParquet(episodesFile, tamper.SetInt("data/file_index", 2, 5)),
+		[]string{dataFile0, "episode 2", "assigns it to data/chunk-000/file-005.parquet"}, false, ""},
 	{"episode id changed", editParquet(episodesFile, tamper.SetInt("episode_index", 3, 99)),
 		[]string{dataFile0, "episode 3", "does not assign to this file"}, true, ""},
 	{"episode range shifted", editParquet(episodesFile, tamper.SetInt("dataset_to_index", 15, 1064)),
@@ -182,4 +184,28 @@ func TestMissingEpisodes(t *testing.T) {
 			t.Errorf("MissingEpisodes(%q) = %q, want %q", c.sel, got, c.want)
 		}
 	}
+}
+
+// TestV21Dataset: a v2.1 layout is told to convert, without the v3-layout
+// note.
+func TestV21Dataset(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "meta"), 0o755)
+	os.WriteFile(filepath.Join(dir, "meta/info.json"), []byte(`{"codebase_version": "v2.1", "fps": 30, "chunks_size": 1000,
+		"data_path": "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet", "features": {}}`), 0o644)
+	os.WriteFile(filepath.Join(dir, "meta/episodes.jsonl"), []byte(`{"episode_index": 0, "length": 10}`+"\n"), 0o644)
+	_, err := OpenDataset(context.Background(), mustDir(t, dir))
+	wantErr(t, err, "meta/info.json", `codebase_version "v2.1"`, "python -m "+schema.ConvertV21Module)
+	if strings.Contains(err.Error(), "v3 layout") {
+		t.Errorf("v3-layout note on a v2.1 layout: %v", err)
+	}
+}
+
+// TestMissingDataFile: selecting only the episode whose data file does not
+// exist names the file and the episode.
+func TestMissingDataFile(t *testing.T) {
+	dir := copyDataset(t, sortedDir(t))
+	editParquet(episodesFile, tamper.SetInt("data/file_index", 2, 5))(t, dir)
+	sel, _ := ParseSelection("2", "")
+	wantErr(t, readAllErr(mustDir(t, dir), sel, Options{}), "data/chunk-000/file-005.parquet", "episode 2", "assigns episodes 2 to this file")
 }

@@ -120,7 +120,7 @@ func Plan(ctx context.Context, src fetch.Source, ds *schema.Dataset, sel Selecti
 	var units []Unit
 	for _, f := range files {
 		if f.err != nil {
-			return nil, f.err
+			return nil, fileEpisodesErr(f)
 		}
 		if err := checkFileSchema(src, ds, f.path, f.meta); err != nil {
 			return nil, err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -63,5 +64,24 @@ func TestValidateFFprobe(t *testing.T) {
 	out, _, code := runCmd(t, "validate", dir)
 	if code != 1 || !strings.Contains(out, "past the video's end (1.000 s)") || !strings.Contains(out, "long enough for their episodes' to_timestamp (ffprobe)") {
 		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+// TestValidateHub validates a Hub dataset (from a warm cache, offline)
+// the way the other commands open it.
+func TestValidateHub(t *testing.T) {
+	ds := shared(t, "conformance", "datasets", "pub_jsonext_front_wrist")
+	sha := strings.Repeat("cd34", 10)
+	cache := warmCache(t, ds, "lerobot-test/jsonext", sha)
+	vars := map[string]string{"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": cache}
+	e, out, errb := genEnv()
+	e.getenv = func(k string) string { return vars[k] }
+	code := run(context.Background(), e, []string{"validate", "--json", "lerobot-test/jsonext"})
+	var rep validate.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || code != 0 {
+		t.Fatalf("exit %d, %v, stderr %s", code, err, errb)
+	}
+	if rep.Dataset != "lerobot-test/jsonext" || rep.Revision != sha || rep.FramesRead != 604 || !rep.Clean() {
+		t.Fatalf("report %+v", rep)
 	}
 }
