@@ -33,6 +33,24 @@ func OpenDatasetWith(ctx context.Context, src fetch.Source, opts OpenOptions) (*
 	return openDataset(ctx, src, opts)
 }
 
+// trimmedErr is an error with a shorter message than its cause's.
+type trimmedErr struct {
+	msg string
+	err error
+}
+
+func (e *trimmedErr) Error() string { return e.msg }
+func (e *trimmedErr) Unwrap() error { return e.err }
+
+// trimInfo drops schema.ParseInfo's "info.json: " prefix from err: the
+// *Error wrapping it names meta/info.json already.
+func trimInfo(err error) error {
+	if msg, ok := strings.CutPrefix(err.Error(), "info.json: "); ok {
+		return &trimmedErr{msg: msg, err: err}
+	}
+	return err
+}
+
 // versionError completes a *schema.VersionError for a v2.x label on a v3
 // layout (meta/episodes/ present), which is refused as well: the label is
 // what LeRobot checks, and a wrong one hides which format the files are.

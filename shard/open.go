@@ -61,7 +61,7 @@ func openDataset(ctx context.Context, src fetch.Source, opts OpenOptions) (ds *s
 	}
 	info, err := parse(data)
 	if err != nil {
-		return nil, fileErr(src.ID(), InfoPath, versionError(ctx, src, err))
+		return nil, fileErr(src.ID(), InfoPath, versionError(ctx, src, trimInfo(err)))
 	}
 	ds = &schema.Dataset{ID: src.ID(), Revision: src.Revision(), Info: info, Tolerate: opts.Tolerate}
 	if ds.Tasks, err = readTasks(ctx, src); err != nil {

@@ -59,6 +59,9 @@ func (v *validator) recipe(ctx context.Context) {
 			v.c.add(Finding{Severity: Warning, Check: CheckRecipe, Message: fmt.Sprintf("component %s rendered no frame of %d: %s, or renders None on this dataset", names[i], st.Frames, why)})
 		}
 	}
+	if !rec.IsBlend() && len(st.Components) == 1 && st.Components[0] == 0 && st.Frames > 0 {
+		v.c.add(Finding{Severity: Warning, Check: CheckRecipe, Message: fmt.Sprintf("the recipe rendered no frame of %d: every frame renders None (dropped, or the task fallback)", st.Frames)})
+	}
 	if v.opts.Mode == render.ModeDrop && st.Passthrough > 0 && st.Rendered > 0 {
 		v.c.add(Finding{Severity: Error, Check: CheckRecipe, Message: fmt.Sprintf("--mode drop cannot batch this dataset: %d frames pass through without messages and %d render messages, and a batch cannot mix them (use --mode fallback)", st.Passthrough, st.Rendered)})
 	}
