@@ -100,7 +100,7 @@ func (in *Info) Check() []error {
 		if f.Name == "" {
 			add("a feature has an empty name")
 		}
-		if !KnownDType(f.DType) {
+		if !KnownDType(f.DType) && !f.IsLanguage() {
 			add("feature %q: unknown dtype %q", f.Name, f.DType)
 		}
 		if f.Shape == nil && !f.IsLanguage() && f.DType != DTypeString {

@@ -31,7 +31,7 @@ func FuzzParseInfo(f *testing.F) {
 			t.Fatalf("accepted codebase_version %q", in.CodebaseVersion)
 		}
 		for _, ft := range in.Features {
-			if !KnownDType(ft.DType) {
+			if !KnownDType(ft.DType) && !ft.IsLanguage() {
 				t.Fatalf("accepted dtype %q", ft.DType)
 			}
 			for _, d := range ft.Shape {

@@ -209,3 +209,37 @@ func TestMissingDataFile(t *testing.T) {
 	sel, _ := ParseSelection("2", "")
 	wantErr(t, readAllErr(mustDir(t, dir), sel, Options{}), "data/chunk-000/file-005.parquet", "episode 2", "assigns episodes 2 to this file")
 }
+
+// BenchmarkCheckFrames measures the per-frame metadata checks ReadUnit
+// applies (checkFrames) on every unit of a conformance dataset, to set
+// against BenchmarkReadUnit's decode cost per frame.
+func BenchmarkCheckFrames(b *testing.B) {
+	src := mustDir(b, filepath.Join(conformanceDir(b), "pub_inferred_front_wrist"))
+	ctx := context.Background()
+	ds, err := OpenDataset(ctx, src)
+	if err != nil {
+		b.Skip(err)
+	}
+	units, err := Plan(ctx, src, ds, Selection{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	batches := make([]*Batch, len(units))
+	for i, u := range units {
+		if batches[i], err = ReadUnit(ctx, src, ds, u, Options{Features: []string{}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	frames := 0
+	cpu0, m0 := cpuTime(), mallocs()
+	for b.Loop() {
+		for i := range units {
+			if err := checkFrames(src, ds, &units[i], batches[i]); err != nil {
+				b.Fatal(err)
+			}
+			frames += batches[i].Len()
+		}
+	}
+	reportFrames(b, frames, cpuTime()-cpu0, mallocs()-m0)
+}
