@@ -341,7 +341,7 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 	if mixed {
 		strs = []string{"dataset"}
 	}
-	var headerEpoch, headerServed int64
+	var headerEpoch, headerBatches int64
 	startStream := func(features []collate.Feature) error {
 		for d, m := range srcs {
 			var err error
@@ -363,7 +363,7 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 		h := Header(cfg, so, b)
 		h.Share = sink.Share{Rank: 0, WorldSize: 1, Worker: to.Consumer, NumWorkers: to.Consumers}
 		h.Strings = strs
-		h.Training = &sink.Training{Fingerprint: fp, Epoch: headerEpoch, GlobalBatches: headerServed, Consumers: int64(to.Consumers)}
+		h.Training = &sink.Training{Fingerprint: fp, Epoch: headerEpoch, EpochBatches: headerBatches, Consumers: int64(to.Consumers)}
 		if mixed {
 			var ids, revs []string
 			for _, m := range srcs {
@@ -423,7 +423,7 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 			}
 		}
 		if !headerDone {
-			headerEpoch, headerServed = epoch, served
+			headerEpoch, headerBatches = epoch, nb
 		}
 		if served == 0 {
 			// Every epoch is alike in size: an empty one means the run

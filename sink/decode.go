@@ -441,7 +441,7 @@ func headerFromMap(m schema.Map) (*Header, error) {
 	if v, ok := m.Get("training"); ok {
 		tm, _ := v.(schema.Map)
 		h.Training = &Training{Fingerprint: getStr(tm, "fingerprint"), Epoch: getInt(tm, "epoch"),
-			GlobalBatches: getInt(tm, "global_batches"), Consumers: getInt(tm, "consumers")}
+			EpochBatches: getInt(tm, "epoch_batches"), Consumers: getInt(tm, "consumers")}
 	}
 	return h, nil
 }

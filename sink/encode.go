@@ -85,8 +85,8 @@ func AppendHeader(dst []byte, h Header) ([]byte, error) {
 		b = mpStr(b, t.Fingerprint)
 		b = mpStr(b, "epoch")
 		b = mpInt(b, t.Epoch)
-		b = mpStr(b, "global_batches")
-		b = mpInt(b, t.GlobalBatches)
+		b = mpStr(b, "epoch_batches")
+		b = mpInt(b, t.EpochBatches)
 		b = mpStr(b, "consumers")
 		b = mpInt(b, t.Consumers)
 	}

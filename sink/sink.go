@@ -80,9 +80,10 @@ type Training struct {
 	Fingerprint string
 	// Epoch is the first epoch this stream serves.
 	Epoch int64
-	// GlobalBatches is the number of global batches served per epoch
-	// (a multiple of Consumers), taken from Epoch.
-	GlobalBatches int64
+	// EpochBatches is the number of global batches of epoch Epoch (before
+	// the cut to a multiple of Consumers: each consumer gets
+	// EpochBatches/Consumers of them).
+	EpochBatches int64
 	// Consumers is world_size × num_workers.
 	Consumers int64
 }
