@@ -497,8 +497,10 @@ class LRStreamDataset(IterableDataset):
         the batches of it this rank's training loop consumed. In a DataLoader
         worker (torchdata StatefulDataLoader): this worker's next batch."""
         if get_worker_info() is not None:
-            if self._worker_state is None:
-                raise RuntimeError("LRStreamDataset.state_dict() in a worker before iterating")
+            if self._worker_state is None:  # before iterating: where this worker would start
+                worker, nw, _, world, _ = self._where()
+                return {"version": STATE_VERSION, "epoch": self._pos[0], "next": self._pos[1] + worker,
+                        "fingerprint": self._fp.value.decode(), "num_workers": nw, "world_size": world}
             return dict(self._worker_state)
         nw, world = self._cluster or (None, None)
         return {"version": STATE_VERSION, "epoch": self._pos[0], "batches": self._pos[1],
