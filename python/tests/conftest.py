@@ -14,6 +14,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+# test_go_fixtures reads streams written by the Go sinks: have go test write
+# them (at import, before the test modules are collected).
+if not os.environ.get("LRSTREAM_FIXTURES"):
+    _fixtures = tempfile.mkdtemp(prefix="lrs-fixtures-")
+    subprocess.run(["go", "test", "./sink", "-run", "^TestPythonClient$", "-count=1"], cwd=ROOT, check=True,
+                   stdout=subprocess.DEVNULL, env={**os.environ, "LRSTREAM_WRITE_FIXTURES": _fixtures,
+                                                   "LRSTREAM_PYTHON": sys.executable})
+    os.environ["LRSTREAM_FIXTURES"] = _fixtures
+
 
 @pytest.fixture(scope="session")
 def lrstream_bin(tmp_path_factory):
