@@ -130,7 +130,7 @@ class RawMessages:
     """
 
     def __init__(self, sock: socket.socket, *, read_timeout: Optional[float] = None,
-                 check=None, poll: float = 0.25, what: str = "lrstream server"):
+                 check=None, poll: float = 0.25, what: str = "lrstream server", decode: bool = False):
         self._sock = sock
         self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=MAX_MESSAGE_BYTES)
         self._buf = bytearray()
@@ -141,6 +141,7 @@ class RawMessages:
         self._poll = poll
         self._what = what
         self._eof = False
+        self._decode = decode  # next() returns decoded messages (no raw bytes kept)
 
     def _fill(self) -> bool:
         waited = 0.0
@@ -158,12 +159,29 @@ class RawMessages:
         if not chunk:
             self._eof = True
             return False
+        self._fed = getattr(self, "_fed", 0) + len(chunk)
         self._unpacker.feed(chunk)
-        self._buf += chunk
+        if not self._decode:
+            self._buf += chunk
         return True
 
-    def next(self) -> Optional[bytes]:
-        """The next message's bytes, or None at the end of the connection."""
+    def next(self) -> Any:
+        """The next message's bytes (with ``decode``: the decoded message),
+        None at the end of the connection, b"" after a partial message."""
+        if self._decode:
+            while True:
+                try:
+                    msg = self._unpacker.unpack()
+                except msgpack.OutOfData:
+                    if self._eof or not self._fill():
+                        return b"" if getattr(self, "_fed", 0) != self._start else None
+                    continue
+                except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError) as e:
+                    raise ProtocolError(f"malformed lrstream stream: {e}") from e
+                if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
+                    raise ProtocolError(f"malformed lrstream message: {type(msg).__name__} without a type")
+                self._start = self._unpacker.tell()
+                return msg
         while True:
             try:
                 self._unpacker.skip()

@@ -109,7 +109,7 @@ class LRStreamBatch:
                                 self.gen, self.start))
 
     def _decode(self) -> Dict[str, Any]:
-        msg = decode_message(self.raw)
+        msg = self.raw if type(self.raw) is dict else decode_message(self.raw)
         if msg["type"] != "batch":
             raise ProtocolError(f"expected a batch message, got {msg['type']!r}")
         seq = msg.get("seq")
@@ -378,7 +378,7 @@ class LRStreamDataset(IterableDataset):
         msg = problem + (f"; its output ends with:\n{log}" if log else "")
         return RuntimeError(msg)
 
-    def _connect(self, h: bytes, what: str) -> RawMessages:
+    def _connect(self, h: bytes, what: str, decode: bool = False) -> RawMessages:
         deadline = time.monotonic() + self.connect_timeout
         while True:
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -406,7 +406,7 @@ class LRStreamDataset(IterableDataset):
             if problem:
                 raise self._fail(problem)
 
-        return RawMessages(s, read_timeout=self.read_timeout, check=check, what=what)
+        return RawMessages(s, read_timeout=self.read_timeout, check=check, what=what, decode=decode)
 
     # -- stream header ---------------------------------------------------
     def _where(self):
@@ -423,7 +423,7 @@ class LRStreamDataset(IterableDataset):
         raw = rm.next()
         if not raw:
             raise self._truncated(rm, "before its header")
-        msg = decode_message(raw)
+        msg = raw if type(raw) is dict else decode_message(raw)
         if msg["type"] == "error":
             raise StreamError(msg.get("message", "unknown error"))
         check_header(msg)
@@ -563,7 +563,11 @@ class LRStreamDataset(IterableDataset):
 
     def _stream(self, worker, nw, rank, world, epoch, nxt, fp, gen, start) -> Iterator[LRStreamBatch]:
         where = f"lrstream server {self.socket_path} (rank {rank}, worker {worker})"
-        rm = self._connect(hello(worker, nw, rank, world, epoch=epoch, next=nxt, fingerprint=fp or None), where)
+        # In a worker, batches stay raw bytes (decoded in the main process);
+        # without workers they are decoded as they arrive.
+        in_worker = get_worker_info() is not None
+        rm = self._connect(hello(worker, nw, rank, world, epoch=epoch, next=nxt, fingerprint=fp or None), where,
+                           decode=not in_worker)
         try:
             header = self._read_header(rm)
             if self._header is None:
@@ -577,7 +581,7 @@ class LRStreamDataset(IterableDataset):
                 raw = rm.next()
                 if not raw:
                     raise self._truncated(rm, "without an 'end' message")
-                t = _peek_type(raw)
+                t = raw["type"] if type(raw) is dict else _peek_type(raw)
                 if t == "batch":
                     b = LRStreamBatch(raw, self._uid, epoch, nxt, per_epoch, fp, worker, rank, nw, world, self.meta_key,
                                       gen, start)
@@ -587,7 +591,7 @@ class LRStreamDataset(IterableDataset):
                         self._worker_state.update(epoch=epoch + 1, next=worker)
                     yield b
                     continue
-                msg = decode_message(raw)
+                msg = raw if type(raw) is dict else decode_message(raw)
                 if msg["type"] == "end":
                     return
                 if msg["type"] == "error":
