@@ -135,7 +135,7 @@ def test_tensors_writable_and_private():
 def test_batches_pickle_as_bytes(server):
     """Workers hand over raw bytes (decoded in the main process)."""
     ds = LRStreamDataset(server)
-    b = next(iter(ds))
+    b = next(iter(DataLoader(ds, batch_size=None, num_workers=1)))
     assert isinstance(b, LRStreamBatch) and isinstance(b.raw, bytes) and len(b.raw) > 0
     assert "messages" in b and isinstance(b["messages"], list)
 
