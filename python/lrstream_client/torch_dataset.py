@@ -335,6 +335,8 @@ class LRStreamDataset(IterableDataset):
             from ._binary import find_lrstream
 
             lrstream = find_lrstream()
+        if not any(a == "--epochs" or a.startswith("--epochs=") for a in args):
+            args = [*args, "--epochs", "0"]  # the loop picks epochs (set_epoch); the server serves any
         tmpdir = tempfile.mkdtemp(prefix="lrstream-")
         self.socket_path = os.path.join(tmpdir, "serve.sock")
         self._server_log = os.path.join(tmpdir, "serve.log")
