@@ -146,9 +146,13 @@ class RawMessages:
     def _fill(self) -> bool:
         waited = 0.0
         self._sock.settimeout(self._poll)
+        if not hasattr(self, "_rbuf"):
+            self._rbuf = bytearray(1 << 20)  # reused: a fresh 1 MiB object per recv costs page faults
+            self._rview = memoryview(self._rbuf)
         while True:
             try:
-                chunk = self._sock.recv(1 << 20)
+                n = self._sock.recv_into(self._rbuf)
+                chunk = self._rview[:n]
                 break
             except socket.timeout:
                 waited += self._poll
@@ -156,10 +160,10 @@ class RawMessages:
                     self._check(waited)
                 if self._read_timeout is not None and waited >= self._read_timeout:
                     raise TimeoutError(f"{self._what} sent nothing for {self._read_timeout:g} s (read_timeout)") from None
-        if not chunk:
+        if not n:
             self._eof = True
             return False
-        self._fed = getattr(self, "_fed", 0) + len(chunk)
+        self._fed = getattr(self, "_fed", 0) + n
         self._unpacker.feed(chunk)
         if not self._decode:
             self._buf += chunk
