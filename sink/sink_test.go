@@ -473,3 +473,25 @@ func TestHelloPosition(t *testing.T) {
 		}
 	}
 }
+
+// TestHeaderTraining: the training key is written only when set, and
+// decodes back.
+func TestHeaderTraining(t *testing.T) {
+	for _, tr := range []*Training{nil, {Fingerprint: "fp", Epoch: 2, EpochBatches: 147, Consumers: 4}} {
+		b, err := AppendHeader(nil, Header{Dataset: "d", Training: tr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := NewDecoder(bytes.NewReader(b)).Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := m.Header.Training
+		if (got == nil) != (tr == nil) || (got != nil && *got != *tr) {
+			t.Fatalf("training %+v, want %+v", got, tr)
+		}
+		if tr == nil && bytes.Contains(b, []byte("training")) {
+			t.Fatal("training key written without training")
+		}
+	}
+}

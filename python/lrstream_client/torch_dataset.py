@@ -320,6 +320,7 @@ class LRStreamDataset(IterableDataset):
         self._proc: Optional[subprocess.Popen] = None
         self._owner = os.getpid()
         _TRACKERS[self._uid] = (self._owner, weakref.ref(self))
+        weakref.finalize(self, _TRACKERS.pop, self._uid, None)
         if serve_args is not None:
             self._spawn(lrstream, list(serve_args))
 
