@@ -221,3 +221,26 @@ def test_ddp_two_ranks(server, tmp_path):
     out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
                           "--master-port", "29517", str(script)], capture_output=True, text=True, timeout=180)
     assert out.returncode == 0 and "DDP-OK" in out.stdout, out.stdout[-3000:] + out.stderr[-3000:]
+
+
+def test_connect_and_read_timeouts(tmp_path):
+    import socket
+    import threading
+
+    ds = LRStreamDataset(str(tmp_path / "none.sock"), connect_timeout=0.3)
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError, match="connect_timeout"):
+        next(iter(ds))
+    assert time.monotonic() - t0 < 2
+    path = str(tmp_path / "silent.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(1)
+    conns = []
+    threading.Thread(target=lambda: conns.append(srv.accept()), daemon=True).start()
+    ds = LRStreamDataset(path, read_timeout=0.5)
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError, match="read_timeout"):
+        next(iter(ds))
+    assert time.monotonic() - t0 < 2
+    srv.close()
