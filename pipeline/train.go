@@ -38,6 +38,16 @@ type TrainOptions struct {
 	// Resume is a token from a batch of an earlier run ("" to start at
 	// the beginning).
 	Resume string
+	// Position, when set, serves a single epoch from an exact place in the
+	// rank's batch sequence (a socket hello's "epoch"/"next"): the rank's
+	// batches are its consumers' global batches in increasing order (what a
+	// DataLoader's worker round-robin yields), and this stream serves the
+	// rank-sequence indices Next, Next+Workers, Next+2*Workers, … of
+	// Epoch. Resume must be empty.
+	Position *sink.Position
+	// Workers is num_workers per rank (Consumers = world_size × Workers),
+	// needed with Position; 0 means 1.
+	Workers int
 	// Cache, when set, shares the pre-pass (which frames are kept) between
 	// the streams of one process, such as the clients of `serve`.
 	Cache *IndexCache
@@ -293,6 +303,21 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 			return nil, errors.New("resume token belongs to a different run (dataset revision, recipe, selection, mode, shuffle, seed or batch options differ)")
 		}
 	}
+	pos := to.Position
+	W := int64(max(to.Workers, 1))
+	if pos != nil {
+		switch {
+		case to.Resume != "":
+			return nil, errors.New("a position (epoch, next) and a resume token cannot both be given")
+		case int64(to.Consumers)%W != 0:
+			return nil, fmt.Errorf("%d consumers is not a multiple of %d workers per rank", to.Consumers, W)
+		case pos.Fingerprint != "" && pos.Fingerprint != fp:
+			return nil, errors.New("resume position belongs to a different run (dataset revision, recipe, selection, mode, shuffle, seed or batch options differ)")
+		case to.Epochs != 0 && pos.Epoch >= to.Epochs:
+			return nil, fmt.Errorf("epoch %d asked for, but the server runs --epochs %d (epochs 0..%d)", pos.Epoch, to.Epochs, to.Epochs-1)
+		}
+		start = token{Version: 1, Epoch: pos.Epoch, Fingerprint: fp}
+	}
 	idx, err := to.Cache.get(ctx, srcs, fp)
 	if err != nil {
 		return nil, err
@@ -316,6 +341,7 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 	if mixed {
 		strs = []string{"dataset"}
 	}
+	var headerEpoch, headerBatches int64
 	startStream := func(features []collate.Feature) error {
 		for d, m := range srcs {
 			var err error
@@ -337,6 +363,7 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 		h := Header(cfg, so, b)
 		h.Share = sink.Share{Rank: 0, WorldSize: 1, Worker: to.Consumer, NumWorkers: to.Consumers}
 		h.Strings = strs
+		h.Training = &sink.Training{Fingerprint: fp, Epoch: headerEpoch, EpochBatches: headerBatches, Consumers: int64(to.Consumers)}
 		if mixed {
 			var ids, revs []string
 			for _, m := range srcs {
@@ -354,6 +381,9 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 		weights[d] = m.Weight
 	}
 	for epoch := start.Epoch; to.Epochs == 0 || epoch < to.Epochs; epoch++ {
+		if pos != nil && epoch > pos.Epoch {
+			break
+		}
 		orders := make([][]int64, len(srcs))
 		for d, m := range srcs {
 			sel := fmt.Sprintf("%d|%v|%v", d, m.Config.Selection.Episodes, m.Config.Selection.Exclude)
@@ -377,8 +407,23 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 			first = (first/C + 1) * C
 		}
 		var mine []int64 // this consumer's global batches, in order
-		for k := first + int64(to.Consumer); k < served; k += C {
-			mine = append(mine, k)
+		if pos != nil {
+			// Rank-sequence index j is global batch (j/W)*C + rankBase + j%W.
+			rankBase := int64(to.Consumer) - int64(to.Consumer)%W
+			for j := pos.Next; ; j += W {
+				k := (j/W)*C + rankBase + j%W
+				if k >= served {
+					break
+				}
+				mine = append(mine, k)
+			}
+		} else {
+			for k := first + int64(to.Consumer); k < served; k += C {
+				mine = append(mine, k)
+			}
+		}
+		if !headerDone {
+			headerEpoch, headerBatches = epoch, nb
 		}
 		if served == 0 {
 			// Every epoch is alike in size: an empty one means the run
@@ -413,6 +458,10 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 			// seq numbers this consumer's batches across epochs, so a
 			// resumed stream carries the same numbers as an uninterrupted one.
 			seq := epoch*(served/C) + k/C
+			if pos != nil {
+				// The batch's index in the rank's sequence of the epoch.
+				seq = (k/C)*W + k%C%W
+			}
 			meta := sink.BatchMeta{Seq: seq, Epoch: epoch, Resume: next.encode()}
 			if enc != nil {
 				err = enc.Batch(bt, meta)

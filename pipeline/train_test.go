@@ -274,3 +274,73 @@ func rawOf(t *testing.T, r io.Reader) [][]byte {
 		}
 	}
 }
+
+// TestTrainPosition checks the hello position (epoch, next): for a rank of
+// W workers among world ranks, streams started at rank-sequence index k
+// (worker w at k+w, stepping W) and read round-robin, as a DataLoader
+// does, give exactly the rank's uninterrupted sequence from batch k.
+func TestTrainPosition(t *testing.T) {
+	cfg := demoConfig(t, render.ModeFallback)
+	so := StreamOptions{BatchSize: 8}
+	base := TrainOptions{Shuffle: true, Seed: 5, BufferSize: 300, Epochs: 3}
+	for _, tc := range []struct{ world, W, rank, epoch int }{
+		{1, 1, 0, 0}, {1, 3, 0, 1}, {2, 2, 1, 2}, {2, 2, 0, 0},
+	} {
+		C := tc.world * tc.W
+		// The uninterrupted rank sequence: the rank's consumers round-robin.
+		per := make([][]*sink.DecodedBatch, tc.W)
+		for w := range tc.W {
+			to := base
+			to.Consumer, to.Consumers = tc.rank*tc.W+w, C
+			_, bs := trainBatches(t, cfg, so, to)
+			for _, b := range bs {
+				if b.Meta.Epoch == int64(tc.epoch) {
+					per[w] = append(per[w], b)
+				}
+			}
+		}
+		var want [][]int64
+		for i := 0; i < len(per[0]); i++ {
+			for w := range tc.W {
+				want = append(want, batchIndexes(t, per[w][i]))
+			}
+		}
+		for _, k := range []int{0, 1, tc.W + 1, len(want) - 1, len(want)} {
+			streams := make([][]*sink.DecodedBatch, tc.W)
+			for w := range tc.W {
+				to := base
+				to.Consumer, to.Consumers, to.Workers = tc.rank*tc.W+w, C, tc.W
+				to.Position = &sink.Position{Epoch: int64(tc.epoch), Next: int64(k + w)}
+				_, streams[w] = trainBatches(t, cfg, so, to)
+			}
+			var got [][]int64
+			for i := 0; ; i++ {
+				more := false
+				for w := range tc.W {
+					if i < len(streams[w]) {
+						more = true
+						b := streams[w][i]
+						if b.Meta.Epoch != int64(tc.epoch) || b.Meta.Seq != int64(k+len(got)) {
+							t.Fatalf("%+v k=%d: batch epoch %d seq %d, want epoch %d seq %d", tc, k, b.Meta.Epoch, b.Meta.Seq, tc.epoch, k+len(got))
+						}
+						got = append(got, batchIndexes(t, b))
+					}
+				}
+				if !more {
+					break
+				}
+			}
+			if !equalBatches(got, want[k:]) {
+				t.Fatalf("%+v k=%d: %d batches, want the %d after %d", tc, k, len(got), len(want)-k, k)
+			}
+		}
+	}
+	// A wrong fingerprint and an epoch beyond --epochs are refused.
+	for _, p := range []sink.Position{{Epoch: 0, Fingerprint: "nope"}, {Epoch: 3}} {
+		to := base
+		to.Position = &p
+		if _, err := Train(context.Background(), cfg, so, to, sink.Discard()); err == nil {
+			t.Fatalf("position %+v accepted", p)
+		}
+	}
+}

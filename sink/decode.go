@@ -438,6 +438,11 @@ func headerFromMap(m schema.Map) (*Header, error) {
 		h.Share = Share{Rank: int(getInt(sm, "rank")), WorldSize: int(getInt(sm, "world_size")),
 			Worker: int(getInt(sm, "worker")), NumWorkers: int(getInt(sm, "num_workers"))}
 	}
+	if v, ok := m.Get("training"); ok {
+		tm, _ := v.(schema.Map)
+		h.Training = &Training{Fingerprint: getStr(tm, "fingerprint"), Epoch: getInt(tm, "epoch"),
+			EpochBatches: getInt(tm, "epoch_batches"), Consumers: getInt(tm, "consumers")}
+	}
 	return h, nil
 }
 

@@ -10,7 +10,11 @@ import (
 
 // AppendHeader appends the msgpack header message for h to dst.
 func AppendHeader(dst []byte, h Header) ([]byte, error) {
-	b := mpMapHeader(dst, 18)
+	n := 18
+	if h.Training != nil {
+		n++
+	}
+	b := mpMapHeader(dst, n)
 	b = mpStr(b, "type")
 	b = mpStr(b, TypeHeader)
 	b = mpStr(b, "format")
@@ -73,7 +77,20 @@ func AppendHeader(dst []byte, h Header) ([]byte, error) {
 		b = mpStr(b, c)
 	}
 	b = mpStr(b, "share")
-	return AppendShare(b, h.Share), nil
+	b = AppendShare(b, h.Share)
+	if t := h.Training; t != nil {
+		b = mpStr(b, "training")
+		b = mpMapHeader(b, 4)
+		b = mpStr(b, "fingerprint")
+		b = mpStr(b, t.Fingerprint)
+		b = mpStr(b, "epoch")
+		b = mpInt(b, t.Epoch)
+		b = mpStr(b, "epoch_batches")
+		b = mpInt(b, t.EpochBatches)
+		b = mpStr(b, "consumers")
+		b = mpInt(b, t.Consumers)
+	}
+	return b, nil
 }
 
 // AppendShare appends the msgpack encoding of sh to dst: the value of the

@@ -15,6 +15,18 @@ type Hello struct {
 	// Resume is the resume token to continue from; "" starts at the
 	// beginning.
 	Resume string
+	// Position, when set (hello keys "epoch", "next" and optionally
+	// "fingerprint"), asks for one epoch of the training order starting at
+	// a given index of the rank's batch sequence (docs/wire-format.md).
+	Position *Position
+}
+
+// Position is an exact start within one epoch: the client serves the
+// rank's batches with rank-sequence index Next, Next+num_workers, … of
+// epoch Epoch. Fingerprint, when not empty, must match the run's.
+type Position struct {
+	Epoch, Next int64
+	Fingerprint string
 }
 
 // maxHelloBytes bounds a hello message.
@@ -26,6 +38,9 @@ func AppendHello(dst []byte, h Hello) []byte {
 	n := 4
 	if h.Resume != "" {
 		n++
+	}
+	if h.Position != nil {
+		n += 3
 	}
 	b := mpMapHeader(dst, n)
 	b = mpStr(b, "worker")
@@ -39,6 +54,14 @@ func AppendHello(dst []byte, h Hello) []byte {
 	if h.Resume != "" {
 		b = mpStr(b, "resume")
 		b = mpStr(b, h.Resume)
+	}
+	if p := h.Position; p != nil {
+		b = mpStr(b, "epoch")
+		b = mpInt(b, p.Epoch)
+		b = mpStr(b, "next")
+		b = mpInt(b, p.Next)
+		b = mpStr(b, "fingerprint")
+		b = mpStr(b, p.Fingerprint)
 	}
 	return b
 }
@@ -58,10 +81,30 @@ func ReadHello(r io.Reader) (Hello, error) {
 	if !ok {
 		return h, fmt.Errorf("sink: hello is a %T, want a map", v)
 	}
+	var hasEpoch, hasNext bool
+	pos := &Position{}
 	for i, k := range m.Keys {
 		val := m.Values[i]
 		var dst *int
 		switch k {
+		case "epoch", "next":
+			n, ok := val.(int64)
+			if !ok || n < 0 {
+				return h, fmt.Errorf("sink: hello %s is %v, want an integer >= 0", k, val)
+			}
+			if k == "epoch" {
+				pos.Epoch, hasEpoch = n, true
+			} else {
+				pos.Next, hasNext = n, true
+			}
+			continue
+		case "fingerprint":
+			s, ok := val.(string)
+			if !ok {
+				return h, fmt.Errorf("sink: hello fingerprint is a %T, want a string", val)
+			}
+			pos.Fingerprint = s
+			continue
 		case "worker":
 			dst = &h.Worker
 		case "num_workers":
@@ -87,6 +130,19 @@ func ReadHello(r io.Reader) (Hello, error) {
 			return h, fmt.Errorf("sink: hello %s is a %T, want an integer", k, val)
 		}
 		*dst = int(n)
+	}
+	switch {
+	case hasNext && !hasEpoch:
+		return h, fmt.Errorf("sink: hello has next without epoch")
+	case hasEpoch && h.Resume != "":
+		return h, fmt.Errorf("sink: hello has both epoch and resume; send one")
+	case hasEpoch:
+		if !hasNext {
+			pos.Next = int64(h.Worker) // the worker's first batch of the epoch
+		}
+		h.Position = pos
+	case pos.Fingerprint != "":
+		return h, fmt.Errorf("sink: hello has fingerprint without epoch")
 	}
 	switch {
 	case h.NumWorkers < 1:

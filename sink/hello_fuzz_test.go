@@ -8,6 +8,7 @@ import (
 func FuzzReadHello(f *testing.F) {
 	f.Add(AppendHello(nil, Hello{Worker: 1, NumWorkers: 3, WorldSize: 1}))
 	f.Add(AppendHello(nil, Hello{Resume: "tok"}))
+	f.Add(AppendHello(nil, Hello{NumWorkers: 2, WorldSize: 1, Position: &Position{Epoch: 1, Next: 3, Fingerprint: "f"}}))
 	f.Add([]byte{0x80})
 	f.Add([]byte{0xdf, 0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {

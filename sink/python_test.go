@@ -27,6 +27,12 @@ func TestPythonClient(t *testing.T) {
 		t.Skipf("%s cannot import msgpack and numpy: %v\n%s", py, err, out)
 	}
 	dir := t.TempDir()
+	// LRSTREAM_WRITE_FIXTURES=DIR only writes the fixtures there (for
+	// pytest's python/tests/conftest.py) without running Python.
+	keep := os.Getenv("LRSTREAM_WRITE_FIXTURES")
+	if keep != "" {
+		dir = keep
+	}
 	write := func(name string, data []byte) {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 			t.Fatal(err)
@@ -45,6 +51,9 @@ func TestPythonClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	write("error.msgpack", failed.Bytes())
+	if keep != "" {
+		return
+	}
 
 	root := moduleRoot(t)
 	// Read the Python sources so that go test's cache notices their changes.
@@ -57,7 +66,7 @@ func TestPythonClient(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(py, "-m", "unittest", "discover", "-v", "-s", filepath.Join(root, "python", "tests"))
+	cmd := exec.Command(py, "-m", "unittest", "discover", "-v", "-p", "test_[rg]*.py", "-s", filepath.Join(root, "python", "tests"))
 	cmd.Env = append(os.Environ(), "LRSTREAM_FIXTURES="+dir, "PYTHONPATH="+filepath.Join(root, "python"), "PYTHONDONTWRITEBYTECODE=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {

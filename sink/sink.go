@@ -68,6 +68,24 @@ type Header struct {
 	Components []string
 	// Share is the part of the dataset this stream covers.
 	Share Share
+	// Training describes the global order of a training stream (written as
+	// the header's "training" key only when set).
+	Training *Training
+}
+
+// Training is the header's description of a training stream's order: what
+// a client needs to compute exact resume positions (docs/training.md).
+type Training struct {
+	// Fingerprint identifies the global order (the one in resume tokens).
+	Fingerprint string
+	// Epoch is the first epoch this stream serves.
+	Epoch int64
+	// EpochBatches is the number of global batches of epoch Epoch (before
+	// the cut to a multiple of Consumers: each consumer gets
+	// EpochBatches/Consumers of them).
+	EpochBatches int64
+	// Consumers is world_size × num_workers.
+	Consumers int64
 }
 
 // Share identifies which share of the episodes a stream carries.

@@ -454,3 +454,44 @@ func BenchmarkSplitMessage(b *testing.B) {
 		}
 	}
 }
+
+func TestHelloPosition(t *testing.T) {
+	h := Hello{Worker: 1, NumWorkers: 2, WorldSize: 1, Position: &Position{Epoch: 3, Next: 7, Fingerprint: "fp"}}
+	got, err := ReadHello(bytes.NewReader(AppendHello(nil, h)))
+	if err != nil || got.Position == nil || *got.Position != *h.Position {
+		t.Fatalf("got %+v (%+v), %v", got, got.Position, err)
+	}
+	// Without "next" a worker starts at its first batch of the epoch.
+	got, err = ReadHello(bytes.NewReader(must(appendJSONAsMsgpack(nil, []byte(`{"worker": 1, "num_workers": 2, "epoch": 4}`)))))
+	if err != nil || got.Position == nil || *got.Position != (Position{Epoch: 4, Next: 1}) {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+	for _, bad := range []string{`{"next": 1}`, `{"epoch": -1}`, `{"epoch": "1"}`, `{"epoch": 0, "next": -2}`,
+		`{"epoch": 0, "resume": "x"}`, `{"fingerprint": "fp"}`, `{"epoch": 0, "fingerprint": 3}`} {
+		if _, err := ReadHello(bytes.NewReader(must(appendJSONAsMsgpack(nil, []byte(bad))))); err == nil {
+			t.Errorf("%s: want error", bad)
+		}
+	}
+}
+
+// TestHeaderTraining: the training key is written only when set, and
+// decodes back.
+func TestHeaderTraining(t *testing.T) {
+	for _, tr := range []*Training{nil, {Fingerprint: "fp", Epoch: 2, EpochBatches: 147, Consumers: 4}} {
+		b, err := AppendHeader(nil, Header{Dataset: "d", Training: tr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := NewDecoder(bytes.NewReader(b)).Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := m.Header.Training
+		if (got == nil) != (tr == nil) || (got != nil && *got != *tr) {
+			t.Fatalf("training %+v, want %+v", got, tr)
+		}
+		if tr == nil && bytes.Contains(b, []byte("training")) {
+			t.Fatal("training key written without training")
+		}
+	}
+}

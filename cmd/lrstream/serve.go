@@ -172,8 +172,8 @@ func serveReplay(ctx context.Context, conn *net.UnixConn, dir string, log *slog.
 	if !ok {
 		return
 	}
-	if h.Resume != "" {
-		conn.Write(sink.AppendError(nil, "resume tokens apply to live training streams, not to pre-rendered replays"))
+	if h.Resume != "" || h.Position != nil {
+		conn.Write(sink.AppendError(nil, "resume tokens and positions (epoch, next) apply to live training streams, not to pre-rendered replays"))
 		return
 	}
 	w := bufio.NewWriterSize(conn, 1<<20)
@@ -207,9 +207,10 @@ func serveClient(ctx context.Context, conn *net.UnixConn, mix []pipeline.Mix, so
 	c := *mix[0].Config
 	log.Info("client", "rank", h.Rank, "world_size", h.WorldSize, "worker", h.Worker, "num_workers", h.NumWorkers)
 	var st *pipeline.Stats
-	if tf.active() || h.Resume != "" || h.WorldSize > 1 || len(mix) > 1 {
+	if tf.active() || h.Resume != "" || h.WorldSize > 1 || len(mix) > 1 || h.Position != nil {
 		// Training iteration: global batches shared out round-robin.
 		to := tf.options(h.Rank, h.WorldSize, h.Worker, h.NumWorkers, h.Resume)
+		to.Position, to.Workers = h.Position, h.NumWorkers // hello "epoch"/"next": an exact start
 		to.Cache = cache
 		st, err = pipeline.TrainMix(ctx, mix, so, to, shareSink{s, h})
 	} else {

@@ -59,23 +59,151 @@ class Batch(dict):
         return (Batch, (dict(self), self.seq, self.epoch, self.size, self.resume))
 
 
-def decode_array(obj: Dict[bytes, Any]) -> np.ndarray:
+def decode_array(obj: Dict[bytes, Any], *, writable: bool = False) -> np.ndarray:
     """Decode a msgpack-numpy map (bin keys nd, type, kind, shape, data)
-    into a read-only numpy array viewing the data bytes."""
+    into a numpy array. By default it is a read-only view of the received
+    (immutable) bytes -- numpy refuses writes to it; ``writable=True`` gives
+    a private, writable copy."""
     dtype = obj[b"type"]
     if isinstance(dtype, bytes):
         dtype = dtype.decode()
     shape = tuple(obj[b"shape"])
-    return np.frombuffer(obj[b"data"], dtype=np.dtype(dtype)).reshape(shape)
+    a = np.frombuffer(obj[b"data"], dtype=np.dtype(dtype)).reshape(shape)
+    return a.copy() if writable else a
 
 
-def _decode_columns(columns: Dict[str, Any]) -> Dict[str, Any]:
+def _decode_columns(columns: Dict[str, Any], writable: bool = False) -> Dict[str, Any]:
     # Only a batch's top-level column values can be arrays; converting them
     # here avoids an object_hook call for every message map.
     for k, v in columns.items():
         if type(v) is dict and v.get(b"nd") is True:
-            columns[k] = decode_array(v)
+            columns[k] = decode_array(v, writable=writable)
     return columns
+
+
+def decode_message(raw: bytes) -> Dict[str, Any]:
+    """Decode one raw message (as yielded by :class:`RawMessages`)."""
+    try:
+        msg = msgpack.unpackb(raw, raw=False, max_bin_len=MAX_MESSAGE_BYTES, max_str_len=MAX_MESSAGE_BYTES)
+    except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError) as e:
+        raise ProtocolError(f"malformed lrstream message: {e}") from e
+    if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
+        raise ProtocolError(f"malformed lrstream message: {type(msg).__name__} without a type")
+    return msg
+
+
+def check_header(msg: Dict[str, Any]) -> Dict[str, Any]:
+    """Check a header message's type and format version; return it."""
+    if msg.get("type") != "header":
+        raise ProtocolError(f"lrstream stream starts with {msg.get('type')!r}, want 'header'")
+    fmt = msg.get("format", "")
+    if not isinstance(fmt, str) or not fmt.startswith(FORMAT_PREFIX):
+        raise ProtocolError(f"not an lrstream stream (format {fmt!r})")
+    try:
+        major = int(fmt[len(FORMAT_PREFIX):].split(".")[0])
+    except ValueError:
+        raise ProtocolError(f"bad lrstream format version {fmt!r}") from None
+    if major != SUPPORTED_MAJOR:
+        raise ProtocolError(f"unsupported lrstream format {fmt!r}; this client reads {FORMAT_PREFIX}{SUPPORTED_MAJOR}")
+    return msg
+
+
+def _peek_type(raw: bytes) -> Optional[str]:
+    """The value of a message's leading "type" key without decoding it
+    (lrstream writes "type" first), or None if the bytes do not look so."""
+    b0 = raw[0]
+    h = 1 if 0x80 <= b0 <= 0x8F else 3 if b0 == 0xDE else 5 if b0 == 0xDF else 0
+    if h == 0 or raw[h:h + 5] != b"\xa4type" or (raw[h + 5] & 0xE0) != 0xA0:
+        return None
+    n = raw[h + 5] & 0x1F
+    return raw[h + 6:h + 6 + n].decode("ascii", "replace")
+
+
+class RawMessages:
+    """Splits a stream arriving on a socket into its messages' exact bytes,
+    without decoding batches (so a DataLoader worker can hand them to the
+    main process as one ``bytes`` object each).
+
+    ``read_timeout`` bounds each wait for data, in seconds; ``check`` (if
+    given) is called every ``poll`` seconds while waiting and may raise (it
+    checks that the server is still alive and not stopped).
+    """
+
+    def __init__(self, sock: socket.socket, *, read_timeout: Optional[float] = None,
+                 check=None, poll: float = 0.25, what: str = "lrstream server", decode: bool = False):
+        self._sock = sock
+        self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=MAX_MESSAGE_BYTES)
+        self._buf = bytearray()
+        self._base = 0  # stream offset of _buf[0]
+        self._start = 0  # stream offset of the next message
+        self._read_timeout = read_timeout
+        self._check = check
+        self._poll = poll
+        self._what = what
+        self._eof = False
+        self._decode = decode  # next() returns decoded messages (no raw bytes kept)
+
+    def _fill(self) -> bool:
+        waited = 0.0
+        self._sock.settimeout(self._poll)
+        if not hasattr(self, "_rbuf"):
+            self._rbuf = bytearray(1 << 20)  # reused: a fresh 1 MiB object per recv costs page faults
+            self._rview = memoryview(self._rbuf)
+        while True:
+            try:
+                n = self._sock.recv_into(self._rbuf)
+                chunk = self._rview[:n]
+                break
+            except socket.timeout:
+                waited += self._poll
+                if self._check is not None:
+                    self._check(waited)
+                if self._read_timeout is not None and waited >= self._read_timeout:
+                    raise TimeoutError(f"{self._what} sent nothing for {self._read_timeout:g} s (read_timeout)") from None
+        if not n:
+            self._eof = True
+            return False
+        self._fed = getattr(self, "_fed", 0) + n
+        self._unpacker.feed(chunk)
+        if not self._decode:
+            self._buf += chunk
+        return True
+
+    def next(self) -> Any:
+        """The next message's bytes (with ``decode``: the decoded message),
+        None at the end of the connection, b"" after a partial message."""
+        if self._decode:
+            while True:
+                try:
+                    msg = self._unpacker.unpack()
+                except msgpack.OutOfData:
+                    if self._eof or not self._fill():
+                        return b"" if getattr(self, "_fed", 0) != self._start else None
+                    continue
+                except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError) as e:
+                    raise ProtocolError(f"malformed lrstream stream: {e}") from e
+                if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
+                    raise ProtocolError(f"malformed lrstream message: {type(msg).__name__} without a type")
+                self._start = self._unpacker.tell()
+                return msg
+        while True:
+            try:
+                self._unpacker.skip()
+            except msgpack.OutOfData:
+                if self._eof or not self._fill():
+                    if self._start != self._base + len(self._buf):
+                        return b""  # a partial message: truncated
+                    return None
+                continue
+            except (msgpack.FormatError, msgpack.StackError, ValueError) as e:
+                raise ProtocolError(f"malformed lrstream stream: {e}") from e
+            end = self._unpacker.tell()
+            raw = bytes(self._buf[self._start - self._base:end - self._base])
+            self._start = end
+            if end - self._base > (1 << 22) and end - self._base > len(self._buf) // 2:
+                del self._buf[:end - self._base]
+                self._base = end
+            return raw
 
 
 class _Available:
@@ -166,18 +294,7 @@ class StreamReader:
             msg = self._next_message()
             if msg is None:
                 raise TruncatedStreamError("lrstream stream ended before its header")
-            if msg["type"] != "header":
-                raise ProtocolError(f"lrstream stream starts with {msg['type']!r}, want 'header'")
-            fmt = msg.get("format", "")
-            if not isinstance(fmt, str) or not fmt.startswith(FORMAT_PREFIX):
-                raise ProtocolError(f"not an lrstream stream (format {fmt!r})")
-            try:
-                major = int(fmt[len(FORMAT_PREFIX):].split(".")[0])
-            except ValueError:
-                raise ProtocolError(f"bad lrstream format version {fmt!r}") from None
-            if major != SUPPORTED_MAJOR:
-                raise ProtocolError(f"unsupported lrstream format {fmt!r}; this client reads {FORMAT_PREFIX}{SUPPORTED_MAJOR}")
-            self._header = msg
+            self._header = check_header(msg)
         return self._header
 
     def __iter__(self) -> Iterator[Batch]:
@@ -204,29 +321,44 @@ def read_stream(source: Source) -> Iterator[Batch]:
 
 
 def hello(worker: int = 0, num_workers: int = 1, rank: int = 0, world_size: int = 1,
-          resume: Optional[str] = None) -> bytes:
-    """Encode the socket hello map a client sends once after connecting."""
+          resume: Optional[str] = None, *, epoch: Optional[int] = None, next: Optional[int] = None,
+          fingerprint: Optional[str] = None) -> bytes:
+    """Encode the socket hello map a client sends once after connecting.
+
+    ``epoch`` (with optional ``next`` and ``fingerprint``) asks for that one
+    epoch of the training order, starting at index ``next`` of the rank's
+    batch sequence and then every ``num_workers``-th (docs/wire-format.md).
+    """
     m: Dict[str, Any] = {"worker": int(worker), "num_workers": int(num_workers),
                          "rank": int(rank), "world_size": int(world_size)}
     if resume is not None:
         m["resume"] = resume
+    if epoch is not None:
+        m["epoch"] = int(epoch)
+        if next is not None:
+            m["next"] = int(next)
+        if fingerprint:
+            m["fingerprint"] = fingerprint
     return msgpack.packb(m, use_bin_type=True)
 
 
 def connect(path: str, *, worker: int = 0, num_workers: int = 1, rank: int = 0, world_size: int = 1,
-            resume: Optional[str] = None, timeout: Optional[float] = None) -> StreamReader:
+            resume: Optional[str] = None, timeout: Optional[float] = None,
+            read_timeout: Optional[float] = None, **position: Any) -> StreamReader:
     """Connect to ``lrstream serve --socket PATH``, send the hello and return
     a StreamReader over this client's share of the stream.
 
-    ``timeout`` (seconds) bounds connecting; reading blocks as long as the
-    server takes to produce the next batch.
+    ``timeout`` (seconds) bounds connecting; ``read_timeout`` each wait for
+    data (``TimeoutError``; None waits as long as the server takes).
+    ``epoch=``, ``next=`` and ``fingerprint=`` add an exact start position
+    to the hello (docs/wire-format.md).
     """
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         s.settimeout(timeout)
         s.connect(path)
-        s.settimeout(None)
-        s.sendall(hello(worker, num_workers, rank, world_size, resume))
+        s.settimeout(read_timeout)
+        s.sendall(hello(worker, num_workers, rank, world_size, resume, **position))
         reader = StreamReader(s)
     except BaseException:
         s.close()

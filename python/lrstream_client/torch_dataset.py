@@ -1,78 +1,276 @@
-"""PyTorch IterableDataset over ``lrstream serve`` (imports torch)."""
+"""PyTorch IterableDataset over ``lrstream serve`` (imports torch).
+
+How batches travel (docs/python.md, "How it works"): a DataLoader worker
+connects to the server, splits the stream into raw messages and hands each
+batch to the main process as one ``bytes`` object (an :class:`LRStreamBatch`);
+the batch is decoded in the main process on first use. Pickling one bytes
+object is a memcpy, where pickling decoded message lists cost more than the
+decoding itself.
+
+Positions: the main process counts the batches the training loop took (a
+batch counts once the loop reads it). A DataLoader's main process receives a
+rank's batches in worker round-robin order, which for consumers
+``c = rank * W + w`` is the rank's batches in increasing global order; so
+"k batches of epoch e consumed" is an exact position, and on resume worker
+``w`` asks the server (hello ``epoch``/``next``) for the rank's batches
+``k + w, k + w + W, ...`` -- read round-robin, they continue at batch k.
+"""
 
 from __future__ import annotations
 
-import atexit
+import ctypes
+import multiprocessing
 import os
 import shutil
+import signal
+import socket
 import subprocess
+import sys
 import tempfile
 import time
-import warnings
-from typing import Any, Dict, Iterator, Optional, Sequence
+import uuid
+import weakref
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from .reader import Batch, connect
+from .reader import (
+    ProtocolError,
+    RawMessages,
+    StreamError,
+    TruncatedStreamError,
+    _decode_columns,
+    _peek_type,
+    check_header,
+    decode_message,
+    hello,
+)
+
+# Main-process position trackers, by dataset uid: (owner pid, dataset
+# weakref). Batches decoded in another process (a worker) never count.
+_TRACKERS: Dict[str, Any] = {}
+
+STATE_VERSION = 1
 
 
 def _dist_rank_world() -> tuple:
     """Rank and world size from torch.distributed, else torchrun's env."""
-    try:
-        import torch.distributed as dist
+    import torch.distributed as dist
 
-        if dist.is_available() and dist.is_initialized():
-            return dist.get_rank(), dist.get_world_size()
-    except Exception:  # pragma: no cover - defensive
-        pass
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
     return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def to_torch(batch: Batch, *, copy: bool = False) -> Dict[str, Any]:
-    """Convert a batch's numpy arrays to torch tensors (lists stay lists).
-
-    Without ``copy`` the tensors share the received bytes; they are then
-    formally read-only (torch's warning about it is silenced): do not write
-    to them in place -- ``.to(device)``, ``.float()`` etc. are fine.
-    """
+def to_torch(columns: Dict[str, Any]) -> Dict[str, Any]:
+    """Numpy arrays to torch tensors (writable, private memory); lists stay."""
     out: Dict[str, Any] = {}
-    for k, v in batch.items():
-        if isinstance(v, np.ndarray):
-            if copy:
-                out[k] = torch.from_numpy(v.copy())
-            else:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", UserWarning)
-                    out[k] = torch.from_numpy(v)
-        else:
-            out[k] = v
+    for k, v in columns.items():
+        out[k] = torch.from_numpy(v) if isinstance(v, np.ndarray) else v
     return out
+
+
+class LRStreamBatch:
+    """One batch as a DataLoader yields it: a read-only mapping from column
+    name to a ``torch.Tensor`` (numeric columns; writable, own memory) or a
+    list (task, messages, ...), decoded on first access in the main process.
+
+    It is deliberately not a ``collections.abc.Mapping``: torch's
+    ``default_convert`` would then walk every message dict in the worker.
+    ``dict(batch)`` or ``batch.to_dict()`` gives a plain dict.
+    """
+
+    __slots__ = ("raw", "uid", "epoch", "index", "per_epoch", "fingerprint", "worker", "rank", "num_workers",
+                 "world_size", "meta_key", "gen", "start", "_cols")
+
+    def __init__(self, raw: bytes, uid: str, epoch: int, index: int, per_epoch: int, fingerprint: str,
+                 worker: int, rank: int, num_workers: int, world_size: int, meta_key: Optional[str],
+                 gen: int = 0, start: int = 0):
+        self.raw = raw
+        self.uid = uid
+        self.epoch = epoch
+        self.index = index  # index in the rank's batch sequence of the epoch
+        self.per_epoch = per_epoch
+        self.fingerprint = fingerprint
+        self.worker = worker
+        self.rank = rank
+        self.num_workers = num_workers
+        self.world_size = world_size
+        self.meta_key = meta_key
+        self.gen = gen  # the worker's iteration number (persistent workers iterate several times)
+        self.start = start  # rank-sequence index the iteration started at
+        self._cols: Optional[Dict[str, Any]] = None
+
+    def __reduce__(self):
+        return (LRStreamBatch, (self.raw, self.uid, self.epoch, self.index, self.per_epoch, self.fingerprint,
+                                self.worker, self.rank, self.num_workers, self.world_size, self.meta_key,
+                                self.gen, self.start))
+
+    def _decode(self) -> Dict[str, Any]:
+        msg = self.raw if type(self.raw) is dict else decode_message(self.raw)
+        if msg["type"] != "batch":
+            raise ProtocolError(f"expected a batch message, got {msg['type']!r}")
+        seq = msg.get("seq")
+        if seq != self.index or msg.get("epoch") != self.epoch:
+            raise ProtocolError(f"batch carries epoch {msg.get('epoch')} seq {seq}, "
+                                f"want epoch {self.epoch} index {self.index} (server without hello positions?)")
+        cols = to_torch(_decode_columns(msg["columns"], writable=True))
+        if self.meta_key is not None:
+            cols[self.meta_key] = {"epoch": self.epoch, "index": self.index, "worker": self.worker,
+                                   "rank": self.rank, "size": msg.get("size")}
+        self.raw = b""
+        return cols
+
+    def _use(self) -> Dict[str, Any]:
+        if self._cols is None:
+            self._cols = self._decode()
+        t = _TRACKERS.get(self.uid)
+        if t is not None and t[0] == os.getpid():
+            ds = t[1]()
+            if ds is not None:
+                ds._consumed(self)
+        return self._cols
+
+    # Mapping protocol (every access counts the batch as consumed).
+    def __getitem__(self, key: str) -> Any:
+        return self._use()[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._use().get(key, default)
+
+    def keys(self):
+        return self._use().keys()
+
+    def values(self):
+        return self._use().values()
+
+    def items(self):
+        return self._use().items()
+
+    def __iter__(self):
+        return iter(self._use())
+
+    def __len__(self) -> int:
+        return len(self._use())
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._use()
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The batch as a plain dict."""
+        return dict(self._use())
+
+    def pin_memory(self, device: Optional[str] = None) -> "LRStreamBatch":
+        """DataLoader(pin_memory=True) hook: decode (in the pin-memory thread)
+        and pin the tensors; does not count the batch as consumed."""
+        if self._cols is None:
+            self._cols = self._decode()
+        for k, v in self._cols.items():
+            if isinstance(v, torch.Tensor):
+                self._cols[k] = v.pin_memory(device) if device else v.pin_memory()
+        return self
+
+    def __repr__(self) -> str:
+        return f"LRStreamBatch(epoch={self.epoch}, index={self.index}, worker={self.worker}, rank={self.rank})"
+
+
+def _refuse_default_collate(batch, *, collate_fn_map=None):
+    raise TypeError(
+        "LRStreamDataset batches are already collated by lrstream: create the loader with "
+        "DataLoader(ds, batch_size=None, ...) (torch's default batch_size=1 tried to collate "
+        f"{len(batch)} lrstream batch(es) again)")
+
+
+try:  # detect DataLoader(ds) without batch_size=None, with a clear error
+    from torch.utils.data._utils.collate import default_collate_fn_map
+
+    default_collate_fn_map[LRStreamBatch] = _refuse_default_collate
+except ImportError:  # pragma: no cover - older torch
+    pass
+
+
+def _set_pdeathsig() -> None:  # runs in the child between fork and exec
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+def _stop_server(proc: subprocess.Popen, tmpdir: str, owner: int) -> None:
+    if os.getpid() != owner:
+        return
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _proc_state(pid: int) -> Optional[str]:
+    """The state letter of /proc/PID/stat (R, S, T, Z, ...), None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    except OSError:
+        return "?"
+    return data[data.rindex(b")") + 2:data.rindex(b")") + 3].decode()
+
+
+def _peer_pid(sock: socket.socket) -> Optional[int]:
+    try:
+        import struct
+
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        return struct.unpack("3i", creds)[0]
+    except (OSError, AttributeError):
+        return None
+
+
+def _tail(path: Optional[str], n: int = 2000) -> str:
+    if not path:
+        return ""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - n))
+            return f.read().decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
 
 
 class LRStreamDataset(IterableDataset):
     """Batches from ``lrstream serve`` as an IterableDataset.
 
-    Use with ``DataLoader(ds, batch_size=None, num_workers=N)``: batches are
-    already collated by lrstream. Each DataLoader worker (and each
-    distributed rank) connects on its own and sends the hello
-    ``{worker, num_workers, rank, world_size[, resume]}``, so the server
-    gives it a disjoint share of the episodes.
+    Use ``DataLoader(ds, batch_size=None, num_workers=N)``: batches are
+    already collated by lrstream. Pass ``socket_path`` of a running
+    ``lrstream serve --socket`` or ``serve_args`` to spawn a private server
+    (it ends with the dataset, at interpreter exit, or when this process
+    dies). ``lrstream`` names the binary to spawn (default: the one bundled
+    in the wheel, else ``lrstream`` on PATH).
 
-    Either pass ``socket_path`` of a running ``lrstream serve --socket``,
-    or ``serve_args`` (e.g. ``["--dataset", "lerobot/pusht",
-    "--recipe", "recipe.yaml", "--batch-size", "64"]``) to spawn
-    ``lrstream serve`` on a private socket; the spawned server lives as
-    long as the dataset object in the process that created it.
+    Epochs: one ``for batch in loader`` is one epoch. ``set_epoch(e)``
+    selects it; without it the next loop continues where the previous one
+    stopped (the next epoch after a complete one, the rest of the epoch
+    after a ``break``). Every batch comes from the server's training order,
+    identical for any ``num_workers``.
 
-    Every yielded batch is a dict of torch tensors (numeric columns) and
-    lists (task, messages, message_streams, target_message_indices, raw
-    language), plus, unless ``meta_key`` is None, ``batch[meta_key] =
-    {"seq", "epoch", "resume", "worker", "rank"}``.
+    Checkpoints: ``state_dict()`` / ``load_state_dict()`` (see
+    docs/python.md): in the main process, the batches the training loop
+    consumed; in a worker (torchdata StatefulDataLoader), that worker's
+    next batch.
 
-    ``state_dict()`` / ``load_state_dict()`` hold the last resume token
-    (torchdata StatefulDataLoader style; each worker keeps its own).
+    ``len(ds)`` is the number of batches one epoch gives this rank; it needs
+    ``num_workers`` (the DataLoader's) because the last
+    ``batches mod (world_size * num_workers)`` global batches of an epoch
+    are not served.
     """
 
     def __init__(
@@ -80,96 +278,327 @@ class LRStreamDataset(IterableDataset):
         socket_path: Optional[str] = None,
         *,
         serve_args: Optional[Sequence[str]] = None,
-        lrstream: str = "lrstream",
+        lrstream: Optional[str] = None,
+        num_workers: Optional[int] = None,
         rank: Optional[int] = None,
         world_size: Optional[int] = None,
-        resume: Optional[str] = None,
-        copy: bool = False,
         meta_key: Optional[str] = "_lrstream",
-        connect_timeout: float = 60.0,
+        connect_timeout: float = 30.0,
+        read_timeout: Optional[float] = 600.0,
+        stopped_timeout: float = 1.5,
     ):
         super().__init__()
         if (socket_path is None) == (serve_args is None):
             raise ValueError("pass exactly one of socket_path or serve_args")
         self.socket_path = socket_path
+        self.num_workers = num_workers
         self.rank = rank
         self.world_size = world_size
-        self.copy = copy
         self.meta_key = meta_key
         self.connect_timeout = connect_timeout
-        self._resume = resume
+        self.read_timeout = read_timeout
+        self.stopped_timeout = stopped_timeout
+        self._uid = uuid.uuid4().hex
+        # The main process's position: [epoch, batches of it consumed]. Workers
+        # see it as it was when they were started (fork or pickle at
+        # iter(loader)); persistent workers' later iterations read _shared:
+        # [gen, gen's start epoch, gen's start index, epoch, consumed], where
+        # gen is the worker iteration of the last consumed batch (-1 after
+        # set_epoch/load_state_dict) -- a worker of iteration g that finds
+        # gen == g starts where its iteration started, else at the consumed
+        # position. Only the main process writes either.
+        self._pos = [0, 0]
+        self._shared = multiprocessing.RawArray(ctypes.c_int64, 5)
+        self._shared[0] = -1
+        self._gen = 0
+        self._fp = multiprocessing.RawArray(ctypes.c_char, 64)
+        self._cluster: Optional[tuple] = None  # (num_workers, world_size) of the consumed batches
+        self._worker_state: Optional[Dict[str, Any]] = None
+        self._header: Optional[Dict[str, Any]] = None
+        self._server_pid: Optional[int] = None
+        self._server_log: Optional[str] = None
         self._proc: Optional[subprocess.Popen] = None
         self._owner = os.getpid()
-        self._tmpdir: Optional[str] = None
+        _TRACKERS[self._uid] = (self._owner, weakref.ref(self))
+        weakref.finalize(self, _TRACKERS.pop, self._uid, None)
         if serve_args is not None:
             self._spawn(lrstream, list(serve_args))
 
+    def _set_pos(self, epoch: int, k: int, gen: int = -1, start: tuple = (0, 0)) -> None:
+        self._pos = [int(epoch), int(k)]
+        sh = self._shared
+        sh[1], sh[2], sh[3], sh[4] = start[0], start[1], int(epoch), int(k)
+        sh[0] = gen
+
     # -- server lifecycle ------------------------------------------------
-    def _spawn(self, lrstream: str, args: list) -> None:
-        self._tmpdir = tempfile.mkdtemp(prefix="lrstream-")
-        self.socket_path = os.path.join(self._tmpdir, "serve.sock")
-        self._proc = subprocess.Popen([lrstream, "serve", "--socket", self.socket_path, *args])
-        atexit.register(self.close)
+    def _spawn(self, lrstream: Optional[str], args: List[str]) -> None:
+        if lrstream is None:
+            from ._binary import find_lrstream
+
+            lrstream = find_lrstream()
+        if not any(a == "--epochs" or a.startswith("--epochs=") for a in args):
+            args = [*args, "--epochs", "0"]  # the loop picks epochs (set_epoch); the server serves any
+        tmpdir = tempfile.mkdtemp(prefix="lrstream-")
+        self.socket_path = os.path.join(tmpdir, "serve.sock")
+        self._server_log = os.path.join(tmpdir, "serve.log")
+        with open(self._server_log, "wb") as log:
+            self._proc = subprocess.Popen([lrstream, "serve", "--socket", self.socket_path, *args],
+                                          stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                          preexec_fn=_set_pdeathsig if sys.platform == "linux" else None)
+        self._server_pid = self._proc.pid
+        self._finalizer = weakref.finalize(self, _stop_server, self._proc, tmpdir, self._owner)
 
     def close(self) -> None:
         """Stop a spawned server (only in the process that spawned it)."""
-        if os.getpid() != self._owner:
-            return
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-        self._proc = None
-        if self._tmpdir is not None:
-            shutil.rmtree(self._tmpdir, ignore_errors=True)
-            self._tmpdir = None
+        f = getattr(self, "_finalizer", None)
+        if f is not None and os.getpid() == self._owner:
+            f()
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        state["_proc"] = None  # Popen objects do not pickle; workers only connect
+        state["_proc"] = None  # workers never wait on the server: it is not their child
+        state["_finalizer"] = None
         return state
 
-    def _connect(self, **hello):
+    def _server_problem(self, pid: Optional[int], waited: float = 0.0) -> Optional[str]:
+        """Why the server cannot answer (dead, stopped), or None."""
+        if self._proc is not None and os.getpid() == self._owner:
+            rc = self._proc.poll()
+            if rc is not None:
+                how = f"was killed by signal {-rc}" if rc < 0 else f"exited with status {rc}"
+                return f"lrstream serve (pid {self._proc.pid}) {how}"
+        if pid is None:
+            return None
+        st = _proc_state(pid)
+        if st is None or st in "ZX":
+            return f"lrstream serve (pid {pid}) is gone"
+        if st in "Tt" and waited >= self.stopped_timeout:
+            return f"lrstream serve (pid {pid}) is stopped (SIGSTOP or a debugger) and sent nothing for {waited:g} s"
+        return None
+
+    def _fail(self, problem: str, cause: Optional[BaseException] = None) -> RuntimeError:
+        log = _tail(self._server_log)
+        msg = problem + (f"; its output ends with:\n{log}" if log else "")
+        return RuntimeError(msg)
+
+    def _connect(self, h: bytes, what: str, decode: bool = False) -> RawMessages:
         deadline = time.monotonic() + self.connect_timeout
         while True:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
-                return connect(self.socket_path, timeout=self.connect_timeout, **hello)
-            except (FileNotFoundError, ConnectionRefusedError):
-                if self._proc is not None and self._proc.poll() is not None:
-                    raise RuntimeError(f"lrstream serve exited with status {self._proc.returncode}") from None
+                s.settimeout(max(0.1, min(5.0, self.connect_timeout)))
+                s.connect(self.socket_path)
+                s.sendall(h)
+                break
+            except (FileNotFoundError, ConnectionRefusedError) as e:
+                s.close()
+                problem = self._server_problem(self._server_pid)
+                if problem:
+                    raise self._fail(problem) from None
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"no lrstream server on {self.socket_path} after {self.connect_timeout}s") from None
+                    raise TimeoutError(f"no lrstream server on {self.socket_path} after {self.connect_timeout:g} s "
+                                       f"(connect_timeout): {e}") from None
                 time.sleep(0.05)
+            except BaseException:
+                s.close()
+                raise
+        pid = _peer_pid(s) or self._server_pid
 
-    # -- iteration -------------------------------------------------------
-    def __iter__(self) -> Iterator[Dict[str, Any]]:
+        def check(waited: float) -> None:
+            problem = self._server_problem(pid, waited)
+            if problem:
+                raise self._fail(problem)
+
+        return RawMessages(s, read_timeout=self.read_timeout, check=check, what=what, decode=decode)
+
+    # -- stream header ---------------------------------------------------
+    def _where(self):
         info = get_worker_info()
-        worker, num_workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        rank, world_size = _dist_rank_world()
+        worker, nw = (info.id, info.num_workers) if info is not None else (0, 1)
+        rank, world = _dist_rank_world()
         if self.rank is not None:
             rank = self.rank
         if self.world_size is not None:
-            world_size = self.world_size
-        reader = self._connect(worker=worker, num_workers=num_workers, rank=rank,
-                               world_size=world_size, resume=self._resume)
-        with reader:
-            for batch in reader:
-                out = to_torch(batch, copy=self.copy)
-                if self.meta_key is not None:
-                    out[self.meta_key] = {"seq": batch.seq, "epoch": batch.epoch, "resume": batch.resume,
-                                          "worker": worker, "rank": rank}
-                if batch.resume is not None:
-                    self._resume = batch.resume
-                yield out
+            world = self.world_size
+        return worker, nw, rank, world, info is not None
 
-    # -- checkpointing ---------------------------------------------------
+    def _read_header(self, rm: RawMessages) -> Dict[str, Any]:
+        raw = rm.next()
+        if not raw:
+            raise self._truncated(rm, "before its header")
+        msg = raw if type(raw) is dict else decode_message(raw)
+        if msg["type"] == "error":
+            raise StreamError(msg.get("message", "unknown error"))
+        check_header(msg)
+        if not isinstance(msg.get("training"), dict):
+            raise ProtocolError("the lrstream server sent no 'training' header key: it predates hello positions; "
+                                "use an lrstream binary of the same version as this client")
+        return msg
+
+    def _truncated(self, rm: RawMessages, where: str) -> BaseException:
+        problem = self._server_problem(_peer_pid(rm._sock) or self._server_pid, 1e9)
+        if problem:
+            return self._fail(problem)
+        return TruncatedStreamError(f"lrstream stream from {self.socket_path} ended {where} (server died or closed the connection)")
+
+    @property
+    def header(self) -> Dict[str, Any]:
+        """The stream header (features, fps, tools, recipe, revision, training...),
+        read once through a short connection."""
+        if self._header is None:
+            _, _, rank, world, _ = self._where()
+            rm = self._connect(hello(0, 1, rank, world, epoch=self._pos[0]), "lrstream server")
+            try:
+                self._header = self._read_header(rm)
+            finally:
+                rm._sock.close()
+        return self._header
+
+    features = property(lambda self: self.header["features"], doc="Numeric columns: [{name, dtype, shape}].")
+    fps = property(lambda self: self.header["fps"], doc="Dataset fps.")
+    tools = property(lambda self: self.header["tools"], doc="The tools catalog.")
+    recipe = property(lambda self: self.header["recipe"], doc="Recipe name.")
+    recipe_sha256 = property(lambda self: self.header["recipe_sha256"], doc="SHA-256 of the recipe.")
+    revision = property(lambda self: self.header["revision"], doc="Resolved dataset revision.")
+    dataset = property(lambda self: self.header["dataset"], doc="Dataset id.")
+    batch_size = property(lambda self: self.header["batch_size"], doc="Samples per batch.")
+    cameras = property(lambda self: [f["name"] for f in self.header["features"]
+                                     if f["name"].startswith("observation.images.")],
+                       doc="Camera columns carried by the batches (observation.images.*).")
+
+    def __len__(self) -> int:
+        if self.num_workers is None:
+            raise TypeError("len(LRStreamDataset) needs the DataLoader's worker count: pass "
+                            "LRStreamDataset(..., num_workers=N) with the same N as DataLoader(num_workers=N)")
+        _, _, _, world, _ = self._where()
+        w = max(1, self.num_workers)
+        return int(self.header["training"]["epoch_batches"]) // (world * w) * w
+
+    # -- epochs and positions --------------------------------------------
+    @property
+    def epoch(self) -> int:
+        """The epoch the next loop iterates."""
+        return self._pos[0]
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next ``for batch in loader`` iterate epoch ``epoch`` from
+        its start (call it in the main process, before the loop)."""
+        if epoch < 0:
+            raise ValueError(f"epoch {epoch} < 0")
+        self._set_pos(epoch, 0)
+
+    def _consumed(self, b: LRStreamBatch) -> None:
+        if b.index + 1 >= b.per_epoch:
+            self._set_pos(b.epoch + 1, 0, b.gen, (b.epoch, b.start))
+        else:
+            self._set_pos(b.epoch, b.index + 1, b.gen, (b.epoch, b.start))
+        self._fp.value = b.fingerprint.encode()
+        self._cluster = (b.num_workers, b.world_size)
+
     def state_dict(self) -> Dict[str, Any]:
-        """The position to resume from: the last batch's resume token."""
-        return {"resume": self._resume}
+        """The position to resume from. In the main process: the epoch and
+        the batches of it this rank's training loop consumed. In a DataLoader
+        worker (torchdata StatefulDataLoader): this worker's next batch."""
+        if get_worker_info() is not None:
+            if self._worker_state is None:  # before iterating: where this worker would start
+                worker, nw, _, world, _ = self._where()
+                return {"version": STATE_VERSION, "epoch": self._pos[0], "next": self._pos[1] + worker,
+                        "fingerprint": self._fp.value.decode(), "num_workers": nw, "world_size": world}
+            return dict(self._worker_state)
+        nw, world = self._cluster or (None, None)
+        return {"version": STATE_VERSION, "epoch": self._pos[0], "batches": self._pos[1],
+                "fingerprint": self._fp.value.decode(), "num_workers": nw, "world_size": world}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """Resume after the batch whose token ``state`` holds."""
-        self._resume = state.get("resume")
+        """Continue from ``state`` (from :meth:`state_dict`)."""
+        if state.get("version") != STATE_VERSION:
+            raise ValueError(f"not an LRStreamDataset state (version {state.get('version')!r}): {state!r}")
+        if "next" in state:  # a worker's own state (StatefulDataLoader)
+            self._worker_state = dict(state)
+            self._worker_resume = True
+            return
+        self._set_pos(state["epoch"], state["batches"])
+        self._fp.value = (state.get("fingerprint") or "").encode()
+        self._resume_cluster = (state.get("num_workers"), state.get("world_size"))
+
+    def _check_resume_cluster(self, nw: int, world: int) -> None:
+        saved = getattr(self, "_resume_cluster", None)
+        if not saved or saved[0] is None or self._pos[1] == 0:
+            return
+        snw, sworld = saved
+        if sworld != world:
+            raise ValueError(f"checkpoint taken mid-epoch with world_size {sworld} cannot resume with world_size {world}: "
+                             "the ranks' shares of the epoch differ; resume with the same world_size, or at an epoch boundary")
+        if world > 1 and snw != nw:
+            raise ValueError(f"checkpoint taken mid-epoch with num_workers {snw} x world_size {world} cannot resume with "
+                             f"num_workers {nw}: with several ranks the worker count decides each rank's batches; "
+                             "resume with the same num_workers, or at an epoch boundary")
+
+    # -- iteration -------------------------------------------------------
+    def __iter__(self) -> Iterator[LRStreamBatch]:
+        # Not a generator: the start position is taken now, when the
+        # DataLoader (re)starts the iteration, not at the first next().
+        worker, nw, rank, world, in_worker = self._where()
+        if self.num_workers is not None and max(1, self.num_workers) != nw and (in_worker or self.num_workers > 0):
+            raise ValueError(f"LRStreamDataset(num_workers={self.num_workers}) but the DataLoader runs "
+                             f"{nw if in_worker else 0} workers: pass the same number to both")
+        ws = self._worker_state if getattr(self, "_worker_resume", False) else None
+        self._worker_resume = False
+        if ws is not None:
+            if ws.get("num_workers") != nw or ws.get("world_size") != world:
+                raise ValueError(f"worker state for {ws.get('num_workers')} workers x {ws.get('world_size')} ranks "
+                                 f"cannot resume with {nw} x {world}")
+            epoch, nxt, fp = int(ws["epoch"]), int(ws["next"]), ws.get("fingerprint") or ""
+        else:
+            self._check_resume_cluster(nw, world)
+            gen = self._gen
+            if gen == 0 or not in_worker:
+                epoch, k = self._pos  # as when this process was started (or the main process's own)
+            else:
+                sh = self._shared[:]
+                epoch, k = (sh[1], sh[2]) if sh[0] == gen else (sh[3], sh[4])
+            fp = self._fp.value.decode()
+            nxt = k + worker
+        gen = self._gen
+        if in_worker:
+            self._gen += 1
+        return self._stream(worker, nw, rank, world, epoch, nxt, fp, gen, nxt - worker)
+
+    def _stream(self, worker, nw, rank, world, epoch, nxt, fp, gen, start) -> Iterator[LRStreamBatch]:
+        where = f"lrstream server {self.socket_path} (rank {rank}, worker {worker})"
+        # In a worker, batches stay raw bytes (decoded in the main process);
+        # without workers they are decoded as they arrive.
+        in_worker = get_worker_info() is not None
+        rm = self._connect(hello(worker, nw, rank, world, epoch=epoch, next=nxt, fingerprint=fp or None), where,
+                           decode=not in_worker)
+        try:
+            header = self._read_header(rm)
+            if self._header is None:
+                self._header = header
+            tr = header["training"]
+            fp = tr["fingerprint"]
+            per_epoch = int(tr["epoch_batches"]) // int(tr["consumers"]) * nw
+            self._worker_state = {"version": STATE_VERSION, "epoch": epoch, "next": nxt, "fingerprint": fp,
+                                  "num_workers": nw, "world_size": world}
+            while True:
+                raw = rm.next()
+                if not raw:
+                    raise self._truncated(rm, "without an 'end' message")
+                t = raw["type"] if type(raw) is dict else _peek_type(raw)
+                if t == "batch":
+                    b = LRStreamBatch(raw, self._uid, epoch, nxt, per_epoch, fp, worker, rank, nw, world, self.meta_key,
+                                      gen, start)
+                    nxt += nw
+                    self._worker_state = {**self._worker_state, "next": nxt}
+                    if nxt >= per_epoch:
+                        self._worker_state.update(epoch=epoch + 1, next=worker)
+                    yield b
+                    continue
+                msg = raw if type(raw) is dict else decode_message(raw)
+                if msg["type"] == "end":
+                    return
+                if msg["type"] == "error":
+                    raise StreamError(msg.get("message", "unknown error"))
+                raise ProtocolError(f"unexpected lrstream message type {msg['type']!r}")
+        finally:
+            rm._sock.close()

@@ -160,8 +160,13 @@ class ReaderTest(unittest.TestCase):
             a.close()
 
     def test_torch_lazy(self):
+        import subprocess
         import sys
-        self.assertNotIn("lrstream_client.torch_dataset", sys.modules)
+
+        # A fresh interpreter: other tests of this session import torch.
+        code = "import lrstream_client, sys; assert 'lrstream_client.torch_dataset' not in sys.modules"
+        subprocess.run([sys.executable, "-c", code], check=True,
+                       env={**os.environ, "PYTHONPATH": os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")})
         try:
             import torch  # noqa: F401
         except ImportError:

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Python client through torch: samples/s delivered to the training loop by
+LRStreamDataset + DataLoader, against the bare reader (lrstream_client.connect)
+on the same server and epoch, with CPU seconds per sample. See
+docs/performance.md ("Python client") and docs/python.md.
+
+    python bench/python_loader.py --lrstream ./lrstream --workers 0,1,2 -- \
+        --dataset /tmp/bench300k --recipe ../shared/recipes/subtask_mem_vqa_speech.yaml --batch-size 256
+
+Everything after `--` is passed to `lrstream serve` (the training order is
+used: every configuration reads epoch 0 of the same order). Each training
+step touches what a step touches: every sample's messages and one tensor.
+"""
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+
+from lrstream_client import connect  # noqa: E402
+
+
+def children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def bare(sock):
+    c0, t0 = time.process_time(), time.perf_counter()
+    samples = msgs = 0
+    with connect(sock, timeout=60, epoch=0) as reader:
+        for batch in reader:
+            samples += batch.size
+            for m in batch.get("messages") or ():
+                msgs += len(m)
+            batch["index"].sum()
+    return samples, time.perf_counter() - t0, time.process_time() - c0, 0.0
+
+
+def loader(sock, workers):
+    from torch.utils.data import DataLoader
+
+    from lrstream_client import LRStreamDataset
+
+    ds = LRStreamDataset(sock, num_workers=workers)
+    dl = DataLoader(ds, batch_size=None, num_workers=workers)
+    c0, k0, t0 = time.process_time(), children_cpu(), time.perf_counter()
+    samples = msgs = 0
+    for batch in dl:
+        idx = batch["index"]
+        samples += len(idx)
+        for m in batch.get("messages") or ():
+            msgs += len(m)
+        idx.sum()
+    del dl  # workers exit: their CPU is counted in RUSAGE_CHILDREN
+    return samples, time.perf_counter() - t0, time.process_time() - c0, children_cpu() - k0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lrstream", default="lrstream")
+    ap.add_argument("--workers", default="0,1,2", help="DataLoader num_workers values to measure")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("serve_args", nargs="*")
+    a = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="lrs-bench-")
+    sock = os.path.join(tmp, "s.sock")
+    proc = subprocess.Popen([a.lrstream, "serve", "--socket", sock, "--epochs", "0", *a.serve_args],
+                            stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):
+            if os.path.exists(sock):
+                break
+            time.sleep(0.05)
+        bare(sock)  # warm the server's keep index
+        # Configurations alternate, a.rounds times; each keeps its best round
+        # (least main CPU per sample): on a shared machine the load drifts.
+        runs = [("bare reader", lambda: bare(sock))]
+        for w in [int(x) for x in a.workers.split(",")]:
+            runs.append((f"DataLoader num_workers={w}", lambda w=w: loader(sock, w)))
+        best = {}
+        for _ in range(a.rounds):
+            for name, f in runs:
+                r = f()
+                if name not in best or r[2] / r[0] < best[name][2] / best[name][0]:
+                    best[name] = r
+        rows = [(name, *best[name]) for name, _ in runs]
+    finally:
+        proc.terminate()
+        proc.wait()
+    base = rows[0][1] / rows[0][2]
+    out = []
+    for name, n, dt, cpu, wcpu in rows:
+        out.append({"config": name, "samples": n, "seconds": round(dt, 3), "samples_per_sec": round(n / dt),
+                    "ratio_to_bare": round(n / dt / base, 3), "main_cpu_us_per_sample": round(cpu / n * 1e6, 3),
+                    "worker_cpu_us_per_sample": round(wcpu / n * 1e6, 3)})
+    if a.json:
+        print(json.dumps(out, indent=1))
+    else:
+        print(f"{'configuration':28} {'samples/s':>10} {'ratio':>6} {'main CPU µs/sample':>19} {'worker CPU µs/sample':>21}")
+        for r in out:
+            print(f"{r['config']:28} {r['samples_per_sec']:>10} {r['ratio_to_bare']:>6} "
+                  f"{r['main_cpu_us_per_sample']:>19} {r['worker_cpu_us_per_sample']:>21}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,246 @@
+"""LRStreamDataset with real torch and torchdata DataLoaders against a real
+`lrstream serve` on the demo dataset: exact checkpoints, epochs, len and
+header, collation mistakes, writable tensors, server failures."""
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import msgpack
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader
+from torchdata.stateful_dataloader import StatefulDataLoader
+
+from conftest import ROOT, SERVE_ARGS
+from lrstream_client import LRStreamDataset
+from lrstream_client.torch_dataset import LRStreamBatch
+
+
+def indices(batches):
+    return [tuple(b["index"].tolist()) for b in batches]
+
+
+def epoch_of(server, epoch, nw=0):
+    ds = LRStreamDataset(server)
+    ds.set_epoch(epoch)
+    return indices(DataLoader(ds, batch_size=None, num_workers=nw))
+
+
+@pytest.mark.parametrize("kind,nw,persistent", [
+    ("plain", 0, False), ("plain", 2, False), ("plain", 2, True), ("plain", 4, False),
+    ("stateful", 0, False), ("stateful", 2, False), ("stateful", 2, True),
+])
+def test_exact_checkpoint(server, kind, nw, persistent):
+    """Checkpoint after 7 batches (a break), resume in a new dataset and
+    loader: epochs 1 and 2 are exactly the uninterrupted ones."""
+    want = epoch_of(server, 1, nw) + epoch_of(server, 2, nw)
+    Loader = DataLoader if kind == "plain" else StatefulDataLoader
+    kw = dict(batch_size=None, num_workers=nw, persistent_workers=persistent if nw else False)
+    ds = LRStreamDataset(server, num_workers=nw)
+    ds.set_epoch(1)
+    loader = Loader(ds, **kw)
+    got = []
+    for i, b in enumerate(loader):
+        got.append(tuple(b["index"].tolist()))
+        if i == 6:
+            break
+    state = ds.state_dict() if kind == "plain" else loader.state_dict()
+    if kind == "plain":
+        assert state["epoch"] == 1 and state["batches"] == 7
+    del loader, ds
+    gc.collect()
+    ds = LRStreamDataset(server, num_workers=nw)
+    loader = Loader(ds, **kw)
+    if kind == "plain":
+        ds.load_state_dict(state)
+    else:
+        loader.load_state_dict(state)
+    for _ in range(2):  # the rest of epoch 1, then epoch 2
+        got += indices(loader)
+    assert got == want
+    one_epoch = [i for b in got[:len(want) // 2] for i in b]
+    assert len(one_epoch) == len(set(one_epoch)), "a frame served twice in one epoch"
+
+
+def test_break_then_continue_persistent(server):
+    """persistent_workers + break: the next loop continues with the first
+    batch the loop did not take (prefetched batches are not lost)."""
+    want = epoch_of(server, 0, 2)
+    ds = LRStreamDataset(server)
+    loader = DataLoader(ds, batch_size=None, num_workers=2, persistent_workers=True, prefetch_factor=4)
+    got = []
+    for stop in (3, 4):
+        for i, b in enumerate(loader):
+            got.append(tuple(b["index"].tolist()))
+            if i == stop:
+                break
+    got += indices(loader)
+    assert got == want
+
+
+@pytest.mark.parametrize("nw,persistent", [(0, False), (2, False), (2, True)])
+def test_epochs_same_for_any_workers(server, nw, persistent):
+    want = [epoch_of(server, e, nw) for e in range(3)]
+    assert want[0] != want[1]  # shuffled per epoch
+    ds = LRStreamDataset(server, num_workers=nw)
+    loader = DataLoader(ds, batch_size=None, num_workers=nw, persistent_workers=persistent)
+    for epoch in range(3):  # the documented loop, with set_epoch ...
+        ds.set_epoch(epoch)
+        assert indices(loader) == want[epoch]
+    ds.set_epoch(0)
+    for epoch in range(3):  # ... and without: each loop is the next epoch
+        assert indices(loader) == want[epoch]
+        assert all(b for b in want[epoch])
+
+
+def test_len_and_header(server):
+    for nw in (0, 2, 3):
+        ds = LRStreamDataset(server, num_workers=nw)
+        assert len(ds) == len(epoch_of(server, 0, nw)), nw
+        assert len(DataLoader(ds, batch_size=None, num_workers=nw)) == len(ds)
+    assert ds.fps == 10 and ds.recipe == "demo-recipe.yaml" and ds.batch_size == 8
+    assert [f["name"] for f in ds.features][:5] == ["index", "episode_index", "frame_index", "timestamp", "task_index"]
+    assert ds.tools is not None and isinstance(ds.revision, str) and ds.cameras == []
+    with pytest.raises(TypeError, match="num_workers"):
+        len(LRStreamDataset(server))
+
+
+def test_default_collation_is_refused(server):
+    ds = LRStreamDataset(server)
+    with pytest.raises(TypeError, match="batch_size=None"):
+        next(iter(DataLoader(ds)))
+    with pytest.raises(Exception, match="batch_size=None"):
+        next(iter(DataLoader(ds, batch_size=4, num_workers=1)))
+
+
+def test_tensors_writable_and_private():
+    """A 1-byte column written in place must not touch the received bytes
+    (CPython caches b'\\x00')."""
+    msg = {"type": "batch", "seq": 0, "epoch": 0, "size": 1, "resume": None,
+           "columns": {"flag": {b"nd": True, b"type": "|u1", b"kind": b"", b"shape": [1], b"data": b"\x00"},
+                       "task": ["t"]}}
+    b = LRStreamBatch(msgpack.packb(msg, use_bin_type=True), "none", 0, 0, 1, "", 0, 0, 1, 1, None)
+    t = b["flag"]
+    t[0] = 7
+    assert b"\x00"[0] == 0 and bytes(1) == b"\x00"
+    assert b["flag"].tolist() == [7]
+
+
+def test_batches_pickle_as_bytes(server):
+    """Workers hand over raw bytes (decoded in the main process)."""
+    ds = LRStreamDataset(server)
+    b = next(iter(DataLoader(ds, batch_size=None, num_workers=1)))
+    assert isinstance(b, LRStreamBatch) and isinstance(b.raw, bytes) and len(b.raw) > 0
+    assert "messages" in b and isinstance(b["messages"], list)
+
+
+SERVER_FAIL = textwrap.dedent("""
+    import os, signal, sys, time
+    sys.path.insert(0, {py!r})
+    from torch.utils.data import DataLoader
+    from lrstream_client import LRStreamDataset
+    ds = LRStreamDataset(serve_args={args!r}, lrstream={bin!r}, read_timeout=60)
+    it = iter(DataLoader(ds, batch_size=None, num_workers={nw}))
+    next(it)
+    os.kill(ds._server_pid, signal.{sig})
+    t0 = time.monotonic()
+    try:
+        while True:
+            next(it)
+    except Exception as e:
+        print("ERROR", round(time.monotonic() - t0, 2), type(e).__name__, " | ".join(str(e).splitlines()))
+    if {sig!r} == "SIGSTOP":
+        os.kill(ds._server_pid, signal.SIGCONT)
+""")
+
+
+@pytest.mark.parametrize("sig,nw", [("SIGKILL", 0), ("SIGKILL", 2), ("SIGSTOP", 0), ("SIGSTOP", 2)])
+def test_server_failure_reaches_loop(lrstream_bin, sig, nw):
+    # A slow stream (large epoch count, small batches) so the kill lands mid-stream.
+    args = ["--batch-size", "1", "--mode", "fallback", "--epochs", "0"]
+    code = SERVER_FAIL.format(py=os.path.join(ROOT, "python"), args=args, bin=lrstream_bin, nw=nw, sig=sig)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    line = [l for l in out.stdout.splitlines() if l.startswith("ERROR")]
+    assert line, out.stdout + out.stderr
+    _, secs, kind, text = line[0].split(" ", 3)
+    assert float(secs) < 2.0, line
+    assert "lrstream serve (pid" in text and ("gone" in text or "killed" in text or "stopped" in text), line
+
+
+def test_spawned_server_ends_with_dataset(lrstream_bin):
+    ds = LRStreamDataset(serve_args=SERVE_ARGS, lrstream=lrstream_bin)
+    assert len(next(iter(ds))["index"]) == 8
+    proc = ds._proc
+    loader = DataLoader(ds, batch_size=None, num_workers=2)
+    next(iter(loader))  # forked workers must not disturb the server (no ECHILD)
+    assert proc.poll() is None
+    del ds, loader
+    gc.collect()
+    assert proc.wait(10) is not None
+
+
+DDP = textwrap.dedent("""
+    import os, sys, json
+    sys.path.insert(0, {py!r})
+    import torch, torch.distributed as dist
+    from torch.utils.data import DataLoader
+    from lrstream_client import LRStreamDataset
+    dist.init_process_group("gloo")
+    r = dist.get_rank()
+    def run(state=None, stop=None):
+        ds = LRStreamDataset({sock!r}, num_workers=2)
+        if state: ds.load_state_dict(state)
+        else: ds.set_epoch(1)
+        got = []
+        for i, b in enumerate(DataLoader(ds, batch_size=None, num_workers=2)):
+            got.append(b["index"].tolist())
+            if i == stop: break
+        return got, ds.state_dict()
+    full, _ = run()
+    part, st = run(stop=4)
+    rest, _ = run(st)
+    assert part + rest == full, (r, len(part), len(rest), len(full))
+    out = [None, None]
+    dist.all_gather_object(out, [i for b in full for i in b])
+    if r == 0:
+        assert not set(out[0]) & set(out[1]), "ranks overlap"
+        print("DDP-OK", len(out[0]), len(out[1]))
+    dist.destroy_process_group()
+""")
+
+
+def test_ddp_two_ranks(server, tmp_path):
+    script = tmp_path / "ddp.py"
+    script.write_text(DDP.format(py=os.path.join(ROOT, "python"), sock=server))
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                          "--master-port", "29517", str(script)], capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0 and "DDP-OK" in out.stdout, out.stdout[-3000:] + out.stderr[-3000:]
+
+
+def test_connect_and_read_timeouts(tmp_path):
+    import socket
+    import threading
+
+    ds = LRStreamDataset(str(tmp_path / "none.sock"), connect_timeout=0.3)
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError, match="connect_timeout"):
+        next(iter(ds))
+    assert time.monotonic() - t0 < 2
+    path = str(tmp_path / "silent.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(1)
+    conns = []
+    threading.Thread(target=lambda: conns.append(srv.accept()), daemon=True).start()
+    ds = LRStreamDataset(path, read_timeout=0.5)
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError, match="read_timeout"):
+        next(iter(ds))
+    assert time.monotonic() - t0 < 2
+    srv.close()
