@@ -69,10 +69,6 @@ type HubOptions struct {
 	// Progress receives download progress lines (bytes, rate, ETA); nil
 	// disables progress. Set it only when it is a terminal.
 	Progress io.Writer
-	// Notices receives one-line notices a user should see, such as
-	// falling back to the cached snapshot when the Hub cannot be reached
-	// (nil: they go to Logger as warnings only).
-	Notices io.Writer
 	// Logger receives debug logs (requests, retries, cache hits); nil
 	// discards them. Tokens and headers are never logged.
 	Logger *slog.Logger
@@ -222,9 +218,6 @@ type Hub struct {
 	retryLog  any
 	prog      *progress
 	stats     hubStats
-	// offline starts as HubOptions.Offline and turns true when the Hub
-	// is unreachable and the cached snapshot serves instead.
-	offline atomic.Bool
 
 	listMu  sync.Mutex // serialises stat's directory listings
 	mu      sync.Mutex
@@ -336,7 +329,6 @@ func OpenHub(ctx context.Context, repoSpec string, opts HubOptions) (*Hub, error
 		deep:      map[string]bool{},
 		direct:    map[string]*url.URL{},
 	}
-	h.offline.Store(opts.Offline)
 	if opts.Logger != nil {
 		h.retryLog = slogRetryLogger{log}
 	}
@@ -541,16 +533,7 @@ func (h *Hub) newState(method string, u *url.URL) *retryState {
 // getJSON GETs an API URL and decodes its JSON body into v. It returns the
 // response headers (for pagination).
 func (h *Hub) getJSON(ctx context.Context, req *http.Request, v any) (http.Header, error) {
-	return h.getJSONWith(ctx, req, v, nil)
-}
-
-// getJSONWith is getJSON with the retry policy adjusted by policy (nil:
-// HubOptions.Retry).
-func (h *Hub) getJSONWith(ctx context.Context, req *http.Request, v any, policy func(RetryPolicy) RetryPolicy) (http.Header, error) {
 	s := h.newState(req.Method, req.URL)
-	if policy != nil {
-		s.policy = policy(s.policy)
-	}
 	for {
 		resp, err := h.do(ctx, s, req)
 		if err != nil {
@@ -577,32 +560,9 @@ func (h *Hub) getJSONWith(ctx context.Context, req *http.Request, v any, policy 
 	}
 }
 
-// notice tells the user msg (HubOptions.Notices) and logs it.
-func (h *Hub) notice(msg string) {
-	h.log.Warn("hub: " + msg)
-	if h.opts.Notices != nil {
-		fmt.Fprintln(h.opts.Notices, msg)
-	}
-}
-
-// unreachable reports whether err means the Hub could not be reached or
-// did not answer usefully (transport errors, stalls, 5xx/429 past the
-// budget) — the failures huggingface_hub answers by using its cache —
-// rather than an answer such as 401, 404 or a missing revision.
-func unreachable(err error) bool {
-	var he *HTTPError
-	if !errors.As(err, &he) {
-		return false
-	}
-	return he.StatusCode == 0 || he.StatusCode == http.StatusTooManyRequests || he.StatusCode >= 500
-}
-
-// shortErr is err's text cut to one readable line.
-func shortErr(err error) string { return shorten(err.Error(), 200) }
-
 // resolveRevision pins h.sha.
 func (h *Hub) resolveRevision(ctx context.Context) error {
-	if h.offline.Load() {
+	if h.opts.Offline {
 		sha, err := h.cache.offlineRevision(h.requested)
 		if err != nil {
 			return fmt.Errorf("dataset %s@%s: %w", h.id, h.requested, err)
@@ -618,11 +578,6 @@ func (h *Hub) resolveRevision(ctx context.Context) error {
 			return nil
 		}
 	}
-	// With a snapshot of this revision in the cache, a Hub that cannot be
-	// reached is not fatal: like huggingface_hub, fall back to the cache
-	// (and stay offline for this run). The revision call then gets a
-	// short budget so a dead network costs seconds, not the whole budget.
-	cached, cacheErr := h.cache.offlineRevision(h.requested)
 	req, err := h.newRequest(ctx, http.MethodGet, h.apiPrefix()+"/revision/"+url.PathEscape(h.requested), "")
 	if err != nil {
 		return err
@@ -630,22 +585,7 @@ func (h *Hub) resolveRevision(ctx context.Context) error {
 	var info struct {
 		SHA string `json:"sha"`
 	}
-	_, err = h.getJSONWith(ctx, req, &info, func(p RetryPolicy) RetryPolicy {
-		if cacheErr == nil {
-			p.MaxAttempts, p.MaxWait = min(p.MaxAttempts, 2), min(p.MaxWait, 2*time.Second)
-		}
-		return p
-	})
-	if err != nil {
-		if unreachable(err) && ctx.Err() == nil {
-			if cacheErr == nil {
-				h.notice(fmt.Sprintf("warning: the Hub is unreachable (%v); using the cached snapshot %s of %s@%s (set HF_HUB_OFFLINE=1 to skip the network)", shortErr(err), cached, h.id, h.requested))
-				h.offline.Store(true)
-				h.sha = cached
-				return nil
-			}
-			return fmt.Errorf("dataset %s: resolve revision %s: %w; no cached snapshot to fall back to (%v) — download it while online, then HF_HUB_OFFLINE=1 runs from the cache", h.id, h.requested, err, cacheErr)
-		}
+	if _, err := h.getJSON(ctx, req, &info); err != nil {
 		return fmt.Errorf("dataset %s: resolve revision %s: %w", h.id, h.requested, err)
 	}
 	if !shaRE.MatchString(info.SHA) {
@@ -850,7 +790,7 @@ func (h *Hub) List(ctx context.Context, dir string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list %s in %s: %w", dir, h.id, err)
 	}
-	if h.offline.Load() {
+	if h.opts.Offline {
 		out, err := h.cache.listSnapshot(h.sha, d)
 		if err != nil {
 			return nil, h.scrub(fmt.Errorf("list %s in %s@%s: %w", displayDir(d), h.id, h.sha, err))
@@ -864,13 +804,6 @@ func (h *Hub) List(ctx context.Context, dir string) ([]string, error) {
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil
-		}
-		if unreachable(err) && ctx.Err() == nil {
-			if st, serr := os.Stat(h.cache.snapshotDir(h.sha)); serr == nil && st.IsDir() {
-				h.notice(fmt.Sprintf("warning: the Hub is unreachable (%v); using the cached snapshot %s of %s", shortErr(err), h.sha, h.id))
-				h.offline.Store(true)
-				return h.List(ctx, dir)
-			}
 		}
 		return nil, h.scrub(fmt.Errorf("list %s in %s@%s: %w", displayDir(d), h.id, h.sha, err))
 	}
@@ -993,7 +926,7 @@ func (h *Hub) open(ctx context.Context, name string) (File, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	if h.offline.Load() {
+	if h.opts.Offline {
 		return nil, fmt.Errorf("%w (cache %s)", ErrOffline, h.cache.root)
 	}
 	e, err := h.stat(ctx, name)

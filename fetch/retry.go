@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -198,12 +197,6 @@ func (s *retryState) decide(ctx context.Context, resp *http.Response, err error)
 			return false, err
 		}
 		if ok, _ := retryablehttp.DefaultRetryPolicy(ctx, nil, err); !ok {
-			return false, err
-		}
-		// A name that does not resolve (NXDOMAIN) will not resolve in a
-		// few seconds either: fail (or fall back to the cache) at once.
-		var dnsErr *net.DNSError
-		if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
 			return false, err
 		}
 		s.lastErr = err

@@ -165,7 +165,6 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 		if err != nil {
 			return nil, err
 		}
-		opts.Notices = e.stderr // e.g. falling back to the cached snapshot
 		if opts.Cache, err = fetch.ParseCacheMode(f.cache); err != nil {
 			return nil, err
 		}

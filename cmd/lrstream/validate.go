@@ -75,7 +75,6 @@ func runValidate(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	hub.Notices = e.stderr // e.g. falling back to the cached snapshot
 	if hub.Cache, err = fetch.ParseCacheMode(*cache); err != nil {
 		return err
 	}
