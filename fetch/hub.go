@@ -75,12 +75,6 @@ type HubOptions struct {
 	// Retry bounds retries of each request; zero fields take
 	// DefaultRetryPolicy's values.
 	Retry RetryPolicy
-	// StallTimeout is how long a response body may make no progress
-	// before the transfer counts as stalled: the request is abandoned and
-	// retried within Retry's budget (downloads resume with a Range
-	// request), then fails with ErrStalled (default 30s; headers have
-	// their own 60s limit).
-	StallTimeout time.Duration
 	// Transport is the HTTP transport (nil: a pooled clone of
 	// http.DefaultTransport).
 	Transport http.RoundTripper
@@ -347,7 +341,7 @@ func OpenHub(ctx context.Context, repoSpec string, opts HubOptions) (*Hub, error
 		base = t
 	}
 	h.httpc = &http.Client{
-		Transport:     &countingTransport{base: base, n: &h.stats.requests, stall: stallTimeout(opts.StallTimeout)},
+		Transport:     &countingTransport{base: base, n: &h.stats.requests},
 		CheckRedirect: h.checkRedirect,
 	}
 	if opts.Token != "" && ep.Scheme == "http" && !isLoopback(ep.Hostname()) {
@@ -398,24 +392,15 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// countingTransport counts requests (each retry and redirect hop) and
-// guards every response body against stalls (see stallBody).
+// countingTransport counts requests (each retry and redirect hop).
 type countingTransport struct {
-	base  http.RoundTripper
-	n     *atomic.Int64
-	stall time.Duration
+	base http.RoundTripper
+	n    *atomic.Int64
 }
 
 func (t *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	t.n.Add(1)
-	ctx, cancel := context.WithCancel(r.Context())
-	resp, err := t.base.RoundTrip(r.WithContext(ctx))
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	resp.Body = newStallBody(resp.Body, t.stall, cancel)
-	return resp, nil
+	return t.base.RoundTrip(r)
 }
 
 // redirectInfo collects what a request learns from the redirects it

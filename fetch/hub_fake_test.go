@@ -75,15 +75,13 @@ type fakeHub struct {
 }
 
 // fault answers the first n requests of a kind (or all, n < 0) with a
-// status, or (drop) with a body cut in the middle, or (stall) with half
-// the body and then nothing until the client gives up.
+// status, or (drop) with a body cut in the middle.
 type fault struct {
 	kind    string // revision, tree, resolve, cdn
 	n       int
 	status  int
 	headers map[string]string
 	drop    bool
-	stall   bool
 	hits    int
 }
 
@@ -206,7 +204,7 @@ func (f *fakeHub) serveHub(w http.ResponseWriter, r *http.Request) {
 		hubError(w, 401, "RepoNotFound", "Invalid credentials in Authorization header")
 		return
 	}
-	if fl != nil && !fl.drop && !fl.stall {
+	if fl != nil && !fl.drop {
 		for k, v := range fl.headers {
 			w.Header().Set(k, v)
 		}
@@ -269,7 +267,7 @@ func (f *fakeHub) serveHub(w http.ResponseWriter, r *http.Request) {
 
 func (f *fakeHub) serveCDN(w http.ResponseWriter, r *http.Request) {
 	fl := f.hit("cdn", r)
-	if fl != nil && !fl.drop && !fl.stall {
+	if fl != nil && !fl.drop {
 		for k, v := range fl.headers {
 			w.Header().Set(k, v)
 		}
@@ -328,16 +326,6 @@ func (f *fakeHub) serveBytes(w http.ResponseWriter, r *http.Request, ff *fakeFil
 		w.Write(body[:len(body)/2])
 		w.(http.Flusher).Flush()
 		panic(http.ErrAbortHandler) // the connection drops mid-body
-	}
-	if fl != nil && fl.stall {
-		w.Write(body[:len(body)/2])
-		w.(http.Flusher).Flush()
-		select { // the connection stays open, silent, until the client leaves
-		case <-r.Context().Done():
-		case <-time.After(30 * time.Second):
-			f.t.Errorf("a stalled %s request was never abandoned", r.URL.Path)
-		}
-		panic(http.ErrAbortHandler)
 	}
 	w.Write(body)
 }
