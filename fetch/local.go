@@ -16,6 +16,7 @@ import (
 // demo dataset embedded in the binary).
 type Dir struct {
 	id   string
+	root string // the OS directory for NewDir, "" for NewFS
 	fsys fs.FS
 }
 
@@ -28,7 +29,11 @@ func NewDir(root string) (*Dir, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("dataset %s: not a directory", root)
 	}
-	return &Dir{id: filepath.Clean(root), fsys: os.DirFS(root)}, nil
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("dataset %s: %w", root, err)
+	}
+	return &Dir{id: filepath.Clean(root), root: abs, fsys: os.DirFS(root)}, nil
 }
 
 // NewFS returns a Source reading the dataset at the root of fsys, named id.
