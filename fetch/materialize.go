@@ -160,4 +160,3 @@ func (h *Hub) materialize(ctx context.Context, name string) (string, func(), err
 	}
 	return tmp.Name(), release, nil
 }
-
