@@ -95,6 +95,11 @@ type HubOptions struct {
 	// request when a read touches its end, so a parquet footer costs one
 	// request (default 64 KiB).
 	FooterSize int64
+	// StallTimeout is the progress deadline of response bodies: a body
+	// that delivers no byte for this long fails with ErrStalled and is
+	// retried (resumed with a Range request) within the retry budget
+	// (default DefaultStallTimeout, 30s).
+	StallTimeout time.Duration
 }
 
 // HubOptionsFromEnv reads the huggingface_hub environment variables:
@@ -304,6 +309,9 @@ func OpenHub(ctx context.Context, repoSpec string, opts HubOptions) (*Hub, error
 	}
 	if opts.PrefetchMemory <= 0 {
 		opts.PrefetchMemory = 256 << 20
+	}
+	if opts.StallTimeout <= 0 {
+		opts.StallTimeout = DefaultStallTimeout
 	}
 	if opts.FooterSize <= 0 {
 		opts.FooterSize = 64 << 10
@@ -529,8 +537,9 @@ func (h *Hub) getJSON(ctx context.Context, req *http.Request, v any) (http.Heade
 			resp.Body.Close()
 			return nil, err
 		}
-		body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
-		resp.Body.Close()
+		rb := h.watchBody(resp.Body)
+		body, err := io.ReadAll(io.LimitReader(rb, 256<<20))
+		rb.Close()
 		h.stats.bytes.Add(int64(len(body)))
 		if err != nil {
 			if rerr := s.retryBody(ctx, err); rerr != nil {

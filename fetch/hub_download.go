@@ -187,8 +187,9 @@ func (h *Hub) fetchToFile(ctx context.Context, e treeEntry, hash string, size in
 			resp.Body.Close()
 			return fmt.Errorf("hub cache: %w", err)
 		}
-		n, rerr := copyBody(f, resp.Body, size-have, tr)
-		resp.Body.Close()
+		rb := h.watchBody(resp.Body)
+		n, rerr := copyBody(f, rb, size-have, tr)
+		rb.Close()
 		have += n
 		h.stats.bytes.Add(n)
 		var werr *writeError

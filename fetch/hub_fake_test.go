@@ -82,7 +82,19 @@ type fault struct {
 	status  int
 	headers map[string]string
 	drop    bool
+	stall   bool // send half the body, then nothing (until the client gives up)
 	hits    int
+}
+
+// stallBody writes part of a body, flushes it and then stops sending
+// until the client closes the connection (or 5 s pass).
+func stallBody(w http.ResponseWriter, r *http.Request, part []byte) {
+	w.Write(part)
+	w.(http.Flusher).Flush()
+	select {
+	case <-r.Context().Done():
+	case <-time.After(5 * time.Second):
+	}
 }
 
 func datasetDir(t *testing.T) string {
@@ -204,11 +216,16 @@ func (f *fakeHub) serveHub(w http.ResponseWriter, r *http.Request) {
 		hubError(w, 401, "RepoNotFound", "Invalid credentials in Authorization header")
 		return
 	}
-	if fl != nil && !fl.drop {
+	if fl != nil && !fl.drop && !fl.stall {
 		for k, v := range fl.headers {
 			w.Header().Set(k, v)
 		}
 		http.Error(w, http.StatusText(fl.status), fl.status)
+		return
+	}
+	if fl != nil && fl.stall && kind != "resolve" {
+		w.Header().Set("Content-Type", "application/json")
+		stallBody(w, r, []byte(`{"id": "`+fakeID+`", "sha": "`))
 		return
 	}
 	switch kind {
@@ -267,7 +284,7 @@ func (f *fakeHub) serveHub(w http.ResponseWriter, r *http.Request) {
 
 func (f *fakeHub) serveCDN(w http.ResponseWriter, r *http.Request) {
 	fl := f.hit("cdn", r)
-	if fl != nil && !fl.drop {
+	if fl != nil && !fl.drop && !fl.stall {
 		for k, v := range fl.headers {
 			w.Header().Set(k, v)
 		}
@@ -320,6 +337,10 @@ func (f *fakeHub) serveBytes(w http.ResponseWriter, r *http.Request, ff *fakeFil
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	if r.Method == http.MethodHead {
+		return
+	}
+	if fl != nil && fl.stall {
+		stallBody(w, r, body[:len(body)/2])
 		return
 	}
 	if fl != nil && fl.drop {

@@ -421,8 +421,9 @@ func (f *remoteFile) fetch(ctx context.Context, off, end int64) ([]byte, error) 
 			return nil, fmt.Errorf("GET %s: Content-Range %q does not match the requested bytes %d-%d of %d", s.url, shorten(resp.Header.Get("Content-Range"), 80), from, end-1, f.size)
 		}
 		want := last - start + 1
-		n, rerr := io.ReadFull(resp.Body, buf[got:got+want])
-		resp.Body.Close()
+		rb := h.watchBody(resp.Body)
+		n, rerr := io.ReadFull(rb, buf[got:got+want])
+		rb.Close()
 		got += int64(n)
 		h.stats.bytes.Add(int64(n))
 		if rerr != nil {
@@ -449,8 +450,9 @@ func (f *remoteFile) loadWhole(ctx context.Context, s *retryState, u string, res
 	h.log.Debug("hub: server ignored Range, reading the whole file once", "file", f.name, "bytes", f.size)
 	buf := make([]byte, f.size)
 	for {
-		n, err := io.ReadFull(resp.Body, buf)
-		resp.Body.Close()
+		rb := h.watchBody(resp.Body)
+		n, err := io.ReadFull(rb, buf)
+		rb.Close()
 		h.stats.bytes.Add(int64(n))
 		if err == nil {
 			break
