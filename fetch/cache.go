@@ -70,33 +70,44 @@ func inside(base, rel string) (string, error) {
 }
 
 // offlineRevision resolves rev from the cache alone: a commit SHA with a
-// snapshot directory, or refs/<rev>.
+// snapshot directory, or refs/<rev>. What is missing matches ErrOffline.
 func (c *repoCache) offlineRevision(rev string) (string, error) {
+	sha, missing, err := c.cachedRevision(rev)
+	if missing {
+		return "", fmt.Errorf("%w: %w", err, ErrOffline)
+	}
+	return sha, err
+}
+
+// cachedRevision resolves rev from the cache alone: a commit SHA with a
+// snapshot directory, or refs/<rev> naming one. missing is true when the
+// cache simply does not hold it (err then says what is missing).
+func (c *repoCache) cachedRevision(rev string) (sha string, missing bool, err error) {
 	if shaRE.MatchString(rev) {
 		if st, err := os.Stat(c.snapshotDir(rev)); err == nil && st.IsDir() {
-			return rev, nil
+			return rev, false, nil
 		}
-		return "", fmt.Errorf("commit %s: no snapshot in the cache %s: %w", rev, c.dir, ErrOffline)
+		return "", true, fmt.Errorf("commit %s: no snapshot in the cache %s", rev, c.dir)
 	}
 	refPath, err := inside(filepath.Join(c.dir, "refs"), rev)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	b, err := os.ReadFile(refPath)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("revision %s: no refs/%s in the cache %s: %w", rev, rev, c.dir, ErrOffline)
+			return "", true, fmt.Errorf("revision %s: no refs/%s in the cache %s", rev, rev, c.dir)
 		}
-		return "", fmt.Errorf("revision %s: %w", rev, err)
+		return "", false, fmt.Errorf("revision %s: %w", rev, err)
 	}
-	sha := strings.TrimSpace(string(b))
+	sha = strings.TrimSpace(string(b))
 	if !shaRE.MatchString(sha) {
-		return "", fmt.Errorf("revision %s: cache file %s does not hold a commit SHA", rev, refPath)
+		return "", false, fmt.Errorf("revision %s: cache file %s does not hold a commit SHA", rev, refPath)
 	}
 	if st, err := os.Stat(c.snapshotDir(sha)); err != nil || !st.IsDir() {
-		return "", fmt.Errorf("revision %s (commit %s): no snapshot in the cache %s: %w", rev, sha, c.dir, ErrOffline)
+		return "", true, fmt.Errorf("revision %s (commit %s): no snapshot in the cache %s", rev, sha, c.dir)
 	}
-	return sha, nil
+	return sha, false, nil
 }
 
 // listSnapshot lists the files (symlinks resolving to regular files, or

@@ -69,8 +69,11 @@ type HubOptions struct {
 	// Progress receives download progress lines (bytes, rate, ETA); nil
 	// disables progress. Set it only when it is a terminal.
 	Progress io.Writer
-	// Logger receives debug logs (requests, retries, cache hits); nil
-	// discards them. Tokens and headers are never logged.
+	// Logger receives debug logs (requests, retries, cache hits) and
+	// warnings (falling back to the cache when the Hub is unreachable); nil
+	// means slog.Default(), whose default level shows the warnings on
+	// stderr and hides the debug records. Tokens and headers are never
+	// logged.
 	Logger *slog.Logger
 	// Retry bounds retries of each request; zero fields take
 	// DefaultRetryPolicy's values.
@@ -225,7 +228,35 @@ type Hub struct {
 	deep    map[string]bool      // directories whose whole subtree is in entries
 	direct  map[string]*url.URL  // file -> CDN URL of its last redirect
 	refDone bool
+
+	// unreachable is set when the Hub could not be reached at OpenHub and
+	// the cached snapshot of the requested revision is used instead: the
+	// source then reads the cache only, like offline mode.
+	unreachable error
 }
+
+// cacheOnly reports whether the source reads the cache only (offline
+// mode, or the Hub was unreachable at OpenHub).
+func (h *Hub) cacheOnly() bool { return h.opts.Offline || h.unreachable != nil }
+
+// cacheOnlyErr is the error for a file missing from the cache when the
+// source reads the cache only.
+func (h *Hub) cacheOnlyErr() error {
+	if h.unreachable != nil {
+		return fmt.Errorf("%w: not in the cached snapshot %s, and the Hub was unreachable when the dataset was opened (%v)", ErrUnreachable, h.cache.snapshotDir(h.sha), h.unreachable)
+	}
+	return fmt.Errorf("%w (cache %s)", ErrOffline, h.cache.root)
+}
+
+// ErrUnreachable is matched (errors.Is) by errors of a Hub source that
+// could not reach the Hub: at OpenHub when the cache holds no snapshot of
+// the requested revision, later for files missing from the cached
+// snapshot it fell back to.
+var ErrUnreachable = errors.New("the Hub is unreachable")
+
+// UsingCachedSnapshot reports whether the Hub was unreachable at OpenHub
+// and the source serves the cached snapshot of the requested revision.
+func (h *Hub) UsingCachedSnapshot() bool { return h.unreachable != nil }
 
 var (
 	repoPartRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
@@ -318,7 +349,7 @@ func OpenHub(ctx context.Context, repoSpec string, opts HubOptions) (*Hub, error
 	}
 	log := opts.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = slog.Default()
 	}
 	h := &Hub{
 		id:        id,
@@ -526,7 +557,10 @@ func (h *Hub) newState(method string, u *url.URL) *retryState {
 // getJSON GETs an API URL and decodes its JSON body into v. It returns the
 // response headers (for pagination).
 func (h *Hub) getJSON(ctx context.Context, req *http.Request, v any) (http.Header, error) {
-	s := h.newState(req.Method, req.URL)
+	return h.getJSONState(ctx, h.newState(req.Method, req.URL), req, v)
+}
+
+func (h *Hub) getJSONState(ctx context.Context, s *retryState, req *http.Request, v any) (http.Header, error) {
 	for {
 		resp, err := h.do(ctx, s, req)
 		if err != nil {
@@ -576,11 +610,30 @@ func (h *Hub) resolveRevision(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A cached snapshot of the requested revision is the fallback when the
+	// Hub cannot be reached (huggingface_hub does the same). With one, a
+	// failure to connect at all (DNS, refused, unreachable network) falls
+	// back at once instead of spending the retry budget.
+	cached, _, cacheErr := h.cache.cachedRevision(h.requested)
+	s := h.newState(req.Method, req.URL)
+	if cacheErr == nil {
+		s.fastFail = connectFailure
+	}
 	var info struct {
 		SHA string `json:"sha"`
 	}
-	if _, err := h.getJSON(ctx, req, &info); err != nil {
-		return fmt.Errorf("dataset %s: resolve revision %s: %w", h.id, h.requested, err)
+	if _, err := h.getJSONState(ctx, s, req, &info); err != nil {
+		if !unreachable(ctx, err) {
+			return fmt.Errorf("dataset %s: resolve revision %s: %w", h.id, h.requested, err)
+		}
+		if cacheErr == nil {
+			h.sha, h.unreachable = cached, err
+			h.log.Warn("hub: the Hub is unreachable; using the cached snapshot of the requested revision (set HF_HUB_OFFLINE=1 to skip the network)",
+				"dataset", h.id, "revision", h.requested, "commit", cached, "error", h.scrub(err).Error())
+			return nil
+		}
+		return fmt.Errorf("dataset %s@%s: %w, and the cache has no snapshot of this revision (%v)%s: %w",
+			h.id, h.requested, ErrUnreachable, cacheErr, h.cachedHint(), err)
 	}
 	if !shaRE.MatchString(info.SHA) {
 		return fmt.Errorf("dataset %s: resolve revision %s: the Hub answered an invalid commit %q", h.id, h.requested, shorten(info.SHA, 80))
@@ -784,7 +837,7 @@ func (h *Hub) List(ctx context.Context, dir string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list %s in %s: %w", dir, h.id, err)
 	}
-	if h.opts.Offline {
+	if h.cacheOnly() {
 		out, err := h.cache.listSnapshot(h.sha, d)
 		if err != nil {
 			return nil, h.scrub(fmt.Errorf("list %s in %s@%s: %w", displayDir(d), h.id, h.sha, err))
@@ -920,8 +973,8 @@ func (h *Hub) open(ctx context.Context, name string) (File, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	if h.opts.Offline {
-		return nil, fmt.Errorf("%w (cache %s)", ErrOffline, h.cache.root)
+	if h.cacheOnly() {
+		return nil, h.cacheOnlyErr()
 	}
 	e, err := h.stat(ctx, name)
 	if err != nil {

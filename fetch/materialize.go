@@ -130,8 +130,8 @@ func (h *Hub) materialize(ctx context.Context, name string) (string, func(), err
 		h.stats.cacheHits.Add(1)
 		return snap, noop, nil
 	}
-	if h.opts.Offline {
-		return "", nil, fmt.Errorf("%w (cache %s)", ErrOffline, h.cache.root)
+	if h.cacheOnly() {
+		return "", nil, h.cacheOnlyErr()
 	}
 	e, err := h.stat(ctx, name)
 	if err != nil {

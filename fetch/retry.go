@@ -162,6 +162,9 @@ type retryState struct {
 	lastErr  error
 	why      string // why the budget ended, for the error
 	retries  func() // counts a retry in the Hub stats (may be nil)
+	// fastFail, when set, ends the retries at once for transport errors
+	// it matches (used when a cached fallback exists).
+	fastFail func(error) bool
 	log      *slog.Logger
 }
 
@@ -200,6 +203,10 @@ func (s *retryState) decide(ctx context.Context, resp *http.Response, err error)
 			return false, err
 		}
 		s.lastErr = err
+		if s.fastFail != nil && s.fastFail(err) {
+			s.log.Debug("hub: cannot connect, not retrying (a cached fallback exists)", "url", s.url, "error", err)
+			return false, err
+		}
 	} else if resp != nil {
 		s.lastResp, s.lastText = resp.StatusCode, resp.Status
 		if !retryableStatus(resp.StatusCode) {
