@@ -293,6 +293,16 @@ func validRevision(rev string) error {
 			return fmt.Errorf("invalid revision %q", rev)
 		}
 	}
+	// git's ref rules: no component starting with '.', none ending with
+	// ".lock", no "@{". (This also keeps refs/<rev> inside the cache.)
+	if strings.Contains(rev, "@{") || strings.HasSuffix(rev, ".") {
+		return fmt.Errorf("invalid revision %q", rev)
+	}
+	for _, seg := range strings.Split(rev, "/") {
+		if seg == "" || strings.HasPrefix(seg, ".") || strings.HasSuffix(seg, ".lock") {
+			return fmt.Errorf("invalid revision %q", rev)
+		}
+	}
 	return nil
 }
 
@@ -619,10 +629,8 @@ func (h *Hub) resolveRevision(ctx context.Context) error {
 	if cacheErr == nil {
 		s.fastFail = connectFailure
 	}
-	var info struct {
-		SHA string `json:"sha"`
-	}
-	if _, err := h.getJSONState(ctx, s, req, &info); err != nil {
+	var body json.RawMessage
+	if _, err := h.getJSONState(ctx, s, req, &body); err != nil {
 		if !unreachable(ctx, err) {
 			return fmt.Errorf("dataset %s: resolve revision %s: %w", h.id, h.requested, err)
 		}
@@ -635,11 +643,27 @@ func (h *Hub) resolveRevision(ctx context.Context) error {
 		return fmt.Errorf("dataset %s@%s: %w, and the cache has no snapshot of this revision (%v)%s: %w",
 			h.id, h.requested, ErrUnreachable, cacheErr, h.cachedHint(), err)
 	}
-	if !shaRE.MatchString(info.SHA) {
-		return fmt.Errorf("dataset %s: resolve revision %s: the Hub answered an invalid commit %q", h.id, h.requested, shorten(info.SHA, 80))
+	sha, err := parseRevisionInfo(body)
+	if err != nil {
+		return fmt.Errorf("dataset %s: resolve revision %s: %w", h.id, h.requested, err)
 	}
-	h.sha = info.SHA
+	h.sha = sha
 	return nil
+}
+
+// parseRevisionInfo extracts the commit from the answer of the revision
+// API ({"id": ..., "sha": "<40 hex>", ...}).
+func parseRevisionInfo(body []byte) (string, error) {
+	var info struct {
+		SHA string `json:"sha"`
+	}
+	if err := json.Unmarshal(body, &info); err != nil {
+		return "", fmt.Errorf("decode the Hub's revision JSON: %w", err)
+	}
+	if !shaRE.MatchString(info.SHA) {
+		return "", fmt.Errorf("the Hub answered an invalid commit %q", shorten(info.SHA, 80))
+	}
+	return info.SHA, nil
 }
 
 // treeEntry is one entry of the tree API.
@@ -738,32 +762,16 @@ func (h *Hub) listTree(ctx context.Context, dir string, recursive bool) ([]treeE
 		if page > 100000 {
 			return nil, fmt.Errorf("list %s: too many pages", req.URL.Redacted())
 		}
-		var entries []treeEntry
-		hdr, err := h.getJSON(ctx, req, &entries)
+		var body json.RawMessage
+		hdr, err := h.getJSON(ctx, req, &body)
 		if err != nil {
 			return nil, err
 		}
-		for _, e := range entries {
-			if err := ValidateRemotePath(e.Path); err != nil {
-				return nil, fmt.Errorf("list %s of dataset %s: the Hub listed an %w: %w", displayDir(dir), h.id, ErrUnsafePath, err)
-			}
-			if dir != "" && !strings.HasPrefix(e.Path, dir+"/") {
-				return nil, fmt.Errorf("list %s of dataset %s: the Hub listed %q outside the directory: %w", displayDir(dir), h.id, shorten(e.Path, 200), ErrUnsafePath)
-			}
-			switch e.Type {
-			case "file":
-				if bh := e.blobHash(); !hexRE.MatchString(bh) {
-					return nil, fmt.Errorf("list %s of dataset %s: file %q has an invalid hash %q: %w", displayDir(dir), h.id, e.Path, shorten(bh, 80), ErrUnsafePath)
-				}
-				if e.size() < 0 {
-					return nil, fmt.Errorf("list %s of dataset %s: file %q has a negative size", displayDir(dir), h.id, e.Path)
-				}
-			case "directory":
-			default:
-				continue
-			}
-			all = append(all, e)
+		entries, err := parseTreePage(body, dir)
+		if err != nil {
+			return nil, fmt.Errorf("list %s of dataset %s: %w", displayDir(dir), h.id, err)
 		}
+		all = append(all, entries...)
 		next := nextLink(hdr.Get("Link"))
 		if next == "" {
 			break
@@ -793,6 +801,41 @@ func (h *Hub) listTree(ctx context.Context, dir string, recursive bool) ([]treeE
 	}
 	h.mu.Unlock()
 	return all, nil
+}
+
+// parseTreePage decodes one page of the tree API for the directory dir
+// ("" for the root) and validates it: every path is a safe relative path
+// inside dir, every file has a 40- or 64-hex blob hash and a non-negative
+// size. Entries of other types (submodules) are skipped. One bad entry
+// fails the whole page.
+func parseTreePage(body []byte, dir string) ([]treeEntry, error) {
+	var entries []treeEntry
+	if err := json.Unmarshal(body, &entries); err != nil {
+		return nil, fmt.Errorf("decode the Hub's tree JSON: %w", err)
+	}
+	out := entries[:0]
+	for _, e := range entries {
+		if err := ValidateRemotePath(e.Path); err != nil {
+			return nil, fmt.Errorf("the Hub listed an %w: %w", ErrUnsafePath, err)
+		}
+		if dir != "" && !strings.HasPrefix(e.Path, dir+"/") {
+			return nil, fmt.Errorf("the Hub listed %q outside the directory: %w", shorten(e.Path, 200), ErrUnsafePath)
+		}
+		switch e.Type {
+		case "file":
+			if bh := e.blobHash(); !hexRE.MatchString(bh) {
+				return nil, fmt.Errorf("file %q has an invalid hash %q: %w", e.Path, shorten(bh, 80), ErrUnsafePath)
+			}
+			if e.size() < 0 || e.Size < 0 {
+				return nil, fmt.Errorf("file %q has a negative size", e.Path)
+			}
+		case "directory":
+		default:
+			continue
+		}
+		out = append(out, e)
+	}
+	return out, nil
 }
 
 var hexRE = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)

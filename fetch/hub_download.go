@@ -243,7 +243,9 @@ func copyBody(w io.Writer, body io.Reader, limit int64, tr *tracker) (int64, err
 	}
 }
 
-// parseContentRange parses "bytes START-END/TOTAL" (TOTAL may be "*").
+// parseContentRange parses "bytes START-END/TOTAL" (TOTAL may be "*",
+// returned as -1). Numbers are plain decimal digits; START <= END, and
+// END < TOTAL when TOTAL is known.
 func parseContentRange(v string) (start, end, total int64, ok bool) {
 	v = strings.TrimSpace(v)
 	rest, found := strings.CutPrefix(v, "bytes ")
@@ -258,18 +260,32 @@ func parseContentRange(v string) (start, end, total int64, ok bool) {
 	if !found {
 		return 0, 0, 0, false
 	}
-	var err error
-	if start, err = strconv.ParseInt(a, 10, 64); err != nil {
+	if start, ok = parseDigits(a); !ok {
 		return 0, 0, 0, false
 	}
-	if end, err = strconv.ParseInt(b, 10, 64); err != nil || end < start {
+	if end, ok = parseDigits(b); !ok || end < start {
 		return 0, 0, 0, false
 	}
 	total = -1
 	if tot != "*" {
-		if total, err = strconv.ParseInt(tot, 10, 64); err != nil {
+		if total, ok = parseDigits(tot); !ok || end >= total {
 			return 0, 0, 0, false
 		}
 	}
 	return start, end, total, true
+}
+
+// parseDigits parses a non-empty run of decimal digits (no sign, no
+// spaces) that fits an int64.
+func parseDigits(s string) (int64, bool) {
+	if s == "" || len(s) > 19 {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
 }

@@ -361,10 +361,10 @@ func serverWait(h http.Header, now time.Time) time.Duration {
 	var d time.Duration
 	if ra := strings.TrimSpace(h.Get("Retry-After")); ra != "" {
 		if secs, err := strconv.ParseFloat(ra, 64); err == nil && secs >= 0 {
-			d = time.Duration(secs * float64(time.Second))
+			d = secondsDuration(secs)
 		} else if t, err := http.ParseTime(ra); err == nil {
 			if w := t.Sub(now); w > 0 {
-				d = w
+				d = min(w, maxServerWait)
 			}
 		}
 	}
@@ -400,7 +400,22 @@ func rateLimitWait(v string) time.Duration {
 	if reset < 0 || remaining > 0 {
 		return 0
 	}
-	return time.Duration(reset) * time.Second
+	return secondsDuration(float64(reset))
+}
+
+// maxServerWait caps a wait asked by a server (a week: far beyond any
+// retry budget, so such a wait ends the retries) and keeps absurd values
+// (1e300, +Inf) from overflowing time.Duration.
+const maxServerWait = 7 * 24 * time.Hour
+
+func secondsDuration(secs float64) time.Duration {
+	if !(secs >= 0) {
+		return 0
+	}
+	if secs >= maxServerWait.Seconds() {
+		return maxServerWait
+	}
+	return time.Duration(secs * float64(time.Second))
 }
 
 // slogRetryLogger adapts slog to retryablehttp's LeveledLogger at debug
