@@ -105,14 +105,31 @@ type HubOptions struct {
 	StallTimeout time.Duration
 }
 
-// HubOptionsFromEnv reads the huggingface_hub environment variables:
-// HF_ENDPOINT, HF_TOKEN (else HUGGING_FACE_HUB_TOKEN, else the token file
-// HF_TOKEN_PATH, default $HF_HOME/token), HF_HOME (default
-// $XDG_CACHE_HOME/huggingface or ~/.cache/huggingface), HF_HUB_CACHE
-// (default $HF_HOME/hub; legacy HUGGINGFACE_HUB_CACHE) and HF_HUB_OFFLINE. getenv is usually os.Getenv.
+// HubOptionsFromEnv reads the huggingface_hub environment variables exactly
+// as huggingface_hub (1.x: constants.py, utils/_auth.py, utils/_headers.py)
+// does; getenv is usually os.Getenv:
+//
+//   - HF_ENDPOINT (default DefaultEndpoint), trailing slashes removed.
+//   - HF_HOME: default $XDG_CACHE_HOME/huggingface, else
+//     ~/.cache/huggingface; then ~ and $VAR/${VAR} are expanded.
+//   - HF_HUB_CACHE, else the legacy HUGGINGFACE_HUB_CACHE, else
+//     $HF_HOME/hub; expanded the same way.
+//   - HF_HUB_OFFLINE, or TRANSFORMERS_OFFLINE when HF_HUB_OFFLINE is unset:
+//     true for 1/ON/YES/TRUE in any case (no surrounding spaces).
+//   - The token: HF_TOKEN, or HUGGING_FACE_HUB_TOKEN when HF_TOKEN is unset
+//     or empty, cleaned (every CR and LF removed, surrounding whitespace
+//     trimmed); when that leaves nothing, the token file HF_TOKEN_PATH
+//     (default $HF_HOME/token, expanded), cleaned the same way. A missing
+//     file means no token; an unreadable one is an error.
+//   - HF_HUB_DISABLE_IMPLICIT_TOKEN (true as above): no token at all is
+//     used implicitly, neither from the environment nor from the file
+//     (huggingface_hub then only sends a token passed explicitly).
+//
+// Not supported: the OIDC token exchange (HF_OIDC_RESOURCE), the Google
+// Colab secret and the refresh of browser-login OAuth tokens.
 func HubOptionsFromEnv(getenv func(string) string) (HubOptions, error) {
 	var o HubOptions
-	o.Endpoint = strings.TrimRight(strings.TrimSpace(getenv("HF_ENDPOINT")), "/")
+	o.Endpoint = strings.TrimRight(getenv("HF_ENDPOINT"), "/")
 	if o.Endpoint == "" {
 		o.Endpoint = DefaultEndpoint
 	}
@@ -131,7 +148,7 @@ func HubOptionsFromEnv(getenv func(string) string) (HubOptions, error) {
 		}
 		home = filepath.Join(cache, "huggingface")
 	}
-	home = expandHome(home, getenv)
+	home = expandPath(home, getenv)
 	o.CacheDir = getenv("HF_HUB_CACHE")
 	if o.CacheDir == "" {
 		o.CacheDir = getenv("HUGGINGFACE_HUB_CACHE") // legacy name
@@ -139,22 +156,30 @@ func HubOptionsFromEnv(getenv func(string) string) (HubOptions, error) {
 	if o.CacheDir == "" {
 		o.CacheDir = filepath.Join(home, "hub")
 	}
-	o.CacheDir = expandHome(o.CacheDir, getenv)
-	o.Offline = envTrue(getenv("HF_HUB_OFFLINE"))
-	o.Token = strings.TrimSpace(getenv("HF_TOKEN"))
-	if o.Token == "" {
-		o.Token = strings.TrimSpace(getenv("HUGGING_FACE_HUB_TOKEN"))
+	o.CacheDir = expandPath(o.CacheDir, getenv)
+	offline := getenv("HF_HUB_OFFLINE")
+	if offline == "" {
+		offline = getenv("TRANSFORMERS_OFFLINE")
 	}
+	o.Offline = envTrue(offline)
+	if envTrue(getenv("HF_HUB_DISABLE_IMPLICIT_TOKEN")) {
+		return o, nil
+	}
+	env := getenv("HF_TOKEN")
+	if env == "" {
+		env = getenv("HUGGING_FACE_HUB_TOKEN")
+	}
+	o.Token = cleanToken(env)
 	if o.Token == "" {
 		tp := getenv("HF_TOKEN_PATH")
 		if tp == "" {
 			tp = filepath.Join(home, "token")
 		}
-		tp = expandHome(tp, getenv)
+		tp = expandPath(tp, getenv)
 		b, err := os.ReadFile(tp)
 		switch {
 		case err == nil:
-			o.Token = strings.TrimSpace(string(b))
+			o.Token = cleanToken(string(b))
 		case errors.Is(err, fs.ErrNotExist):
 		default:
 			// The path is fine to print; the file's content is not read.
@@ -162,6 +187,56 @@ func HubOptionsFromEnv(getenv func(string) string) (HubOptions, error) {
 		}
 	}
 	return o, nil
+}
+
+// cleanToken is huggingface_hub's _clean_token: every CR and LF removed,
+// then surrounding whitespace.
+func cleanToken(t string) string {
+	t = strings.NewReplacer("\r", "", "\n", "").Replace(t)
+	return strings.TrimSpace(t)
+}
+
+// expandPath is Python's os.path.expandvars(os.path.expanduser(p)): a
+// leading ~ becomes $HOME, then $NAME and ${NAME} are replaced by set,
+// non-empty variables (others are left as written).
+func expandPath(p string, getenv func(string) string) string {
+	p = expandHome(p, getenv)
+	if !strings.Contains(p, "$") {
+		return p
+	}
+	var b strings.Builder
+	for i := 0; i < len(p); {
+		if p[i] != '$' {
+			b.WriteByte(p[i])
+			i++
+			continue
+		}
+		name, end := "", i+1
+		if end < len(p) && p[end] == '{' {
+			if j := strings.IndexByte(p[end:], '}'); j > 0 {
+				name, end = p[end+1:end+j], end+j+1
+			}
+		} else {
+			for end < len(p) && isVarByte(p[end]) {
+				end++
+			}
+			name = p[i+1 : end]
+		}
+		if name != "" && !strings.ContainsAny(name, "{}$") {
+			if v := getenv(name); v != "" {
+				b.WriteString(v)
+				i = end
+				continue
+			}
+		}
+		b.WriteByte('$')
+		i++
+	}
+	return b.String()
+}
+
+func isVarByte(c byte) bool {
+	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
 
 func expandHome(p string, getenv func(string) string) string {
@@ -177,9 +252,11 @@ func expandHome(p string, getenv func(string) string) string {
 	return p
 }
 
+// envTrue is huggingface_hub's _is_true: 1, ON, YES or TRUE in any case,
+// nothing else (not even with surrounding spaces).
 func envTrue(v string) bool {
-	switch strings.ToLower(strings.TrimSpace(v)) {
-	case "1", "on", "yes", "true":
+	switch strings.ToUpper(v) {
+	case "1", "ON", "YES", "TRUE":
 		return true
 	}
 	return false
