@@ -29,6 +29,12 @@ type Position struct {
 	Fingerprint string
 }
 
+// MaxConsumers is the largest number of consumers a hello may describe:
+// num_workers × world_size must not exceed it (and each of them neither).
+// Larger values are refused rather than left to overflow the share
+// arithmetic (a product of 2^32 × 2^32 wraps to 0).
+const MaxConsumers = 1 << 20
+
 // maxHelloBytes bounds a hello message.
 const maxHelloBytes = 64 << 10
 
@@ -129,6 +135,9 @@ func ReadHello(r io.Reader) (Hello, error) {
 		if !ok {
 			return h, fmt.Errorf("sink: hello %s is a %T, want an integer", k, val)
 		}
+		if n < -MaxConsumers || n > MaxConsumers {
+			return h, fmt.Errorf("sink: hello %s = %d is out of range (at most %d)", k, n, MaxConsumers)
+		}
 		*dst = int(n)
 	}
 	switch {
@@ -144,15 +153,24 @@ func ReadHello(r io.Reader) (Hello, error) {
 	case pos.Fingerprint != "":
 		return h, fmt.Errorf("sink: hello has fingerprint without epoch")
 	}
+	return h, CheckShare(h)
+}
+
+// CheckShare checks the share a hello asks for: 1 <= num_workers,
+// 0 <= worker < num_workers, 1 <= world_size, 0 <= rank < world_size, and
+// num_workers × world_size <= MaxConsumers.
+func CheckShare(h Hello) error {
 	switch {
 	case h.NumWorkers < 1:
-		return h, fmt.Errorf("sink: hello num_workers must be >= 1, got %d", h.NumWorkers)
+		return fmt.Errorf("sink: hello num_workers must be >= 1, got %d", h.NumWorkers)
 	case h.Worker < 0 || h.Worker >= h.NumWorkers:
-		return h, fmt.Errorf("sink: hello worker %d out of range [0, %d)", h.Worker, h.NumWorkers)
+		return fmt.Errorf("sink: hello worker %d out of range [0, %d)", h.Worker, h.NumWorkers)
 	case h.WorldSize < 1:
-		return h, fmt.Errorf("sink: hello world_size must be >= 1, got %d", h.WorldSize)
+		return fmt.Errorf("sink: hello world_size must be >= 1, got %d", h.WorldSize)
 	case h.Rank < 0 || h.Rank >= h.WorldSize:
-		return h, fmt.Errorf("sink: hello rank %d out of range [0, %d)", h.Rank, h.WorldSize)
+		return fmt.Errorf("sink: hello rank %d out of range [0, %d)", h.Rank, h.WorldSize)
+	case h.NumWorkers > MaxConsumers || h.WorldSize > MaxConsumers || h.NumWorkers*h.WorldSize > MaxConsumers:
+		return fmt.Errorf("sink: hello num_workers %d × world_size %d exceeds %d consumers", h.NumWorkers, h.WorldSize, MaxConsumers)
 	}
-	return h, nil
+	return nil
 }

@@ -242,12 +242,9 @@ func (s shareSink) Header(h sink.Header) error {
 	return s.Msgpack.Header(h)
 }
 
+// checkHello checks the share a hello asks for (sink.CheckShare: ranges
+// and at most sink.MaxConsumers consumers, so no share arithmetic
+// overflows).
 func checkHello(h sink.Hello) error {
-	if h.NumWorkers < 1 || h.Worker < 0 || h.Worker >= h.NumWorkers {
-		return fmt.Errorf("worker %d of %d", h.Worker, h.NumWorkers)
-	}
-	if h.WorldSize < 1 || h.Rank < 0 || h.Rank >= h.WorldSize {
-		return fmt.Errorf("rank %d of %d", h.Rank, h.WorldSize)
-	}
-	return nil
+	return sink.CheckShare(h)
 }

@@ -1,0 +1,52 @@
+package sink
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// helloMap encodes a hello map with arbitrary integer values.
+func helloMap(kv ...any) []byte {
+	b := mpMapHeader(nil, len(kv)/2)
+	for i := 0; i < len(kv); i += 2 {
+		b = mpStr(b, kv[i].(string))
+		b = mpInt(b, kv[i+1].(int64))
+	}
+	return b
+}
+
+func TestReadHelloShares(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		msg  []byte
+		want string // error substring; "" = accepted
+	}{
+		{"defaults", helloMap(), ""},
+		{"worker 3 of 4, rank 1 of 2", helloMap("worker", int64(3), "num_workers", int64(4), "rank", int64(1), "world_size", int64(2)), ""},
+		{"largest", helloMap("num_workers", int64(1024), "world_size", int64(1024), "worker", int64(1023), "rank", int64(1023)), ""},
+		{"negative worker", helloMap("worker", int64(-1)), "worker -1 out of range"},
+		{"worker = num_workers", helloMap("worker", int64(2), "num_workers", int64(2)), "worker 2 out of range"},
+		{"rank = world_size", helloMap("rank", int64(4), "world_size", int64(4)), "rank 4 out of range"},
+		{"zero workers", helloMap("num_workers", int64(0)), "num_workers must be >= 1"},
+		{"negative world", helloMap("world_size", int64(-3)), "world_size must be >= 1"},
+		{"2^32 x 2^32 wraps", helloMap("num_workers", int64(1<<32), "world_size", int64(1<<32)), "out of range"},
+		{"2^62 workers", helloMap("num_workers", int64(1<<62)), "out of range"},
+		{"-2^63 rank", helloMap("rank", int64(-1<<63)), "out of range"},
+		{"product too large", helloMap("num_workers", int64(2048), "world_size", int64(1024)), "exceeds"},
+		{"each fits, product not", helloMap("num_workers", int64(MaxConsumers), "world_size", int64(2)), "exceeds"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, err := ReadHello(bytes.NewReader(tc.msg))
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %+v, %v; want an error containing %q", h, err, tc.want)
+			}
+		})
+	}
+}
