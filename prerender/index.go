@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/lrstream/lrstream/collate"
 )
@@ -204,6 +205,12 @@ func readIndexFile(path string) (*Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read pre-render index: %w", err)
 	}
+	return parseIndex(path, data)
+}
+
+// parseIndex decodes an index read from path (named in errors) and checks
+// its format version and world size.
+func parseIndex(path string, data []byte) (*Index, error) {
 	var x Index
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&x); err != nil {
@@ -365,3 +372,54 @@ func rankOfIndex(name string) int {
 	n, _ := strconv.Atoi(m[1])
 	return n
 }
+
+// checkIndex checks what replay and verify trust in an index before
+// opening any file: every shard entry names a file inside the directory,
+// with exactly the name the writer gives it (shard-NNNNNN.msgpack.zst, or
+// rankRRRRR-shard-NNNNNN.msgpack.zst for rank R of a multi-rank run, N
+// counting the rank's shards from 0: so no path separator, no "..", no
+// other file), entries are in replay order (ranks ascending, each rank's
+// seq continuous from 0), counts are consistent and digests are
+// well-formed. It returns one line per problem (empty when none); a shard
+// whose name is refused is never opened.
+func checkIndex(x *Index) []string {
+	var probs []string
+	add := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
+	rank, n, next := -1, 0, int64(0)
+	for i, s := range x.Shards {
+		if s.Rank < 0 || s.Rank >= x.WorldSize {
+			add("%s: shard entry %d (%q) is of rank %d, world size %d", IndexFile, i, s.File, s.Rank, x.WorldSize)
+			continue
+		}
+		if s.Rank < rank {
+			add("%s: shard entry %d (%q) of rank %d follows rank %d: entries out of order", IndexFile, i, s.File, s.Rank, rank)
+		}
+		if s.Rank != rank {
+			rank, n, next = s.Rank, 0, 0
+		}
+		if want := shardName(rankPrefix(s.Rank, x.WorldSize), n); s.File != want {
+			add("%s: shard entry %d names %q, want %q (shard files are named by rank and position, inside the directory)", IndexFile, i, s.File, want)
+		}
+		if s.FirstSeq != next {
+			add("%s: shard entry %d (%q) starts at seq %d, want %d: entries out of order or missing", IndexFile, i, s.File, s.FirstSeq, next)
+		}
+		if s.Batches < 1 || s.LastSeq != s.FirstSeq+s.Batches-1 || s.Samples < s.Batches || s.Bytes < 1 || s.RawBytes < 1 {
+			add("%s: shard entry %d (%q): inconsistent counts (%d batches, seq %d..%d, %d samples, %d bytes, %d raw bytes)",
+				IndexFile, i, s.File, s.Batches, s.FirstSeq, s.LastSeq, s.Samples, s.Bytes, s.RawBytes)
+		}
+		if len(s.SHA256) != 64 || strings.Trim(s.SHA256, "0123456789abcdef") != "" {
+			add("%s: shard entry %d (%q): sha256 %q is not 64 lowercase hex digits", IndexFile, i, s.File, s.SHA256)
+		}
+		n++
+		next = s.LastSeq + 1
+	}
+	return probs
+}
+
+// validShardName reports whether name could be a shard file of this
+// directory (no separator, no "..": it stays inside the directory).
+func validShardName(name string) bool {
+	return shardFileRE.MatchString(name)
+}
+
+var shardFileRE = regexp.MustCompile(`^(rank\d{5}-)?shard-\d{6}\.msgpack\.zst$`)

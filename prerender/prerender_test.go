@@ -22,7 +22,7 @@ import (
 )
 
 // demoConfig opens the embedded demo dataset with its recipe.
-func demoConfig(t *testing.T) *pipeline.Config {
+func demoConfig(t testing.TB) *pipeline.Config {
 	t.Helper()
 	src := fetch.NewFS(lrstream.DemoName, lrstream.Demo())
 	rec, err := render.Load(lrstream.DemoRecipe(), "demo-recipe.yaml")
@@ -818,13 +818,20 @@ func TestReplayRefusesBrokenDirs(t *testing.T) {
 		what, want string
 		mutate     func(s *Shard)
 	}{
-		{"fewer batches", "ends after", func(s *Shard) { s.Batches++ }},
-		{"more batches", "more than the", func(s *Shard) { s.Batches-- }},
+		{"fewer batches", "ends after", func(s *Shard) { s.Batches++; s.LastSeq++ }},
+		{"more batches", "more than the", func(s *Shard) { s.Batches--; s.LastSeq-- }},
 		{"more bytes", "more than the", func(s *Shard) { s.RawBytes-- }},
 	} {
 		y := *x
 		y.Shards = slices.Clone(x.Shards)
 		tc.mutate(&y.Shards[1])
+		// Keep the index consistent (seq continuous) so that the shard's
+		// content, not checkIndex, is what disagrees.
+		d := y.Shards[1].LastSeq - x.Shards[1].LastSeq
+		for i := 2; i < len(y.Shards); i++ {
+			y.Shards[i].FirstSeq += d
+			y.Shards[i].LastSeq += d
+		}
 		b, _ := y.encode()
 		os.WriteFile(filepath.Join(dir, IndexFile), b, 0o644)
 		check(tc.what, x.Shards[1].File, false)
@@ -883,4 +890,94 @@ func TestResumeShuffled(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameFiles(t, dirFiles(t, dir), dirFiles(t, ref))
+}
+
+// TestIndexTampering: what verify refuses in index.json, replay refuses
+// too, before reading any shard it names; a shard whose digest does not
+// match is refused before any of its batches is emitted; and nothing
+// outside the directory is ever read.
+func TestIndexTampering(t *testing.T) {
+	cfg := demoConfig(t)
+	ref := t.TempDir()
+	if _, err := Run(context.Background(), cfg, demoOptions(8), Options{Dir: ref, ShardSize: 10_000}); err != nil {
+		t.Fatal(err)
+	}
+	files := dirFiles(t, ref)
+	x := mustIndex(t, ref)
+	if len(x.Shards) < 4 {
+		t.Fatalf("want at least 4 shards, got %d", len(x.Shards))
+	}
+	edit := func(f func(y *Index)) func(dir string) {
+		return func(dir string) {
+			y := mustIndex(t, dir)
+			f(y)
+			data, _ := y.encode()
+			os.WriteFile(filepath.Join(dir, IndexFile), data, 0o644)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(dir string)
+		want   string
+		// before is the number of batches replay may emit before refusing
+		// (-1: a lone error, nothing emitted).
+		before int64
+	}{
+		{"parent path", edit(func(y *Index) { y.Shards[1].File = "../ref/" + y.Shards[1].File }), "want \"" + x.Shards[1].File, -1},
+		{"absolute path", edit(func(y *Index) { y.Shards[1].File = filepath.Join(ref, y.Shards[1].File) }), "want \"" + x.Shards[1].File, -1},
+		{"subdirectory", edit(func(y *Index) { y.Shards[1].File = "sub/" + y.Shards[1].File }), "want \"" + x.Shards[1].File, -1},
+		{"dot dot", edit(func(y *Index) { y.Shards[1].File = ".." }), "want \"" + x.Shards[1].File, -1},
+		{"other name", edit(func(y *Index) { y.Shards[1].File = "index.json" }), "want \"" + x.Shards[1].File, -1},
+		{"swapped entries", edit(func(y *Index) { y.Shards[1], y.Shards[2] = y.Shards[2], y.Shards[1] }), "shard entry 1 names", -1},
+		{"swapped entries renamed", edit(func(y *Index) {
+			y.Shards[1], y.Shards[2] = y.Shards[2], y.Shards[1]
+			y.Shards[1].File, y.Shards[2].File = y.Shards[2].File, y.Shards[1].File
+		}), "out of order", -1},
+		{"rank out of range", edit(func(y *Index) { y.Shards[3].Rank = 1 }), "world size 1", -1},
+		{"bad digest syntax", edit(func(y *Index) { y.Shards[1].SHA256 = "../" }), "64 lowercase hex", -1},
+		{"digest mismatch", edit(func(y *Index) { y.Shards[2].SHA256 = strings.Repeat("0", 64) }), "SHA-256", x.Shards[0].Batches + x.Shards[1].Batches},
+		{"content replaced, size kept", func(dir string) {
+			// A shard replaced by bytes of the same size: the zstd frame
+			// may even decode; the digest catches it before any batch.
+			b := slices.Clone(files[x.Shards[2].File])
+			b[len(b)/3] ^= 1
+			os.WriteFile(filepath.Join(dir, x.Shards[2].File), b, 0o644)
+		}, "SHA-256", x.Shards[0].Batches + x.Shards[1].Batches},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			dir := filepath.Join(root, "pr")
+			// A valid copy outside the directory, which must never be read.
+			outside := filepath.Join(root, "ref")
+			for _, d := range []string{dir, outside} {
+				os.MkdirAll(filepath.Join(d, "sub"), 0o755)
+				for n, b := range files {
+					os.WriteFile(filepath.Join(d, n), b, 0o644)
+					os.WriteFile(filepath.Join(d, "sub", n), b, 0o644)
+				}
+			}
+			tc.mutate(dir)
+			rep, err := Verify(context.Background(), dir)
+			if err == nil || !strings.Contains(strings.Join(rep.Problems, "\n"), tc.want) {
+				t.Fatalf("verify: %v; problems:\n%s\nwant %q", err, strings.Join(rep.Problems, "\n"), tc.want)
+			}
+			var b bytes.Buffer
+			err = Replay(context.Background(), dir, pipeline.Share{}, &b)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("replay: %v, want an error containing %q", err, tc.want)
+			}
+			st, derr := sink.Decode(&b)
+			var se *sink.StreamError
+			if !errors.As(derr, &se) {
+				t.Fatalf("replay stream does not end with an error message: %v", derr)
+			}
+			if tc.before < 0 {
+				if st.Header != nil || len(st.Batches) > 0 {
+					t.Fatalf("replay emitted a header and %d batches before refusing", len(st.Batches))
+				}
+			} else if int64(len(st.Batches)) != tc.before {
+				t.Fatalf("replay emitted %d batches before refusing, want %d (those of the shards before)", len(st.Batches), tc.before)
+			}
+		})
+	}
 }

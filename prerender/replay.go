@@ -3,6 +3,8 @@ package prerender
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -191,6 +193,11 @@ func checkReplayable(dir string, x *Index) error {
 			return fmt.Errorf("%s: rank %d of the index is incomplete", dir, i)
 		}
 	}
+	// What verify refuses in the index, replay refuses too (the same
+	// checks): shard names confined to the directory, entries in order.
+	if probs := checkIndex(x); len(probs) > 0 {
+		return fmt.Errorf("%s: %s (lrstream verify %s lists every problem)", dir, probs[0], dir)
+	}
 	return nil
 }
 
@@ -255,6 +262,11 @@ func (r *replayer) shard(ctx context.Context, dec *zstd.Decoder, dir string, s S
 		return 0, 0, fmt.Errorf("replay: shard %s: %w", s.File, err)
 	}
 	defer f.Close()
+	// The digest is checked before any of the shard's batches is emitted:
+	// the file is hashed, then read again to decode it.
+	if err := checkDigest(f, s); err != nil {
+		return 0, 0, fmt.Errorf("replay: shard %s: %w", s.File, err)
+	}
 	if err := dec.Reset(f); err != nil {
 		return 0, 0, fmt.Errorf("replay: shard %s: %w", s.File, err)
 	}
@@ -306,6 +318,24 @@ func (r *replayer) shard(ctx context.Context, dec *zstd.Decoder, dir string, s S
 		return batches, samples, fmt.Errorf("replay: shard %s: %w", s.File, err)
 	}
 	return batches, samples, nil
+}
+
+// checkDigest checks the size and SHA-256 of the open shard f against its
+// index entry and rewinds f.
+func checkDigest(f *os.File, s Shard) error {
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return err
+	}
+	if n != s.Bytes {
+		return fmt.Errorf("%d bytes, the index says %d", n, s.Bytes)
+	}
+	if sum := hex.EncodeToString(h.Sum(nil)); sum != s.SHA256 {
+		return fmt.Errorf("SHA-256 %s does not match the index (%s)", sum, s.SHA256)
+	}
+	_, err = f.Seek(0, io.SeekStart)
+	return err
 }
 
 // shardData returns a shard's decompressed messages, dec, which the index
