@@ -273,7 +273,8 @@ func (r *replayer) shard(ctx context.Context, dec *zstd.Decoder, dir string, s S
 	d := sink.NewDecoder(shardData(dec, s.RawBytes))
 	var batches, samples int64
 	for k := int64(0); k < s.Batches; k++ {
-		if err := ctx.Err(); err != nil {
+		if ctx.Err() != nil {
+			err := context.Cause(ctx) // e.g. "server shutting down"
 			return batches, samples, fmt.Errorf("replay: %w", err)
 		}
 		gi := g + k

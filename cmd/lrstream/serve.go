@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -24,6 +23,20 @@ func serveCommand() command {
 }
 
 func runServe(ctx context.Context, e *env, args []string) error {
+	srv, socket, err := newServer(ctx, e, args)
+	if err != nil {
+		return err
+	}
+	ln, err := listenUnix(socket)
+	if err != nil {
+		return err
+	}
+	srv.log.Info("serving", "socket", socket, "max_clients", srv.lim.MaxClients, "client_buffer", srv.lim.Buffer, "write_timeout", srv.lim.WriteTimeout)
+	return srv.serve(ctx, ln)
+}
+
+// newServer parses serve's flags and loads what it serves.
+func newServer(ctx context.Context, e *env, args []string) (*server, string, error) {
 	var rf runFlags
 	var bf batchFlags
 	fs := flag.NewFlagSet("lrstream serve", flag.ContinueOnError)
@@ -34,53 +47,63 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	tf.register(fs, e, false)
 	socket := fs.String("socket", "", "Unix socket path to listen on (created 0600; required)")
 	from := fs.String("from", "", "serve the pre-rendered shards in DIR (lrstream prerender) instead of rendering")
+	lim := serveLimits{}
+	fs.IntVar(&lim.MaxClients, "max-clients", defaultMaxClients, "clients streamed at once; more get an in-band \"server full\" error")
+	bufSize := fs.String("client-buffer", "1MiB", "write buffer per client (whole messages; a larger batch is written directly)")
+	fs.DurationVar(&lim.WriteTimeout, "write-timeout", defaultWriteTimeout, "disconnect a client that reads nothing for this long (0: never)")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: lrstream serve --socket PATH [--dataset DIR|ORG/NAME] [--recipe FILE] [flags]\n\nEach client sends a msgpack hello {worker, num_workers, rank, world_size} and\nreceives the stream of its share of the episodes (docs/wire-format.md).\nStops on SIGINT/SIGTERM.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
-		return err
+		return nil, "", err
 	}
 	if *socket == "" {
 		fs.Usage()
-		return exitError{2}
+		return nil, "", exitError{2}
 	}
 	if err := bf.validate(); err != nil {
-		return err
+		return nil, "", err
 	}
 	if err := tf.validate(); err != nil {
-		return err
+		return nil, "", err
 	}
+	if lim.MaxClients < 1 {
+		return nil, "", fmt.Errorf("--max-clients must be at least 1, not %d", lim.MaxClients)
+	}
+	if lim.WriteTimeout < 0 {
+		return nil, "", fmt.Errorf("--write-timeout must be >= 0, not %v", lim.WriteTimeout)
+	}
+	n, perr := prerender.ParseSize(*bufSize)
+	if perr != nil || n > 1<<30 {
+		return nil, "", fmt.Errorf("--client-buffer %q: want a size from 1B to 1GiB", *bufSize)
+	}
+	lim.Buffer = int(n)
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
-	var handle func(ctx context.Context, conn *net.UnixConn, log *slog.Logger)
+	srv := &server{lim: lim, log: log}
 	if *from != "" {
 		if tf.active() {
-			return errors.New("--from serves a pre-rendered pass; --shuffle and --epochs apply to live streams")
+			return nil, "", errors.New("--from serves a pre-rendered pass; --shuffle and --epochs apply to live streams")
 		}
 		if _, err := prerender.ReadIndex(*from); err != nil {
-			return err
+			return nil, "", err
 		}
-		handle = func(ctx context.Context, conn *net.UnixConn, log *slog.Logger) {
-			serveReplay(ctx, conn, *from, log)
+		srv.stream = func(ctx context.Context, h sink.Hello, w *clientWriter, log *slog.Logger) error {
+			return streamReplay(ctx, h, w, *from)
 		}
 	} else {
 		mix, err := rf.openMix(ctx, e)
 		if err != nil {
-			return err
+			return nil, "", err
 		}
 		so := bf.options(&rf, tf.json())
 		cache := &pipeline.IndexCache{} // one pre-pass for all clients
-		handle = func(ctx context.Context, conn *net.UnixConn, log *slog.Logger) {
-			serveClient(ctx, conn, mix, so, &tf, cache, log)
+		srv.stream = func(ctx context.Context, h sink.Hello, w *clientWriter, log *slog.Logger) error {
+			return streamLive(ctx, h, w, mix, so, &tf, cache)
 		}
 		log.Info("loaded", "dataset", mix[0].Config.Dataset.ID, "recipe", mix[0].Config.Recipe.Name())
 	}
-	ln, err := listenUnix(*socket)
-	if err != nil {
-		return err
-	}
-	log.Info("serving", "socket", *socket)
-	return serve(ctx, ln, handle, log)
+	return srv, *socket, nil
 }
 
 // listenUnix listens on a Unix socket at path, created with mode 0600.
@@ -115,126 +138,181 @@ func listenUnix(path string) (*net.UnixListener, error) {
 	return ln, nil
 }
 
+// server accepts clients and streams to each within its limits.
+type server struct {
+	lim   serveLimits
+	stats serveStats
+	log   *slog.Logger
+	// stream streams one client's share (after its hello) to w; it
+	// returns when the stream ended.
+	stream func(ctx context.Context, h sink.Hello, w *clientWriter, log *slog.Logger) error
+}
+
 // serve accepts clients until ctx ends, then closes the listener (removing
-// the socket file) and waits for the clients' streams to stop.
-func serve(ctx context.Context, ln *net.UnixListener, handle func(context.Context, *net.UnixConn, *slog.Logger), log *slog.Logger) error {
+// the socket file), gives every client an in-band "server shutting down"
+// error (within shutdownGrace) and waits for the clients' streams to stop.
+// At most lim.MaxClients clients are streamed at once; others get an
+// in-band "server full" error.
+func (s *server) serve(ctx context.Context, ln *net.UnixListener) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	go func() {
 		<-ctx.Done()
 		ln.Close()
 	}()
+	slots := make(chan struct{}, max(s.lim.MaxClients, 1))
 	for id := 1; ; id++ {
 		conn, err := ln.AcceptUnix()
 		if err != nil {
 			if ctx.Err() != nil {
-				log.Info("shutting down")
+				s.log.Info("shutting down", "clients", s.stats.clients.Load())
 				return nil
 			}
 			if errors.Is(err, net.ErrClosed) {
 				return nil
 			}
-			log.Warn("accept failed", "err", err)
+			s.log.Warn("accept failed", "err", err)
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
+		log := s.log.With("client", id)
 		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			handle(ctx, conn, log.With("client", id))
-		}()
+		select {
+		case slots <- struct{}{}:
+			s.stats.clients.Add(1)
+			go func() {
+				defer wg.Done()
+				// The slot is free before the client stops counting.
+				defer s.stats.clientLeft()
+				defer func() { <-slots }()
+				s.client(ctx, conn, log)
+			}()
+		default:
+			s.stats.rejected.Add(1)
+			go func() {
+				defer wg.Done()
+				s.reject(conn, log)
+			}()
+		}
 	}
 }
 
-// readClientHello reads and checks a client's hello; on failure it answers
-// with an in-band error and returns false.
-func readClientHello(conn *net.UnixConn, log *slog.Logger) (sink.Hello, bool) {
-	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-	h, err := sink.ReadHello(conn)
-	conn.SetReadDeadline(time.Time{})
-	if err == nil {
-		err = checkHello(h)
-	}
+// reject answers a client the server has no room for: it reads the hello
+// (briefly) and writes a lone error.
+func (s *server) reject(conn *net.UnixConn, log *slog.Logger) {
+	defer conn.Close()
+	log.Warn("server full, client refused", "max_clients", s.lim.MaxClients)
+	conn.SetReadDeadline(time.Now().Add(time.Second))
+	sink.ReadHello(conn)
+	conn.SetWriteDeadline(time.Now().Add(time.Second))
+	conn.Write(sink.AppendError(nil, fmt.Sprintf("server full: %d clients are being served (lrstream serve --max-clients %d); retry later", s.lim.MaxClients, s.lim.MaxClients)))
+}
+
+// client reads a client's hello and streams its share. When ctx ends (the
+// server stops) the stream is cancelled with errShutdown, which the client
+// receives in-band if it still reads within shutdownGrace.
+func (s *server) client(ctx context.Context, conn *net.UnixConn, log *slog.Logger) {
+	defer conn.Close()
+	w := newClientWriter(conn, s.lim, &s.stats.inflight)
+	defer w.Release()
+	cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancel(nil)
+	stop := context.AfterFunc(ctx, func() {
+		cancel(errShutdown)
+		conn.SetReadDeadline(time.Now())
+		w.shutdown(shutdownGrace)
+	})
+	defer stop()
+	h, err := readClientHello(conn)
 	if err != nil {
+		if cctx.Err() != nil {
+			err = errShutdown
+		}
 		log.Warn("bad hello", "err", err)
-		conn.Write(sink.AppendError(nil, fmt.Sprintf("bad hello: %v", err)))
-		return h, false
-	}
-	return h, true
-}
-
-// serveReplay streams a client's share of a pre-rendered directory.
-func serveReplay(ctx context.Context, conn *net.UnixConn, dir string, log *slog.Logger) {
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
-	h, ok := readClientHello(conn, log)
-	if !ok {
+		w.Write(sink.AppendError(nil, inBandMessage(err)))
+		w.Flush()
 		return
 	}
-	if h.Resume != "" || h.Position != nil {
-		conn.Write(sink.AppendError(nil, "resume tokens and positions (epoch, next) apply to live training streams, not to pre-rendered replays"))
-		return
-	}
-	w := bufio.NewWriterSize(conn, 1<<20)
-	share := pipeline.Share{Worker: h.Rank*h.NumWorkers + h.Worker, NumWorkers: h.WorldSize * h.NumWorkers}
-	hs := sink.Share{Rank: h.Rank, WorldSize: h.WorldSize, Worker: h.Worker, NumWorkers: h.NumWorkers}
-	err := prerender.ReplayWith(ctx, dir, share, w, prerender.ReplayOptions{HeaderShare: &hs})
-	if ferr := w.Flush(); err == nil {
-		err = ferr
-	}
-	if err != nil && !isBrokenPipe(err) && ctx.Err() == nil {
-		log.Warn("replay failed", "err", err)
-	}
-}
-
-// serveClient reads the client's hello and streams its share.
-func serveClient(ctx context.Context, conn *net.UnixConn, mix []pipeline.Mix, so pipeline.StreamOptions, tf *trainFlags, cache *pipeline.IndexCache, log *slog.Logger) {
-	defer conn.Close()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	// Closing the connection when ctx ends unblocks a write to a client
-	// that stopped reading.
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
-	h, ok := readClientHello(conn, log)
-	if !ok {
-		return
-	}
-	w := bufio.NewWriterSize(conn, 1<<20)
-	s := sink.NewMsgpack(w)
-	var err error
-	c := *mix[0].Config
 	log.Info("client", "rank", h.Rank, "world_size", h.WorldSize, "worker", h.Worker, "num_workers", h.NumWorkers)
-	var st *pipeline.Stats
-	if tf.active() || h.Resume != "" || h.WorldSize > 1 || len(mix) > 1 || h.Position != nil {
-		// Training iteration: global batches shared out round-robin.
-		to := tf.options(h.Rank, h.WorldSize, h.Worker, h.NumWorkers, h.Resume)
-		to.Position, to.Workers = h.Position, h.NumWorkers // hello "epoch"/"next": an exact start
-		to.Cache = cache
-		st, err = pipeline.TrainMix(ctx, mix, so, to, shareSink{s, h})
-	} else {
-		// A plain pass: each worker reads its own run of episodes.
-		c.Share = pipeline.Share{Worker: h.Worker, NumWorkers: h.NumWorkers}
-		st, err = pipeline.Stream(ctx, &c, so, shareSink{s, h})
-	}
+	err = s.stream(cctx, h, w, log)
 	if ferr := w.Flush(); err == nil {
 		err = ferr
 	}
 	switch {
 	case err == nil:
-		log.Info("done", "frames", st.Frames, "rendered", st.Rendered)
-	case isBrokenPipe(err) || errors.Is(err, net.ErrClosed) || ctx.Err() != nil:
+		log.Info("done")
+	case errors.Is(context.Cause(cctx), errShutdown):
+		log.Info("stopped: server shutting down")
+	case isBrokenPipe(err) || errors.Is(err, net.ErrClosed):
 		log.Info("client went away", "err", err)
 	default:
 		log.Warn("stream failed", "err", err)
 	}
 }
 
-// shareSink writes the client's own rank and worker into the header.
+// inBandMessage is the text of the error message a client gets for err.
+func inBandMessage(err error) string {
+	if errors.Is(err, errShutdown) {
+		return errShutdown.Error()
+	}
+	return fmt.Sprintf("bad hello: %v", err)
+}
+
+// readClientHello reads and checks a client's hello.
+func readClientHello(conn *net.UnixConn) (sink.Hello, error) {
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	h, err := sink.ReadHello(conn)
+	conn.SetReadDeadline(time.Time{})
+	if err == nil {
+		err = checkHello(h)
+	}
+	return h, err
+}
+
+// streamReplay streams a client's share of a pre-rendered directory.
+func streamReplay(ctx context.Context, h sink.Hello, w *clientWriter, dir string) error {
+	if h.Resume != "" || h.Position != nil {
+		_, err := w.Write(sink.AppendError(nil, "resume tokens and positions (epoch, next) apply to live training streams, not to pre-rendered replays"))
+		return err
+	}
+	share := pipeline.Share{Worker: h.Rank*h.NumWorkers + h.Worker, NumWorkers: h.WorldSize * h.NumWorkers}
+	hs := sink.Share{Rank: h.Rank, WorldSize: h.WorldSize, Worker: h.Worker, NumWorkers: h.NumWorkers}
+	return prerender.ReplayWith(ctx, dir, share, w, prerender.ReplayOptions{HeaderShare: &hs})
+}
+
+// streamLive renders and streams a client's share.
+func streamLive(ctx context.Context, h sink.Hello, w *clientWriter, mix []pipeline.Mix, so pipeline.StreamOptions, tf *trainFlags, cache *pipeline.IndexCache) error {
+	s := shareSink{sink.NewMsgpack(w), h, ctx}
+	c := *mix[0].Config
+	var err error
+	if tf.active() || h.Resume != "" || h.WorldSize > 1 || len(mix) > 1 || h.Position != nil {
+		// Training iteration: global batches shared out round-robin.
+		to := tf.options(h.Rank, h.WorldSize, h.Worker, h.NumWorkers, h.Resume)
+		to.Position, to.Workers = h.Position, h.NumWorkers // hello "epoch"/"next": an exact start
+		to.Cache = cache
+		_, err = pipeline.TrainMix(ctx, mix, so, to, s)
+	} else {
+		// A plain pass: each worker reads its own run of episodes.
+		c.Share = pipeline.Share{Worker: h.Worker, NumWorkers: h.NumWorkers}
+		_, err = pipeline.Stream(ctx, &c, so, s)
+	}
+	return err
+}
+
+// shareSink writes the client's own rank and worker into the header, and
+// "server shutting down" as the error when the server stops.
 type shareSink struct {
 	*sink.Msgpack
-	h sink.Hello
+	h   sink.Hello
+	ctx context.Context
+}
+
+// Fail writes the in-band error.
+func (s shareSink) Fail(err error) error {
+	if errors.Is(context.Cause(s.ctx), errShutdown) {
+		err = errShutdown
+	}
+	return s.Msgpack.Fail(err)
 }
 
 func (s shareSink) Header(h sink.Header) error {

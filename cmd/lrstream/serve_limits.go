@@ -1,0 +1,177 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Serve limits (docs/wire-format.md, "Limits").
+const (
+	// defaultMaxClients is --max-clients: 8 ranks × 8 DataLoader workers.
+	defaultMaxClients = 64
+	// defaultClientBuffer is the per-client write buffer (--client-buffer):
+	// whole messages gathered before a socket write.
+	defaultClientBuffer = 1 << 20
+	// defaultWriteTimeout is --write-timeout: a client that accepts no
+	// byte for this long is disconnected.
+	defaultWriteTimeout = 30 * time.Minute
+	// shutdownGrace is how long a client gets to take its last batch and
+	// the "server shutting down" error on SIGINT/SIGTERM.
+	shutdownGrace = 2 * time.Second
+	// writeChunk bounds one socket write, so that the write timeout
+	// measures a lack of progress, not the time a large batch takes.
+	writeChunk = 64 << 10
+)
+
+// errShutdown is the in-band error clients get when the server stops.
+var errShutdown = errors.New("server shutting down")
+
+// serveLimits bound what the server holds for its clients.
+type serveLimits struct {
+	// MaxClients is the number of clients streamed at once; more get an
+	// in-band "server full" error.
+	MaxClients int
+	// Buffer is the per-client write buffer in bytes.
+	Buffer int
+	// WriteTimeout disconnects a client whose socket accepts nothing for
+	// this long (0: never).
+	WriteTimeout time.Duration
+}
+
+// serveStats are the server's live counters (for tests and logs).
+type serveStats struct {
+	// clients is the number of clients being streamed.
+	clients atomic.Int64
+	// inflight is the number of bytes the server holds for its clients:
+	// buffered in their writers or being written to their sockets.
+	inflight atomic.Int64
+	// rejected counts clients refused because the server was full.
+	rejected atomic.Int64
+	// lastFree rate-limits returning memory to the OS.
+	mu       sync.Mutex
+	lastFree time.Time
+}
+
+// clientLeft is called when a client's stream ends: once the last client
+// left, freed memory is returned to the operating system at once (the
+// runtime would otherwise return it gradually).
+func (s *serveStats) clientLeft() {
+	if s.clients.Add(-1) != 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if time.Since(s.lastFree) > time.Second {
+		s.lastFree = time.Now()
+		debug.FreeOSMemory()
+	}
+}
+
+// clientWriter is a client connection's writer. It gathers whole messages
+// (the msgpack sink writes one per call) in a buffer of at most limit
+// bytes and writes them to the socket in chunks, each with a deadline: a
+// client that stops reading blocks its own producer (nothing else is
+// buffered for it) and is disconnected once no chunk is accepted for
+// timeout. After a failed write every write fails (a message may be cut;
+// nothing may follow it). Bytes held count in inflight.
+type clientWriter struct {
+	conn     net.Conn
+	limit    int
+	timeout  time.Duration
+	inflight *atomic.Int64
+	buf      []byte
+	err      error
+	// stopAt is the shutdown deadline (unix nanoseconds, 0: none).
+	stopAt atomic.Int64
+}
+
+func newClientWriter(conn net.Conn, lim serveLimits, inflight *atomic.Int64) *clientWriter {
+	return &clientWriter{conn: conn, limit: max(lim.Buffer, 1), timeout: lim.WriteTimeout, inflight: inflight}
+}
+
+// Write buffers p, writing the buffer out first when p does not fit; a
+// message larger than the buffer is written directly.
+func (w *clientWriter) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	if len(w.buf)+len(p) > w.limit {
+		if err := w.Flush(); err != nil {
+			return 0, err
+		}
+	}
+	if len(p) >= w.limit {
+		w.inflight.Add(int64(len(p)))
+		err := w.send(p)
+		w.inflight.Add(-int64(len(p)))
+		if err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	if w.buf == nil {
+		w.buf = make([]byte, 0, w.limit)
+	}
+	w.buf = append(w.buf, p...)
+	w.inflight.Add(int64(len(p)))
+	return len(p), nil
+}
+
+// Flush writes the buffered messages.
+func (w *clientWriter) Flush() error {
+	if w.err != nil {
+		return w.err
+	}
+	if len(w.buf) == 0 {
+		return nil
+	}
+	err := w.send(w.buf)
+	w.inflight.Add(-int64(len(w.buf)))
+	w.buf = w.buf[:0]
+	return err
+}
+
+// Release drops the buffer (its bytes no longer count as held).
+func (w *clientWriter) Release() {
+	w.inflight.Add(-int64(len(w.buf)))
+	w.buf = nil
+	if w.err == nil {
+		w.err = net.ErrClosed
+	}
+}
+
+// shutdown makes writes fail after the grace period.
+func (w *clientWriter) shutdown(grace time.Duration) {
+	at := time.Now().Add(grace)
+	w.stopAt.Store(at.UnixNano())
+	w.conn.SetWriteDeadline(at)
+}
+
+func (w *clientWriter) send(p []byte) error {
+	for len(p) > 0 {
+		var dl time.Time
+		if w.timeout > 0 {
+			dl = time.Now().Add(w.timeout)
+		}
+		if s := w.stopAt.Load(); s != 0 && (dl.IsZero() || s < dl.UnixNano()) {
+			dl = time.Unix(0, s)
+		}
+		w.conn.SetWriteDeadline(dl)
+		n, err := w.conn.Write(p[:min(len(p), writeChunk)])
+		p = p[n:]
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) && w.stopAt.Load() == 0 {
+				err = fmt.Errorf("client read nothing for %v (--write-timeout): %w", w.timeout, err)
+			}
+			w.err = err
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lrstream/lrstream/sink"
+)
+
+// startServer builds a server from serve's flags and serves it on a fresh
+// socket; it returns the server, the socket path and a stop function that
+// cancels it and returns serve's error.
+func startServer(t *testing.T, args ...string) (*server, string, func() error) {
+	t.Helper()
+	sockDir, err := os.MkdirTemp("", "lrs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	sock := filepath.Join(sockDir, "s.sock")
+	e, _, _ := genEnv()
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, _, err := newServer(ctx, e, append([]string{"--socket", sock}, args...))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	ln, err := listenUnix(sock)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.serve(ctx, ln) }()
+	stopped := false
+	var serr error
+	stop := func() error {
+		if !stopped {
+			stopped = true
+			cancel()
+			serr = <-done
+		}
+		return serr
+	}
+	t.Cleanup(func() { stop() })
+	return srv, sock, stop
+}
+
+// dialHello connects and sends a hello.
+func dialHello(t *testing.T, sock string, h sink.Hello) net.Conn {
+	t.Helper()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(sink.AppendHello(nil, h)); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for i := 0; i < 1000; i++ {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	buf := make([]byte, 1<<20)
+	t.Fatalf("timed out waiting for %s; goroutines:\n%s", what, buf[:runtime.Stack(buf, true)])
+}
+
+// TestServeStalledClientsBounded: clients that stop reading block only
+// their own producers; what the server holds for them stays within
+// --client-buffer each; clients beyond --max-clients get an in-band
+// "server full" error while the others stall; a client that reads is
+// served meanwhile; and once the stalled clients leave, their slots,
+// buffers and goroutines are freed.
+func TestServeStalledClientsBounded(t *testing.T) {
+	const maxClients, buf = 6, 32 << 10
+	srv, sock, _ := startServer(t, "--keep-language", "--batch-size", "8", "--max-clients", "7", "--client-buffer", "32KiB")
+	// A first client served to its end: the baseline of goroutines.
+	warm := dialHello(t, sock, sink.Hello{NumWorkers: 1, WorldSize: 1})
+	if st, err := sink.Decode(warm); err != nil || st.End == nil {
+		t.Fatalf("first client: %v", err)
+	}
+	warm.Close()
+	waitFor(t, "the first client to leave", func() bool { return srv.stats.clients.Load() == 0 })
+	base := runtime.NumGoroutine()
+	// 6 stalled clients (the demo stream with --keep-language is ≈3.3 MB,
+	// far more than a socket's buffer and the client buffer).
+	var stalled []net.Conn
+	for i := 0; i < maxClients; i++ {
+		stalled = append(stalled, dialHello(t, sock, sink.Hello{NumWorkers: 1, WorldSize: 1}))
+	}
+	waitFor(t, "6 clients", func() bool { return srv.stats.clients.Load() == maxClients })
+	// Let the producers run into the stalled sockets.
+	time.Sleep(300 * time.Millisecond)
+	for i := 0; i < 5; i++ {
+		if n := srv.stats.inflight.Load(); n > maxClients*buf {
+			t.Fatalf("the server holds %d bytes for %d stalled clients; at most %d", n, maxClients, maxClients*buf)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// A reading client is served completely meanwhile (the 7th slot).
+	c := dialHello(t, sock, sink.Hello{NumWorkers: 1, WorldSize: 1})
+	st, err := sink.Decode(c)
+	c.Close()
+	if err != nil || st.End == nil || st.End.Batches == 0 {
+		t.Fatalf("a reading client next to stalled ones: %v", err)
+	}
+	// Fill the 7th slot with a stalled client: an 8th is refused in-band.
+	stalled = append(stalled, dialHello(t, sock, sink.Hello{NumWorkers: 1, WorldSize: 1}))
+	waitFor(t, "7 clients", func() bool { return srv.stats.clients.Load() == 7 })
+	c = dialHello(t, sock, sink.Hello{NumWorkers: 1, WorldSize: 1})
+	_, err = sink.Decode(c)
+	c.Close()
+	var se *sink.StreamError
+	if !errors.As(err, &se) || !strings.Contains(se.Message, "server full") || !strings.Contains(se.Message, "--max-clients 7") {
+		t.Fatalf("8th client: %v, want an in-band \"server full\" error", err)
+	}
+	// The stalled clients leave: everything they held is freed.
+	for _, c := range stalled {
+		c.Close()
+	}
+	waitFor(t, "the clients to be released", func() bool {
+		return srv.stats.clients.Load() == 0 && srv.stats.inflight.Load() == 0
+	})
+	waitFor(t, "the producers' goroutines to end", func() bool { return runtime.NumGoroutine() <= base })
+	if srv.stats.rejected.Load() != 1 {
+		t.Fatalf("%d clients rejected, want 1", srv.stats.rejected.Load())
+	}
+}
+
+// TestServeWriteTimeout: a client that never reads is disconnected after
+// --write-timeout, freeing its slot.
+func TestServeWriteTimeout(t *testing.T) {
+	srv, sock, _ := startServer(t, "--keep-language", "--max-clients", "1", "--client-buffer", "16KiB", "--write-timeout", "200ms")
+	c := dialHello(t, sock, sink.Hello{NumWorkers: 1, WorldSize: 1})
+	defer c.Close()
+	waitFor(t, "the client to be dropped", func() bool {
+		return srv.stats.clients.Load() == 0 && srv.stats.inflight.Load() == 0
+	})
+	// The slot is free again: a reading client is served.
+	r := dialHello(t, sock, sink.Hello{NumWorkers: 1, WorldSize: 1})
+	defer r.Close()
+	if st, err := sink.Decode(r); err != nil || st.End == nil {
+		t.Fatalf("next client: %v", err)
+	}
+}
+
+// TestServeShutdownInBand: stopping the server (SIGINT/SIGTERM cancel its
+// context) gives a connected, reading client an in-band "server shutting
+// down" error, and a client still in its hello too; a stalled client does
+// not hold the shutdown beyond the grace period.
+func TestServeShutdownInBand(t *testing.T) {
+	_, sock, stop := startServer(t, "--keep-language", "--batch-size", "4", "--client-buffer", "4KiB", "--epochs", "0")
+	reading := dialHello(t, sock, sink.Hello{NumWorkers: 1, WorldSize: 1})
+	defer reading.Close()
+	stalled := dialHello(t, sock, sink.Hello{NumWorkers: 1, WorldSize: 1})
+	defer stalled.Close()
+	silent, err := net.Dial("unix", sock) // never sends its hello
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	d := sink.NewDecoder(reading)
+	for i := 0; i < 3; i++ { // the stream is under way
+		if _, err := d.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := make(chan error, 1)
+	go func() {
+		for {
+			m, err := d.Next()
+			if err != nil {
+				res <- err
+				return
+			}
+			if m.Type == sink.TypeError {
+				res <- &sink.StreamError{Message: m.Error}
+				return
+			}
+			if m.Type != sink.TypeBatch {
+				res <- errors.New("a " + m.Type + " message")
+				return
+			}
+		}
+	}()
+	start := time.Now()
+	if err := stop(); err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	if el := time.Since(start); el > shutdownGrace+3*time.Second {
+		t.Fatalf("shutdown took %v", el)
+	}
+	var se *sink.StreamError
+	if err := <-res; !errors.As(err, &se) || se.Message != "server shutting down" {
+		t.Fatalf("reading client: %v, want the in-band error \"server shutting down\"", err)
+	}
+	_, err = sink.Decode(silent)
+	if !errors.As(err, &se) || se.Message != "server shutting down" {
+		t.Fatalf("client in its hello: %v", err)
+	}
+}
+
+// TestServeHelloOutOfRange: shares that would overflow are refused in-band.
+func TestServeHelloOutOfRange(t *testing.T) {
+	_, sock, _ := startServer(t)
+	for _, h := range []sink.Hello{
+		{NumWorkers: 1 << 32, WorldSize: 1 << 32},
+		{NumWorkers: 1 << 62},
+		{Worker: -1, NumWorkers: 2, WorldSize: 1},
+		{Rank: 3, NumWorkers: 1, WorldSize: 3},
+	} {
+		c := dialHello(t, sock, h)
+		st, err := sink.Decode(c)
+		c.Close()
+		var se *sink.StreamError
+		if !errors.As(err, &se) || !strings.HasPrefix(se.Message, "bad hello") || st.Header != nil {
+			t.Fatalf("hello %+v: %v, want a lone in-band \"bad hello\" error", h, err)
+		}
+	}
+	_ = bytes.MinRead
+}
