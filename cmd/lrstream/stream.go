@@ -83,6 +83,9 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	}
 	mix, err := rf.openMix(ctx, e)
 	if err != nil {
+		// Metadata (or option) errors come before the stream: the consumer
+		// gets them in-band too.
+		failInBand(e, *format, err)
 		return err
 	}
 	cfg := mix[0].Config

@@ -8,10 +8,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -125,29 +127,56 @@ func TestStreamErrors(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("blend: {}\n"), 0o644)
+	// Flag syntax errors print usage and write nothing to stdout; failures
+	// once the flags parsed (dataset metadata, recipe, selection) are also
+	// written to stdout as a lone in-band error message (wire-format.md).
 	for _, tc := range []struct {
-		args []string
-		want string
+		args   []string
+		want   string
+		inBand bool
 	}{
-		{[]string{"stream", "--bogus"}, "flag provided but not defined"},
-		{[]string{"stream", "--dataset", filepath.Join(dir, "nope"), "--recipe", bad}, ""},
-		{[]string{"stream", "--recipe", bad}, "at least one component"},
-		{[]string{"stream", "--mode", "weird"}, "unknown mode"},
-		{[]string{"stream", "--batch-size", "0"}, "--batch-size"},
-		{[]string{"stream", "--episodes", "x-y"}, "x-y"},
-		{[]string{"stream", "--episodes", "100-200"}, "matches none"},
-		{[]string{"stream", "--features", "observation.images.front"}, "not decoded"},
-		{[]string{"serve", "--socket", bad}, "not a socket"},
+		{[]string{"stream", "--bogus"}, "flag provided but not defined", false},
+		{[]string{"stream", "--dataset", filepath.Join(dir, "nope"), "--recipe", bad}, "", true},
+		{[]string{"stream", "--recipe", bad}, "at least one component", true},
+		{[]string{"stream", "--mode", "weird"}, "unknown mode", true},
+		{[]string{"stream", "--batch-size", "0"}, "--batch-size", false},
+		{[]string{"stream", "--episodes", "x-y"}, "x-y", true},
+		{[]string{"stream", "--episodes", "100-200"}, "matches none", true},
+		{[]string{"stream", "--features", "observation.images.front"}, "not decoded", true},
+		{[]string{"stream", "--format", "jsonl", "--mode", "weird"}, "unknown mode", true},
+		{[]string{"serve", "--socket", bad}, "not a socket", false},
 	} {
 		out, errb, code := runCmd(t, tc.args...)
 		if code == 0 {
 			t.Errorf("%v: exit 0", tc.args)
 		}
-		if out != "" {
-			t.Errorf("%v: wrote %d bytes to stdout", tc.args, len(out))
-		}
 		if !strings.Contains(errb, tc.want) {
 			t.Errorf("%v: stderr %q lacks %q", tc.args, errb, tc.want)
+		}
+		if !tc.inBand {
+			if out != "" {
+				t.Errorf("%v: wrote %d bytes to stdout", tc.args, len(out))
+			}
+			continue
+		}
+		var msg string
+		if slices.Contains(tc.args, "jsonl") {
+			var m struct{ Type, Message string }
+			if err := json.Unmarshal([]byte(out), &m); err != nil || m.Type != "error" || strings.Count(out, "\n") != 1 {
+				t.Errorf("%v: stdout %q is not one JSON error line", tc.args, out)
+			}
+			msg = m.Message
+		} else {
+			st, err := sink.Decode(strings.NewReader(out))
+			var se *sink.StreamError
+			if !errors.As(err, &se) || st.Header != nil {
+				t.Errorf("%v: stdout is not a lone error message: %v", tc.args, err)
+				continue
+			}
+			msg = se.Message
+		}
+		if !strings.Contains(msg, tc.want) || !strings.Contains(errb, msg) {
+			t.Errorf("%v: in-band error %q, stderr %q", tc.args, msg, errb)
 		}
 	}
 	// The socket-path check must not have touched the file.
