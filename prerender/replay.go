@@ -28,6 +28,11 @@ type ReplayOptions struct {
 	// (as a PyTorch DataLoader does) consume the batches in their stored
 	// order. The shares still hold every batch exactly once.
 	Interleave bool
+	// Train, when set, replays as a training iteration: epochs, a shuffled
+	// batch order and resume tokens (see TrainOptions). Each batch's seq
+	// counts this stream's batches across epochs, its epoch is the replay's
+	// epoch and its resume token a replay token.
+	Train *TrainOptions
 }
 
 // Replay writes share of the pre-rendered batches in dir to w as one
@@ -129,10 +134,21 @@ func (r *replayer) run(ctx context.Context, dir string, share pipeline.Share, op
 	if err := checkShardFiles(dir, x.Shards); err != nil {
 		return fmt.Errorf("replay: %s: %w", dir, err)
 	}
+	var tr *trainRun
+	if opts.Train != nil {
+		if tr, err = newTrainRun(dir, x, share.Worker, n, sel, opts); err != nil {
+			return fmt.Errorf("replay: %s: %w", dir, err)
+		}
+	}
 	if err := r.write(hdr); err != nil {
 		return err
 	}
-	batches, samples, err := r.batches(ctx, dir, x, sel)
+	var batches, samples int64
+	if tr != nil {
+		batches, samples, err = r.train(ctx, dir, x, tr)
+	} else {
+		batches, samples, err = r.batches(ctx, dir, x, sel)
+	}
 	if err != nil {
 		return err
 	}
@@ -147,7 +163,7 @@ func (r *replayer) run(ctx context.Context, dir string, share pipeline.Share, op
 		}
 		ends[i] = m.End
 	}
-	if len(ends) == 1 && n == 1 {
+	if len(ends) == 1 && n == 1 && tr == nil {
 		// The whole of a single stream: its own end message.
 		if ends[0].Batches != total || ends[0].Samples != samples {
 			return fmt.Errorf("replay: %s: end message counts %d batches, %d samples; the shards hold %d, %d",
@@ -164,6 +180,15 @@ func (r *replayer) run(ctx context.Context, dir string, share pipeline.Share, op
 		}
 		if share.Worker != 0 {
 			continue
+		}
+		if tr != nil {
+			// Each epoch the stream started passes over the whole run.
+			m := tr.epochsRun
+			end.Frames, end.Rendered, end.Dropped, end.Passthrough, end.Skipped, end.Errors =
+				end.Frames*m, end.Rendered*m, end.Dropped*m, end.Passthrough*m, end.Skipped*m, end.Errors*m
+			for j := range end.Components {
+				end.Components[j].Count *= m
+			}
 		}
 		e.Frames += end.Frames
 		e.Rendered += end.Rendered
@@ -257,33 +282,56 @@ func anyPicked(sel selection, from, to int64) bool {
 // shard copies the batches of shard s (whose first batch is global batch
 // g) that sel picks, renumbering their seq.
 func (r *replayer) shard(ctx context.Context, dec *zstd.Decoder, dir string, s Shard, g int64, sel selection) (int64, int64, error) {
+	var batches, samples int64
+	err := r.eachBatch(ctx, dec, dir, s, func(k int64, raw []byte, bi batchInfo) error {
+		gi := g + k
+		if gi >= sel.hi {
+			return errStop
+		}
+		ok, seq := sel.pick(gi)
+		if !ok {
+			return nil
+		}
+		batches++
+		samples += bi.size
+		if seq != bi.seq {
+			r.buf = splice(r.buf[:0], raw, bi.seqStart, bi.seqEnd, sink.AppendInt(nil, seq))
+			raw = r.buf
+		}
+		return r.write(raw)
+	})
+	return batches, samples, err
+}
+
+// errStop ends eachBatch early, without error.
+var errStop = errors.New("stop")
+
+// eachBatch reads shard s, checking its size and SHA-256 before any batch
+// is handed on, then each message (a batch, with the seq the index says)
+// and the count; fn gets the k-th batch (raw is valid during the call).
+// fn returning errStop ends the shard early without error.
+func (r *replayer) eachBatch(ctx context.Context, dec *zstd.Decoder, dir string, s Shard, fn func(k int64, raw []byte, bi batchInfo) error) error {
 	f, err := os.Open(filepath.Join(dir, s.File))
 	if err != nil {
-		return 0, 0, fmt.Errorf("replay: shard %s: %w", s.File, err)
+		return fmt.Errorf("replay: shard %s: %w", s.File, err)
 	}
 	defer f.Close()
 	// The digest is checked before any of the shard's batches is emitted:
 	// the file is hashed, then read again to decode it.
 	if err := checkDigest(f, s); err != nil {
-		return 0, 0, fmt.Errorf("replay: shard %s: %w", s.File, err)
+		return fmt.Errorf("replay: shard %s: %w", s.File, err)
 	}
 	if err := dec.Reset(f); err != nil {
-		return 0, 0, fmt.Errorf("replay: shard %s: %w", s.File, err)
+		return fmt.Errorf("replay: shard %s: %w", s.File, err)
 	}
 	d := sink.NewDecoder(shardData(dec, s.RawBytes))
-	var batches, samples int64
 	for k := int64(0); k < s.Batches; k++ {
 		if ctx.Err() != nil {
-			err := context.Cause(ctx) // e.g. "server shutting down"
-			return batches, samples, fmt.Errorf("replay: %w", err)
-		}
-		gi := g + k
-		if gi >= sel.hi {
-			return batches, samples, nil
+			return fmt.Errorf("replay: %w", context.Cause(ctx)) // e.g. "server shutting down"
 		}
 		typ, raw, err := d.NextRaw()
 		if errors.Is(err, io.EOF) {
-			return batches, samples, fmt.Errorf("replay: shard %s ends after %d batches, the index says %d", s.File, k, s.Batches)
+			return fmt.Errorf("replay: shard %s ends after %d batches, the index says %d", s.File, k, s.Batches)
 		}
 		if err == nil && typ != sink.TypeBatch {
 			err = fmt.Errorf("a %q message, shards hold batches only", typ)
@@ -293,32 +341,25 @@ func (r *replayer) shard(ctx context.Context, dec *zstd.Decoder, dir string, s S
 			bi, err = parseBatch(raw)
 		}
 		if err != nil {
-			return batches, samples, fmt.Errorf("replay: shard %s batch %d: %w", s.File, k, err)
+			return fmt.Errorf("replay: shard %s batch %d: %w", s.File, k, err)
 		}
 		if bi.seq != s.FirstSeq+k {
-			return batches, samples, fmt.Errorf("replay: shard %s: batch %d has seq %d, the index says %d", s.File, k, bi.seq, s.FirstSeq+k)
+			return fmt.Errorf("replay: shard %s: batch %d has seq %d, the index says %d", s.File, k, bi.seq, s.FirstSeq+k)
 		}
-		ok, seq := sel.pick(gi)
-		if !ok {
-			continue
-		}
-		batches++
-		samples += bi.size
-		if seq != bi.seq {
-			r.buf = splice(r.buf[:0], raw, bi.seqStart, bi.seqEnd, sink.AppendInt(nil, seq))
-			raw = r.buf
-		}
-		if err := r.write(raw); err != nil {
-			return batches, samples, err
+		if err := fn(k, raw, bi); err != nil {
+			if errors.Is(err, errStop) {
+				return nil
+			}
+			return err
 		}
 	}
 	if _, _, err := d.NextRaw(); !errors.Is(err, io.EOF) {
 		if err == nil {
 			err = fmt.Errorf("more than the %d batches the index says", s.Batches)
 		}
-		return batches, samples, fmt.Errorf("replay: shard %s: %w", s.File, err)
+		return fmt.Errorf("replay: shard %s: %w", s.File, err)
 	}
-	return batches, samples, nil
+	return nil
 }
 
 // checkDigest checks the size and SHA-256 of the open shard f against its

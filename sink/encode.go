@@ -112,6 +112,10 @@ func AppendShare(dst []byte, sh Share) []byte {
 // form, as sink writes every integer (for example a batch's seq).
 func AppendInt(dst []byte, v int64) []byte { return mpInt(dst, v) }
 
+// AppendString appends s as a msgpack str (e.g. to splice a resume token
+// into an encoded batch).
+func AppendString(dst []byte, s string) []byte { return mpStr(dst, s) }
+
 // appendRawJSON transcodes JSON text, or writes nil for an empty value.
 func appendRawJSON(b []byte, raw json.RawMessage) ([]byte, error) {
 	if len(raw) == 0 {
