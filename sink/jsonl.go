@@ -101,3 +101,18 @@ var (
 	_ Sink = (*Msgpack)(nil)
 	_ Sink = (*JSONL)(nil)
 )
+
+// AppendMessageJSON appends the JSON line form (as JSONL writes it, without
+// the newline) of one encoded wire message raw to dst: for converting
+// stored or replayed messages.
+func AppendMessageJSON(dst, raw []byte) ([]byte, error) {
+	m, err := NewDecoder(bytes.NewReader(raw)).Next()
+	if err != nil {
+		return dst, fmt.Errorf("sink: jsonl: %w", err)
+	}
+	b, err := appendJSONValue(dst, m.Value)
+	if err != nil {
+		return dst, fmt.Errorf("sink: jsonl: %w", err)
+	}
+	return b, nil
+}

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -32,10 +34,21 @@ func TestStreamAndServeFromPrerendered(t *testing.T) {
 	if replayed != live {
 		t.Fatalf("replay (%d bytes) differs from the live stream (%d bytes)", len(replayed), len(live))
 	}
-	if _, errb, code := runCmd(t, "stream", "--from", dir, "--shuffle"); code == 0 {
-		t.Fatal("--from --shuffle accepted")
-	} else if errb == "" {
-		t.Fatal("no message")
+	// Flags replay cannot honour are refused, named.
+	for _, args := range [][]string{
+		{"stream", "--from", dir, "--batch-size", "8"},
+		{"stream", "--from", dir, "--dataset", "x", "--keep-language"},
+		{"serve", "--socket", filepath.Join(t.TempDir(), "s"), "--from", dir, "--recipe", "r.yaml"},
+	} {
+		out, errb, code := runCmd(t, args...)
+		if code == 0 || out != "" {
+			t.Fatalf("%v: exit %d, %d bytes out", args, code, len(out))
+		}
+		for _, a := range args[3:] {
+			if strings.HasPrefix(a, "--") && !strings.Contains(errb, "cannot honour") || strings.HasPrefix(a, "--") && !strings.Contains(errb, a) {
+				t.Fatalf("%v: stderr %q does not name %s", args, errb, a)
+			}
+		}
 	}
 
 	sockDir, _ := os.MkdirTemp("", "lrs")
@@ -100,5 +113,111 @@ func TestStreamAndServeFromPrerendered(t *testing.T) {
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("serve exit %d", code)
+	}
+}
+
+// TestReplayTrainingFlags: `stream --from` honours --epochs, --shuffle,
+// --seed and --resume (exact continuation, also through serve's hello),
+// writes --format jsonl, and previews readably.
+func TestReplayTrainingFlags(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	if _, errb, code := runCmd(t, "prerender", "--out", dir, "--shard-size", "40KB", "--batch-size", "16", "-q"); code != 0 {
+		t.Fatalf("prerender: exit %d: %s", code, errb)
+	}
+	args := []string{"stream", "--from", dir, "--shuffle", "--seed", "3", "--epochs", "2"}
+	full, errb, code := runCmd(t, args...)
+	if code != 0 {
+		t.Fatalf("%v: %s", args, errb)
+	}
+	msgs := splitStream(t, full)
+	batches := msgs[1 : len(msgs)-1]
+	if len(batches) < 4 {
+		t.Fatalf("%d batches", len(batches))
+	}
+	cut := len(batches) / 2
+	tok := batches[cut].Batch.Meta.Resume
+	rest, errb, code := runCmd(t, append(args, "--resume", tok)...)
+	if code != 0 {
+		t.Fatalf("resume: %s", errb)
+	}
+	rmsgs := splitStream(t, rest)
+	if len(rmsgs)-2 != len(batches)-cut-1 {
+		t.Fatalf("resumed: %d batches, want %d", len(rmsgs)-2, len(batches)-cut-1)
+	}
+	for i, m := range rmsgs[1 : len(rmsgs)-1] {
+		if !bytes.Equal(m.Raw, batches[cut+1+i].Raw) {
+			t.Fatalf("resumed batch %d differs", i)
+		}
+	}
+	// A token of another seed is refused in-band.
+	out, _, code := runCmd(t, "stream", "--from", dir, "--shuffle", "--seed", "4", "--epochs", "2", "--resume", tok)
+	if _, err := sink.Decode(strings.NewReader(out)); code == 0 || err == nil || !strings.Contains(err.Error(), "another replay") {
+		t.Fatalf("other seed: exit %d, %v", code, err)
+	}
+
+	// --format jsonl: one JSON line per message.
+	jl, errb, code := runCmd(t, "stream", "--from", dir, "--format", "jsonl")
+	if code != 0 {
+		t.Fatalf("jsonl: %s", errb)
+	}
+	plain, _, _ := runCmd(t, "stream", "--from", dir)
+	lines := strings.Split(strings.TrimSuffix(jl, "\n"), "\n")
+	if pm := splitStream(t, plain); len(lines) != len(pm) {
+		t.Fatalf("jsonl: %d lines for %d messages", len(lines), len(pm))
+	}
+	for i, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil || m["type"] == nil {
+			t.Fatalf("jsonl line %d: %v", i, err)
+		}
+	}
+	if !strings.Contains(lines[len(lines)-1], `"type":"end"`) {
+		t.Fatalf("last line %s", lines[len(lines)-1])
+	}
+
+	// The preview (what a terminal gets).
+	var pv bytes.Buffer
+	c := newConverter(&pv, (&replayPreview{}).line)
+	c.Write([]byte(plain))
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s := pv.String(); !strings.Contains(s, "replay: dataset") || !strings.Contains(s, "batch 0 (epoch 0)") || !strings.Contains(s, "end: ") {
+		t.Fatalf("preview:\n%s", s)
+	}
+
+	// serve --from: the token resumes through the hello.
+	_, sock, _ := startServer(t, "--from", dir, "--shuffle", "--seed", "3", "--epochs", "2")
+	conn := dialHello(t, sock, sink.Hello{NumWorkers: 1, WorldSize: 1, Resume: tok})
+	var got bytes.Buffer
+	if _, err := got.ReadFrom(conn); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	smsgs := splitStream(t, got.String())
+	if len(smsgs) != len(rmsgs) {
+		t.Fatalf("serve resume: %d messages, stream %d", len(smsgs), len(rmsgs))
+	}
+	for i := 1; i < len(smsgs)-1; i++ {
+		if !bytes.Equal(smsgs[i].Raw, rmsgs[i].Raw) {
+			t.Fatalf("serve resume: batch %d differs from stream --resume", i)
+		}
+	}
+}
+
+// splitStream decodes every message of a complete stream.
+func splitStream(t *testing.T, s string) []*sink.Message {
+	t.Helper()
+	d := sink.NewDecoder(strings.NewReader(s))
+	var out []*sink.Message
+	for {
+		m, err := d.Next()
+		if err != nil {
+			t.Fatalf("message %d: %v", len(out), err)
+		}
+		out = append(out, m)
+		if m.Type == sink.TypeEnd || m.Type == sink.TypeError {
+			return out
+		}
 	}
 }

@@ -82,14 +82,15 @@ func newServer(ctx context.Context, e *env, args []string) (*server, string, err
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
 	srv := &server{lim: lim, log: log}
 	if *from != "" {
-		if tf.active() {
-			return nil, "", errors.New("--from serves a pre-rendered pass; --shuffle and --epochs apply to live streams")
+		if err := checkReplayFlags(fs); err != nil {
+			return nil, "", err
 		}
-		if _, err := prerender.ReadIndex(*from); err != nil {
+		x, err := prerender.ReadIndex(*from)
+		if err != nil {
 			return nil, "", err
 		}
 		srv.stream = func(ctx context.Context, h sink.Hello, w *clientWriter, log *slog.Logger) error {
-			return streamReplay(ctx, h, w, *from)
+			return streamReplay(ctx, h, w, *from, replayTrain(&tf, h.Resume, x))
 		}
 	} else {
 		mix, err := rf.openMix(ctx, e)
@@ -269,15 +270,17 @@ func readClientHello(conn *net.UnixConn) (sink.Hello, error) {
 	return h, err
 }
 
-// streamReplay streams a client's share of a pre-rendered directory.
-func streamReplay(ctx context.Context, h sink.Hello, w *clientWriter, dir string) error {
-	if h.Resume != "" || h.Position != nil {
-		_, err := w.Write(sink.AppendError(nil, "resume tokens and positions (epoch, next) apply to live training streams, not to pre-rendered replays"))
+// streamReplay streams a client's share of a pre-rendered directory (a
+// training iteration at batch granularity with train, which carries the
+// client's resume token).
+func streamReplay(ctx context.Context, h sink.Hello, w *clientWriter, dir string, train *prerender.TrainOptions) error {
+	if h.Position != nil {
+		_, err := w.Write(sink.AppendError(nil, "positions (epoch, next) apply to live training streams; a pre-rendered replay resumes from a replay resume token"))
 		return err
 	}
 	share := pipeline.Share{Worker: h.Rank*h.NumWorkers + h.Worker, NumWorkers: h.WorldSize * h.NumWorkers}
 	hs := sink.Share{Rank: h.Rank, WorldSize: h.WorldSize, Worker: h.Worker, NumWorkers: h.NumWorkers}
-	return prerender.ReplayWith(ctx, dir, share, w, prerender.ReplayOptions{HeaderShare: &hs})
+	return prerender.ReplayWith(ctx, dir, share, w, prerender.ReplayOptions{HeaderShare: &hs, Train: train})
 }
 
 // streamLive renders and streams a client's share.

@@ -10,7 +10,6 @@ import (
 	"syscall"
 
 	"github.com/lrstream/lrstream/pipeline"
-	"github.com/lrstream/lrstream/prerender"
 	"github.com/lrstream/lrstream/sink"
 )
 
@@ -79,7 +78,7 @@ func runStream(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("--format must be msgpack or jsonl, not %q", *format)
 	}
 	if *from != "" {
-		return replay(ctx, e, *from, *format, tf)
+		return replay(ctx, e, fs, *from, *format, tf, *quiet)
 	}
 	mix, err := rf.openMix(ctx, e)
 	if err != nil {
@@ -135,26 +134,4 @@ func runStream(ctx context.Context, e *env, args []string) error {
 // socket.
 func isBrokenPipe(err error) bool {
 	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.ErrClosedPipe)
-}
-
-// replay writes the pre-rendered stream in dir to stdout.
-func replay(ctx context.Context, e *env, dir, format string, tf trainFlags) error {
-	if format != "msgpack" {
-		return fmt.Errorf("--from replays the msgpack wire format only, not --format %s", format)
-	}
-	if tf.active() {
-		return errors.New("--from replays a pre-rendered pass; --shuffle, --epochs, --resume and --world-size apply to live streams")
-	}
-	if isTerminal(e.stdout) {
-		return errors.New("stdout is a terminal: pipe the replayed msgpack stream into a consumer or redirect it to a file")
-	}
-	out := bufio.NewWriterSize(e.stdout, 1<<20)
-	err := prerender.Replay(ctx, dir, pipeline.Share{}, out)
-	if ferr := out.Flush(); err == nil {
-		err = ferr
-	}
-	if err != nil && isBrokenPipe(err) {
-		return nil
-	}
-	return err
 }
