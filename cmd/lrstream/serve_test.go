@@ -148,6 +148,7 @@ func TestServeWriteTimeout(t *testing.T) {
 	srv, sock, _ := startServer(t, "--keep-language", "--max-clients", "1", "--client-buffer", "16KiB", "--write-timeout", "200ms")
 	c := dialHello(t, sock, sink.Hello{NumWorkers: 1, WorldSize: 1})
 	defer c.Close()
+	waitFor(t, "the client to be streamed", func() bool { return srv.stats.inflight.Load() > 0 })
 	waitFor(t, "the client to be dropped", func() bool {
 		return srv.stats.clients.Load() == 0 && srv.stats.inflight.Load() == 0
 	})
@@ -164,7 +165,7 @@ func TestServeWriteTimeout(t *testing.T) {
 // down" error, and a client still in its hello too; a stalled client does
 // not hold the shutdown beyond the grace period.
 func TestServeShutdownInBand(t *testing.T) {
-	_, sock, stop := startServer(t, "--keep-language", "--batch-size", "4", "--client-buffer", "4KiB", "--epochs", "0")
+	srv, sock, stop := startServer(t, "--keep-language", "--batch-size", "4", "--client-buffer", "4KiB", "--epochs", "0")
 	reading := dialHello(t, sock, sink.Hello{NumWorkers: 1, WorldSize: 1})
 	defer reading.Close()
 	stalled := dialHello(t, sock, sink.Hello{NumWorkers: 1, WorldSize: 1})
@@ -174,6 +175,7 @@ func TestServeShutdownInBand(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer silent.Close()
+	waitFor(t, "3 clients", func() bool { return srv.stats.clients.Load() == 3 })
 	d := sink.NewDecoder(reading)
 	for i := 0; i < 3; i++ { // the stream is under way
 		if _, err := d.Next(); err != nil {
