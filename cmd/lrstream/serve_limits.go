@@ -163,6 +163,11 @@ func (w *clientWriter) send(p []byte) error {
 			dl = time.Unix(0, s)
 		}
 		w.conn.SetWriteDeadline(dl)
+		// shutdown stores stopAt before setting its deadline: a deadline
+		// set here after that store sees it now.
+		if s := w.stopAt.Load(); s != 0 && (dl.IsZero() || s < dl.UnixNano()) {
+			w.conn.SetWriteDeadline(time.Unix(0, s))
+		}
 		n, err := w.conn.Write(p[:min(len(p), writeChunk)])
 		p = p[n:]
 		if err != nil {
