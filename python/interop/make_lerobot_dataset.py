@@ -12,7 +12,9 @@ The dataset is produced exactly the way a LeRobot user produces one:
 * the language columns are then added by
   ``lerobot.annotations.steerable_pipeline.writer.LanguageColumnsWriter``
   fed canned module outputs (``plan`` / ``interjections`` / ``vqa`` staging
-  files, no VLM):
+  files, no VLM), checked by its ``StagingValidator``, followed by the
+  Executor's ``meta/info.json`` update (language features + ``say`` tool),
+  exactly the writer phase of ``lerobot-annotate``:
 
   - ``full``: every episode has subtasks, a plan, a memory, an interjection
     with its speech tool call and a VQA pair per camera;
@@ -89,6 +91,9 @@ def _canned_staging(ep: int, timestamps: list[float], cameras: tuple[str, ...]) 
         {"role": "assistant", "style": "memory", "timestamp": t2, "content": f"ep{ep}: object grasped"},
     ]
     inter_t = timestamps[min(third + 1, n - 1)]
+    # The pipeline re-plans at every interjection (its validator requires it).
+    plan.append({"role": "assistant", "style": "plan", "timestamp": inter_t,
+                 "content": f"1. slow down 2. place (episode {ep})"})
     interjections = [
         {"role": "user", "style": "interjection", "timestamp": inter_t, "content": f"ep{ep}: go slower please"},
         speech_atom(inter_t, f"ep{ep}: slowing down"),
@@ -99,7 +104,7 @@ def _canned_staging(ep: int, timestamps: list[float], cameras: tuple[str, ...]) 
         vqa.append({"role": "user", "style": "vqa", "timestamp": tq, "camera": cam,
                     "content": f"ep{ep} cam{ci}: how many objects?"})
         vqa.append({"role": "assistant", "style": "vqa", "timestamp": tq, "camera": cam,
-                    "content": json.dumps({"count": ep + ci + 1})})
+                    "content": json.dumps({"label": "cube", "count": ep + ci + 1})})
     return {"plan": plan, "interjections": interjections, "vqa": vqa}
 
 
@@ -109,6 +114,8 @@ def annotate(root: Path, mode: str) -> None:
         return
     from lerobot.annotations.steerable_pipeline.reader import iter_episodes
     from lerobot.annotations.steerable_pipeline.staging import EpisodeStaging
+    from lerobot.annotations.steerable_pipeline.executor import Executor
+    from lerobot.annotations.steerable_pipeline.validator import StagingValidator
     from lerobot.annotations.steerable_pipeline.writer import LanguageColumnsWriter
 
     records = list(iter_episodes(root))
@@ -121,7 +128,13 @@ def annotate(root: Path, mode: str) -> None:
             st = EpisodeStaging(staging, rec.episode_index)
             for module, rows in outputs.items():
                 st.write(module, rows)
+        report = StagingValidator().validate(records, staging)
+        if not report.ok:
+            raise RuntimeError(f"canned staging rejected by LeRobot's validator: {report.summary()}: {report.errors}")
         LanguageColumnsWriter().write_all(records, staging, root)
+    # What the pipeline's Executor does right after the writer: declare the
+    # language features and the say tool in meta/info.json.
+    Executor._ensure_annotation_metadata_in_info(root)
 
 
 def make_dataset(
