@@ -16,8 +16,9 @@ The dataset is produced exactly the way a LeRobot user produces one:
   Executor's ``meta/info.json`` update (language features + ``say`` tool),
   exactly the writer phase of ``lerobot-annotate``:
 
-  - ``full``: every episode has subtasks, a plan, a memory, an interjection
-    with its speech tool call and a VQA pair per camera;
+  - ``full``: every episode has subtasks, a plan (re-planned at the
+    interjection), memories, an interjection with its speech tool call and
+    a VQA pair per camera; even episodes also carry two ``task_aug`` rows;
   - ``partial``: only even episodes are annotated; the writer gives the odd
     ones empty lists;
   - ``none``: the writer is not run (no language columns at all).
@@ -90,6 +91,10 @@ def _canned_staging(ep: int, timestamps: list[float], cameras: tuple[str, ...]) 
         {"role": "assistant", "style": "memory", "timestamp": t1, "content": f"ep{ep}: object reached"},
         {"role": "assistant", "style": "memory", "timestamp": t2, "content": f"ep{ep}: object grasped"},
     ]
+    if ep % 2 == 0:  # task rephrasings (task_aug) on even episodes
+        for k in range(2):
+            plan.append({"role": "user", "style": "task_aug", "timestamp": t0,
+                         "content": f"ep{ep}: rephrased task {k}"})
     inter_t = timestamps[min(third + 1, n - 1)]
     # The pipeline re-plans at every interjection (its validator requires it).
     plan.append({"role": "assistant", "style": "plan", "timestamp": inter_t,
