@@ -121,13 +121,16 @@ def test_snapshot_download_cache_is_used_by_lrstream(lrstream_bin, hub, tmp_path
     assert strip(online) == strip(reference) == strip(pinned)
 
 
-@pytest.mark.parametrize("source", ["HF_TOKEN", "HF_TOKEN_PATH", "HF_HOME/token", "HF_TOKEN over file"])
+@pytest.mark.parametrize("source", ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH",
+                                    "HF_HOME/token", "HF_TOKEN over file"])
 def test_token_sources_read_like_huggingface_hub(lrstream_bin, lerobot_datasets, tmp_path, source):
     home = tmp_path / "home"
     home.mkdir()
     kw = {"HF_HOME": home}
     if source == "HF_TOKEN":
         kw["HF_TOKEN"] = TOKEN
+    elif source == "HUGGING_FACE_HUB_TOKEN":  # legacy name, still read by both
+        kw["HUGGING_FACE_HUB_TOKEN"] = TOKEN
     elif source == "HF_TOKEN_PATH":
         (tmp_path / "tok").write_text(TOKEN + "\n")
         kw["HF_TOKEN_PATH"] = tmp_path / "tok"
