@@ -1,0 +1,581 @@
+package shard
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/deprecated"
+	"github.com/parquet-go/parquet-go/encoding"
+	"github.com/parquet-go/parquet-go/format"
+
+	"github.com/lrstream/lrstream/fetch"
+	"github.com/lrstream/lrstream/schema"
+)
+
+// This file is the read path on github.com/parquet-go/parquet-go (issue
+// 18), built beside the arrow-go paths. Behind Options.parquetGo it
+// decodes the frame columns and the numeric features of a unit from
+// parquet-go's pages (decoded levels, raw dictionary indices); the
+// language columns still come from the arrow-go path until they move
+// here too.
+
+// pqColumn is one leaf column decoded from a row group: its values as
+// little-endian bytes of dtype, and the per-frame shape.
+type pqColumn struct {
+	dtype string
+	size  int   // bytes per value
+	dims  []int // uniform list lengths per nesting depth
+	data  []byte
+	rows  int
+}
+
+// pqOpen opens name with parquet-go.
+func pqOpen(ctx context.Context, src fetch.Source, name string) (*parquet.File, fetch.File, error) {
+	f, err := src.Open(ctx, name)
+	if err != nil {
+		return nil, nil, fileErr(src.ID(), name, err)
+	}
+	pf, err := parquet.OpenFile(f, f.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	if err != nil {
+		f.Close()
+		return nil, nil, fileErr(src.ID(), name, err)
+	}
+	return pf, f, nil
+}
+
+// pqLeaf finds the leaf column of a numeric feature: the column itself, or
+// its list elements, however deep.
+func pqLeaf(root *parquet.Column, name string) (*parquet.Column, error) {
+	c := root.Column(name)
+	if c == nil {
+		return nil, errors.New("missing column")
+	}
+	for !c.Leaf() {
+		kids := c.Columns()
+		if len(kids) != 1 {
+			return nil, fmt.Errorf("group of %d fields, want a number or a list of numbers", len(kids))
+		}
+		c = kids[0]
+	}
+	return c, nil
+}
+
+// pqDType maps a leaf's parquet type to its numpy type string and size.
+func pqDType(t parquet.Type) (string, int, error) {
+	lt := t.LogicalType()
+	var it *format.IntType
+	if lt != nil {
+		switch v := lt.Value.(type) {
+		case *format.IntType:
+			it = v
+		case *format.Float16Type:
+			if t.Kind() == parquet.FixedLenByteArray && t.Length() == 2 {
+				return "<f2", 2, nil
+			}
+		case nil:
+		default:
+			return "", 0, fmt.Errorf("%s: not a numeric type", t)
+		}
+	}
+	if it == nil {
+		if ct := t.ConvertedType(); ct != nil {
+			switch *ct {
+			case deprecated.Int8:
+				it = &format.IntType{BitWidth: 8, IsSigned: true}
+			case deprecated.Int16:
+				it = &format.IntType{BitWidth: 16, IsSigned: true}
+			case deprecated.Int32:
+				it = &format.IntType{BitWidth: 32, IsSigned: true}
+			case deprecated.Int64:
+				it = &format.IntType{BitWidth: 64, IsSigned: true}
+			case deprecated.Uint8:
+				it = &format.IntType{BitWidth: 8}
+			case deprecated.Uint16:
+				it = &format.IntType{BitWidth: 16}
+			case deprecated.Uint32:
+				it = &format.IntType{BitWidth: 32}
+			case deprecated.Uint64:
+				it = &format.IntType{BitWidth: 64}
+			default:
+				return "", 0, fmt.Errorf("%s: not a numeric type", t)
+			}
+		}
+	}
+	switch t.Kind() {
+	case parquet.Boolean:
+		return "|b1", 1, nil
+	case parquet.Float:
+		return "<f4", 4, nil
+	case parquet.Double:
+		return "<f8", 8, nil
+	case parquet.Int32, parquet.Int64:
+		bits := 32
+		if t.Kind() == parquet.Int64 {
+			bits = 64
+		}
+		signed := true
+		if it != nil {
+			bits, signed = int(it.BitWidth), it.IsSigned
+		}
+		switch bits {
+		case 8:
+			if signed {
+				return "|i1", 1, nil
+			}
+			return "|u1", 1, nil
+		case 16, 32, 64:
+			k := "<i"
+			if !signed {
+				k = "<u"
+			}
+			return fmt.Sprintf("%s%d", k, bits/8), bits / 8, nil
+		}
+	}
+	return "", 0, fmt.Errorf("%s: not a numeric type", t)
+}
+
+// pqLevels tracks the list structure of a leaf while its levels are read:
+// it checks every list at a depth has the same length, and that nothing is
+// null.
+type pqLevels struct {
+	maxRep, maxDef int
+	// nonEmpty[k] is the definition level at which the list at depth k
+	// (1-based) has at least one element.
+	nonEmpty []int
+	open     []bool
+	count    []int
+	dims     []int // -1 until the first list at that depth closes
+	rows     int
+}
+
+func newPQLevels(leaf *parquet.Column, root *parquet.Column) (*pqLevels, error) {
+	l := &pqLevels{maxRep: leaf.MaxRepetitionLevel(), maxDef: leaf.MaxDefinitionLevel()}
+	l.nonEmpty = make([]int, l.maxRep+1)
+	def, rep := 0, 0
+	c := root
+	for _, name := range leaf.Path() {
+		c = c.Column(name)
+		if c == nil {
+			return nil, errors.New("column path not found")
+		}
+		switch {
+		case c.Optional():
+			def++
+		case c.Repeated():
+			def++
+			rep++
+			l.nonEmpty[rep] = def
+		}
+	}
+	l.open = make([]bool, l.maxRep+1)
+	l.count = make([]int, l.maxRep+1)
+	l.dims = make([]int, l.maxRep+1)
+	for k := range l.dims {
+		l.dims[k] = -1
+	}
+	return l, nil
+}
+
+// closeFrom closes the open lists at depths k..maxRep.
+func (l *pqLevels) closeFrom(k int) error {
+	for ; k <= l.maxRep; k++ {
+		if !l.open[k] {
+			continue
+		}
+		l.open[k] = false
+		if l.dims[k] < 0 {
+			l.dims[k] = l.count[k]
+		} else if l.dims[k] != l.count[k] {
+			return fmt.Errorf("list of %d values, previous frames have %d", l.count[k], l.dims[k])
+		}
+	}
+	return nil
+}
+
+// entry records one level entry; it reports whether it carries a value.
+func (l *pqLevels) entry(rep, def int) (bool, error) {
+	if rep == 0 {
+		if err := l.closeFrom(1); err != nil {
+			return false, err
+		}
+		l.rows++
+	} else if err := l.closeFrom(rep + 1); err != nil {
+		return false, err
+	}
+	// e: depth of the empty list this entry ends at, or maxRep+1 when it
+	// carries a value.
+	e := l.maxRep + 1
+	for k := 1; k <= l.maxRep; k++ {
+		if def < l.nonEmpty[k] {
+			if def != l.nonEmpty[k]-1 {
+				return false, errors.New("null value")
+			}
+			e = k
+			break
+		}
+	}
+	if e > l.maxRep && def < l.maxDef {
+		return false, errors.New("null value")
+	}
+	for k := rep + 1; k <= min(e, l.maxRep); k++ {
+		l.open[k], l.count[k] = true, 0
+	}
+	for k := max(rep, 1); k <= min(e-1, l.maxRep); k++ {
+		l.count[k]++
+	}
+	return e > l.maxRep, nil
+}
+
+// pqRead decodes one leaf column chunk of row group rg.
+func pqRead(pf *parquet.File, rg int, leaf *parquet.Column, nrows int) (_ *pqColumn, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("corrupt column chunk: %v", r)
+		}
+	}()
+	dtype, size, err := pqDType(leaf.Type())
+	if err != nil {
+		return nil, err
+	}
+	lv, err := newPQLevels(leaf, pf.Root())
+	if err != nil {
+		return nil, err
+	}
+	out := &pqColumn{dtype: dtype, size: size}
+	cc := pf.RowGroups()[rg].ColumnChunks()[leaf.Index()]
+	pages := cc.Pages()
+	defer pages.Close()
+	for {
+		p, err := pages.ReadPage()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		n := int(p.NumValues())
+		reps, defs := p.RepetitionLevels(), p.DefinitionLevels()
+		values := n
+		if lv.maxRep > 0 || lv.maxDef > 0 {
+			if (lv.maxRep > 0 && len(reps) != n) || (lv.maxDef > 0 && len(defs) != n) {
+				parquet.Release(p)
+				return nil, fmt.Errorf("page of %d values has %d repetition and %d definition levels", n, len(reps), len(defs))
+			}
+			values = 0
+			for i := 0; i < n; i++ {
+				rep, def := 0, 0
+				if lv.maxRep > 0 {
+					rep = int(reps[i])
+				}
+				if lv.maxDef > 0 {
+					def = int(defs[i])
+				}
+				if lv.rows == 0 && rep != 0 {
+					parquet.Release(p)
+					return nil, errors.New("first value continues a row")
+				}
+				ok, err := lv.entry(rep, def)
+				if err != nil {
+					parquet.Release(p)
+					return nil, err
+				}
+				if ok {
+					values++
+				}
+			}
+		} else {
+			lv.rows += n
+		}
+		out.data, err = pqAppend(out.data, p, values, size)
+		parquet.Release(p)
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := lv.closeFrom(1); err != nil {
+		return nil, err
+	}
+	if lv.rows != nrows {
+		return nil, fmt.Errorf("%d rows decoded, footer says %d", lv.rows, nrows)
+	}
+	out.rows = nrows
+	for _, d := range lv.dims[1:] {
+		out.dims = append(out.dims, max(d, 0))
+	}
+	per := 1
+	for _, d := range out.dims {
+		per *= d
+	}
+	if len(out.data) != nrows*per*size {
+		return nil, fmt.Errorf("%d bytes of values for %d rows of %d values", len(out.data), nrows, per)
+	}
+	return out, nil
+}
+
+// pqAppend appends the values of page p (n of them, each size bytes in
+// the output) to dst, resolving dictionary indices.
+func pqAppend(dst []byte, p parquet.Page, n, size int) ([]byte, error) {
+	data := p.Data()
+	if dict := p.Dictionary(); dict != nil {
+		idx := data.Int32()
+		if len(idx) != n {
+			return nil, fmt.Errorf("page has %d dictionary indices for %d values", len(idx), n)
+		}
+		dv := dict.Page().Data()
+		raw, width, err := pqRaw(dv, dict.Len())
+		if err != nil {
+			return nil, err
+		}
+		for _, i := range idx {
+			if i < 0 || int(i) >= dict.Len() {
+				return nil, fmt.Errorf("dictionary index %d out of range (%d values)", i, dict.Len())
+			}
+			dst = pqPut(dst, raw[int(i)*width:int(i+1)*width], size)
+		}
+		return dst, nil
+	}
+	raw, width, err := pqRaw(data, n)
+	if err != nil {
+		return nil, err
+	}
+	if width == size {
+		return append(dst, raw[:n*width]...), nil
+	}
+	for i := 0; i < n; i++ {
+		dst = pqPut(dst, raw[i*width:(i+1)*width], size)
+	}
+	return dst, nil
+}
+
+// pqRaw returns n values of v as little-endian bytes of width bytes each
+// (booleans unpacked to one byte).
+func pqRaw(v encoding.Values, n int) ([]byte, int, error) {
+	var raw []byte
+	width := 0
+	switch v.Kind() {
+	case encoding.Boolean:
+		bits := v.Boolean()
+		if len(bits)*8 < n {
+			return nil, 0, errors.New("boolean page too short")
+		}
+		raw = make([]byte, n)
+		for i := range raw {
+			raw[i] = bits[i/8] >> (i % 8) & 1
+		}
+		return raw, 1, nil
+	case encoding.Int32:
+		raw, width = asBytes32(v.Int32()), 4
+	case encoding.Float:
+		raw, width = asBytes32(v.Float()), 4
+	case encoding.Int64:
+		raw, width = asBytes64(v.Int64()), 8
+	case encoding.Double:
+		raw, width = asBytes64(v.Double()), 8
+	case encoding.FixedLenByteArray:
+		raw, width = v.FixedLenByteArray()
+	default:
+		return nil, 0, fmt.Errorf("unexpected page values of kind %v", v.Kind())
+	}
+	if width <= 0 || len(raw) < n*width {
+		return nil, 0, fmt.Errorf("page has %d bytes of values for %d values", len(raw), n)
+	}
+	return raw, width, nil
+}
+
+// pqPut appends the first size bytes of the little-endian value v
+// (narrowing an int32 to int8/int16).
+func pqPut(dst, v []byte, size int) []byte { return append(dst, v[:size]...) }
+
+func asBytes32[T int32 | float32](s []T) []byte {
+	out := make([]byte, 4*len(s))
+	for i, x := range s {
+		var u uint32
+		switch y := any(x).(type) {
+		case int32:
+			u = uint32(y)
+		case float32:
+			u = math.Float32bits(y)
+		}
+		binary.LittleEndian.PutUint32(out[4*i:], u)
+	}
+	return out
+}
+
+func asBytes64[T int64 | float64](s []T) []byte {
+	out := make([]byte, 8*len(s))
+	for i, x := range s {
+		var u uint64
+		switch y := any(x).(type) {
+		case int64:
+			u = uint64(y)
+		case float64:
+			u = math.Float64bits(y)
+		}
+		binary.LittleEndian.PutUint64(out[8*i:], u)
+	}
+	return out
+}
+
+// readUnitPQ reads u through the old path for the language columns and
+// through parquet-go for the frame columns and numeric features, and
+// replaces the latter in the batch.
+func readUnitPQ(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit, opts Options, feats []schema.Feature) (*Batch, error) {
+	lang := opts
+	lang.parquetGo = false
+	lang.Features = []string{}
+	b, err := ReadUnit(ctx, src, ds, u, lang)
+	if err != nil {
+		return nil, err
+	}
+	pf, f, err := pqOpen(ctx, src, u.File)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	colErr := func(col string, err error) error {
+		return &Error{Dataset: src.ID(), File: u.File, RowGroup: u.RowGroup, Episode: -1, Index: -1, Column: col, Err: err}
+	}
+	if u.RowGroup < 0 || u.RowGroup >= len(pf.RowGroups()) {
+		return nil, colErr("", fmt.Errorf("row group out of range (file has %d)", len(pf.RowGroups())))
+	}
+	nrows := int(pf.RowGroups()[u.RowGroup].NumRows())
+	read := func(name string) (*pqColumn, error) {
+		leaf, err := pqLeaf(pf.Root(), name)
+		if err != nil {
+			return nil, colErr(name, err)
+		}
+		c, err := pqRead(pf, u.RowGroup, leaf, nrows)
+		if err != nil {
+			return nil, colErr(name, err)
+		}
+		return c, nil
+	}
+	// keep: the rows of the selected episodes.
+	var keep []int
+	ep, err := read(ColEpisodeIndex)
+	if err != nil {
+		return nil, err
+	}
+	eps, err := pqInts(ep)
+	if err != nil {
+		return nil, colErr(ColEpisodeIndex, err)
+	}
+	if u.Partial {
+		for i, e := range eps {
+			if containsSorted(u.Episodes, e) {
+				keep = append(keep, i)
+			}
+		}
+		if len(keep) == nrows {
+			keep = nil
+		}
+	}
+	nb := *b
+	nb.Features = nil
+	for _, c := range []struct {
+		name string
+		dst  *[]int64
+	}{{ColEpisodeIndex, &nb.EpisodeIndex}, {ColIndex, &nb.Index}, {ColFrameIndex, &nb.FrameIndex}, {ColTaskIndex, &nb.TaskIndex}} {
+		col, err := read(c.name)
+		if err != nil {
+			return nil, err
+		}
+		v, err := pqInts(col)
+		if err != nil {
+			return nil, colErr(c.name, err)
+		}
+		if keep != nil {
+			v = gatherInts(v, keep)
+		}
+		*c.dst = v
+	}
+	ts, err := read(ColTimestamp)
+	if err != nil {
+		return nil, err
+	}
+	if nb.Timestamp, err = pqFloats(ts, keep); err != nil {
+		return nil, colErr(ColTimestamp, err)
+	}
+	for _, f := range feats {
+		c, err := read(f.Name)
+		if err != nil {
+			return nil, err
+		}
+		per := c.size
+		for _, d := range c.dims {
+			per *= d
+		}
+		data := c.data
+		if keep != nil {
+			data = make([]byte, 0, len(keep)*per)
+			for _, r := range keep {
+				data = append(data, c.data[r*per:(r+1)*per]...)
+			}
+		}
+		if data == nil {
+			data = []byte{}
+		}
+		nb.Features = append(nb.Features, FeatureData{Name: f.Name, DType: c.dtype, Shape: frameShape(f.Shape, c.dims), Data: data})
+	}
+	return &nb, nil
+}
+
+// pqInts converts a scalar integer column to int64 values.
+func pqInts(c *pqColumn) ([]int64, error) {
+	if len(c.dims) != 0 {
+		return nil, errors.New("unexpected list column")
+	}
+	out := make([]int64, c.rows)
+	for i := range out {
+		v := c.data[i*c.size : (i+1)*c.size]
+		switch c.dtype {
+		case "<i8", "<u8":
+			out[i] = int64(binary.LittleEndian.Uint64(v))
+		case "<i4":
+			out[i] = int64(int32(binary.LittleEndian.Uint32(v)))
+		case "<u4":
+			out[i] = int64(binary.LittleEndian.Uint32(v))
+		case "<i2":
+			out[i] = int64(int16(binary.LittleEndian.Uint16(v)))
+		case "<u2":
+			out[i] = int64(binary.LittleEndian.Uint16(v))
+		case "|i1":
+			out[i] = int64(int8(v[0]))
+		case "|u1":
+			out[i] = int64(v[0])
+		default:
+			return nil, fmt.Errorf("unexpected column: type %s, want an integer", c.dtype)
+		}
+	}
+	return out, nil
+}
+
+// pqFloats converts the timestamp column to float32 values.
+func pqFloats(c *pqColumn, keep []int) ([]float32, error) {
+	if len(c.dims) != 0 || !slices.Contains([]string{"<f4", "<f8"}, c.dtype) {
+		return nil, fmt.Errorf("unexpected type %s, want float32", c.dtype)
+	}
+	n := c.rows
+	if keep != nil {
+		n = len(keep)
+	}
+	out := make([]float32, n)
+	for i := range out {
+		r := i
+		if keep != nil {
+			r = keep[i]
+		}
+		if c.dtype == "<f4" {
+			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(c.data[4*r:]))
+		} else {
+			out[i] = float32(math.Float64frombits(binary.LittleEndian.Uint64(c.data[8*r:])))
+		}
+	}
+	return out, nil
+}
