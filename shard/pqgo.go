@@ -66,9 +66,31 @@ func pqLeaf(root *parquet.Column, name string) (*parquet.Column, error) {
 	return c, nil
 }
 
-// pqDType maps a leaf's parquet type to its numpy type string and size.
-func pqDType(t parquet.Type) (string, int, error) {
+// pqSchemaLogical returns the logical type of the footer's schema
+// element of leaf column c. parquet-go's Type drops annotations it has no
+// type for (FLOAT16), so the reader looks at the footer itself.
+func pqSchemaLogical(pf *parquet.File, c int) *format.LogicalType {
+	k := 0
+	for i := range pf.Metadata().Schema {
+		e := &pf.Metadata().Schema[i]
+		if i == 0 || e.NumChildren.V > 0 {
+			continue
+		}
+		if k == c {
+			return &e.LogicalType
+		}
+		k++
+	}
+	return nil
+}
+
+// pqDType maps a leaf's parquet type (and the logical type of its footer
+// schema element) to its numpy type string and size.
+func pqDType(t parquet.Type, schemaLT *format.LogicalType) (string, int, error) {
 	lt := t.LogicalType()
+	if lt == nil && schemaLT != nil && schemaLT.Value != nil {
+		lt = schemaLT
+	}
 	var it *format.IntType
 	if lt != nil {
 		switch v := lt.Value.(type) {
@@ -239,7 +261,7 @@ func pqRead(pf *parquet.File, rg int, leaf *parquet.Column, nrows int) (_ *pqCol
 			err = fmt.Errorf("corrupt column chunk: %v", r)
 		}
 	}()
-	dtype, size, err := pqDType(leaf.Type())
+	dtype, size, err := pqDType(leaf.Type(), pqSchemaLogical(pf, leaf.Index()))
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,22 @@
 package shard
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
+	"path/filepath"
+	"testing/fstest"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/float16"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/lrstream/lrstream/fetch"
 	"reflect"
 	"testing"
 
@@ -66,6 +81,141 @@ func compareBatches(t *testing.T, name string, got, want []*Batch) {
 		}
 		if !reflect.DeepEqual(a, b) {
 			t.Fatalf("%s %s rg %d: batches differ", name, a.File, a.RowGroup)
+		}
+	}
+}
+
+// dtypeDataset returns the inferred conformance dataset with both data
+// files rewritten to carry, besides their columns, a numeric feature of
+// every dtype and shape the reader supports (scalars, lists,
+// fixed_size_lists, nested lists, float16, bool, dictionary-encoded and
+// plain), declared in info.json.
+func dtypeDataset(t testing.TB, dict bool) fetch.Source {
+	base, dir := fuzzBase(t)
+	var info map[string]any
+	if err := json.Unmarshal(base["meta/info.json"].Data, &info); err != nil {
+		t.Fatal(err)
+	}
+	feats := info["features"].(map[string]any)
+	type col struct {
+		name, dtype string
+		shape       []int
+		typ         arrow.DataType
+		fill        func(b array.Builder, r int)
+	}
+	f16 := func(r, k int) float16.Num { return float16.New(float32(r%7) + float32(k)/4) }
+	cols := []col{
+		{"x.bool", "bool", []int{1}, arrow.FixedWidthTypes.Boolean, func(b array.Builder, r int) { b.(*array.BooleanBuilder).Append(r%3 == 0) }},
+		{"x.i8", "int8", []int{1}, arrow.PrimitiveTypes.Int8, func(b array.Builder, r int) { b.(*array.Int8Builder).Append(int8(r%200 - 100)) }},
+		{"x.u8", "uint8", []int{1}, arrow.PrimitiveTypes.Uint8, func(b array.Builder, r int) { b.(*array.Uint8Builder).Append(uint8(r)) }},
+		{"x.i16", "int16", []int{1}, arrow.PrimitiveTypes.Int16, func(b array.Builder, r int) { b.(*array.Int16Builder).Append(int16(-r)) }},
+		{"x.u16", "uint16", []int{2}, arrow.ListOf(arrow.PrimitiveTypes.Uint16), func(b array.Builder, r int) {
+			lb := b.(*array.ListBuilder)
+			lb.Append(true)
+			lb.ValueBuilder().(*array.Uint16Builder).AppendValues([]uint16{uint16(r), uint16(60000 + r%5)}, nil)
+		}},
+		{"x.i32", "int32", []int{1}, arrow.PrimitiveTypes.Int32, func(b array.Builder, r int) { b.(*array.Int32Builder).Append(int32(r % 4)) }},
+		{"x.u32", "uint32", []int{1}, arrow.PrimitiveTypes.Uint32, func(b array.Builder, r int) { b.(*array.Uint32Builder).Append(uint32(4e9) + uint32(r)) }},
+		{"x.i64", "int64", []int{1}, arrow.PrimitiveTypes.Int64, func(b array.Builder, r int) { b.(*array.Int64Builder).Append(-int64(r) << 40) }},
+		{"x.u64", "uint64", []int{1}, arrow.PrimitiveTypes.Uint64, func(b array.Builder, r int) { b.(*array.Uint64Builder).Append(1<<63 + uint64(r)) }},
+		{"x.f16", "float16", []int{3}, arrow.FixedSizeListOf(3, arrow.FixedWidthTypes.Float16), func(b array.Builder, r int) {
+			lb := b.(*array.FixedSizeListBuilder)
+			lb.Append(true)
+			lb.ValueBuilder().(*array.Float16Builder).AppendValues([]float16.Num{f16(r, 0), f16(r, 1), f16(r, 2)}, nil)
+		}},
+		{"x.f64", "float64", []int{2, 2}, arrow.ListOf(arrow.ListOf(arrow.PrimitiveTypes.Float64)), func(b array.Builder, r int) {
+			lb := b.(*array.ListBuilder)
+			lb.Append(true)
+			inner := lb.ValueBuilder().(*array.ListBuilder)
+			for k := 0; k < 2; k++ {
+				inner.Append(true)
+				inner.ValueBuilder().(*array.Float64Builder).AppendValues([]float64{float64(r) / 3, float64(k % 2)}, nil)
+			}
+		}},
+	}
+	for _, c := range cols {
+		feats[c.name] = map[string]any{"dtype": c.dtype, "shape": c.shape}
+	}
+	data, err := json.Marshal(info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys := fstest.MapFS{"meta/info.json": &fstest.MapFile{Data: data}}
+	for k, v := range base {
+		if k != "meta/info.json" {
+			fsys[k] = v
+		}
+	}
+	names, _ := filepath.Glob(filepath.Join(dir, "data", "*", "*.parquet"))
+	if len(names) == 0 {
+		t.Fatal("no data files")
+	}
+	for _, path := range names {
+		name, _ := filepath.Rel(dir, path)
+		name = filepath.ToSlash(name)
+		f, err := file.OpenParquetFile(path, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fr, _ := pqarrow.NewFileReader(f, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+		tbl, err := fr.ReadTable(context.Background())
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := int(tbl.NumRows())
+		fields := append([]arrow.Field(nil), tbl.Schema().Fields()...)
+		var arrs []arrow.Array
+		for i := range fields {
+			a, err := array.Concatenate(tbl.Column(i).Data().Chunks(), memory.DefaultAllocator)
+			if err != nil {
+				t.Fatal(err)
+			}
+			arrs = append(arrs, a)
+		}
+		for _, c := range cols {
+			b := array.NewBuilder(memory.DefaultAllocator, c.typ)
+			for r := 0; r < n; r++ {
+				c.fill(b, r)
+			}
+			fields = append(fields, arrow.Field{Name: c.name, Type: c.typ})
+			arrs = append(arrs, b.NewArray())
+		}
+		rec := array.NewRecordBatch(arrow.NewSchema(fields, nil), arrs, int64(n))
+		var buf bytes.Buffer
+		w, err := pqarrow.NewFileWriter(rec.Schema(), &buf, parquet.NewWriterProperties(parquet.WithDictionaryDefault(dict), parquet.WithMaxRowGroupLength(40), parquet.WithDataPageSize(512)), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Write(rec); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		fsys[name] = &fstest.MapFile{Data: buf.Bytes()}
+		tbl.Release()
+	}
+	return fetch.NewFS("dtypes", fsys)
+}
+
+// TestParquetGoDTypes compares both paths on a feature of every dtype and
+// shape, dictionary-encoded and plain, whole and with an episode
+// selection.
+func TestParquetGoDTypes(t *testing.T) {
+	for _, dict := range []bool{true, false} {
+		src := dtypeDataset(t, dict)
+		for _, sel := range []Selection{{}, {Episodes: Ranges{{1, 1}, {3, 3}, {6, 6}}}} {
+			_, want := readAll(t, src, sel, Options{})
+			_, got := readAll(t, src, sel, Options{parquetGo: true})
+			compareBatches(t, fmt.Sprint("dict ", dict), got, want)
+			seen := map[string]bool{}
+			for _, f := range got[0].Features {
+				seen[f.DType] = true
+			}
+			if len(seen) < 12 {
+				t.Fatalf("dtypes decoded: %v", seen)
+			}
 		}
 	}
 }
