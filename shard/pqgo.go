@@ -444,31 +444,58 @@ func asBytes64[T int64 | float64](s []T) []byte {
 	return out
 }
 
-// readUnitPQ reads u through the old path for the language columns and
-// through parquet-go for the frame columns and numeric features, and
-// replaces the latter in the batch.
+// readUnitPQ is ReadUnit on parquet-go.
 func readUnitPQ(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit, opts Options, feats []schema.Feature) (*Batch, error) {
-	lang := opts
-	lang.parquetGo = false
-	lang.Features = []string{}
-	b, err := ReadUnit(ctx, src, ds, u, lang)
-	if err != nil {
-		return nil, err
-	}
 	pf, f, err := pqOpen(ctx, src, u.File)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	colErr := func(col string, err error) error {
+	ep := int64(-1)
+	if len(u.Episodes) == 1 {
+		ep = u.Episodes[0]
+	}
+	colErr := func(col string, err error) *Error {
 		return &Error{Dataset: src.ID(), File: u.File, RowGroup: u.RowGroup, Episode: -1, Index: -1, Column: col, Err: err}
 	}
 	if u.RowGroup < 0 || u.RowGroup >= len(pf.RowGroups()) {
-		return nil, colErr("", fmt.Errorf("row group out of range (file has %d)", len(pf.RowGroups())))
+		return nil, &Error{Dataset: src.ID(), File: u.File, RowGroup: u.RowGroup, Episode: ep, Index: -1,
+			Err: fmt.Errorf("row group out of range (file has %d)", len(pf.RowGroups()))}
+	}
+	root := pf.Root()
+	var cols []string
+	for _, c := range coreColumns {
+		if root.Column(c) == nil {
+			return nil, &Error{Dataset: src.ID(), File: u.File, RowGroup: u.RowGroup, Episode: ep, Index: -1,
+				Err: fmt.Errorf("missing column %s", c)}
+		}
+		cols = append(cols, c)
+	}
+	var langs []string
+	for _, c := range []string{schema.ColumnPersistent, schema.ColumnEvents} {
+		if root.Column(c) == nil {
+			continue
+		}
+		if !ds.Info.HasLanguage(c) {
+			return nil, colErr(c, errors.New("language column present in the data file but not declared in meta/info.json features"))
+		}
+		langs = append(langs, c)
+		cols = append(cols, c)
+	}
+	for _, f := range feats {
+		if root.Column(f.Name) == nil {
+			return nil, colErr(f.Name, errors.New("feature declared in meta/info.json is missing from the data file"))
+		}
+		cols = append(cols, f.Name)
+	}
+	if p, ok := f.(fetch.Prefetcher); ok {
+		if err := p.Prefetch(ctx, pqRanges(pf, u.RowGroup, cols)); err != nil {
+			return nil, &Error{Dataset: src.ID(), File: u.File, RowGroup: u.RowGroup, Episode: ep, Index: -1, Err: fmt.Errorf("prefetch: %w", err)}
+		}
 	}
 	nrows := int(pf.RowGroups()[u.RowGroup].NumRows())
 	read := func(name string) (*pqColumn, error) {
-		leaf, err := pqLeaf(pf.Root(), name)
+		leaf, err := pqLeaf(root, name)
 		if err != nil {
 			return nil, colErr(name, err)
 		}
@@ -478,16 +505,18 @@ func readUnitPQ(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Uni
 		}
 		return c, nil
 	}
+	b := &Batch{Seq: u.Seq, File: u.File, RowGroup: u.RowGroup}
 	// keep: the rows of the selected episodes.
 	var keep []int
-	ep, err := read(ColEpisodeIndex)
+	epc, err := read(ColEpisodeIndex)
 	if err != nil {
 		return nil, err
 	}
-	eps, err := pqInts(ep)
+	eps, err := pqInts(epc)
 	if err != nil {
 		return nil, colErr(ColEpisodeIndex, err)
 	}
+	b.EpisodeIndex = eps
 	if u.Partial {
 		for i, e := range eps {
 			if containsSorted(u.Episodes, e) {
@@ -496,14 +525,17 @@ func readUnitPQ(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Uni
 		}
 		if len(keep) == nrows {
 			keep = nil
+		} else {
+			if keep == nil {
+				keep = []int{}
+			}
+			b.EpisodeIndex = gatherInts(eps, keep)
 		}
 	}
-	nb := *b
-	nb.Features = nil
 	for _, c := range []struct {
 		name string
 		dst  *[]int64
-	}{{ColEpisodeIndex, &nb.EpisodeIndex}, {ColIndex, &nb.Index}, {ColFrameIndex, &nb.FrameIndex}, {ColTaskIndex, &nb.TaskIndex}} {
+	}{{ColIndex, &b.Index}, {ColFrameIndex, &b.FrameIndex}, {ColTaskIndex, &b.TaskIndex}} {
 		col, err := read(c.name)
 		if err != nil {
 			return nil, err
@@ -521,8 +553,21 @@ func readUnitPQ(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Uni
 	if err != nil {
 		return nil, err
 	}
-	if nb.Timestamp, err = pqFloats(ts, keep); err != nil {
+	if b.Timestamp, err = pqFloats(ts, keep); err != nil {
 		return nil, colErr(ColTimestamp, err)
+	}
+	d := decoder{src: src, u: &u, n: nrows, keep: keep, b: b, langs: map[string]langReader{}}
+	for _, name := range langs {
+		fl, err := pqReadLang(pf, u.RowGroup, name, nrows)
+		if err != nil {
+			e := colErr(name, err)
+			e.Episode = ep
+			return nil, e
+		}
+		d.langs[name] = fl
+	}
+	if err := d.language(); err != nil {
+		return nil, err
 	}
 	for _, f := range feats {
 		c, err := read(f.Name)
@@ -543,9 +588,59 @@ func readUnitPQ(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Uni
 		if data == nil {
 			data = []byte{}
 		}
-		nb.Features = append(nb.Features, FeatureData{Name: f.Name, DType: c.dtype, Shape: frameShape(f.Shape, c.dims), Data: data})
+		b.Features = append(b.Features, FeatureData{Name: f.Name, DType: c.dtype, Shape: frameShape(f.Shape, c.dims), Data: data})
 	}
-	return &nb, nil
+	return b, nil
+}
+
+// pqRanges returns the byte ranges of the column chunks of the named
+// top-level columns in row group rg.
+func pqRanges(pf *parquet.File, rg int, names []string) []fetch.Range {
+	var rs []fetch.Range
+	md := pf.Metadata()
+	if rg >= len(md.RowGroups) {
+		return nil
+	}
+	for _, name := range names {
+		c := pf.Root().Column(name)
+		if c == nil {
+			continue
+		}
+		var leaves []*parquet.Column
+		var walk func(c *parquet.Column)
+		walk = func(c *parquet.Column) {
+			if c.Leaf() {
+				leaves = append(leaves, c)
+			}
+			for _, k := range c.Columns() {
+				walk(k)
+			}
+		}
+		walk(c)
+		for _, l := range leaves {
+			if l.Index() >= len(md.RowGroups[rg].Columns) {
+				continue
+			}
+			cm := md.RowGroups[rg].Columns[l.Index()].MetaData
+			off := cm.DataPageOffset
+			if cm.DictionaryPageOffset > 0 && cm.DictionaryPageOffset < off {
+				off = cm.DictionaryPageOffset
+			}
+			if off >= 0 && cm.TotalCompressedSize > 0 {
+				rs = append(rs, fetch.Range{Off: off, Len: cm.TotalCompressedSize})
+			}
+		}
+	}
+	slices.SortFunc(rs, func(a, b fetch.Range) int { return int(a.Off - b.Off) })
+	out := rs[:0]
+	for _, r := range rs {
+		if k := len(out) - 1; k >= 0 && r.Off <= out[k].Off+out[k].Len {
+			out[k].Len = max(out[k].Len, r.Off+r.Len-out[k].Off)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // pqInts converts a scalar integer column to int64 values.

@@ -383,6 +383,7 @@ type decoder struct {
 	n     int
 	keep  []int // selected rows when filtering; nil = all
 	fast  map[string]*fastLang
+	langs map[string]langReader // the parquet-go path's language columns
 	b     *Batch
 }
 
@@ -527,6 +528,9 @@ func (d *decoder) timestamps() ([]float32, error) {
 // langReader returns the reader of language column name, or nil when the
 // file does not have it.
 func (d *decoder) langReader(name string) (langReader, error) {
+	if d.langs != nil {
+		return d.langs[name], nil
+	}
 	if fl, ok := d.fast[name]; ok {
 		return fl, nil
 	}

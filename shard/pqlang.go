@@ -1,0 +1,719 @@
+package shard
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"unsafe"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/deprecated"
+	"github.com/parquet-go/parquet-go/encoding"
+	"github.com/parquet-go/parquet-go/format"
+
+	"github.com/lrstream/lrstream/schema"
+)
+
+// A language column (list<struct<role, content, style, timestamp, camera,
+// tool_calls>>) read through parquet-go: every leaf keeps its decoded
+// levels and, per value, an index into a table of values that aliases
+// the pages' buffers (a dictionary page's values enter the table once per
+// column chunk, so the indices of an episode's repeated persistent list
+// repeat too). Frames are assembled straight from the levels.
+
+// pqValueKind says how a leaf's values are written.
+type pqValueKind uint8
+
+const (
+	pqNull   pqValueKind = iota // null-typed: always null
+	pqString                    // UTF-8 / JSON text
+	pqBinary                    // bytes, written as base64
+	pqBool
+	pqInt
+	pqUint
+	pqFloat // float32 or float64 by width
+	pqFloat16
+)
+
+// pqLangLeaf is one leaf column of a language column, for one row group.
+type pqLangLeaf struct {
+	col            *parquet.Column
+	kind           pqValueKind
+	maxRep, maxDef int
+	rep, def       []byte   // per entry (nil when the max level is 0)
+	idx            []int32  // per value, into vals
+	vals           [][]byte // the value table, aliasing page buffers
+	rowStart       []int32  // per row, first entry (nrows+1)
+	valStart       []int32  // per row, first value (nrows+1)
+	// cursors while a frame is assembled
+	cur, vcur int
+}
+
+func (l *pqLangLeaf) repAt(e int) int {
+	if l.rep == nil {
+		return 0
+	}
+	return int(l.rep[e])
+}
+
+func (l *pqLangLeaf) defAt(e int) int {
+	if l.def == nil {
+		return l.maxDef
+	}
+	return int(l.def[e])
+}
+
+// pqNode is a node of the column's schema tree with its levels.
+type pqNode struct {
+	col              *parquet.Column
+	name             string
+	defLevel, repLvl int
+	optional         bool
+	leaf             *pqLangLeaf // leaves only
+	fields           []*pqNode   // structs
+	elem             *pqNode     // lists: the element
+	listDef, listRep int         // lists: levels of the repeated node
+	first            *pqLangLeaf // first leaf under the node
+}
+
+// pqLang is a language column of one row group.
+type pqLang struct {
+	name                             string
+	persistent                       bool
+	root                             *pqNode
+	leaves                           []*pqLangLeaf
+	rowLen                           []int32 // rows (list elements) per frame
+	row                              *pqNode // the list's element: the struct of a row (nil: null-typed)
+	role, content, style, camera, ts *pqNode
+	toolCalls                        *pqNode
+	others                           []*pqNode // fields walked and dropped
+	scratch                          jsonBuf
+	tcText                           bool // tool_calls elements are JSON text
+}
+
+func pqLeafKind(pf *parquet.File, c *parquet.Column) (pqValueKind, error) {
+	t := c.Type()
+	lt := t.LogicalType()
+	if lt == nil || lt.Value == nil {
+		lt = pqSchemaLogical(pf, c.Index())
+	}
+	var ltv any
+	if lt != nil {
+		ltv = lt.Value
+	}
+	switch v := ltv.(type) {
+	case *format.NullType:
+		return pqNull, nil
+	case *format.StringType, *format.JsonType, *format.EnumType:
+		if t.Kind() == parquet.ByteArray {
+			return pqString, nil
+		}
+	case *format.Float16Type:
+		if t.Kind() == parquet.FixedLenByteArray && t.Length() == 2 {
+			return pqFloat16, nil
+		}
+	case *format.IntType:
+		if v.IsSigned {
+			return pqInt, nil
+		}
+		return pqUint, nil
+	}
+	if ct := t.ConvertedType(); ct != nil {
+		switch *ct {
+		case deprecated.UTF8, deprecated.Json, deprecated.Enum:
+			return pqString, nil
+		case deprecated.Uint8, deprecated.Uint16, deprecated.Uint32, deprecated.Uint64:
+			return pqUint, nil
+		}
+	}
+	switch t.Kind() {
+	case parquet.Boolean:
+		return pqBool, nil
+	case parquet.Int32, parquet.Int64:
+		return pqInt, nil
+	case parquet.Float, parquet.Double:
+		return pqFloat, nil
+	case parquet.ByteArray:
+		return pqBinary, nil
+	}
+	return 0, fmt.Errorf("leaf %s has unsupported type %s", c.Name(), t)
+}
+
+// pqTree builds the node tree of c.
+func pqTree(pf *parquet.File, c *parquet.Column, def, rep int, leaves *[]*pqLangLeaf) (*pqNode, error) {
+	n := &pqNode{col: c, name: c.Name(), optional: c.Optional()}
+	if c.Optional() || c.Repeated() {
+		def++
+	}
+	if c.Repeated() {
+		rep++
+	}
+	n.defLevel, n.repLvl = def, rep
+	if c.Leaf() {
+		kind, err := pqLeafKind(pf, c)
+		if err != nil {
+			return nil, err
+		}
+		l := &pqLangLeaf{col: c, kind: kind, maxRep: c.MaxRepetitionLevel(), maxDef: c.MaxDefinitionLevel()}
+		if l.maxRep != rep || l.maxDef != def {
+			return nil, fmt.Errorf("leaf %s: inconsistent levels", c.Name())
+		}
+		n.leaf, n.first = l, l
+		*leaves = append(*leaves, l)
+		return n, nil
+	}
+	kids := c.Columns()
+	if len(kids) == 1 && kids[0].Repeated() && !c.Repeated() {
+		// a list: group { repeated group list { element } }
+		rc := kids[0]
+		n.listDef, n.listRep = def+1, rep+1
+		if !rc.Leaf() && len(rc.Columns()) == 1 {
+			e, err := pqTree(pf, rc.Columns()[0], def+1, rep+1, leaves)
+			if err != nil {
+				return nil, err
+			}
+			n.elem = e
+		} else {
+			// legacy two-level list: the repeated node is the element
+			e, err := pqTree(pf, rc, def, rep, leaves)
+			if err != nil {
+				return nil, err
+			}
+			e.optional = false
+			n.elem = e
+		}
+		n.first = n.elem.first
+		return n, nil
+	}
+	if c.Repeated() {
+		return nil, fmt.Errorf("group %s: repeated group outside a list", c.Name())
+	}
+	for _, k := range kids {
+		f, err := pqTree(pf, k, def, rep, leaves)
+		if err != nil {
+			return nil, err
+		}
+		n.fields = append(n.fields, f)
+	}
+	if len(n.fields) == 0 {
+		return nil, fmt.Errorf("group %s has no fields", c.Name())
+	}
+	n.first = n.fields[0].first
+	return n, nil
+}
+
+// pqReadLang reads language column name of row group rg.
+func pqReadLang(pf *parquet.File, rg int, name string, nrows int) (_ *pqLang, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("corrupt column chunk: %v", r)
+		}
+	}()
+	c := pf.Root().Column(name)
+	fl := &pqLang{name: name, persistent: name == schema.ColumnPersistent}
+	root, err := pqTree(pf, c, 0, 0, &fl.leaves)
+	if err != nil {
+		return nil, err
+	}
+	fl.root = root
+	for _, l := range fl.leaves {
+		if err := l.read(pf, rg, nrows); err != nil {
+			return nil, fmt.Errorf("leaf %s: %w", l.col.Name(), err)
+		}
+	}
+	if root.leaf != nil && root.leaf.kind == pqNull {
+		fl.rowLen = make([]int32, nrows) // all null: every frame is empty
+		return fl, nil
+	}
+	if root.elem == nil || root.listRep != 1 {
+		return nil, errors.New("unexpected type, want list<struct<role, content, style, ...>>")
+	}
+	fl.rowLen = make([]int32, nrows)
+	l := root.first
+	for r := 0; r < nrows; r++ {
+		s, e := int(l.rowStart[r]), int(l.rowStart[r+1])
+		if l.defAt(s) < root.listDef {
+			continue
+		}
+		n := int32(0)
+		for k := s; k < e; k++ {
+			if l.repAt(k) <= 1 {
+				n++
+			}
+		}
+		fl.rowLen[r] = n
+	}
+	row := root.elem
+	if row.leaf != nil && row.leaf.kind == pqNull {
+		return fl, nil // list<null>
+	}
+	if row.fields == nil {
+		return nil, errors.New("unexpected type, want list<struct<role, content, style, ...>>")
+	}
+	fl.row = row
+	for _, f := range row.fields {
+		fl.others = append(fl.others, f)
+		switch f.name {
+		case "role", "content", "style", "camera":
+			if f.leaf == nil || (f.leaf.kind != pqString && f.leaf.kind != pqNull && f.leaf.kind != pqBinary) {
+				return nil, fmt.Errorf("field %s has type %s, want string", f.name, f.col.Type())
+			}
+			if f.leaf.kind == pqNull {
+				continue
+			}
+			fl.others = fl.others[:len(fl.others)-1]
+			*map[string]**pqNode{"role": &fl.role, "content": &fl.content, "style": &fl.style, "camera": &fl.camera}[f.name] = f
+		case "timestamp":
+			if f.leaf != nil && f.leaf.kind == pqNull || !fl.persistent {
+				continue
+			}
+			if f.leaf == nil || f.leaf.kind != pqFloat {
+				return nil, fmt.Errorf("field timestamp has type %s, want float32 or float64", f.col.Type())
+			}
+			fl.ts = f
+			fl.others = fl.others[:len(fl.others)-1]
+		case "tool_calls":
+			if f.leaf != nil && f.leaf.kind == pqNull {
+				continue
+			}
+			if f.elem == nil {
+				return nil, fmt.Errorf("field tool_calls has type %s, want a list", f.col.Type())
+			}
+			fl.toolCalls = f
+			fl.others = fl.others[:len(fl.others)-1]
+			if e := f.elem.leaf; e != nil && (e.kind == pqString || e.kind == pqBinary) {
+				fl.tcText = true
+			}
+		}
+	}
+	return fl, nil
+}
+
+// read decodes the leaf's pages.
+func (l *pqLangLeaf) read(pf *parquet.File, rg, nrows int) error {
+	cc := pf.RowGroups()[rg].ColumnChunks()[l.col.Index()]
+	pages := cc.Pages()
+	defer pages.Close()
+	var lastDict parquet.Dictionary
+	dictBase := int32(0)
+	l.rowStart = make([]int32, 0, nrows+1)
+	l.valStart = make([]int32, 0, nrows+1)
+	entries := 0
+	for {
+		p, err := pages.ReadPage()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		n := int(p.NumValues())
+		reps, defs := p.RepetitionLevels(), p.DefinitionLevels()
+		if (l.maxRep > 0 && len(reps) != n) || (l.maxDef > 0 && len(defs) != n) {
+			return fmt.Errorf("page of %d values has %d repetition and %d definition levels", n, len(reps), len(defs))
+		}
+		values := 0
+		for i := 0; i < n; i++ {
+			rep, def := 0, l.maxDef
+			if l.maxRep > 0 {
+				rep = int(reps[i])
+			}
+			if l.maxDef > 0 {
+				def = int(defs[i])
+			}
+			if rep > l.maxRep || def > l.maxDef {
+				return errors.New("level out of range")
+			}
+			if rep == 0 {
+				l.rowStart = append(l.rowStart, int32(entries+i))
+				l.valStart = append(l.valStart, int32(len(l.idx)+values))
+			} else if entries+i == 0 {
+				return errors.New("first value continues a row")
+			}
+			if def == l.maxDef {
+				values++
+			}
+		}
+		if l.maxRep > 0 {
+			l.rep = append(l.rep, reps...)
+		}
+		if l.maxDef > 0 {
+			l.def = append(l.def, defs...)
+		}
+		entries += n
+		if l.kind == pqNull {
+			if values > 0 {
+				return errors.New("values in a null-typed column")
+			}
+			continue
+		}
+		if dict := p.Dictionary(); dict != nil {
+			if dict != lastDict {
+				lastDict, dictBase = dict, int32(len(l.vals))
+				l.vals = pqTable(l.vals, dict.Page().Data(), dict.Len())
+			}
+			data := p.Data()
+			idx := data.Int32()
+			if len(idx) != values {
+				return fmt.Errorf("page has %d dictionary indices for %d values", len(idx), values)
+			}
+			nd := int32(dict.Len())
+			for _, i := range idx {
+				if i < 0 || i >= nd {
+					return fmt.Errorf("dictionary index %d out of range (%d values)", i, nd)
+				}
+				l.idx = append(l.idx, dictBase+i)
+			}
+			continue
+		}
+		base := int32(len(l.vals))
+		l.vals = pqTable(l.vals, p.Data(), values)
+		if int(int32(len(l.vals))-base) != values {
+			return fmt.Errorf("page has %d values, levels say %d", int32(len(l.vals))-base, values)
+		}
+		for i := int32(0); i < int32(values); i++ {
+			l.idx = append(l.idx, base+i)
+		}
+	}
+	if len(l.rowStart) != nrows {
+		return fmt.Errorf("%d rows decoded, footer says %d", len(l.rowStart), nrows)
+	}
+	l.rowStart = append(l.rowStart, int32(entries))
+	l.valStart = append(l.valStart, int32(len(l.idx)))
+	return nil
+}
+
+// pqTable appends the n values of v to the table, aliasing v's buffers.
+func pqTable(tab [][]byte, v encoding.Values, n int) [][]byte {
+	if v.Kind() == encoding.ByteArray {
+		data, offs := v.ByteArray()
+		for i := 0; i < n && i+1 < len(offs); i++ {
+			tab = append(tab, data[offs[i]:offs[i+1]:offs[i+1]])
+		}
+		return tab
+	}
+	raw, w, err := pqRaw(v, n)
+	if err != nil {
+		return tab
+	}
+	for i := 0; i < n; i++ {
+		tab = append(tab, raw[i*w:(i+1)*w:(i+1)*w])
+	}
+	return tab
+}
+
+// frameLen returns the number of rows of frame r.
+func (fl *pqLang) frameLen(r int) int { return int(fl.rowLen[r]) }
+
+// sameFrames reports whether frames r1 and r2 hold identical rows.
+func (fl *pqLang) sameFrames(r1, r2 int) bool {
+	for _, l := range fl.leaves {
+		a0, a1 := int(l.rowStart[r1]), int(l.rowStart[r1+1])
+		b0, b1 := int(l.rowStart[r2]), int(l.rowStart[r2+1])
+		if a1-a0 != b1-b0 {
+			return false
+		}
+		if l.rep != nil && !bytes.Equal(l.rep[a0:a1], l.rep[b0:b1]) || l.def != nil && !bytes.Equal(l.def[a0:a1], l.def[b0:b1]) {
+			return false
+		}
+		va, vb := l.idx[l.valStart[r1]:l.valStart[r1+1]], l.idx[l.valStart[r2]:l.valStart[r2+1]]
+		if len(va) != len(vb) {
+			return false
+		}
+		if bytes.Equal(int32Bytes(va), int32Bytes(vb)) {
+			continue
+		}
+		for k := range va {
+			if !bytes.Equal(l.vals[va[k]], l.vals[vb[k]]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// repeats reports whether frames r+1..end-1 all hold frame r's rows: the
+// levels and value indices of rows r..end-1 are periodic with the length
+// of row r (one comparison per buffer). false means "not proven".
+func (fl *pqLang) repeats(r, end int) bool {
+	if end-r < 2 {
+		return true
+	}
+	for _, l := range fl.leaves {
+		s, p, e := int(l.rowStart[r]), int(l.rowStart[r+1]), int(l.rowStart[end])
+		if (e-s)%max(p-s, 1) != 0 || (e-s)/max(p-s, 1) != end-r {
+			return false
+		}
+		if l.rep != nil && !periodic(l.rep[s:e], int64(p-s)) || l.def != nil && !periodic(l.def[s:e], int64(p-s)) {
+			return false
+		}
+		vs, vp, ve := int(l.valStart[r]), int(l.valStart[r+1]), int(l.valStart[end])
+		if (ve-vs)%max(vp-vs, 1) != 0 || (vp == vs && ve != vs) {
+			return false
+		}
+		if !periodic(int32Bytes(l.idx[vs:ve]), int64(4*(vp-vs))) {
+			return false
+		}
+		// rows must start at the period's boundaries
+		for k := r + 1; k < end; k++ {
+			if int(l.rowStart[k]) != s+(k-r)*(p-s) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func int32Bytes(s []int32) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), 4*len(s))
+}
+
+// decodeFrame assembles the rows of frame r.
+func (fl *pqLang) decodeFrame(r int, buf *jsonBuf) (rows []schema.Row, err error) {
+	n := fl.frameLen(r)
+	if n == 0 {
+		return nil, nil
+	}
+	if fl.row == nil {
+		return nil, fmt.Errorf("%d rows of null type", n)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			rows, err = nil, fmt.Errorf("corrupt levels: %v", p)
+		}
+	}()
+	for _, l := range fl.leaves {
+		l.cur, l.vcur = int(l.rowStart[r]), int(l.valStart[r])
+	}
+	rows = make([]schema.Row, n)
+	for j := range rows {
+		if j > 0 {
+			if l := fl.row.first; l.cur >= int(l.rowStart[r+1]) || l.repAt(l.cur) != 1 {
+				return nil, errors.New("corrupt levels: fewer rows than counted")
+			}
+		}
+		if err := fl.decodeRow(&rows[j], buf); err != nil {
+			return nil, fmt.Errorf("row %d: %w", j, err)
+		}
+	}
+	for _, l := range fl.leaves {
+		if l.cur != int(l.rowStart[r+1]) {
+			return nil, fmt.Errorf("corrupt levels: leaves disagree on the frame's rows (%s at %d, row ends at %d)", l.col.Path(), l.cur, l.rowStart[r+1])
+		}
+	}
+	return rows, nil
+}
+
+// skip consumes one entry of every leaf under n (a null or empty n).
+func (n *pqNode) skip() {
+	if n.leaf != nil {
+		if n.leaf.defAt(n.leaf.cur) == n.leaf.maxDef {
+			n.leaf.vcur++
+		}
+		n.leaf.cur++
+		return
+	}
+	if n.elem != nil {
+		n.elem.skip()
+		return
+	}
+	for _, f := range n.fields {
+		f.skip()
+	}
+}
+
+func (fl *pqLang) decodeRow(r *schema.Row, buf *jsonBuf) error {
+	row := fl.row
+	if row.optional && row.first.defAt(row.first.cur) < row.defLevel {
+		return errors.New("null row")
+	}
+	if fl.role != nil {
+		if s := fl.role.str(); s != nil {
+			r.Role = *s
+		}
+	}
+	r.Content = fl.content.str()
+	r.Style = fl.style.str()
+	r.Camera = fl.camera.str()
+	if fl.ts != nil {
+		if v := fl.ts.value(); v != nil {
+			if len(v) == 4 {
+				r.Timestamp = float64(math.Float32frombits(binary.LittleEndian.Uint32(v)))
+			} else {
+				r.Timestamp = float64(float32(math.Float64frombits(binary.LittleEndian.Uint64(v))))
+			}
+			r.HasTimestamp = true
+		}
+	}
+	if tc := fl.toolCalls; tc != nil {
+		if l := tc.first; tc.optional && l.defAt(l.cur) < tc.defLevel {
+			tc.skip()
+		} else {
+			buf.b = buf.b[:0]
+			if err := buf.appendNode(tc, fl.tcText); err != nil {
+				return fmt.Errorf("tool_calls: %w", err)
+			}
+			r.ToolCalls = json.RawMessage(bytes.Clone(buf.b))
+		}
+	}
+	for _, f := range fl.others {
+		fl.scratch.b = fl.scratch.b[:0]
+		if err := fl.scratch.appendNode(f, false); err != nil {
+			return fmt.Errorf("%s: %w", f.name, err)
+		}
+	}
+	return nil
+}
+
+// value consumes the next entry of leaf node n and returns its value, nil
+// when null.
+func (n *pqNode) value() []byte {
+	l := n.leaf
+	def := l.defAt(l.cur)
+	l.cur++
+	if def < l.maxDef {
+		return nil
+	}
+	v := l.vals[l.idx[l.vcur]]
+	l.vcur++
+	return v
+}
+
+func (n *pqNode) str() *string {
+	if n == nil {
+		return nil
+	}
+	v := n.value()
+	if v == nil {
+		return nil
+	}
+	s := string(v)
+	return &s
+}
+
+// appendNode writes the next value of n as JSON; text says list elements
+// of n are JSON text to compact.
+func (w *jsonBuf) appendNode(n *pqNode, text bool) error {
+	l := n.first
+	def := l.defAt(l.cur)
+	if n.optional && def < n.defLevel {
+		n.skip()
+		w.b = append(w.b, "null"...)
+		return nil
+	}
+	switch {
+	case n.elem != nil:
+		if def < n.listDef {
+			n.skip()
+			w.b = append(w.b, "[]"...)
+			return nil
+		}
+		w.b = append(w.b, '[')
+		for k := 0; ; k++ {
+			if k > 0 {
+				w.b = append(w.b, ',')
+			}
+			if text {
+				v := n.elem.value()
+				if v == nil {
+					w.b = append(w.b, "null"...)
+				} else if err := w.appendCompactJSON(string(v)); err != nil {
+					return fmt.Errorf("element %d: %w", k, err)
+				}
+			} else if err := w.appendNode(n.elem, false); err != nil {
+				return fmt.Errorf("element %d: %w", k, err)
+			}
+			if l.cur >= len(l.rep) || l.repAt(l.cur) != n.listRep {
+				break
+			}
+		}
+		w.b = append(w.b, ']')
+	case n.fields != nil:
+		w.b = append(w.b, '{')
+		for k, f := range n.fields {
+			if k > 0 {
+				w.b = append(w.b, ',')
+			}
+			w.appendString(f.name)
+			w.b = append(w.b, ':')
+			if err := w.appendNode(f, false); err != nil {
+				return err
+			}
+		}
+		w.b = append(w.b, '}')
+	default:
+		v := n.value()
+		if v == nil {
+			w.b = append(w.b, "null"...)
+			return nil
+		}
+		w.appendLeaf(n.leaf, v)
+	}
+	return nil
+}
+
+func (w *jsonBuf) appendLeaf(l *pqLangLeaf, v []byte) {
+	switch l.kind {
+	case pqString:
+		w.appendString(string(v))
+	case pqBinary:
+		w.appendString(base64.StdEncoding.EncodeToString(v))
+	case pqBool:
+		w.b = strconv.AppendBool(w.b, v[0] != 0)
+	case pqInt, pqUint:
+		var x uint64
+		if len(v) == 4 {
+			x = uint64(binary.LittleEndian.Uint32(v))
+			if l.kind == pqInt {
+				x = uint64(int64(int32(x)))
+			}
+		} else {
+			x = binary.LittleEndian.Uint64(v)
+		}
+		if l.kind == pqInt {
+			w.b = strconv.AppendInt(w.b, int64(x), 10)
+		} else {
+			w.b = strconv.AppendUint(w.b, x, 10)
+		}
+	case pqFloat:
+		if len(v) == 4 {
+			w.appendFloat(float64(math.Float32frombits(binary.LittleEndian.Uint32(v))))
+		} else {
+			w.appendFloat(math.Float64frombits(binary.LittleEndian.Uint64(v)))
+		}
+	case pqFloat16:
+		w.appendFloat(float64(f16to32(binary.LittleEndian.Uint16(v))))
+	default:
+		w.b = append(w.b, "null"...)
+	}
+}
+
+// f16to32 converts IEEE 754 half-precision bits to a float32.
+func f16to32(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	exp := uint32(h>>10) & 0x1f
+	frac := uint32(h) & 0x3ff
+	switch {
+	case exp == 0x1f:
+		return math.Float32frombits(sign | 0xff<<23 | frac<<13)
+	case exp == 0:
+		if frac == 0 {
+			return math.Float32frombits(sign)
+		}
+		f := float32(frac) / 1024 / 16384
+		if sign != 0 {
+			f = -f
+		}
+		return f
+	}
+	return math.Float32frombits(sign | (exp+127-15)<<23 | frac<<13)
+}
