@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/deprecated"
 	"github.com/parquet-go/parquet-go/encoding"
@@ -35,18 +36,66 @@ type pqColumn struct {
 	rows  int
 }
 
-// pqOpen opens name with parquet-go.
-func pqOpen(ctx context.Context, src fetch.Source, name string) (*parquet.File, fetch.File, error) {
+// pqOpen opens name with parquet-go. When Plan already parsed the
+// footer (meta), the file is not read again for it: parquet-go reads the
+// footer re-serialized from meta, placed after the file's end.
+func pqOpen(ctx context.Context, src fetch.Source, name string, meta *metadata.FileMetaData) (*parquet.File, fetch.File, error) {
 	f, err := src.Open(ctx, name)
 	if err != nil {
 		return nil, nil, fileErr(src.ID(), name, err)
 	}
-	pf, err := parquet.OpenFile(f, f.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	var r io.ReaderAt = f
+	size := f.Size()
+	opts := []parquet.FileOption{parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true)}
+	if meta != nil {
+		fm, err := meta.Serialize(ctx)
+		if err != nil {
+			f.Close()
+			return nil, nil, fileErr(src.ID(), name, err)
+		}
+		tail := binary.LittleEndian.AppendUint32(fm, uint32(len(fm)))
+		tail = append(tail, "PAR1"...)
+		r = &footerAt{f: f, size: size, tail: tail}
+		size += int64(len(tail))
+		opts = append(opts, parquet.SkipMagicBytes(true))
+	}
+	pf, err := parquet.OpenFile(r, size, opts...)
 	if err != nil {
 		f.Close()
 		return nil, nil, fileErr(src.ID(), name, err)
 	}
 	return pf, f, nil
+}
+
+// footerAt is a file followed by a footer held in memory.
+type footerAt struct {
+	f    io.ReaderAt
+	size int64
+	tail []byte
+}
+
+func (r *footerAt) ReadAt(p []byte, off int64) (int, error) {
+	n := 0
+	if off < r.size {
+		k := min(int64(len(p)), r.size-off)
+		m, err := r.f.ReadAt(p[:k], off)
+		n += m
+		if err != nil || int64(m) < k {
+			return n, err
+		}
+	}
+	if n < len(p) {
+		t := off + int64(n) - r.size
+		if t < 0 || t >= int64(len(r.tail)) {
+			return n, io.EOF
+		}
+		m := copy(p[n:], r.tail[t:])
+		n += m
+		if n < len(p) {
+			return n, io.EOF
+		}
+	}
+	return n, nil
 }
 
 // pqLeaf finds the leaf column of a numeric feature: the column itself, or
@@ -102,7 +151,7 @@ func pqDType(t parquet.Type, schemaLT *format.LogicalType) (string, int, error) 
 			}
 		case nil:
 		default:
-			return "", 0, fmt.Errorf("%s: not a numeric type", t)
+			return "", 0, fmt.Errorf("unexpected type %s: not a numeric type", t)
 		}
 	}
 	if it == nil {
@@ -125,7 +174,7 @@ func pqDType(t parquet.Type, schemaLT *format.LogicalType) (string, int, error) 
 			case deprecated.Uint64:
 				it = &format.IntType{BitWidth: 64}
 			default:
-				return "", 0, fmt.Errorf("%s: not a numeric type", t)
+				return "", 0, fmt.Errorf("unexpected type %s: not a numeric type", t)
 			}
 		}
 	}
@@ -159,7 +208,7 @@ func pqDType(t parquet.Type, schemaLT *format.LogicalType) (string, int, error) 
 			return fmt.Sprintf("%s%d", k, bits/8), bits / 8, nil
 		}
 	}
-	return "", 0, fmt.Errorf("%s: not a numeric type", t)
+	return "", 0, fmt.Errorf("unexpected type %s: not a numeric type", t)
 }
 
 // pqLevels tracks the list structure of a leaf while its levels are read:
@@ -446,7 +495,7 @@ func asBytes64[T int64 | float64](s []T) []byte {
 
 // readUnitPQ is ReadUnit on parquet-go.
 func readUnitPQ(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit, opts Options, feats []schema.Feature) (*Batch, error) {
-	pf, f, err := pqOpen(ctx, src, u.File)
+	pf, f, err := pqOpen(ctx, src, u.File, u.meta)
 	if err != nil {
 		return nil, err
 	}
@@ -643,6 +692,16 @@ func pqRanges(pf *parquet.File, rg int, names []string) []fetch.Range {
 	return out
 }
 
+// dtypeName names a numpy type string the way info.json does.
+func dtypeName(dtype string) string {
+	names := map[string]string{"<f4": "float32", "<f8": "float64", "<f2": "float16", "<i8": "int64", "<i4": "int32",
+		"<i2": "int16", "|i1": "int8", "<u8": "uint64", "<u4": "uint32", "<u2": "uint16", "|u1": "uint8", "|b1": "bool"}
+	if n, ok := names[dtype]; ok {
+		return n
+	}
+	return dtype
+}
+
 // pqInts converts a scalar integer column to int64 values.
 func pqInts(c *pqColumn) ([]int64, error) {
 	if len(c.dims) != 0 {
@@ -667,7 +726,7 @@ func pqInts(c *pqColumn) ([]int64, error) {
 		case "|u1":
 			out[i] = int64(v[0])
 		default:
-			return nil, fmt.Errorf("unexpected column: type %s, want an integer", c.dtype)
+			return nil, fmt.Errorf("unexpected type %s, want an integer", dtypeName(c.dtype))
 		}
 	}
 	return out, nil
@@ -676,7 +735,7 @@ func pqInts(c *pqColumn) ([]int64, error) {
 // pqFloats converts the timestamp column to float32 values.
 func pqFloats(c *pqColumn, keep []int) ([]float32, error) {
 	if len(c.dims) != 0 || !slices.Contains([]string{"<f4", "<f8"}, c.dtype) {
-		return nil, fmt.Errorf("unexpected type %s, want float32", c.dtype)
+		return nil, fmt.Errorf("unexpected type %s, want float32", dtypeName(c.dtype))
 	}
 	n := c.rows
 	if keep != nil {

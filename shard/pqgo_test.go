@@ -34,8 +34,8 @@ func TestParquetGoMatches(t *testing.T) {
 	}
 	dtypes := map[string]bool{}
 	for _, dir := range dirs {
-		_, want := readAll(t, mustDir(t, dir), Selection{}, Options{})
-		_, got := readAll(t, mustDir(t, dir), Selection{}, Options{parquetGo: true})
+		_, want := readAll(t, mustDir(t, dir), Selection{}, Options{arrowGo: true})
+		_, got := readAll(t, mustDir(t, dir), Selection{}, Options{})
 		compareBatches(t, dir, got, want)
 		for _, b := range got {
 			for _, f := range b.Features {
@@ -54,8 +54,8 @@ func TestParquetGoMatches(t *testing.T) {
 func TestParquetGoLayouts(t *testing.T) {
 	base, variants := layoutVariants(t)
 	for name, data := range variants {
-		bb, be := readVariant(t, base, data, Options{})
-		pb, pe := readVariant(t, base, data, Options{parquetGo: true})
+		bb, be := readVariant(t, base, data, Options{arrowGo: true})
+		pb, pe := readVariant(t, base, data, Options{})
 		if len(be) != 0 || len(pe) != 0 {
 			t.Fatalf("%s: errors %v / %v", name, be, pe)
 		}
@@ -206,8 +206,8 @@ func TestParquetGoDTypes(t *testing.T) {
 	for _, dict := range []bool{true, false} {
 		src := dtypeDataset(t, dict)
 		for _, sel := range []Selection{{}, {Episodes: Ranges{{1, 1}, {3, 3}, {6, 6}}}} {
-			_, want := readAll(t, src, sel, Options{})
-			_, got := readAll(t, src, sel, Options{parquetGo: true})
+			_, want := readAll(t, src, sel, Options{arrowGo: true})
+			_, got := readAll(t, src, sel, Options{})
 			compareBatches(t, fmt.Sprint("dict ", dict), got, want)
 			seen := map[string]bool{}
 			for _, f := range got[0].Features {

@@ -145,6 +145,17 @@ func pqLeafKind(pf *parquet.File, c *parquet.Column) (pqValueKind, error) {
 	return 0, fmt.Errorf("leaf %s has unsupported type %s", c.Name(), t)
 }
 
+// pqTypeName names the type of column c for errors.
+func pqTypeName(pf *parquet.File, c *parquet.Column) string {
+	if !c.Leaf() {
+		return "group"
+	}
+	if dt, _, err := pqDType(c.Type(), pqSchemaLogical(pf, c.Index())); err == nil {
+		return dtypeName(dt)
+	}
+	return c.Type().String()
+}
+
 // pqTree builds the node tree of c.
 func pqTree(pf *parquet.File, c *parquet.Column, def, rep int, leaves *[]*pqLangLeaf) (*pqNode, error) {
 	n := &pqNode{col: c, name: c.Name(), optional: c.Optional()}
@@ -232,7 +243,7 @@ func pqReadLang(pf *parquet.File, rg int, name string, nrows int) (_ *pqLang, er
 		return fl, nil
 	}
 	if root.elem == nil || root.listRep != 1 {
-		return nil, errors.New("unexpected type, want list<struct<role, content, style, ...>>")
+		return nil, fmt.Errorf("unexpected type %s, want list<struct<role, content, style, ...>>", pqTypeName(pf, c))
 	}
 	fl.rowLen = make([]int32, nrows)
 	l := root.first
@@ -254,7 +265,7 @@ func pqReadLang(pf *parquet.File, rg int, name string, nrows int) (_ *pqLang, er
 		return fl, nil // list<null>
 	}
 	if row.fields == nil {
-		return nil, errors.New("unexpected type, want list<struct<role, content, style, ...>>")
+		return nil, fmt.Errorf("unexpected type list<%s>, want list<struct<role, content, style, ...>>", pqTypeName(pf, row.col))
 	}
 	fl.row = row
 	for _, f := range row.fields {
