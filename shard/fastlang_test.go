@@ -18,8 +18,8 @@ func TestFastPathMatchesArrow(t *testing.T) {
 	var counts readCounts
 	dirs := append(conformanceDatasets(t), realDatasets(t)...)
 	for _, dir := range dirs {
-		_, fast := readAll(t, mustDir(t, dir), Selection{}, Options{arrowGo: true, counts: &counts})
-		_, slow := readAll(t, mustDir(t, dir), Selection{}, Options{arrowGo: true, noFast: true})
+		_, fast := readAll(t, mustDir(t, dir), Selection{}, Options{counts: &counts})
+		_, slow := readAll(t, mustDir(t, dir), Selection{}, Options{noFast: true})
 		if len(fast) != len(slow) {
 			t.Fatalf("%s: %d and %d batches", dir, len(fast), len(slow))
 		}
@@ -58,8 +58,8 @@ func TestFastPathMatchesArrow(t *testing.T) {
 func TestFastPathGenerated(t *testing.T) {
 	for _, v := range []datagen.Variant{datagen.VariantDocumented, datagen.VariantInferred} {
 		dir := generated(t, v, 6, 150, 400, 3)
-		_, fast := readAll(t, mustDir(t, dir), Selection{}, Options{arrowGo: true})
-		_, slow := readAll(t, mustDir(t, dir), Selection{}, Options{arrowGo: true, noFast: true})
+		_, fast := readAll(t, mustDir(t, dir), Selection{}, Options{})
+		_, slow := readAll(t, mustDir(t, dir), Selection{}, Options{noFast: true})
 		frames, events := 0, 0
 		for i := range fast {
 			a, b := fast[i], slow[i]

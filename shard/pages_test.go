@@ -31,9 +31,9 @@ func TestPagePathMatchesColumnReader(t *testing.T) {
 		dirs = append(dirs, generated(t, v, 6, 150, 400, 5))
 	}
 	for _, dir := range dirs {
-		_, pages := readAll(t, mustDir(t, dir), Selection{}, Options{arrowGo: true, counts: &counts})
-		_, cols := readAll(t, mustDir(t, dir), Selection{}, Options{arrowGo: true, noPages: true})
-		_, arrowPages := readAll(t, mustDir(t, dir), Selection{}, Options{arrowGo: true, noRawPages: true})
+		_, pages := readAll(t, mustDir(t, dir), Selection{}, Options{counts: &counts})
+		_, cols := readAll(t, mustDir(t, dir), Selection{}, Options{noPages: true})
+		_, arrowPages := readAll(t, mustDir(t, dir), Selection{}, Options{noRawPages: true})
 		if !reflect.DeepEqual(pages, cols) || !reflect.DeepEqual(pages, arrowPages) {
 			t.Fatalf("%s: batches differ", dir)
 		}
@@ -93,8 +93,8 @@ func TestPagePathCorruption(t *testing.T) {
 		for _, x := range []byte{0xff, 0x01, 0x10} {
 			d := append([]byte(nil), seed...)
 			d[i] ^= x
-			ab, ae := readVariant(t, base, d, Options{arrowGo: true})
-			bb, be := readVariant(t, base, d, Options{arrowGo: true, noPages: true})
+			ab, ae := readVariant(t, base, d, Options{})
+			bb, be := readVariant(t, base, d, Options{noPages: true})
 			if !reflect.DeepEqual(ae, be) || !reflect.DeepEqual(ab, bb) {
 				t.Fatalf("byte %d ^ %#x: page path %q, column reader %q, or batches differ", i, x, ae, be)
 			}
@@ -155,9 +155,9 @@ func TestPagePathLayouts(t *testing.T) {
 	base, variants := layoutVariants(t)
 	var counts readCounts
 	for name, data := range variants {
-		ab, ae := readVariant(t, base, data, Options{arrowGo: true, counts: &counts})
-		bb, be := readVariant(t, base, data, Options{arrowGo: true, noPages: true})
-		cb, ce := readVariant(t, base, data, Options{arrowGo: true, noRawPages: true})
+		ab, ae := readVariant(t, base, data, Options{counts: &counts})
+		bb, be := readVariant(t, base, data, Options{noPages: true})
+		cb, ce := readVariant(t, base, data, Options{noRawPages: true})
 		if len(ab) == 0 || len(ae) > 0 || !reflect.DeepEqual(ae, be) || !reflect.DeepEqual(ab, bb) ||
 			!reflect.DeepEqual(ae, ce) || !reflect.DeepEqual(ab, cb) {
 			t.Fatalf("%s: %d batches, errors %q, %q and %q, or batches differ", name, len(ab), ae, be, ce)

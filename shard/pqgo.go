@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/parquet-go/parquet-go"
@@ -36,23 +38,37 @@ type pqColumn struct {
 	rows  int
 }
 
-// pqOpen opens name with parquet-go. When Plan already parsed the
-// footer (meta), the file is not read again for it: parquet-go reads the
-// footer re-serialized from meta, placed after the file's end.
-func pqOpen(ctx context.Context, src fetch.Source, name string, meta *metadata.FileMetaData) (*parquet.File, fetch.File, error) {
+// pqOpen opens name with parquet-go for reading row group rg; it returns
+// the file and rg's index in it. When Plan already parsed the footer
+// (meta), the file is not read again for it: parquet-go reads a footer
+// re-serialized from meta with row group rg only (parsing it is O(columns),
+// not O(row groups)), placed after the file's end.
+func pqOpen(ctx context.Context, src fetch.Source, name string, meta *metadata.FileMetaData, rg int) (*parquet.File, fetch.File, int, error) {
 	f, err := src.Open(ctx, name)
 	if err != nil {
-		return nil, nil, fileErr(src.ID(), name, err)
+		return nil, nil, 0, fileErr(src.ID(), name, err)
 	}
 	var r io.ReaderAt = f
 	size := f.Size()
 	opts := []parquet.FileOption{parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true)}
-	if meta != nil {
-		fm, err := meta.Serialize(ctx)
+	idx := rg
+	if meta != nil && rg >= 0 && rg < meta.NumRowGroups() {
+		one := *meta
+		fmd := *meta.FileMetaData
+		g := *fmd.RowGroups[rg]
+		if g.Ordinal != nil {
+			zero := int16(0) // parquet-go checks ordinals against positions
+			g.Ordinal = &zero
+		}
+		fmd.RowGroups = append(fmd.RowGroups[:0:0], &g)
+		fmd.NumRows = g.NumRows
+		one.FileMetaData = &fmd
+		fm, err := one.Serialize(ctx)
 		if err != nil {
 			f.Close()
-			return nil, nil, fileErr(src.ID(), name, err)
+			return nil, nil, 0, fileErr(src.ID(), name, err)
 		}
+		idx = 0
 		tail := binary.LittleEndian.AppendUint32(fm, uint32(len(fm)))
 		tail = append(tail, "PAR1"...)
 		r = &footerAt{f: f, size: size, tail: tail}
@@ -62,9 +78,9 @@ func pqOpen(ctx context.Context, src fetch.Source, name string, meta *metadata.F
 	pf, err := parquet.OpenFile(r, size, opts...)
 	if err != nil {
 		f.Close()
-		return nil, nil, fileErr(src.ID(), name, err)
+		return nil, nil, 0, fileErr(src.ID(), name, err)
 	}
-	return pf, f, nil
+	return pf, f, idx, nil
 }
 
 // footerAt is a file followed by a footer held in memory.
@@ -347,6 +363,24 @@ func pqRead(pf *parquet.File, rg int, leaf *parquet.Column, nrows int) (_ *pqCol
 				if lv.maxDef > 0 {
 					def = int(defs[i])
 				}
+				if def == lv.maxDef && lv.maxRep <= 1 && (rep == 0 || lv.rows > 0) {
+					// fast path: a present value of a scalar or a flat list
+					if rep == 0 {
+						if err := lv.closeFrom(1); err != nil {
+							parquet.Release(p)
+							return nil, err
+						}
+						lv.rows++
+						if lv.maxRep == 1 {
+							lv.open[1], lv.count[1] = true, 0
+						}
+					}
+					if lv.maxRep == 1 {
+						lv.count[1]++
+					}
+					values++
+					continue
+				}
 				if lv.rows == 0 && rep != 0 {
 					parquet.Release(p)
 					return nil, errors.New("first value continues a row")
@@ -441,13 +475,13 @@ func pqRaw(v encoding.Values, n int) ([]byte, int, error) {
 		}
 		return raw, 1, nil
 	case encoding.Int32:
-		raw, width = asBytes32(v.Int32()), 4
+		raw, width = leBytes(v.Int32()), 4
 	case encoding.Float:
-		raw, width = asBytes32(v.Float()), 4
+		raw, width = leBytes(v.Float()), 4
 	case encoding.Int64:
-		raw, width = asBytes64(v.Int64()), 8
+		raw, width = leBytes(v.Int64()), 8
 	case encoding.Double:
-		raw, width = asBytes64(v.Double()), 8
+		raw, width = leBytes(v.Double()), 8
 	case encoding.FixedLenByteArray:
 		raw, width = v.FixedLenByteArray()
 	default:
@@ -463,39 +497,18 @@ func pqRaw(v encoding.Values, n int) ([]byte, int, error) {
 // (narrowing an int32 to int8/int16).
 func pqPut(dst, v []byte, size int) []byte { return append(dst, v[:size]...) }
 
-func asBytes32[T int32 | float32](s []T) []byte {
-	out := make([]byte, 4*len(s))
-	for i, x := range s {
-		var u uint32
-		switch y := any(x).(type) {
-		case int32:
-			u = uint32(y)
-		case float32:
-			u = math.Float32bits(y)
-		}
-		binary.LittleEndian.PutUint32(out[4*i:], u)
+// leBytes returns the little-endian bytes of s (a copy). parquet
+// values are little-endian, as are the platforms Go and lrstream run on.
+func leBytes[T int32 | float32 | int64 | float64](s []T) []byte {
+	if len(s) == 0 {
+		return nil
 	}
-	return out
-}
-
-func asBytes64[T int64 | float64](s []T) []byte {
-	out := make([]byte, 8*len(s))
-	for i, x := range s {
-		var u uint64
-		switch y := any(x).(type) {
-		case int64:
-			u = uint64(y)
-		case float64:
-			u = math.Float64bits(y)
-		}
-		binary.LittleEndian.PutUint64(out[8*i:], u)
-	}
-	return out
+	return bytes.Clone(unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(s[0]))))
 }
 
 // readUnitPQ is ReadUnit on parquet-go.
 func readUnitPQ(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit, opts Options, feats []schema.Feature) (*Batch, error) {
-	pf, f, err := pqOpen(ctx, src, u.File, u.meta)
+	pf, f, rg, err := pqOpen(ctx, src, u.File, u.meta, u.RowGroup)
 	if err != nil {
 		return nil, err
 	}
@@ -507,7 +520,7 @@ func readUnitPQ(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Uni
 	colErr := func(col string, err error) *Error {
 		return &Error{Dataset: src.ID(), File: u.File, RowGroup: u.RowGroup, Episode: -1, Index: -1, Column: col, Err: err}
 	}
-	if u.RowGroup < 0 || u.RowGroup >= len(pf.RowGroups()) {
+	if rg < 0 || rg >= len(pf.RowGroups()) {
 		return nil, &Error{Dataset: src.ID(), File: u.File, RowGroup: u.RowGroup, Episode: ep, Index: -1,
 			Err: fmt.Errorf("row group out of range (file has %d)", len(pf.RowGroups()))}
 	}
@@ -538,17 +551,17 @@ func readUnitPQ(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Uni
 		cols = append(cols, f.Name)
 	}
 	if p, ok := f.(fetch.Prefetcher); ok {
-		if err := p.Prefetch(ctx, pqRanges(pf, u.RowGroup, cols)); err != nil {
+		if err := p.Prefetch(ctx, pqRanges(pf, rg, cols)); err != nil {
 			return nil, &Error{Dataset: src.ID(), File: u.File, RowGroup: u.RowGroup, Episode: ep, Index: -1, Err: fmt.Errorf("prefetch: %w", err)}
 		}
 	}
-	nrows := int(pf.RowGroups()[u.RowGroup].NumRows())
+	nrows := int(pf.RowGroups()[rg].NumRows())
 	read := func(name string) (*pqColumn, error) {
 		leaf, err := pqLeaf(root, name)
 		if err != nil {
 			return nil, colErr(name, err)
 		}
-		c, err := pqRead(pf, u.RowGroup, leaf, nrows)
+		c, err := pqRead(pf, rg, leaf, nrows)
 		if err != nil {
 			return nil, colErr(name, err)
 		}
@@ -607,7 +620,7 @@ func readUnitPQ(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Uni
 	}
 	d := decoder{src: src, u: &u, n: nrows, keep: keep, b: b, langs: map[string]langReader{}}
 	for _, name := range langs {
-		fl, err := pqReadLang(pf, u.RowGroup, name, nrows)
+		fl, err := pqReadLang(pf, rg, name, nrows)
 		if err != nil {
 			e := colErr(name, err)
 			e.Episode = ep

@@ -315,6 +315,17 @@ func (l *pqLangLeaf) read(pf *parquet.File, rg, nrows int) error {
 	dictBase := int32(0)
 	l.rowStart = make([]int32, 0, nrows+1)
 	l.valStart = make([]int32, 0, nrows+1)
+	if n := cc.NumValues(); n > 0 && n <= 1<<28 {
+		if l.maxRep > 0 {
+			l.rep = make([]byte, 0, n)
+		}
+		if l.maxDef > 0 {
+			l.def = make([]byte, 0, n)
+		}
+		if l.kind != pqNull {
+			l.idx = make([]int32, 0, n)
+		}
+	}
 	entries := 0
 	for {
 		p, err := pages.ReadPage()

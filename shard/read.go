@@ -68,9 +68,9 @@ type Options struct {
 	noRawPages bool
 	// counts, when set, counts the reads of the low-level paths (tests).
 	counts *readCounts
-	// arrowGo reads through the arrow-go paths instead of parquet-go
-	// (tests compare both).
-	arrowGo bool
+	// parquetGo reads through the parquet-go path (pqgo.go, pqlang.go)
+	// instead of the arrow-go paths (tests compare both).
+	parquetGo bool
 }
 
 // Batch is the decoded, columnar content of one unit: one row group,
@@ -196,7 +196,7 @@ func ReadUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 	if err != nil {
 		return nil, wrap(err)
 	}
-	if !opts.arrowGo {
+	if opts.parquetGo {
 		return readUnitPQ(ctx, src, ds, u, opts, feats)
 	}
 	pf, err := openParquet(ctx, src, u.File, u.meta)
