@@ -48,6 +48,15 @@ type TrainOptions struct {
 	// Workers is num_workers per rank (Consumers = world_size × Workers),
 	// needed with Position; 0 means 1.
 	Workers int
+	// Order is OrderGlobal ("" too) or OrderPartitioned; Partitions is
+	// the number of canonical partitions of the partitioned order
+	// (DefaultPartitions when 0), which Consumers must divide.
+	Order      string
+	Partitions int
+	// WorldSize is the number of ranks among Consumers (Consumer is
+	// rank*(Consumers/WorldSize)+worker); only the partitioned order uses
+	// it, to place consumers worker-major in its round-robin. 0 means 1.
+	WorldSize int
 	// Cache, when set, shares the pre-pass (which frames are kept) between
 	// the streams of one process, such as the clients of `serve`.
 	Cache *IndexCache
@@ -212,6 +221,9 @@ func fingerprint(srcs []Mix, so StreamOptions, to TrainOptions) string {
 			cfg.Selection.Episodes, cfg.Selection.Exclude, cfg.Features, cfg.SkipErrors, cfg.Deltas, cfg.Tolerance, m.Weight, m.Name)
 	}
 	fmt.Fprintf(h, "%t\x00%d\x00%d\x00%d\x00%t\x00%t", to.Shuffle, to.Seed, to.BufferSize, so.BatchSize, so.DropLast, so.KeepLanguage)
+	if to.Order == OrderPartitioned {
+		fmt.Fprintf(h, "\x00%s\x00%d", to.Order, to.Partitions)
+	}
 	sum := h.Sum(nil)
 	return base64.RawURLEncoding.EncodeToString(sum[:9])
 }
@@ -290,6 +302,18 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 	if err := checkMix(srcs); err != nil {
 		return nil, err
 	}
+	switch to.Order {
+	case "", OrderGlobal:
+	case OrderPartitioned:
+		if to.Partitions <= 0 {
+			to.Partitions = DefaultPartitions
+		}
+		if len(srcs) > 1 {
+			return nil, errPartitionedMix
+		}
+	default:
+		return nil, fmt.Errorf("unknown order %q (want %s or %s)", to.Order, OrderGlobal, OrderPartitioned)
+	}
 	cfg := srcs[0].Config
 	mixed := len(srcs) > 1
 	fp := fingerprint(srcs, so, to)
@@ -300,8 +324,14 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 			return nil, err
 		}
 		if start.Fingerprint != fp {
-			return nil, errors.New("resume token belongs to a different run (dataset revision, recipe, selection, mode, shuffle, seed or batch options differ)")
+			return nil, errors.New("resume token belongs to a different run (dataset revision, recipe, selection, mode, shuffle, seed, order, partitions or batch options differ)")
 		}
+	}
+	if to.Order == OrderPartitioned {
+		if to.Position != nil {
+			return nil, errors.New("--order partitioned resumes from a resume token; a hello position (epoch, next) is not supported with it yet")
+		}
+		return trainPartitioned(ctx, cfg, so, to, s, fp, start)
 	}
 	pos := to.Position
 	W := int64(max(to.Workers, 1))

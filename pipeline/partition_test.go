@@ -1,0 +1,267 @@
+package pipeline
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/lrstream/lrstream/fetch"
+	"github.com/lrstream/lrstream/render"
+	"github.com/lrstream/lrstream/sink"
+)
+
+// shape is a cluster shape: ranks × dataloader workers.
+type shape struct{ R, W int }
+
+// partOptions returns the partitioned-order options of rank r, worker w.
+func partOptions(base TrainOptions, sh shape, r, w int) TrainOptions {
+	to := base
+	to.Order, to.WorldSize = OrderPartitioned, sh.R
+	to.Consumer, to.Consumers = r*sh.W+w, sh.R*sh.W
+	return to
+}
+
+// globalSequence runs every consumer of sh and interleaves their batches
+// into the documented global sequence (consumer slot w*R+r's own batch j
+// is global batch j*C+slot), per epoch. It also returns each consumer's
+// batch count per epoch.
+func globalSequence(t *testing.T, cfg *Config, so StreamOptions, base TrainOptions, sh shape) (map[int64]map[int64][]int64, []map[int64]int) {
+	t.Helper()
+	C := sh.R * sh.W
+	seq := map[int64]map[int64][]int64{}
+	var counts []map[int64]int
+	for r := 0; r < sh.R; r++ {
+		for w := 0; w < sh.W; w++ {
+			to := partOptions(base, sh, r, w)
+			_, bs := trainBatches(t, cfg, so, to)
+			slot := int64(w*sh.R + r)
+			n := map[int64]int{}
+			first := map[int64]int64{}
+			for _, b := range bs {
+				e := b.Meta.Epoch
+				if seq[e] == nil {
+					seq[e] = map[int64][]int64{}
+				}
+				if _, ok := first[e]; !ok {
+					first[e] = b.Meta.Seq
+				}
+				j := b.Meta.Seq - first[e] + ownStart(base, e, slot, int64(C))
+				g := j*int64(C) + slot
+				if _, dup := seq[e][g]; dup {
+					t.Fatalf("%v: global batch %d of epoch %d served twice", sh, g, e)
+				}
+				seq[e][g] = batchIndexes(t, b)
+				n[e]++
+			}
+			counts = append(counts, n)
+		}
+	}
+	return seq, counts
+}
+
+// ownStart is the first own batch of a consumer resuming from base.Resume.
+func ownStart(base TrainOptions, epoch, slot, C int64) int64 {
+	if base.Resume == "" {
+		return 0
+	}
+	tk, _ := parseToken(base.Resume)
+	if tk.Epoch != epoch {
+		return 0
+	}
+	return max(0, (tk.Batch-slot+C-1)/C)
+}
+
+func TestPartitionedOrderInvariantToShape(t *testing.T) {
+	cfg := demoConfig(t, render.ModeFallback)
+	so := StreamOptions{BatchSize: 8}
+	base := TrainOptions{Shuffle: true, Seed: 9, BufferSize: 64, Epochs: 2, Partitions: 6}
+	want, _ := globalSequence(t, cfg, so, base, shape{1, 1})
+	parts, _ := partitionEpisodes(cfg, 9, 0, 6)
+	for e := int64(0); e < 2; e++ {
+		_, frames := partitionEpisodes(cfg, 9, e, 6)
+		nbp := slices.Min(frames) / 8
+		if int64(len(want[e])) != nbp*6 {
+			t.Fatalf("epoch %d: %d global batches, want %d", e, len(want[e]), nbp*6)
+		}
+		seen := map[int64]bool{}
+		for g := int64(0); g < int64(len(want[e])); g++ {
+			for _, ix := range want[e][g] {
+				if seen[ix] {
+					t.Fatalf("epoch %d: frame %d served twice", e, ix)
+				}
+				seen[ix] = true
+			}
+		}
+	}
+	// Partitions are a disjoint cover of the selection.
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	if n != len(cfg.Dataset.Episodes) {
+		t.Fatalf("partitions hold %d episodes, dataset %d", n, len(cfg.Dataset.Episodes))
+	}
+	if slices.Equal(want[0][0], want[1][0]) {
+		t.Fatal("epoch 1 repeats epoch 0")
+	}
+	for _, sh := range []shape{{2, 1}, {1, 2}, {3, 2}, {2, 3}, {1, 6}} {
+		got, counts := globalSequence(t, cfg, so, base, sh)
+		for e := int64(0); e < 2; e++ {
+			if len(got[e]) != len(want[e]) {
+				t.Fatalf("%v epoch %d: %d global batches, want %d", sh, e, len(got[e]), len(want[e]))
+			}
+			for g, b := range want[e] {
+				if !slices.Equal(got[e][g], b) {
+					t.Fatalf("%v epoch %d: global batch %d differs", sh, e, g)
+				}
+			}
+		}
+		for c := range counts {
+			if counts[c][0] != counts[0][0] || counts[c][1] != counts[0][1] {
+				t.Fatalf("%v: unequal batch counts %v", sh, counts)
+			}
+		}
+	}
+}
+
+func TestPartitionedElasticResume(t *testing.T) {
+	cfg := demoConfig(t, render.ModeFallback)
+	so := StreamOptions{BatchSize: 8}
+	base := TrainOptions{Shuffle: true, Seed: 3, BufferSize: 32, Epochs: 2, Partitions: 6}
+	want, _ := globalSequence(t, cfg, so, base, shape{1, 1})
+	// Take the token after global batch 7 of epoch 0 on a 3×2 cluster:
+	// slot 1 (rank 1, worker 0) serves global batch 7 as own batch 1.
+	_, bs := trainBatches(t, cfg, so, partOptions(base, shape{3, 2}, 1, 0))
+	tok := bs[1].Meta.Resume
+	for _, sh := range []shape{{1, 1}, {2, 1}, {1, 3}, {6, 1}} {
+		rb := base
+		rb.Resume = tok
+		got, _ := globalSequence(t, cfg, so, rb, sh)
+		for g := int64(0); g < int64(len(want[0])); g++ {
+			b, ok := got[0][g]
+			if g < 8 && ok {
+				t.Fatalf("%v: resumed stream repeats global batch %d", sh, g)
+			}
+			if g >= 8 && (!ok || !slices.Equal(b, want[0][g])) {
+				t.Fatalf("%v: resumed stream lost or changed global batch %d", sh, g)
+			}
+		}
+		if len(got[1]) != len(want[1]) {
+			t.Fatalf("%v: epoch 1 has %d batches, want %d", sh, len(got[1]), len(want[1]))
+		}
+	}
+}
+
+func TestPartitionedRefusesShapes(t *testing.T) {
+	cfg := demoConfig(t, render.ModeFallback)
+	so := StreamOptions{BatchSize: 8}
+	for _, tc := range []struct {
+		to   TrainOptions
+		want string
+	}{
+		{TrainOptions{Order: OrderPartitioned, Partitions: 6, Consumers: 4, Epochs: 1}, "must divide --partitions 6"},
+		{TrainOptions{Order: OrderPartitioned, Partitions: 6, Consumers: 1, Epochs: 1, Shuffle: true}, ""},
+		{TrainOptions{Order: OrderPartitioned, Partitions: 24, Consumers: 1, Epochs: 1}, "less than one batch"},
+		{TrainOptions{Order: "random", Epochs: 1}, "unknown order"},
+	} {
+		_, err := Train(context.Background(), cfg, so, tc.to, sink.Discard())
+		if tc.want == "" {
+			if err != nil {
+				t.Fatalf("%+v: %v", tc.to, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("%+v: error %v, want %q", tc.to, err, tc.want)
+		}
+	}
+	// Drop mode: a partition that keeps fewer frames than the metadata
+	// count promises is an error naming it, never a short epoch.
+	d := demoConfig(t, render.ModeDrop)
+	_, err := Train(context.Background(), d, StreamOptions{BatchSize: 64}, TrainOptions{Order: OrderPartitioned, Partitions: 3, Epochs: 1}, sink.Discard())
+	if err != nil && !strings.Contains(err.Error(), "partition") {
+		t.Fatalf("drop mode: %v", err)
+	}
+}
+
+// countingSource counts the bytes read from data files.
+type countingSource struct {
+	fetch.Source
+	bytes *atomic.Int64
+}
+
+func (s countingSource) Open(ctx context.Context, name string) (fetch.File, error) {
+	f, err := s.Source.Open(ctx, name)
+	if err != nil || !strings.HasPrefix(name, "data/") {
+		return f, err
+	}
+	return countingFile{f, s.bytes}, nil
+}
+
+type countingFile struct {
+	fetch.File
+	bytes *atomic.Int64
+}
+
+func (f countingFile) ReadAt(p []byte, off int64) (int, error) {
+	n, err := f.File.ReadAt(p, off)
+	f.bytes.Add(int64(n))
+	return n, err
+}
+
+// TestPartitionedReadsOnlyItsShare checks that a consumer plans and
+// decodes only the row groups of its partitions' episodes.
+func TestPartitionedReadsOnlyItsShare(t *testing.T) {
+	cfg := demoConfig(t, render.ModeFallback)
+	so := StreamOptions{BatchSize: 8}
+	base := TrainOptions{Shuffle: true, Seed: 1, BufferSize: 16, Epochs: 1, Partitions: 6}
+	var all int
+	for _, C := range []int{1, 2, 6} {
+		units := 0
+		for c := 0; c < C; c++ {
+			to := partOptions(base, shape{C, 1}, c, 0)
+			parts, _ := partitionEpisodes(cfg, 1, 0, 6)
+			want := map[int64]bool{}
+			for p := c; p < 6; p += C {
+				for _, e := range parts[p] {
+					want[e] = true
+				}
+			}
+			var mine []int64
+			for e := range want {
+				mine = append(mine, e)
+			}
+			cc := *cfg
+			cc.Selection = episodeSelection(mine)
+			idx, err := buildKeepIndex(context.Background(), []Mix{{Config: &cc, Weight: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range idx.runs[0] {
+				if !want[r.episode] {
+					t.Fatalf("C=%d consumer %d plans episode %d of another partition", C, c, r.episode)
+				}
+			}
+			var n atomic.Int64
+			c2 := *cfg
+			c2.Source = countingSource{cfg.Source, &n}
+			if _, err := Train(context.Background(), &c2, so, to, sink.Discard()); err != nil {
+				t.Fatal(err)
+			}
+			if n.Load() == 0 {
+				t.Fatalf("C=%d consumer %d read nothing", C, c)
+			}
+			t.Logf("C=%d consumer %d: %d units, %d data bytes", C, c, len(idx.units), n.Load())
+			units += len(idx.units)
+		}
+		// The demo's row groups each hold one episode: the consumers
+		// together open every row group exactly once.
+		if C == 1 {
+			all = units
+		} else if units != all {
+			t.Fatalf("C=%d: consumers open %d row groups in all, one consumer %d", C, units, all)
+		}
+	}
+}
