@@ -111,7 +111,8 @@ func slot(to TrainOptions) (int, error) {
 //
 // Per epoch the selected episodes are permuted and cut into P partitions
 // balanced by frames (partitionEpisodes). Partition p streams its
-// episodes, in that order, through its own shuffle buffer (epochOrder),
+// episodes, in that order, through its own shuffle buffer of
+// ceil(BufferSize/P) frames (epochOrder),
 // and serves exactly nbp = floor(min over partitions of metadata frames /
 // batch size) full batches; the frames of a partition beyond nbp batches
 // are not served that epoch. The global batch sequence is round-robin over
@@ -148,6 +149,10 @@ func trainPartitioned(ctx context.Context, cfg *Config, so StreamOptions, to Tra
 		h.Share = sink.Share{Rank: 0, WorldSize: 1, Worker: to.Consumer, NumWorkers: to.Consumers}
 		return s.Header(h)
 	}
+	// The shuffle buffer is shared out among the P partitions (which all
+	// advance together in the round-robin), so a consumer holds about the
+	// frames one global buffer would, whatever C is.
+	partBuf := max(1, (to.BufferSize+P-1)/P)
 	srcs := []Mix{{Config: cfg, Weight: 1}}
 	fillers := []*filler{nil}
 	for epoch := start.Epoch; to.Epochs == 0 || epoch < to.Epochs; epoch++ {
@@ -189,7 +194,7 @@ func trainPartitioned(ctx context.Context, cfg *Config, so StreamOptions, to Tra
 			for _, e := range parts[p] {
 				runs = append(runs, runOf[e]...)
 			}
-			o := epochOrder(runs, idx.keep, to.Shuffle, to.BufferSize,
+			o := epochOrder(runs, idx.keep, to.Shuffle, partBuf,
 				newOrderRNG(fmt.Sprintf("partition-%d", p), to.Seed, epoch, cfg.Dataset.Revision, sel))
 			if int64(len(o)) < nbp*B {
 				return st, fmt.Errorf("--order partitioned: epoch %d partition %d keeps %d frames, fewer than the %d batches of %d every partition serves (frames dropped by rendering; use --mode fallback or fewer partitions)", epoch, p, len(o), nbp, B)
