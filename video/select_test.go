@@ -1,0 +1,103 @@
+package video
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+)
+
+// fakeDecoder hands out frames at fixed timestamps; each frame's single
+// pixel byte is its position.
+type fakeDecoder struct {
+	pts   []float64
+	fail  error // returned after the frames
+	segs  []Segment
+	calls int
+}
+
+func (d *fakeDecoder) Decode(ctx context.Context, seg Segment, fn func(Frame) error) error {
+	d.calls++
+	d.segs = append(d.segs, seg)
+	for i, p := range d.pts {
+		if p < seg.Start || p > seg.End {
+			continue
+		}
+		if err := fn(Frame{PTS: p, Width: 1, Height: 1, Pix: []byte{byte(i), 0, 0}}); err != nil {
+			if errors.Is(err, Stop) {
+				return nil
+			}
+			return err
+		}
+	}
+	return d.fail
+}
+
+func TestSelect(t *testing.T) {
+	fps30 := []float64{0, 1.0 / 30, 2.0 / 30, 3.0 / 30, 4.0 / 30}
+	tests := []struct {
+		name    string
+		pts     []float64
+		queries []float64
+		tol     float64
+		margin  float64
+		fail    error
+		want    []int // frame per query; -1 a miss
+		nearest []float64
+		wantErr bool
+	}{
+		{name: "exact", pts: fps30, queries: []float64{0, 1.0 / 30, 4.0 / 30}, tol: 1e-4, want: []int{0, 1, 4}},
+		{name: "within tolerance both sides", pts: fps30, queries: []float64{1.0/30 - 5e-5, 2.0/30 + 5e-5}, tol: 1e-4, want: []int{1, 2}},
+		{name: "between frames is a miss", pts: fps30, queries: []float64{0.05}, tol: 1e-4, want: []int{-1}, nearest: []float64{2.0 / 30}},
+		{name: "after the last frame", pts: fps30, queries: []float64{4.0 / 30, 5.0 / 30}, tol: 1e-4, want: []int{4, -1}, nearest: []float64{0, 4.0 / 30}},
+		{name: "repeated query", pts: fps30, queries: []float64{2.0 / 30, 2.0 / 30}, tol: 1e-4, want: []int{2, 2}},
+		{name: "no frames", pts: nil, queries: []float64{0}, tol: 1e-4, want: []int{-1}, nearest: []float64{math.NaN()}},
+		{name: "tie picks the earlier frame", pts: []float64{0, 1}, queries: []float64{0.5}, tol: 1, margin: 1, want: []int{0}},
+		{name: "decode error after frames", pts: fps30, queries: []float64{0, 10}, tol: 1e-4, fail: errors.New("boom"), want: []int{0}, wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &fakeDecoder{pts: tc.pts, fail: tc.fail}
+			got := make([]int, len(tc.queries))
+			for i := range got {
+				got[i] = -2
+			}
+			near := make([]float64, len(tc.queries))
+			margin := tc.margin
+			if margin == 0 {
+				margin = 1.0 / 30
+			}
+			n, err := Select(context.Background(), d, Segment{Path: "x"}, tc.queries, tc.tol, margin,
+				func(m Match) error { got[m.Query] = int(m.Frame.Pix[0]); return nil },
+				func(q int, nearest float64) error { got[q] = -1; near[q] = nearest; return nil })
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
+			}
+			if d.calls != 1 {
+				t.Fatalf("%d decodes, want one seek per segment", d.calls)
+			}
+			if n != len(tc.want) {
+				t.Fatalf("handled %d queries, want %d", n, len(tc.want))
+			}
+			for i, w := range tc.want {
+				if got[i] != w {
+					t.Errorf("query %d (%g): frame %d, want %d", i, tc.queries[i], got[i], w)
+				}
+				if w == -1 && tc.nearest != nil {
+					if a, b := near[i], tc.nearest[i]; !(a == b || (math.IsNaN(a) && math.IsNaN(b))) {
+						t.Errorf("query %d: nearest %g, want %g", i, a, b)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestToCHW(t *testing.T) {
+	f := Frame{Width: 2, Height: 1, Pix: []byte{1, 2, 3, 4, 5, 6}}
+	dst := make([]byte, 6)
+	ToCHW(dst, f)
+	if want := []byte{1, 4, 2, 5, 3, 6}; string(dst) != string(want) {
+		t.Fatalf("got %v, want %v", dst, want)
+	}
+}
