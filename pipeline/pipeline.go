@@ -9,6 +9,8 @@ import (
 	"github.com/lrstream/lrstream/render"
 	"github.com/lrstream/lrstream/schema"
 	"github.com/lrstream/lrstream/shard"
+	"github.com/lrstream/lrstream/sink"
+	"github.com/lrstream/lrstream/video"
 )
 
 // Config says what to read and how to render it.
@@ -45,6 +47,11 @@ type Config struct {
 	// Progress, when set, is called with the number of frames of each
 	// chunk as it is handed on, in order (for progress displays).
 	Progress func(frames int)
+	// Cameras decodes camera frames into every chunk (nil: none; see
+	// SetupCameras); CameraStatus lists the dataset's cameras and whether
+	// each is decoded, for the header.
+	Cameras      *video.Set
+	CameraStatus []sink.Camera
 
 	// filesPerSegment overrides defaultFilesPerSegment (tests).
 	filesPerSegment int
@@ -123,14 +130,9 @@ func run(ctx context.Context, cfg *Config, emit func([]shard.Unit, *Chunk) error
 		return err
 	}
 	workers := workerCount(cfg)
-	opts := shard.Options{Features: cfg.Features}
 	return orderedFeed(ctx, workers, 2*workers, p.nextGroup,
 		func(ctx context.Context, g []shard.Unit) (*Chunk, error) {
-			b, err := readGroup(ctx, cfg, g, opts)
-			if err != nil {
-				return nil, err
-			}
-			return renderBatch(cfg, g[0], b), nil
+			return decodeGroup(ctx, cfg, g)
 		},
 		func(g []shard.Unit, c *Chunk) error {
 			if cfg.Progress != nil {

@@ -593,11 +593,7 @@ func serveBatches(ctx context.Context, srcs []Mix, idx *keepIndex, order, mine [
 		func(ctx context.Context, i int) (*Chunk, error) {
 			g := idx.units[units[i]]
 			cfg := srcs[idx.src[units[i]]].Config
-			b, err := readGroup(ctx, cfg, g, shard.Options{Features: cfg.Features})
-			if err != nil {
-				return nil, err
-			}
-			return renderBatch(cfg, g[0], b), nil
+			return decodeGroup(ctx, cfg, g)
 		},
 		func(i int, c *Chunk) error {
 			u := units[i]

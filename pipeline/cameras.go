@@ -1,0 +1,147 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/lrstream/lrstream/render"
+	"github.com/lrstream/lrstream/shard"
+	"github.com/lrstream/lrstream/sink"
+	"github.com/lrstream/lrstream/video"
+)
+
+// CameraOptions say which cameras to decode (--cameras, --resize).
+type CameraOptions struct {
+	// Spec is "auto" (default: the cameras whose video files exist),
+	// "all", "none" or a comma-separated list of camera keys.
+	Spec string
+	// ResizeH and ResizeW, when set, resize every camera's frames.
+	ResizeH, ResizeW int
+	// NewDecoder makes the decoder, called only when a camera is decoded
+	// (default video.NewFFmpeg: FFmpeg is needed only then).
+	NewDecoder func() (video.Decoder, error)
+	// Locate gives local paths of video files (default
+	// video.DirLocator(cfg.Source)).
+	Locate video.Locator
+}
+
+// SetupCameras resolves o against cfg's dataset and selection and sets
+// cfg.Cameras and cfg.CameraStatus. Datasets without video features are
+// left as they are.
+func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
+	keys := video.Keys(&cfg.Dataset.Info)
+	if len(keys) == 0 {
+		if o.Spec != "" && o.Spec != video.ModeAuto && o.Spec != video.ModeNone && o.Spec != video.ModeAll {
+			return fmt.Errorf("--cameras: %s has no cameras (no video feature in info.json)", cfg.Dataset.ID)
+		}
+		return nil
+	}
+	var spans []shard.VideoSpan
+	if o.Spec != video.ModeNone {
+		var err error
+		if spans, err = shard.EpisodeVideos(ctx, cfg.Source, cfg.Dataset); err != nil {
+			return err
+		}
+	}
+	var eps []int64
+	sel, err := shareSelection(cfg.Dataset, cfg.Selection, cfg.Share)
+	if err != nil {
+		return err
+	}
+	for _, e := range cfg.Dataset.Episodes {
+		if sel.Contains(e.Index) {
+			eps = append(eps, e.Index)
+		}
+	}
+	ch, err := video.Resolve(o.Spec, &cfg.Dataset.Info, spans, eps, video.FileExists(ctx, cfg.Source))
+	if err != nil {
+		return err
+	}
+	decoded := map[string]bool{}
+	for _, k := range ch.Decoded {
+		decoded[k] = true
+	}
+	absent := map[string]bool{}
+	for _, k := range ch.Absent {
+		absent[k] = true
+	}
+	cfg.CameraStatus = nil
+	for _, k := range ch.Available {
+		st := sink.Camera{Key: k, Decoded: decoded[k]}
+		switch {
+		case decoded[k]:
+		case absent[k]:
+			st.Reason = "video files absent"
+		default:
+			st.Reason = "not selected (--cameras)"
+		}
+		cfg.CameraStatus = append(cfg.CameraStatus, st)
+	}
+	if len(ch.Decoded) == 0 {
+		cfg.Cameras = nil
+		return nil
+	}
+	newDec := o.NewDecoder
+	if newDec == nil {
+		newDec = func() (video.Decoder, error) { return video.NewFFmpeg() }
+	}
+	dec, err := newDec()
+	if err != nil {
+		return err
+	}
+	loc := o.Locate
+	if loc == nil {
+		loc = video.DirLocator(cfg.Source)
+	}
+	tol := cfg.Tolerance
+	if tol <= 0 {
+		tol = DefaultTolerance
+	}
+	set, err := video.NewSet(dec, &cfg.Dataset.Info, spans, ch.Decoded, o.ResizeH, o.ResizeW, tol, loc)
+	if err != nil {
+		return err
+	}
+	cfg.Cameras = set
+	return nil
+}
+
+// attachFrames decodes the frames of cfg.Cameras for every sample of c
+// and appends them to c.Batch.Features as uint8 (C, H, W) columns, after
+// the numeric features. A sample whose frame cannot be produced becomes a
+// failed render (counted and skipped with SkipErrors, else the stream's
+// error, naming file, camera, episode, index and timestamps).
+func attachFrames(ctx context.Context, cfg *Config, c *Chunk) error {
+	set := cfg.Cameras
+	if set == nil {
+		return nil
+	}
+	b := c.Batch
+	n := b.Len()
+	for k, cam := range set.Cameras {
+		data := make([]byte, n*cam.FrameBytes())
+		err := set.Fill(ctx, k, b.EpisodeIndex, b.Index, b.Timestamp, data, func(i int, err error) {
+			if c.Results[i].Outcome != render.Failed {
+				c.Results[i] = render.Result{Outcome: render.Failed, Err: err, Component: -1}
+			}
+		})
+		if err != nil {
+			return err
+		}
+		b.Features = append(b.Features, shard.FeatureData{Name: cam.Key, DType: "|u1", Shape: []int{cam.C, cam.H, cam.W}, Data: data})
+	}
+	return nil
+}
+
+// decodeGroup reads, renders and (with cameras) decodes the frames of one
+// unit group: the work of one worker.
+func decodeGroup(ctx context.Context, cfg *Config, g []shard.Unit) (*Chunk, error) {
+	b, err := readGroup(ctx, cfg, g, shard.Options{Features: cfg.Features})
+	if err != nil {
+		return nil, err
+	}
+	c := renderBatch(cfg, g[0], b)
+	if err := attachFrames(ctx, cfg, c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}

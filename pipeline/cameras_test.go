@@ -1,0 +1,353 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lrstream/lrstream"
+	"github.com/lrstream/lrstream/bench/datagen"
+	"github.com/lrstream/lrstream/fetch"
+	"github.com/lrstream/lrstream/render"
+	"github.com/lrstream/lrstream/shard"
+	"github.com/lrstream/lrstream/sink"
+)
+
+// needFFmpeg skips a frame test without ffmpeg, except under CI (which
+// installs it): there its absence fails.
+func needFFmpeg(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("ffmpeg"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI: ffmpeg not found: %v", err)
+		}
+		t.Skipf("ffmpeg not found: %v", err)
+	}
+}
+
+// videoDataset generates a small dataset with two cameras (96×64 by
+// default), several episodes per mp4.
+func videoDataset(t testing.TB, edit func(*datagen.Options)) string {
+	t.Helper()
+	needFFmpeg(t)
+	dir := filepath.Join(t.TempDir(), "ds")
+	o := datagen.Options{Episodes: 5, MinFrames: 12, MaxFrames: 30, FramesPerFile: 50, Density: datagen.DensityNone,
+		Dim: 2, Tasks: 2, Videos: true, VideoWidth: 96, VideoHeight: 64, Workers: 1}
+	if edit != nil {
+		edit(&o)
+	}
+	if _, err := datagen.Generate(context.Background(), dir, o); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func cameraConfig(t testing.TB, dir string, spec string) (*Config, error) {
+	t.Helper()
+	src, err := fetch.NewDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := shard.OpenDataset(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := render.Load(lrstream.DemoRecipe(), "demo-recipe.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &Config{Source: src, Dataset: ds, Recipe: rec, Mode: render.ModeFallback, Workers: 2}
+	return cfg, SetupCameras(context.Background(), cfg, CameraOptions{Spec: spec})
+}
+
+func streamBytes(cfg *Config, bs int) ([]byte, *Stats, error) {
+	var buf bytes.Buffer
+	st, err := Stream(context.Background(), cfg, StreamOptions{BatchSize: bs}, sink.NewMsgpack(&buf))
+	return buf.Bytes(), st, err
+}
+
+func decodeAll(t testing.TB, b []byte) (*sink.Header, []*sink.DecodedBatch) {
+	t.Helper()
+	d := sink.NewDecoder(bytes.NewReader(b))
+	var h *sink.Header
+	var out []*sink.DecodedBatch
+	for {
+		m, err := d.Next()
+		if errors.Is(err, io.EOF) {
+			return h, out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch m.Type {
+		case sink.TypeHeader:
+			h = m.Header
+		case sink.TypeBatch:
+			out = append(out, m.Batch)
+		case sink.TypeError:
+			t.Fatalf("stream error: %s", m.Error)
+		}
+	}
+}
+
+// fullDecode decodes every frame of an mp4 with plain ffmpeg (no seek, no
+// frame selection) as CHW frames.
+func fullDecode(t testing.TB, path string, w, h int) [][]byte {
+	t.Helper()
+	out, err := exec.Command("ffmpeg", "-nostdin", "-loglevel", "error", "-i", path, "-fps_mode", "passthrough",
+		"-sws_flags", "bilinear", "-f", "rawvideo", "-pix_fmt", "rgb24", "-").Output()
+	if err != nil {
+		t.Fatalf("ffmpeg %s: %v", path, err)
+	}
+	n := w * h * 3
+	var frames [][]byte
+	for i := 0; i+n <= len(out); i += n {
+		chw := make([]byte, n)
+		for p := 0; p < w*h; p++ {
+			chw[p], chw[w*h+p], chw[2*w*h+p] = out[i+3*p], out[i+3*p+1], out[i+3*p+2]
+		}
+		frames = append(frames, chw)
+	}
+	return frames
+}
+
+func int64At(a *sink.Array, i int) int64 {
+	var v int64
+	for k := 0; k < 8; k++ {
+		v |= int64(a.Data[8*i+k]) << (8 * k)
+	}
+	return v
+}
+
+// TestStreamCameraFrames: every sample's camera columns are exactly the
+// frame of its video file at its position (an independent full decode),
+// declared in the header as uint8 (3, H, W); output does not depend on the
+// worker count.
+func TestStreamCameraFrames(t *testing.T) {
+	dir := videoDataset(t, nil)
+	cfg, err := cameraConfig(t, dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, st, err := streamBytes(cfg, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, batches := decodeAll(t, raw)
+	cams := []string{"observation.images.front", "observation.images.wrist"}
+	for _, c := range cams {
+		found := false
+		for _, f := range h.Features {
+			if f.Name == c {
+				found = true
+				if f.DType != "|u1" || fmt.Sprint(f.Shape) != "[3 64 96]" {
+					t.Fatalf("header feature %s: %s %v", c, f.DType, f.Shape)
+				}
+			}
+		}
+		if !found {
+			t.Fatalf("header has no feature %s", c)
+		}
+	}
+	if len(h.Cameras) != 2 || !h.Cameras[0].Decoded || !h.Cameras[1].Decoded {
+		t.Fatalf("header cameras %+v", h.Cameras)
+	}
+	// File k's first dataset index.
+	fileFirst := map[int64]int64{}
+	for _, e := range cfg.Dataset.Episodes {
+		if v, ok := fileFirst[e.DataFile]; !ok || e.FromIndex < v {
+			fileFirst[e.DataFile] = e.FromIndex
+		}
+	}
+	epFile := map[int64]int64{}
+	for _, e := range cfg.Dataset.Episodes {
+		epFile[e.Index] = e.DataFile
+	}
+	decoded := map[string][][]byte{}
+	n := 0
+	for _, b := range batches {
+		idx := b.Column("index").(*sink.Array)
+		eps := b.Column("episode_index").(*sink.Array)
+		for ci, c := range cams {
+			col := b.Column(c).(*sink.Array)
+			if fmt.Sprint(col.Shape) != fmt.Sprint([]int{b.Size, 3, 64, 96}) {
+				t.Fatalf("batch %d %s shape %v", b.Meta.Seq, c, col.Shape)
+			}
+			for i := 0; i < b.Size; i++ {
+				f := epFile[int64At(eps, i)]
+				path := filepath.Join(dir, fmt.Sprintf("videos/%s/chunk-000/file-%03d.mp4", c, f))
+				if decoded[path] == nil {
+					decoded[path] = fullDecode(t, path, 96, 64)
+				}
+				k := int64At(idx, i) - fileFirst[f]
+				want := decoded[path][k]
+				fb := 3 * 64 * 96
+				if got := col.Data[i*fb : (i+1)*fb]; !bytes.Equal(got, want) {
+					t.Fatalf("index %d camera %s: pixels differ from frame %d of %s", int64At(idx, i), c, k, path)
+				}
+				if ci == 0 {
+					n++
+				}
+			}
+		}
+	}
+	if int64(n) != cfg.Dataset.Info.TotalFrames || st.Frames != int64(n) {
+		t.Fatalf("%d samples (%d counted), dataset has %d frames", n, st.Frames, cfg.Dataset.Info.TotalFrames)
+	}
+	cfg.Workers = 1
+	raw1, _, err := streamBytes(cfg, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(raw, raw1) {
+		t.Fatal("--workers 1 and 2 streams differ")
+	}
+}
+
+// TestCamerasChoice: --cameras none/auto/all/list, with a camera's video
+// files absent.
+func TestCamerasChoice(t *testing.T) {
+	dir := videoDataset(t, func(o *datagen.Options) { o.Episodes = 2; o.FramesPerFile = 100 })
+	if err := os.RemoveAll(filepath.Join(dir, "videos", "observation.images.wrist")); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		spec    string
+		decoded []string
+		wantErr string // from the stream
+		setErr  string // from SetupCameras
+	}{
+		{spec: "none"},
+		{spec: "", decoded: []string{"observation.images.front"}},
+		{spec: "auto", decoded: []string{"observation.images.front"}},
+		{spec: "observation.images.front", decoded: []string{"observation.images.front"}},
+		{spec: "all", decoded: []string{"observation.images.front", "observation.images.wrist"}, wantErr: "videos/observation.images.wrist/chunk-000/file-000.mp4: camera observation.images.wrist, episode 0, index 0"},
+		{spec: "observation.images.top", setErr: "not a camera of the dataset"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.spec, func(t *testing.T) {
+			cfg, err := cameraConfig(t, dir, tc.spec)
+			if tc.setErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.setErr) {
+					t.Fatalf("SetupCameras error %v, want %q", err, tc.setErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, c := range cfg.CameraStatus {
+				if c.Decoded {
+					got = append(got, c.Key)
+				} else if c.Reason == "" {
+					t.Errorf("camera %s not decoded without a reason", c.Key)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.decoded) {
+				t.Fatalf("decoded %v, want %v", got, tc.decoded)
+			}
+			raw, _, err := streamBytes(cfg, 8)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("stream error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, _ := decodeAll(t, raw)
+			var cols []string
+			for _, f := range h.Features {
+				if strings.HasPrefix(f.Name, "observation.images.") {
+					cols = append(cols, f.Name)
+				}
+			}
+			if fmt.Sprint(cols) != fmt.Sprint(tc.decoded) {
+				t.Fatalf("header camera columns %v, want %v", cols, tc.decoded)
+			}
+		})
+	}
+}
+
+// TestCameraBadVideos: broken video files are errors naming file, camera,
+// episode and index (never a panic, a hang or a wrong frame); with
+// SkipErrors the frames are counted and skipped.
+func TestCameraBadVideos(t *testing.T) {
+	const cam = "observation.images.front"
+	file := "videos/" + cam + "/chunk-000/file-000.mp4"
+	reencode := func(dir string, extra ...string) {
+		p := filepath.Join(dir, file)
+		tmp := p + ".tmp.mp4"
+		args := append([]string{"-nostdin", "-loglevel", "error", "-y", "-i", p}, extra...)
+		args = append(args, "-c:v", "libx264", "-g", "2", tmp)
+		if out, err := exec.Command("ffmpeg", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ffmpeg: %v: %s", err, out)
+		}
+		if err := os.Rename(tmp, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name   string
+		break_ func(dir string)
+		want   string
+	}{
+		{"missing file", func(dir string) { os.Remove(filepath.Join(dir, file)) }, "no such file"},
+		{"truncated", func(dir string) {
+			p := filepath.Join(dir, file)
+			b, _ := os.ReadFile(p)
+			os.WriteFile(p, b[:len(b)/2], 0o644)
+		}, "ffmpeg"},
+		{"not a video", func(dir string) { os.WriteFile(filepath.Join(dir, file), []byte("garbage"), 0o644) }, "ffmpeg"},
+		{"shorter than its episodes", func(dir string) { reencode(dir, "-frames:v", "10") }, "no frame within tolerance"},
+		{"wrong fps", func(dir string) { reencode(dir, "-r", "25") }, "no frame within tolerance"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := videoDataset(t, func(o *datagen.Options) { o.Episodes = 3; o.Cameras = []string{"front"} })
+			tc.break_(dir)
+			cfg, err := cameraConfig(t, dir, "all")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = streamBytes(cfg, 8)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			var fe *FrameError
+			if !errors.As(err, &fe) {
+				t.Fatalf("error %v is not a FrameError", err)
+			}
+			for _, s := range []string{file, "camera " + cam, "episode", "index", tc.want} {
+				if !strings.Contains(err.Error(), s) {
+					t.Fatalf("error %q does not mention %q", err, s)
+				}
+			}
+			cfg.SkipErrors = true
+			raw, st, err := streamBytes(cfg, 8)
+			if err != nil {
+				t.Fatalf("with SkipErrors: %v", err)
+			}
+			if st.Errors == 0 || len(st.Skipped) != int(st.Errors) {
+				t.Fatalf("with SkipErrors: %d errors, %d skipped listed", st.Errors, len(st.Skipped))
+			}
+			_, batches := decodeAll(t, raw)
+			kept := 0
+			for _, b := range batches {
+				kept += b.Size
+			}
+			if int64(kept)+st.Errors != cfg.Dataset.Info.TotalFrames {
+				t.Fatalf("kept %d + skipped %d != %d frames", kept, st.Errors, cfg.Dataset.Info.TotalFrames)
+			}
+		})
+	}
+}
