@@ -25,7 +25,7 @@ import (
 func needFFmpeg(t testing.TB) {
 	t.Helper()
 	if _, err := exec.LookPath("ffmpeg"); err != nil {
-		if os.Getenv("CI") != "" {
+		if os.Getenv("CI") != "" || os.Getenv("LRSTREAM_REQUIRE_FFMPEG") != "" {
 			t.Fatalf("CI: ffmpeg not found: %v", err)
 		}
 		t.Skipf("ffmpeg not found: %v", err)

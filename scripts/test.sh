@@ -18,8 +18,11 @@ if ! command -v ffmpeg >/dev/null 2>&1 || ! command -v ffprobe >/dev/null 2>&1; 
 fi
 venv=$(scripts/venv.sh)
 export LRSTREAM_PYTHON="$venv/bin/python" LRSTREAM_REQUIRE_PYTHON=1
+# FFmpeg is installed above: camera frame tests must run, never skip.
+export LRSTREAM_REQUIRE_FFMPEG=1
 go mod download
 go vet ./...
 go test ./...
 "$venv/bin/python" -m pytest -q python/tests
+"$venv/bin/python" -m pytest -q python/interop/test_camera_pixels.py
 echo "scripts/test.sh: all suites passed in $(( $(date +%s) - start )) s" >&2

@@ -15,7 +15,7 @@ func needFFmpeg(t testing.TB) *FFmpeg {
 	t.Helper()
 	d, err := NewFFmpeg()
 	if err != nil {
-		if os.Getenv("CI") != "" {
+		if os.Getenv("CI") != "" || os.Getenv("LRSTREAM_REQUIRE_FFMPEG") != "" {
 			t.Fatalf("CI: %v", err)
 		}
 		t.Skipf("%v", err)
