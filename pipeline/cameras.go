@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/lrstream/lrstream/render"
 	"github.com/lrstream/lrstream/shard"
@@ -117,19 +118,34 @@ func attachFrames(ctx context.Context, cfg *Config, c *Chunk) error {
 	}
 	b := c.Batch
 	n := b.Len()
+	c.Frames = make([]CameraFrames, len(set.Cameras))
 	for k, cam := range set.Cameras {
 		data := make([]byte, n*cam.FrameBytes())
+		cf := &c.Frames[k]
+		cf.Camera, cf.File, cf.PTS = cam.Key, make([]string, n), make([]float64, n)
+		for i := range cf.PTS {
+			cf.PTS[i] = math.NaN()
+		}
 		err := set.Fill(ctx, k, b.EpisodeIndex, b.Index, b.Timestamp, data, func(i int, err error) {
 			if c.Results[i].Outcome != render.Failed {
 				c.Results[i] = render.Result{Outcome: render.Failed, Err: err, Component: -1}
 			}
-		})
+		}, func(i int, file string, pts float64) { cf.File[i], cf.PTS[i] = file, pts })
 		if err != nil {
 			return err
 		}
 		b.Features = append(b.Features, shard.FeatureData{Name: cam.Key, DType: "|u1", Shape: []int{cam.C, cam.H, cam.W}, Data: data})
 	}
 	return nil
+}
+
+// CameraFrames says which video frame each sample of a chunk got for one
+// camera (for inspect): the file and the frame's timestamp in it (NaN
+// when the sample has no frame).
+type CameraFrames struct {
+	Camera string
+	File   []string
+	PTS    []float64
 }
 
 // decodeGroup reads, renders and (with cameras) decodes the frames of one

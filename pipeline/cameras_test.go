@@ -351,3 +351,47 @@ func TestCameraBadVideos(t *testing.T) {
 		})
 	}
 }
+
+// TestCameraFrameProvenance: each sample's frame is the one at
+// from_timestamp + timestamp of its camera's file (what inspect shows).
+func TestCameraFrameProvenance(t *testing.T) {
+	dir := videoDataset(t, func(o *datagen.Options) { o.Episodes = 3 })
+	cfg, err := cameraConfig(t, dir, "auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spans, err := shard.EpisodeVideos(context.Background(), cfg.Source, cfg.Dataset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := map[string]float64{}
+	for _, s := range spans {
+		from[fmt.Sprint(s.Episode, s.Key)] = s.From
+	}
+	n := 0
+	err = Run(context.Background(), cfg, func(c *Chunk) error {
+		if len(c.Frames) != 2 {
+			return fmt.Errorf("%d cameras' provenance", len(c.Frames))
+		}
+		for _, f := range c.Frames {
+			for i := range f.PTS {
+				want := from[fmt.Sprint(c.Batch.EpisodeIndex[i], f.Camera)] + float64(c.Batch.Timestamp[i])
+				if d := f.PTS[i] - want; d > 1e-4 || d < -1e-4 || !strings.Contains(f.File[i], f.Camera) {
+					return fmt.Errorf("index %d %s: frame at %g of %s, want %g", c.Batch.Index[i], f.Camera, f.PTS[i], f.File[i], want)
+				}
+				n++
+			}
+			line, err := AppendFrameJSON(nil, c, 0)
+			if err != nil || !strings.Contains(string(line), `"video_frames": {"observation.images.front": {"file": "videos/observation.images.front/`) {
+				return fmt.Errorf("frame JSON %s (%v)", line, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(n) != 2*cfg.Dataset.Info.TotalFrames {
+		t.Fatalf("%d frames checked", n)
+	}
+}

@@ -76,6 +76,9 @@ type Chunk struct {
 	// Tasks holds each frame's canonical task ("" when its task_index has
 	// no task).
 	Tasks []string
+	// Frames says which video frame each sample got, per decoded camera
+	// (nil without cameras).
+	Frames []CameraFrames
 
 	epStart, epEnd []int32 // see episodeBounds
 }
@@ -130,7 +133,7 @@ func run(ctx context.Context, cfg *Config, emit func([]shard.Unit, *Chunk) error
 		return err
 	}
 	workers := workerCount(cfg)
-	return orderedFeed(ctx, workers, 2*workers, p.nextGroup,
+	return orderedFeed(ctx, workers, chunkWindow(cfg, workers), p.nextGroup,
 		func(ctx context.Context, g []shard.Unit) (*Chunk, error) {
 			return decodeGroup(ctx, cfg, g)
 		},
@@ -140,6 +143,16 @@ func run(ctx context.Context, cfg *Config, emit func([]shard.Unit, *Chunk) error
 			}
 			return emit(g, c)
 		})
+}
+
+// chunkWindow is how many decoded chunks may wait for the consumer: two
+// per worker, one with camera frames (a chunk then holds its episodes'
+// frames: length × C×H×W bytes per camera; see docs/video.md).
+func chunkWindow(cfg *Config, workers int) int {
+	if cfg.Cameras != nil {
+		return workers
+	}
+	return 2 * workers
 }
 
 // defaultFilesPerSegment is how many data files the planner plans at a

@@ -589,7 +589,7 @@ func serveBatches(ctx context.Context, srcs []Mix, idx *keepIndex, order, mine [
 	cursor := 0 // next position of seqPos to serve
 	bi := 0     // next batch of mine
 	var picks []framePick
-	return ordered(ctx, len(units), workers, 2*workers,
+	return ordered(ctx, len(units), workers, chunkWindow(srcs[0].Config, workers),
 		func(ctx context.Context, i int) (*Chunk, error) {
 			g := idx.units[units[i]]
 			cfg := srcs[idx.src[units[i]]].Config

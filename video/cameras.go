@@ -242,8 +242,9 @@ func NewSet(d Decoder, info *schema.Info, spans []shard.VideoSpan, keys []string
 // Cameras[cam].FrameBytes(), CHW). Each run of samples of one episode is
 // one segment: one seek, decoded sequentially. A sample whose frame
 // cannot be produced is passed to fail with a *FrameError (its bytes in
-// dst are zero); Fill returns only the context's error.
-func (s *Set) Fill(ctx context.Context, cam int, episodes, index []int64, timestamps []float32, dst []byte, fail func(i int, err error)) error {
+// dst are zero); Fill returns only the context's error. matched, when set,
+// is told the file and timestamp of the frame each sample got.
+func (s *Set) Fill(ctx context.Context, cam int, episodes, index []int64, timestamps []float32, dst []byte, fail func(i int, err error), matched func(i int, file string, pts float64)) error {
 	c := s.Cameras[cam]
 	fb := c.FrameBytes()
 	clear(dst)
@@ -252,7 +253,11 @@ func (s *Set) Fill(ctx context.Context, cam int, episodes, index []int64, timest
 		for end < len(episodes) && episodes[end] == episodes[start] {
 			end++
 		}
-		if err := s.fillEpisode(ctx, c, episodes[start], index[start:end], timestamps[start:end], dst[start*fb:end*fb], func(i int, err error) { fail(start+i, err) }); err != nil {
+		var got func(int, string, float64)
+		if matched != nil {
+			got = func(i int, file string, pts float64) { matched(start+i, file, pts) }
+		}
+		if err := s.fillEpisode(ctx, c, episodes[start], index[start:end], timestamps[start:end], dst[start*fb:end*fb], func(i int, err error) { fail(start+i, err) }, got); err != nil {
 			return err
 		}
 		start = end
@@ -260,7 +265,7 @@ func (s *Set) Fill(ctx context.Context, cam int, episodes, index []int64, timest
 	return nil
 }
 
-func (s *Set) fillEpisode(ctx context.Context, c Camera, ep int64, index []int64, ts []float32, dst []byte, fail func(int, error)) error {
+func (s *Set) fillEpisode(ctx context.Context, c Camera, ep int64, index []int64, ts []float32, dst []byte, fail func(int, error), matched func(int, string, float64)) error {
 	fb := c.FrameBytes()
 	sp, ok := s.spans[ep][c.Key]
 	ferr := func(i int, file string, q, nearest float64, err error) {
@@ -314,6 +319,9 @@ func (s *Set) fillEpisode(ctx context.Context, c Camera, ep int64, index []int64
 				return nil
 			}
 			ToCHW(dst[i*fb:(i+1)*fb], m.Frame)
+			if matched != nil {
+				matched(i, name, m.Frame.PTS)
+			}
 			return nil
 		},
 		func(q int, nearest float64) error {

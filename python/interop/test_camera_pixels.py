@@ -122,3 +122,18 @@ def test_float_conversion_as_lerobot(lrstream_bin, dataset, tmp_path):
     x = b[CAMS[0]].float() / 255
     for i in range(3):
         torch.testing.assert_close(x[i], lr[int(b["index"][i])][CAMS[0]], rtol=0, atol=0)
+
+
+def test_shuffled_training_order_equals_lerobot(lrstream_bin, dataset, tmp_path):
+    """The training order (--shuffle) delivers each sample with its own frames."""
+    _, batches = stream(lrstream_bin, dataset, tmp_path, "--shuffle", "--seed", "7")
+    lr = lerobot(dataset, "pyav")
+    seen = []
+    for b in batches:
+        for i in range(len(b["index"])):
+            idx = int(b["index"][i])
+            seen.append(idx)
+            item = lr[idx]
+            for k in CAMS:
+                np.testing.assert_array_equal(b[k][i], item[k].numpy())
+    assert sorted(seen) == list(range(lr.num_frames)) and seen != sorted(seen)
