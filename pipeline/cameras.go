@@ -41,7 +41,16 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 	if o.Spec != video.ModeNone {
 		var err error
 		if spans, err = shard.EpisodeVideos(ctx, cfg.Source, cfg.Dataset); err != nil {
-			return err
+			if o.Spec != "" && o.Spec != video.ModeAuto {
+				return err
+			}
+			// auto: a dataset whose index cannot locate its videos
+			// still streams, without frames, saying why.
+			cfg.Cameras, cfg.CameraStatus = nil, nil
+			for _, k := range keys {
+				cfg.CameraStatus = append(cfg.CameraStatus, sink.Camera{Key: k, Reason: "episodes index: " + err.Error()})
+			}
+			return nil
 		}
 	}
 	var eps []int64

@@ -395,3 +395,40 @@ func TestCameraFrameProvenance(t *testing.T) {
 		t.Fatalf("%d frames checked", n)
 	}
 }
+
+// TestCamerasAutoWithoutVideoColumns: --cameras auto streams a dataset
+// whose episodes index has no video columns, without frames; all fails.
+func TestCamerasAutoWithoutVideoColumns(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ds")
+	// Cameras declared, no videos, and the episodes index rewritten
+	// without its videos/* columns.
+	o := datagen.Options{Episodes: 2, MinFrames: 5, MaxFrames: 5, Density: datagen.DensityNone, Dim: 2, Tasks: 1, Cameras: []string{"front"}}
+	if _, err := datagen.Generate(context.Background(), dir, o); err != nil {
+		t.Fatal(err)
+	}
+	o.Cameras = []string{}
+	other := filepath.Join(t.TempDir(), "nocam")
+	if _, err := datagen.Generate(context.Background(), other, o); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(other, "meta/episodes/chunk-000/file-000.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "meta/episodes/chunk-000/file-000.parquet"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := cameraConfig(t, dir, "auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Cameras != nil || len(cfg.CameraStatus) != 1 || cfg.CameraStatus[0].Decoded || !strings.Contains(cfg.CameraStatus[0].Reason, "missing column videos/observation.images.front/") {
+		t.Fatalf("cameras %+v", cfg.CameraStatus)
+	}
+	if _, _, err := streamBytes(cfg, 4); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cameraConfig(t, dir, "all"); err == nil || !strings.Contains(err.Error(), "videos/observation.images.front/") {
+		t.Fatalf("--cameras all: %v", err)
+	}
+}

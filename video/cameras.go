@@ -198,6 +198,40 @@ type Set struct {
 	resize    bool
 }
 
+// Files returns the video files (dataset-relative, sorted, each once) of
+// the decoded cameras for the given episodes (nil: every episode), and
+// how many frames those episodes have in them per the episodes index
+// (to_timestamp - from_timestamp at the dataset's fps).
+func (s *Set) Files(episodes []int64) (files []string, frames int64, err error) {
+	want := map[int64]bool{}
+	for _, e := range episodes {
+		want[e] = true
+	}
+	seen := map[string]bool{}
+	for ep, m := range s.spans {
+		if episodes != nil && !want[ep] {
+			continue
+		}
+		for _, c := range s.Cameras {
+			sp, ok := m[c.Key]
+			if !ok {
+				continue
+			}
+			name, err := s.Info.VideoFile(c.Key, sp.Chunk, sp.File)
+			if err != nil {
+				return nil, 0, err
+			}
+			if !seen[name] {
+				seen[name] = true
+				files = append(files, name)
+			}
+			frames += int64(math.Round((sp.To - sp.From) * s.Info.FPS))
+		}
+	}
+	sort.Strings(files)
+	return files, frames, nil
+}
+
 // DefaultTolerance is LeRobotDataset's default tolerance_s.
 const DefaultTolerance = 1e-4
 
