@@ -47,13 +47,3 @@ func cpuTime() time.Duration {
 	}
 	return t
 }
-
-// childPeakRSS returns the largest peak resident set of any terminated
-// child process so far in bytes (Linux ru_maxrss is in kB), or -1.
-func childPeakRSS() int64 {
-	var ch syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ch); err != nil {
-		return -1
-	}
-	return ch.Maxrss * 1024
-}

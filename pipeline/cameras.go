@@ -93,7 +93,19 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 	}
 	newDec := o.NewDecoder
 	if newDec == nil {
-		newDec = func() (video.Decoder, error) { return video.NewFFmpeg() }
+		newDec = func() (video.Decoder, error) {
+			d, err := video.NewFFmpeg()
+			if err != nil {
+				return nil, err
+			}
+			// The workers decode segments in parallel: one decoder
+			// thread each keeps FFmpeg from oversubscribing the cores
+			// (frame threading costs CPU); one worker lets FFmpeg thread.
+			if workerCount(cfg) > 1 {
+				d.Threads = 1
+			}
+			return d, nil
+		}
 	}
 	dec, err := newDec()
 	if err != nil {
@@ -128,8 +140,10 @@ func attachFrames(ctx context.Context, cfg *Config, c *Chunk) error {
 	b := c.Batch
 	n := b.Len()
 	c.Frames = make([]CameraFrames, len(set.Cameras))
+	c.frameBufs = c.frameBufs[:0]
 	for k, cam := range set.Cameras {
-		data := make([]byte, n*cam.FrameBytes())
+		data := set.Buffer(n * cam.FrameBytes())
+		c.frameBufs = append(c.frameBufs, data)
 		cf := &c.Frames[k]
 		cf.Camera, cf.File, cf.PTS = cam.Key, make([]string, n), make([]float64, n)
 		for i := range cf.PTS {
@@ -146,6 +160,23 @@ func attachFrames(ctx context.Context, cfg *Config, c *Chunk) error {
 		b.Features = append(b.Features, shard.FeatureData{Name: cam.Key, DType: "|u1", Shape: []int{cam.C, cam.H, cam.W}, Data: data})
 	}
 	return nil
+}
+
+// releaseFrames hands c's camera frame buffers back for reuse (reused
+// pages cost no page faults; fresh ones cost more than the decode).
+// Nothing may read c's camera features afterwards.
+func (c *Chunk) releaseFrames(cfg *Config) {
+	if cfg.Cameras == nil {
+		return
+	}
+	for _, b := range c.frameBufs {
+		cfg.Cameras.Recycle(b)
+	}
+	c.frameBufs = nil
+	n := len(c.Batch.Features) - len(c.Frames)
+	if n >= 0 {
+		c.Batch.Features = c.Batch.Features[:n]
+	}
 }
 
 // CameraFrames says which video frame each sample of a chunk got for one

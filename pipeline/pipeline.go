@@ -78,7 +78,8 @@ type Chunk struct {
 	Tasks []string
 	// Frames says which video frame each sample got, per decoded camera
 	// (nil without cameras).
-	Frames []CameraFrames
+	Frames    []CameraFrames
+	frameBufs [][]byte // the camera columns' buffers (releaseFrames)
 
 	epStart, epEnd []int32 // see episodeBounds
 }

@@ -177,6 +177,7 @@ func Stream(ctx context.Context, cfg *Config, so StreamOptions, s sink.Sink) (*S
 				return err
 			}
 		}
+		c.releaseFrames(cfg) // the batcher copied every sample's frames
 		return nil
 	})
 	if err == nil && !headerDone {

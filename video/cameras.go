@@ -196,6 +196,32 @@ type Set struct {
 	Locate    Locator
 	spans     map[int64]map[string]shard.VideoSpan
 	resize    bool
+	free      chan []byte // recycled frame buffers (Buffer, Recycle)
+}
+
+// Buffer returns a buffer of n bytes for Fill, recycled when one is free.
+// Its content is arbitrary: Fill writes every byte.
+func (s *Set) Buffer(n int) []byte {
+	for {
+		select {
+		case b := <-s.free:
+			if cap(b) >= n {
+				return b[:n]
+			}
+			// too small: drop it, try the next
+		default:
+			return make([]byte, n)
+		}
+	}
+}
+
+// Recycle hands back a buffer from Buffer once nothing reads it; a few
+// are kept, the others left to the garbage collector.
+func (s *Set) Recycle(b []byte) {
+	select {
+	case s.free <- b:
+	default:
+	}
 }
 
 // Files returns the video files (dataset-relative, sorted, each once) of
@@ -238,7 +264,8 @@ const DefaultTolerance = 1e-4
 // NewSet prepares decoding keys. resize (h, w), when non-zero, sets every
 // camera's frame size.
 func NewSet(d Decoder, info *schema.Info, spans []shard.VideoSpan, keys []string, resizeH, resizeW int, tol float64, loc Locator) (*Set, error) {
-	s := &Set{Decoder: d, Info: info, Tolerance: tol, Locate: loc, spans: map[int64]map[string]shard.VideoSpan{}}
+	s := &Set{Decoder: d, Info: info, Tolerance: tol, Locate: loc, spans: map[int64]map[string]shard.VideoSpan{},
+		free: make(chan []byte, 8)}
 	if s.Tolerance <= 0 {
 		s.Tolerance = DefaultTolerance
 	}
@@ -273,15 +300,14 @@ func NewSet(d Decoder, info *schema.Info, spans []shard.VideoSpan, keys []string
 
 // Fill decodes camera cam's frames for the samples (episodes[i],
 // index[i], timestamps[i]) into dst (len(episodes) frames of
-// Cameras[cam].FrameBytes(), CHW). Each run of samples of one episode is
+// Cameras[cam].FrameBytes(), CHW; every byte is written). Each run of samples of one episode is
 // one segment: one seek, decoded sequentially. A sample whose frame
 // cannot be produced is passed to fail with a *FrameError (its bytes in
-// dst are zero); Fill returns only the context's error. matched, when set,
+// dst are zeroed); Fill returns only the context's error. matched, when set,
 // is told the file and timestamp of the frame each sample got.
 func (s *Set) Fill(ctx context.Context, cam int, episodes, index []int64, timestamps []float32, dst []byte, fail func(i int, err error), matched func(i int, file string, pts float64)) error {
 	c := s.Cameras[cam]
 	fb := c.FrameBytes()
-	clear(dst)
 	for start := 0; start < len(episodes); {
 		end := start + 1
 		for end < len(episodes) && episodes[end] == episodes[start] {
@@ -303,6 +329,7 @@ func (s *Set) fillEpisode(ctx context.Context, c Camera, ep int64, index []int64
 	fb := c.FrameBytes()
 	sp, ok := s.spans[ep][c.Key]
 	ferr := func(i int, file string, q, nearest float64, err error) {
+		clear(dst[i*fb : (i+1)*fb])
 		fail(i, &FrameError{File: file, Camera: c.Key, Episode: ep, Index: index[i], Timestamp: float64(ts[i]), Query: q, Nearest: nearest, Err: err})
 	}
 	if !ok {

@@ -53,9 +53,9 @@ func (d *FFmpeg) Args(seg Segment) []string {
 	args = append(args,
 		"-ss", formatSeconds(start), "-to", formatSeconds(max(seg.End, start)), "-copyts",
 		"-i", seg.Path, "-map", "0:v:0", "-an", "-sn", "-dn")
-	vf := "showinfo"
+	vf := "showinfo=checksum=0"
 	if seg.Width > 0 && seg.Height > 0 {
-		vf = fmt.Sprintf("scale=%d:%d:flags=bilinear,showinfo", seg.Width, seg.Height)
+		vf = fmt.Sprintf("scale=%d:%d:flags=bilinear,showinfo=checksum=0", seg.Width, seg.Height)
 	}
 	return append(args, "-vf", vf, "-fps_mode", "passthrough", "-sws_flags", "bilinear",
 		"-f", "rawvideo", "-pix_fmt", "rgb24", "pipe:1")
@@ -132,16 +132,18 @@ var Stop = errors.New("stop decoding")
 
 // readFrames reads one frame from r per showinfo report.
 func readFrames(r io.Reader, infos <-chan frameInfo, fn func(Frame) error) error {
-	var buf []byte
+	var bufs [2][]byte
+	k := 0
 	for fi := range infos {
 		n := fi.w * fi.h * 3
 		if n <= 0 {
 			return fmt.Errorf("ffmpeg reported a %dx%d frame", fi.w, fi.h)
 		}
-		if cap(buf) < n {
-			buf = make([]byte, n)
+		k ^= 1
+		if cap(bufs[k]) < n {
+			bufs[k] = make([]byte, n)
 		}
-		buf = buf[:n]
+		buf := bufs[k][:n]
 		if _, err := io.ReadFull(r, buf); err != nil {
 			return fmt.Errorf("frame at %.6f s: reading pixels: %w", fi.pts, err)
 		}

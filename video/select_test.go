@@ -19,11 +19,17 @@ type fakeDecoder struct {
 func (d *fakeDecoder) Decode(ctx context.Context, seg Segment, fn func(Frame) error) error {
 	d.calls++
 	d.segs = append(d.segs, seg)
+	// Two alternating buffers, as the Frame contract allows: a consumer
+	// holding a frame longer than allowed sees it overwritten.
+	var bufs [2][3]byte
+	k := 0
 	for i, p := range d.pts {
 		if p < seg.Start || p > seg.End {
 			continue
 		}
-		if err := fn(Frame{PTS: p, Width: 1, Height: 1, Pix: []byte{byte(i), 0, 0}}); err != nil {
+		k ^= 1
+		bufs[k] = [3]byte{byte(i), 0, 0}
+		if err := fn(Frame{PTS: p, Width: 1, Height: 1, Pix: bufs[k][:]}); err != nil {
 			if errors.Is(err, Stop) {
 				return nil
 			}
@@ -90,6 +96,35 @@ func TestSelect(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestToCHWSizes(t *testing.T) {
+	for _, wh := range [][2]int{{1, 1}, {3, 1}, {8, 1}, {9, 2}, {17, 3}, {640, 480}} {
+		w, h := wh[0], wh[1]
+		f := Frame{Width: w, Height: h, Pix: make([]byte, 3*w*h)}
+		for i := range f.Pix {
+			f.Pix[i] = byte(i*7 + i/3)
+		}
+		got := make([]byte, 3*w*h)
+		ToCHW(got, f)
+		n := w * h
+		for p := 0; p < n; p++ {
+			for c := 0; c < 3; c++ {
+				if got[c*n+p] != f.Pix[3*p+c] {
+					t.Fatalf("%dx%d: pixel %d channel %d: %d, want %d", w, h, p, c, got[c*n+p], f.Pix[3*p+c])
+				}
+			}
+		}
+	}
+}
+
+func BenchmarkToCHW(b *testing.B) {
+	f := Frame{Width: 640, Height: 480, Pix: make([]byte, 3*640*480)}
+	dst := make([]byte, len(f.Pix))
+	b.SetBytes(int64(len(f.Pix)))
+	for b.Loop() {
+		ToCHW(dst, f)
 	}
 }
 

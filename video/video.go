@@ -19,7 +19,9 @@ type Segment struct {
 }
 
 // Frame is one decoded frame: RGB, 8 bits per channel, rows of Width×3
-// bytes (HWC). Pix is valid only during the callback that receives it.
+// bytes (HWC). Pix stays valid until the callback after the one that
+// receives it returns (decoders alternate two buffers), so a consumer can
+// compare a frame with the next without copying.
 type Frame struct {
 	// PTS is the frame's presentation timestamp in seconds (the stream's
 	// pts times its time base, as PyAV's frame.pts * stream.time_base).
