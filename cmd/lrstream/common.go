@@ -269,8 +269,10 @@ func (f *runFlags) optionsJSON(extra map[string]any) json.RawMessage {
 		"exclude_episodes": f.exclude, "features": f.features, "on_error": f.onError,
 		"delta_timestamps": f.deltas, "tolerance_s": f.tolerance,
 	}
-	if f.cameras != f.camerasDefault || f.resize != "" {
-		m["cameras"], m["resize"] = f.cameras, f.resize
+	// The decoded cameras are in the header's cameras list and features;
+	// --resize only shows in their shapes, so it is recorded.
+	if f.resize != "" {
+		m["resize"] = f.resize
 	}
 	for k, v := range extra {
 		m[k] = v
