@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/lrstream/lrstream/render"
+	"github.com/lrstream/lrstream/schema"
 	"github.com/lrstream/lrstream/shard"
 	"github.com/lrstream/lrstream/sink"
 	"github.com/lrstream/lrstream/video"
@@ -31,26 +32,23 @@ type CameraOptions struct {
 // left as they are.
 func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 	keys := video.Keys(&cfg.Dataset.Info)
-	if len(keys) == 0 {
+	if len(keys) == 0 && len(video.ImageKeys(&cfg.Dataset.Info)) == 0 {
 		if o.Spec != "" && o.Spec != video.ModeAuto && o.Spec != video.ModeNone && o.Spec != video.ModeAll {
 			return fmt.Errorf("--cameras: %s has no cameras (no video feature in info.json)", cfg.Dataset.ID)
 		}
 		return nil
 	}
 	var spans []shard.VideoSpan
-	if o.Spec != video.ModeNone {
+	var indexErr error // auto: the episodes index cannot locate the videos
+	if o.Spec != video.ModeNone && len(keys) > 0 {
 		var err error
 		if spans, err = shard.EpisodeVideos(ctx, cfg.Source, cfg.Dataset); err != nil {
 			if o.Spec != "" && o.Spec != video.ModeAuto {
 				return err
 			}
 			// auto: a dataset whose index cannot locate its videos
-			// still streams, without frames, saying why.
-			cfg.Cameras, cfg.CameraStatus = nil, nil
-			for _, k := range keys {
-				cfg.CameraStatus = append(cfg.CameraStatus, sink.Camera{Key: k, Reason: "episodes index: " + err.Error()})
-			}
-			return nil
+			// still streams, without their frames, saying why.
+			spans, indexErr = nil, err
 		}
 	}
 	var eps []int64
@@ -80,6 +78,8 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 		st := sink.Camera{Key: k, Decoded: decoded[k]}
 		switch {
 		case decoded[k]:
+		case absent[k] && indexErr != nil:
+			st.Reason = "episodes index: " + indexErr.Error()
 		case absent[k]:
 			st.Reason = "video files absent"
 		default:
@@ -87,8 +87,32 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 		}
 		cfg.CameraStatus = append(cfg.CameraStatus, st)
 	}
-	if len(ch.Decoded) == 0 {
-		cfg.Cameras = nil
+	cfg.Cameras, cfg.Images = nil, nil
+	var videoKeys []string
+	var images *video.ImageSet
+	for _, k := range ch.Decoded {
+		f, _ := cfg.Dataset.Info.Feature(k)
+		if f.DType == schema.DTypeVideo {
+			videoKeys = append(videoKeys, k)
+			continue
+		}
+		if o.ResizeH > 0 || o.ResizeW > 0 {
+			return fmt.Errorf("--resize: image feature %s: resizing image features is not supported yet (choose video cameras with --cameras)", k)
+		}
+		c, h, w, err := video.FeatureShape(f)
+		if err != nil {
+			return err
+		}
+		if c != 3 {
+			return fmt.Errorf("camera %s: %d channels; lrstream decodes RGB (3) cameras", k, c)
+		}
+		if images == nil {
+			images = &video.ImageSet{Source: cfg.Source}
+		}
+		images.Cameras = append(images.Cameras, video.Camera{Key: k, C: c, H: h, W: w})
+	}
+	cfg.Images = images
+	if len(videoKeys) == 0 {
 		return nil
 	}
 	newDec := o.NewDecoder
@@ -119,7 +143,7 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 	if tol <= 0 {
 		tol = DefaultTolerance
 	}
-	set, err := video.NewSet(dec, &cfg.Dataset.Info, spans, ch.Decoded, o.ResizeH, o.ResizeW, tol, loc)
+	set, err := video.NewSet(dec, &cfg.Dataset.Info, spans, videoKeys, o.ResizeH, o.ResizeW, tol, loc)
 	if err != nil {
 		return err
 	}
@@ -132,7 +156,58 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 // the numeric features. A sample whose frame cannot be produced becomes a
 // failed render (counted and skipped with SkipErrors, else the stream's
 // error, naming file, camera, episode, index and timestamps).
-func attachFrames(ctx context.Context, cfg *Config, c *Chunk) error {
+func attachFrames(ctx context.Context, cfg *Config, g []shard.Unit, c *Chunk) error {
+	if err := attachVideoFrames(ctx, cfg, c); err != nil {
+		return err
+	}
+	return attachImages(ctx, cfg, g, c)
+}
+
+// attachImages decodes the image features of cfg.Images (encoded bytes
+// in the data files) for every sample of c.
+func attachImages(ctx context.Context, cfg *Config, g []shard.Unit, c *Chunk) error {
+	is := cfg.Images
+	if is == nil {
+		return nil
+	}
+	keys := make([]string, len(is.Cameras))
+	for k, cam := range is.Cameras {
+		keys[k] = cam.Key
+	}
+	enc := map[string]map[int64][]byte{}
+	for _, u := range g {
+		m, err := video.ReadImageBytes(ctx, cfg.Source, u.File, u.RowGroup, keys)
+		if err != nil {
+			return fmt.Errorf("%s: image features: %w", cfg.Dataset.ID, err)
+		}
+		for k, v := range m {
+			if enc[k] == nil {
+				enc[k] = v
+				continue
+			}
+			for i, b := range v {
+				enc[k][i] = b
+			}
+		}
+	}
+	b := c.Batch
+	n := b.Len()
+	for k, cam := range is.Cameras {
+		data := make([]byte, n*cam.FrameBytes())
+		is.Fill(c.Unit.File, k, b.EpisodeIndex, b.Index, enc[cam.Key], data, func(i int, err error) {
+			if c.Results[i].Outcome != render.Failed {
+				c.Results[i] = render.Result{Outcome: render.Failed, Err: err, Component: -1}
+			}
+		})
+		b.Features = append(b.Features, shard.FeatureData{Name: cam.Key, DType: "|u1", Shape: []int{cam.C, cam.H, cam.W}, Data: data})
+		c.frameCols++
+	}
+	return nil
+}
+
+// attachVideoFrames decodes the video frames of cfg.Cameras for every
+// sample of c.
+func attachVideoFrames(ctx context.Context, cfg *Config, c *Chunk) error {
 	set := cfg.Cameras
 	if set == nil {
 		return nil
@@ -158,6 +233,7 @@ func attachFrames(ctx context.Context, cfg *Config, c *Chunk) error {
 			return err
 		}
 		b.Features = append(b.Features, shard.FeatureData{Name: cam.Key, DType: "|u1", Shape: []int{cam.C, cam.H, cam.W}, Data: data})
+		c.frameCols++
 	}
 	return nil
 }
@@ -166,17 +242,16 @@ func attachFrames(ctx context.Context, cfg *Config, c *Chunk) error {
 // pages cost no page faults; fresh ones cost more than the decode).
 // Nothing may read c's camera features afterwards.
 func (c *Chunk) releaseFrames(cfg *Config) {
-	if cfg.Cameras == nil {
-		return
-	}
-	for _, b := range c.frameBufs {
-		cfg.Cameras.Recycle(b)
+	if cfg.Cameras != nil {
+		for _, b := range c.frameBufs {
+			cfg.Cameras.Recycle(b)
+		}
 	}
 	c.frameBufs = nil
-	n := len(c.Batch.Features) - len(c.Frames)
-	if n >= 0 {
+	if n := len(c.Batch.Features) - c.frameCols; n >= 0 {
 		c.Batch.Features = c.Batch.Features[:n]
 	}
+	c.frameCols = 0
 }
 
 // CameraFrames says which video frame each sample of a chunk got for one
@@ -196,7 +271,7 @@ func decodeGroup(ctx context.Context, cfg *Config, g []shard.Unit) (*Chunk, erro
 		return nil, err
 	}
 	c := renderBatch(cfg, g[0], b)
-	if err := attachFrames(ctx, cfg, c); err != nil {
+	if err := attachFrames(ctx, cfg, g, c); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -47,10 +47,11 @@ type Config struct {
 	// Progress, when set, is called with the number of frames of each
 	// chunk as it is handed on, in order (for progress displays).
 	Progress func(frames int)
-	// Cameras decodes camera frames into every chunk (nil: none; see
-	// SetupCameras); CameraStatus lists the dataset's cameras and whether
+	// Cameras decodes video camera frames and Images image features into
+	// every chunk (nil: none; see SetupCameras); CameraStatus lists the dataset's cameras and whether
 	// each is decoded, for the header.
 	Cameras      *video.Set
+	Images       *video.ImageSet
 	CameraStatus []sink.Camera
 
 	// filesPerSegment overrides defaultFilesPerSegment (tests).
@@ -79,7 +80,8 @@ type Chunk struct {
 	// Frames says which video frame each sample got, per decoded camera
 	// (nil without cameras).
 	Frames    []CameraFrames
-	frameBufs [][]byte // the camera columns' buffers (releaseFrames)
+	frameBufs [][]byte // the video camera columns' buffers (releaseFrames)
+	frameCols int      // camera and image columns appended to Batch.Features
 
 	epStart, epEnd []int32 // see episodeBounds
 }

@@ -40,6 +40,29 @@ func Keys(info *schema.Info) []string {
 	return out
 }
 
+// ImageKeys returns the dataset's image features (encoded images in the
+// data files) in info.json order.
+func ImageKeys(info *schema.Info) []string {
+	var out []string
+	for _, f := range info.Features {
+		if f.DType == schema.DTypeImage {
+			out = append(out, f.Name)
+		}
+	}
+	return out
+}
+
+// visualKeys returns the video and image features in info.json order.
+func visualKeys(info *schema.Info) []string {
+	var out []string
+	for _, f := range info.Features {
+		if f.DType == schema.DTypeVideo || f.DType == schema.DTypeImage {
+			out = append(out, f.Name)
+		}
+	}
+	return out
+}
+
 // FeatureShape returns the (C, H, W) of a video feature from its info.json
 // shape and names (["height", "width", "channels"] as LeRobot writes it,
 // or channels first).
@@ -89,7 +112,8 @@ const (
 
 // Choice is the outcome of resolving --cameras against a dataset.
 type Choice struct {
-	// Available lists the dataset's cameras; Decoded those whose frames
+	// Available lists the dataset's cameras (video and image features);
+	// Decoded those whose frames
 	// the batches carry; Absent those left out because their video files
 	// are absent (--cameras auto).
 	Available, Decoded, Absent []string
@@ -101,7 +125,7 @@ type Choice struct {
 // or a comma-separated list of camera keys. spans gives the episodes'
 // video locations; episodes the selected episodes (nil: all).
 func Resolve(spec string, info *schema.Info, spans []shard.VideoSpan, episodes []int64, exists func(name string) bool) (Choice, error) {
-	ch := Choice{Available: Keys(info)}
+	ch := Choice{Available: visualKeys(info)}
 	switch spec {
 	case ModeNone:
 		return ch, nil
@@ -136,6 +160,10 @@ func Resolve(spec string, info *schema.Info, spans []shard.VideoSpan, episodes [
 			have[sp.Key] = true
 		}
 		for _, k := range ch.Available {
+			if f, _ := info.Feature(k); f.DType == schema.DTypeImage {
+				ch.Decoded = append(ch.Decoded, k) // in the data files
+				continue
+			}
 			if missing[k] || !have[k] {
 				ch.Absent = append(ch.Absent, k)
 			} else {

@@ -58,6 +58,9 @@ type FrameError struct {
 }
 
 func (e *FrameError) Error() string {
+	if e.Query != e.Query { // NaN: an image feature, no timestamps
+		return fmt.Sprintf("%s: camera %s, episode %d, index %d: %v", e.File, e.Camera, e.Episode, e.Index, e.Err)
+	}
 	if e.Nearest != e.Nearest { // NaN
 		return fmt.Sprintf("%s: camera %s, episode %d, index %d (timestamp %.6f, video timestamp %.6f): %v",
 			e.File, e.Camera, e.Episode, e.Index, e.Timestamp, e.Query, e.Err)

@@ -30,6 +30,8 @@ def frame_image(ep: int, i: int, cam: int) -> np.ndarray:
 
 
 def write(out: Path, codec: str = "av1", episodes: int = 3, lengths=(12, 9, 15, 7)) -> Path:
+    """codec "image" stores the cameras as image features (PNG bytes in the
+    parquet files, LeRobot's use_videos=False)."""
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
     try:
@@ -43,12 +45,13 @@ def write(out: Path, codec: str = "av1", episodes: int = 3, lengths=(12, 9, 15, 
         "action": {"dtype": "float32", "shape": (2,), "names": ["a", "b"]},
     }
     for k in CAMERAS:
-        features[k] = {"dtype": "video", "shape": (H, W, 3), "names": ["height", "width", "channels"]}
+        features[k] = {"dtype": "video" if codec != "image" else "image", "shape": (H, W, 3),
+                       "names": ["height", "width", "channels"]}
     kwargs = {}
-    if codec != "av1":
+    if codec not in ("av1", "image"):
         kwargs["rgb_encoder"] = RGBEncoderConfig(vcodec=codec)
     ds = LeRobotDataset.create(repo_id="lrstream/camera_" + codec, fps=30, features=features, root=out,
-                               robot_type="test", use_videos=True, **kwargs)
+                               robot_type="test", use_videos=codec != "image", **kwargs)
     for ep in range(episodes):
         n = lengths[ep % len(lengths)]
         for i in range(n):
