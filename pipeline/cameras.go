@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 
 	"github.com/lrstream/lrstream/render"
@@ -252,6 +253,48 @@ func (c *Chunk) releaseFrames(cfg *Config) {
 		c.Batch.Features = c.Batch.Features[:n]
 	}
 	c.frameCols = 0
+}
+
+// CameraBytesPerSample is the size of one sample's camera and image
+// columns in bytes (0 without cameras).
+func CameraBytesPerSample(cfg *Config) int64 {
+	var n int64
+	if cfg.Cameras != nil {
+		for _, c := range cfg.Cameras.Cameras {
+			n += int64(c.FrameBytes())
+		}
+	}
+	if cfg.Images != nil {
+		for _, c := range cfg.Images.Cameras {
+			n += int64(c.FrameBytes())
+		}
+	}
+	return n
+}
+
+// cameraBufferWarn is the decoded-frame memory of a shuffle buffer above
+// which Train warns.
+const cameraBufferWarn = 2 << 30
+
+// warnCameraBuffer logs how much memory the shuffle buffer's decoded
+// frames take when that is large: the buffer keeps the chunks of its
+// frames alive, camera columns included.
+func warnCameraBuffer(srcs []Mix, to TrainOptions) {
+	if !to.Shuffle {
+		return
+	}
+	buf := to.BufferSize
+	if buf <= 0 {
+		buf = DefaultBufferSize
+	}
+	for _, m := range srcs {
+		frames := min(int64(buf), SelectedFrames(m.Config))
+		if b := CameraBytesPerSample(m.Config) * frames; b > cameraBufferWarn {
+			slog.Warn("the shuffle buffer holds decoded camera frames: lower --shuffle-buffer or use --resize (docs/video.md)",
+				"dataset", m.Config.Dataset.ID, "buffer_frames", frames, "bytes_per_sample", CameraBytesPerSample(m.Config),
+				"buffer_bytes", b)
+		}
+	}
 }
 
 // CameraFrames says which video frame each sample of a chunk got for one

@@ -234,6 +234,7 @@ func Train(ctx context.Context, cfg *Config, so StreamOptions, to TrainOptions, 
 // name in the "dataset" string column. The datasets must have the same
 // numeric features (names, dtypes, shapes) and share the recipe.
 func TrainMix(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s sink.Sink) (*Stats, error) {
+	warnCameraBuffer(srcs, to)
 	st, err := train(ctx, srcs, so, to, s)
 	if err != nil {
 		_ = s.Fail(err)
