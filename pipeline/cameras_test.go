@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/lrstream/lrstream"
@@ -18,6 +20,7 @@ import (
 	"github.com/lrstream/lrstream/render"
 	"github.com/lrstream/lrstream/shard"
 	"github.com/lrstream/lrstream/sink"
+	"github.com/lrstream/lrstream/video"
 )
 
 // needFFmpeg skips a frame test without ffmpeg, except under CI (which
@@ -430,5 +433,71 @@ func TestCamerasAutoWithoutVideoColumns(t *testing.T) {
 	}
 	if _, err := cameraConfig(t, dir, "all"); err == nil || !strings.Contains(err.Error(), "videos/observation.images.front/") {
 		t.Fatalf("--cameras all: %v", err)
+	}
+}
+
+// countingDecoder records the segments it decodes.
+type countingDecoder struct {
+	video.Decoder
+	mu   sync.Mutex
+	segs []video.Segment
+}
+
+func (d *countingDecoder) Decode(ctx context.Context, seg video.Segment, fn func(video.Frame) error) error {
+	d.mu.Lock()
+	d.segs = append(d.segs, seg)
+	d.mu.Unlock()
+	return d.Decoder.Decode(ctx, seg, fn)
+}
+
+// TestCameraShareDecodesOnlyItsEpisodes: a worker share decodes the
+// segments of its own episodes only, one decode (seek) per episode and
+// camera.
+func TestCameraShareDecodesOnlyItsEpisodes(t *testing.T) {
+	dir := videoDataset(t, func(o *datagen.Options) { o.Episodes = 4 })
+	for w := 0; w < 2; w++ {
+		cfg, err := cameraConfig(t, dir, "none")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Share = Share{Worker: w, NumWorkers: 2}
+		cd := &countingDecoder{}
+		err = SetupCameras(context.Background(), cfg, CameraOptions{Spec: "all", NewDecoder: func() (video.Decoder, error) {
+			d, err := video.NewFFmpeg()
+			cd.Decoder = d
+			return cd, err
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sel, err := shareSelection(cfg.Dataset, cfg.Selection, cfg.Share)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mine []int64
+		for _, e := range cfg.Dataset.Episodes {
+			if sel.Contains(e.Index) {
+				mine = append(mine, e.Index)
+			}
+		}
+		if _, _, err := streamBytes(cfg, 8); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := len(cd.segs), 2*len(mine); got != want {
+			t.Fatalf("worker %d: %d segments decoded, want %d (2 cameras × episodes %v)", w, got, want, mine)
+		}
+		// Each decoded segment lies within one of its episodes' spans.
+		spans, _ := shard.EpisodeVideos(context.Background(), cfg.Source, cfg.Dataset)
+		for _, s := range cd.segs {
+			ok := false
+			for _, sp := range spans {
+				if slices.Contains(mine, sp.Episode) && s.Start >= sp.From-0.05 && s.End <= sp.To+0.05 {
+					ok = true
+				}
+			}
+			if !ok {
+				t.Fatalf("worker %d decoded [%g, %g], outside its episodes %v", w, s.Start, s.End, mine)
+			}
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -135,4 +136,68 @@ func TestToCHW(t *testing.T) {
 	if want := []byte{1, 4, 2, 5, 3, 6}; string(dst) != string(want) {
 		t.Fatalf("got %v, want %v", dst, want)
 	}
+}
+
+// FuzzSelect: whatever the frame and query timestamps, every query is
+// handed back exactly once, in order; an accepted frame is the nearest
+// decoded one and within tolerance; a miss has no frame within tolerance.
+func FuzzSelect(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4}, []byte{0, 2, 4}, uint8(1))
+	f.Add([]byte{10, 20, 30}, []byte{15, 25}, uint8(5))
+	f.Add([]byte{}, []byte{1}, uint8(1))
+	f.Fuzz(func(t *testing.T, ptsB, qB []byte, tolB uint8) {
+		if len(ptsB) > 64 || len(qB) > 64 || len(qB) == 0 {
+			return
+		}
+		// Frames at increasing timestamps (cumulative), queries sorted.
+		pts := make([]float64, len(ptsB))
+		acc := 0.0
+		for i, b := range ptsB {
+			acc += float64(b%16+1) / 30
+			pts[i] = acc
+		}
+		qs := make([]float64, len(qB))
+		for i, b := range qB {
+			qs[i] = float64(b) / 30
+		}
+		slices.Sort(qs)
+		tol := float64(tolB%32+1) / 60
+		d := &fakeDecoder{pts: pts}
+		next := 0
+		_, err := Select(context.Background(), d, Segment{Path: "x"}, qs, tol, tol,
+			func(m Match) error {
+				if m.Query != next {
+					t.Fatalf("query %d handed back, want %d", m.Query, next)
+				}
+				next++
+				q := qs[m.Query]
+				if math.Abs(m.Frame.PTS-q) >= tol {
+					t.Fatalf("query %g: frame at %g outside tolerance %g", q, m.Frame.PTS, tol)
+				}
+				for _, p := range pts {
+					if math.Abs(p-q) < math.Abs(m.Frame.PTS-q) {
+						t.Fatalf("query %g: frame at %g chosen, %g is nearer", q, m.Frame.PTS, p)
+					}
+				}
+				return nil
+			},
+			func(qi int, nearest float64) error {
+				if qi != next {
+					t.Fatalf("query %d missed out of order, want %d", qi, next)
+				}
+				next++
+				for _, p := range pts {
+					if math.Abs(p-qs[qi]) < tol {
+						t.Fatalf("query %g missed, frame at %g is within %g", qs[qi], p, tol)
+					}
+				}
+				return nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next != len(qs) {
+			t.Fatalf("%d of %d queries handed back", next, len(qs))
+		}
+	})
 }
