@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 
 	"github.com/lrstream/lrstream/render"
 	"github.com/lrstream/lrstream/schema"
@@ -62,7 +63,17 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 			eps = append(eps, e.Index)
 		}
 	}
-	ch, err := video.Resolve(o.Spec, &cfg.Dataset.Info, spans, eps, video.FileExists(ctx, cfg.Source))
+	exists := video.FileExists(ctx, cfg.Source)
+	notLocal := o.Locate == nil && !video.IsLocalDir(cfg.Source)
+	if notLocal {
+		// Video files are decoded from local paths; until remote files
+		// are materialized, auto leaves them out and all fails here.
+		if o.Spec == video.ModeAll || (o.Spec != "" && o.Spec != video.ModeAuto && o.Spec != video.ModeNone && len(keys) > 0 && specHasVideo(o.Spec, &cfg.Dataset.Info)) {
+			return fmt.Errorf("--cameras %s: %s is not a local directory; camera frames are decoded from local video files (use a local copy, or --cameras none)", o.Spec, cfg.Dataset.ID)
+		}
+		exists = func(string) bool { return false }
+	}
+	ch, err := video.Resolve(o.Spec, &cfg.Dataset.Info, spans, eps, exists)
 	if err != nil {
 		return err
 	}
@@ -81,6 +92,8 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 		case decoded[k]:
 		case absent[k] && indexErr != nil:
 			st.Reason = "episodes index: " + indexErr.Error()
+		case absent[k] && notLocal:
+			st.Reason = "video files are not local (remote and embedded datasets: not yet)"
 		case absent[k]:
 			st.Reason = "video files absent"
 		default:
@@ -150,6 +163,16 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 	}
 	cfg.Cameras = set
 	return nil
+}
+
+// specHasVideo reports whether a --cameras list names a video feature.
+func specHasVideo(spec string, info *schema.Info) bool {
+	for _, k := range strings.Split(spec, ",") {
+		if f, ok := info.Feature(strings.TrimSpace(k)); ok && f.DType == schema.DTypeVideo {
+			return true
+		}
+	}
+	return false
 }
 
 // attachFrames decodes the frames of cfg.Cameras for every sample of c

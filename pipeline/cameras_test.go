@@ -501,3 +501,32 @@ func TestCameraShareDecodesOnlyItsEpisodes(t *testing.T) {
 		}
 	}
 }
+
+// TestCamerasNonLocalSource: a source that is not a local directory (the
+// Hub, an embedded FS) streams without video frames under auto, saying
+// why; all is an error before anything is read.
+func TestCamerasNonLocalSource(t *testing.T) {
+	dir := videoDataset(t, func(o *datagen.Options) { o.Episodes = 2 })
+	src := fetch.NewFS("org/remote-like", os.DirFS(dir))
+	ds, err := shard.OpenDataset(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := render.Load(lrstream.DemoRecipe(), "demo-recipe.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &Config{Source: src, Dataset: ds, Recipe: rec, Mode: render.ModeFallback}
+	if err := SetupCameras(context.Background(), cfg, CameraOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Cameras != nil || len(cfg.CameraStatus) != 2 || !strings.Contains(cfg.CameraStatus[0].Reason, "not local") {
+		t.Fatalf("auto: cameras %+v", cfg.CameraStatus)
+	}
+	if _, _, err := streamBytes(cfg, 8); err != nil {
+		t.Fatal(err)
+	}
+	if err := SetupCameras(context.Background(), cfg, CameraOptions{Spec: "all"}); err == nil || !strings.Contains(err.Error(), "not a local directory") {
+		t.Fatalf("all: %v", err)
+	}
+}

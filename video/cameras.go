@@ -88,6 +88,13 @@ func FeatureShape(f schema.Feature) (c, h, w int, err error) {
 // release function to call when done with it.
 type Locator func(ctx context.Context, name string) (path string, release func(), err error)
 
+// IsLocalDir reports whether src is a local directory (its ID a directory
+// path), whose files DirLocator can hand to the decoder.
+func IsLocalDir(src fetch.Source) bool {
+	st, err := os.Stat(src.ID())
+	return err == nil && st.IsDir()
+}
+
 // DirLocator locates files of a local directory source (fetch.NewDir:
 // its ID is the directory). Other sources need their files materialized
 // first; it says so.
