@@ -530,3 +530,71 @@ func TestCamerasNonLocalSource(t *testing.T) {
 		t.Fatalf("all: %v", err)
 	}
 }
+
+// TestTrainCameras: the training order delivers each sample's own frames,
+// the keep index decodes no video, and a camera failure is an error
+// naming the frame (it cannot be skipped in a fixed order).
+func TestTrainCameras(t *testing.T) {
+	dir := videoDataset(t, func(o *datagen.Options) { o.Episodes = 3 })
+	run := func(cfg *Config) ([]byte, error) {
+		var buf bytes.Buffer
+		_, err := Train(context.Background(), cfg, StreamOptions{BatchSize: 8}, TrainOptions{Shuffle: true, Seed: 3, Epochs: 1}, sink.NewMsgpack(&buf))
+		return buf.Bytes(), err
+	}
+	cfg, err := cameraConfig(t, dir, "none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cd := &countingDecoder{}
+	if err := SetupCameras(context.Background(), cfg, CameraOptions{Spec: "all", NewDecoder: func() (video.Decoder, error) {
+		d, err := video.NewFFmpeg()
+		cd.Decoder = d
+		return cd, err
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := run(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(cd.segs), 2*len(cfg.Dataset.Episodes); got != want {
+		t.Fatalf("%d segments decoded, want %d (one per episode and camera: no decoding in the keep index)", got, want)
+	}
+	// Same pixels as plan order, sample by sample.
+	plan, _, err := streamBytes(cfg, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pixels := map[int64][]byte{}
+	_, pb := decodeAll(t, plan)
+	for _, b := range pb {
+		col, idx := b.Column("observation.images.front").(*sink.Array), b.Column("index").(*sink.Array)
+		fb := len(col.Data) / b.Size
+		for i := 0; i < b.Size; i++ {
+			pixels[int64At(idx, i)] = col.Data[i*fb : (i+1)*fb]
+		}
+	}
+	_, tb := decodeAll(t, raw)
+	n := 0
+	for _, b := range tb {
+		col, idx := b.Column("observation.images.front").(*sink.Array), b.Column("index").(*sink.Array)
+		fb := len(col.Data) / b.Size
+		for i := 0; i < b.Size; i++ {
+			if !bytes.Equal(col.Data[i*fb:(i+1)*fb], pixels[int64At(idx, i)]) {
+				t.Fatalf("index %d: shuffled frame differs from plan order's", int64At(idx, i))
+			}
+			n++
+		}
+	}
+	if int64(n) != cfg.Dataset.Info.TotalFrames {
+		t.Fatalf("%d samples", n)
+	}
+	// A broken video: an error naming the frame, even with SkipErrors.
+	if err := os.WriteFile(filepath.Join(dir, "videos/observation.images.front/chunk-000/file-000.mp4"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg.SkipErrors = true
+	if _, err := run(cfg); err == nil || !strings.Contains(err.Error(), "camera observation.images.front, episode") {
+		t.Fatalf("broken video in the training order: %v", err)
+	}
+}

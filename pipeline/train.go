@@ -127,6 +127,10 @@ func buildKeepIndex(ctx context.Context, srcs []Mix) (*keepIndex, error) {
 		c.Features = []string{}
 		c.Share = Share{}
 		c.Progress = nil
+		// Which frames are kept depends on rendering only: no camera
+		// frames here (a camera failure at serve time is an error,
+		// batchOf).
+		c.Cameras, c.Images = nil, nil
 		err := runGroups(ctx, &c, func(g []shard.Unit, ch *Chunk) error {
 			if err := idx.stats.Count(&c, ch); err != nil {
 				return err
@@ -526,8 +530,14 @@ func batchOf(b *collate.Batcher, fillers []*filler, srcs []Mix, frames []framePi
 		f.Index, f.EpisodeIndex, f.FrameIndex, f.TaskIndex = bt.Index[j], bt.EpisodeIndex[j], bt.FrameIndex[j], bt.TaskIndex[j]
 		f.Timestamp, f.Task = bt.Timestamp[j], c.Tasks[j]
 		f.Sample = nil
-		if r := &c.Results[j]; r.Outcome == render.Rendered {
+		switch r := &c.Results[j]; r.Outcome {
+		case render.Rendered:
 			f.Sample = r.Sample
+		case render.Failed:
+			// The keep index rendered this frame; only its camera frame
+			// can fail now, and the training order cannot skip it.
+			fe := c.FrameErr(srcs[fp.src].Config.Dataset.ID, j)
+			return nil, fmt.Errorf("%w (the training order cannot skip a frame whose camera fails: fix the video, or stream in plan order with --on-error skip)", fe)
 		}
 		if len(srcs) > 1 {
 			f.Strings[0] = srcs[fp.src].Name
