@@ -33,12 +33,17 @@ func peakRSS() int64 {
 	return -1
 }
 
-// cpuTime returns the process's user + system CPU time so far (0 where
-// the platform cannot tell).
+// cpuTime returns the process's user + system CPU time so far, plus that
+// of its terminated children (the ffmpeg processes decoding camera
+// frames), 0 where the platform cannot tell.
 func cpuTime() time.Duration {
-	var ru syscall.Rusage
+	var ru, ch syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	t := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ch); err == nil {
+		t += time.Duration(ch.Utime.Nano() + ch.Stime.Nano())
+	}
+	return t
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/lrstream/lrstream/render"
 	"github.com/lrstream/lrstream/schema"
 	"github.com/lrstream/lrstream/shard"
+	"github.com/lrstream/lrstream/sink"
+	"github.com/lrstream/lrstream/video"
 )
 
 // Config says what to read and how to render it.
@@ -45,6 +47,12 @@ type Config struct {
 	// Progress, when set, is called with the number of frames of each
 	// chunk as it is handed on, in order (for progress displays).
 	Progress func(frames int)
+	// Cameras decodes video camera frames and Images image features into
+	// every chunk (nil: none; see SetupCameras); CameraStatus lists the dataset's cameras and whether
+	// each is decoded, for the header.
+	Cameras      *video.Set
+	Images       *video.ImageSet
+	CameraStatus []sink.Camera
 
 	// filesPerSegment overrides defaultFilesPerSegment (tests).
 	filesPerSegment int
@@ -69,6 +77,11 @@ type Chunk struct {
 	// Tasks holds each frame's canonical task ("" when its task_index has
 	// no task).
 	Tasks []string
+	// Frames says which video frame each sample got, per decoded camera
+	// (nil without cameras).
+	Frames    []CameraFrames
+	frameBufs [][]byte // the video camera columns' buffers (releaseFrames)
+	frameCols int      // camera and image columns appended to Batch.Features
 
 	epStart, epEnd []int32 // see episodeBounds
 }
@@ -123,14 +136,9 @@ func run(ctx context.Context, cfg *Config, emit func([]shard.Unit, *Chunk) error
 		return err
 	}
 	workers := workerCount(cfg)
-	opts := shard.Options{Features: cfg.Features}
-	return orderedFeed(ctx, workers, 2*workers, p.nextGroup,
+	return orderedFeed(ctx, workers, chunkWindow(cfg, workers), p.nextGroup,
 		func(ctx context.Context, g []shard.Unit) (*Chunk, error) {
-			b, err := readGroup(ctx, cfg, g, opts)
-			if err != nil {
-				return nil, err
-			}
-			return renderBatch(cfg, g[0], b), nil
+			return decodeGroup(ctx, cfg, g)
 		},
 		func(g []shard.Unit, c *Chunk) error {
 			if cfg.Progress != nil {
@@ -138,6 +146,16 @@ func run(ctx context.Context, cfg *Config, emit func([]shard.Unit, *Chunk) error
 			}
 			return emit(g, c)
 		})
+}
+
+// chunkWindow is how many decoded chunks may wait for the consumer: two
+// per worker, one with camera frames (a chunk then holds its episodes'
+// frames: length × C×H×W bytes per camera; see docs/video.md).
+func chunkWindow(cfg *Config, workers int) int {
+	if cfg.Cameras != nil {
+		return workers
+	}
+	return 2 * workers
 }
 
 // defaultFilesPerSegment is how many data files the planner plans at a

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"errors"
+	"math"
 	"strconv"
 
 	"github.com/lrstream/lrstream/render"
@@ -35,6 +36,25 @@ func AppendFrameJSON(dst []byte, c *Chunk, i int) ([]byte, error) {
 	}
 	dst = append(dst, `, "fallback": `...)
 	dst = strconv.AppendBool(dst, r.Fallback)
+	if len(c.Frames) > 0 {
+		dst = append(dst, `, "video_frames": {`...)
+		for k, f := range c.Frames {
+			if k > 0 {
+				dst = append(dst, ", "...)
+			}
+			dst = strconv.AppendQuote(dst, f.Camera)
+			if math.IsNaN(f.PTS[i]) {
+				dst = append(dst, ": null"...)
+				continue
+			}
+			dst = append(dst, `: {"file": `...)
+			dst = strconv.AppendQuote(dst, f.File[i])
+			dst = append(dst, `, "timestamp": `...)
+			dst = strconv.AppendFloat(dst, f.PTS[i], 'g', -1, 64)
+			dst = append(dst, '}')
+		}
+		dst = append(dst, '}')
+	}
 	return append(dst, '}'), nil
 }
 

@@ -177,6 +177,7 @@ func Stream(ctx context.Context, cfg *Config, so StreamOptions, s sink.Sink) (*S
 				return err
 			}
 		}
+		c.releaseFrames(cfg) // the batcher copied every sample's frames
 		return nil
 	})
 	if err == nil && !headerDone {
@@ -239,6 +240,7 @@ func Header(cfg *Config, so StreamOptions, b *collate.Batcher) sink.Header {
 		Tools:        tools,
 		Options:      so.Options,
 		Components:   comps,
+		Cameras:      cfg.CameraStatus,
 		Share: sink.Share{
 			Worker: cfg.Share.Worker, NumWorkers: max(cfg.Share.NumWorkers, 1),
 			WorldSize: 1,

@@ -136,6 +136,10 @@ func buildKeepIndex(ctx context.Context, srcs []Mix) (*keepIndex, error) {
 		c.Features = []string{}
 		c.Share = Share{}
 		c.Progress = nil
+		// Which frames are kept depends on rendering only: no camera
+		// frames here (a camera failure at serve time is an error,
+		// batchOf).
+		c.Cameras, c.Images = nil, nil
 		err := runGroups(ctx, &c, func(g []shard.Unit, ch *Chunk) error {
 			if err := idx.stats.Count(&c, ch); err != nil {
 				return err
@@ -246,6 +250,7 @@ func Train(ctx context.Context, cfg *Config, so StreamOptions, to TrainOptions, 
 // name in the "dataset" string column. The datasets must have the same
 // numeric features (names, dtypes, shapes) and share the recipe.
 func TrainMix(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s sink.Sink) (*Stats, error) {
+	warnCameraBuffer(srcs, to)
 	st, err := train(ctx, srcs, so, to, s)
 	if err != nil {
 		_ = s.Fail(err)
@@ -555,8 +560,14 @@ func batchOf(b *collate.Batcher, fillers []*filler, srcs []Mix, frames []framePi
 		f.Index, f.EpisodeIndex, f.FrameIndex, f.TaskIndex = bt.Index[j], bt.EpisodeIndex[j], bt.FrameIndex[j], bt.TaskIndex[j]
 		f.Timestamp, f.Task = bt.Timestamp[j], c.Tasks[j]
 		f.Sample = nil
-		if r := &c.Results[j]; r.Outcome == render.Rendered {
+		switch r := &c.Results[j]; r.Outcome {
+		case render.Rendered:
 			f.Sample = r.Sample
+		case render.Failed:
+			// The keep index rendered this frame; only its camera frame
+			// can fail now, and the training order cannot skip it.
+			fe := c.FrameErr(srcs[fp.src].Config.Dataset.ID, j)
+			return nil, fmt.Errorf("%w (the training order cannot skip a frame whose camera fails: fix the video, or stream in plan order with --on-error skip)", fe)
 		}
 		if len(srcs) > 1 {
 			f.Strings[0] = srcs[fp.src].Name
@@ -619,15 +630,11 @@ func serveBatches(ctx context.Context, srcs []Mix, idx *keepIndex, order, mine [
 	cursor := 0 // next position of seqPos to serve
 	bi := 0     // next batch of mine
 	var picks []framePick
-	return ordered(ctx, len(units), workers, 2*workers,
+	return ordered(ctx, len(units), workers, chunkWindow(srcs[0].Config, workers),
 		func(ctx context.Context, i int) (*Chunk, error) {
 			g := idx.units[units[i]]
 			cfg := srcs[idx.src[units[i]]].Config
-			b, err := readGroup(ctx, cfg, g, shard.Options{Features: cfg.Features})
-			if err != nil {
-				return nil, err
-			}
-			return renderBatch(cfg, g[0], b), nil
+			return decodeGroup(ctx, cfg, g)
 		},
 		func(i int, c *Chunk) error {
 			u := units[i]

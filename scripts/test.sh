@@ -18,6 +18,8 @@ if ! command -v ffmpeg >/dev/null 2>&1 || ! command -v ffprobe >/dev/null 2>&1; 
 fi
 venv=$(scripts/venv.sh)
 export LRSTREAM_PYTHON="$venv/bin/python" LRSTREAM_REQUIRE_PYTHON=1
+# FFmpeg is installed above: camera frame tests must run, never skip.
+export LRSTREAM_REQUIRE_FFMPEG=1
 go mod download
 go vet ./...
 go test ./...

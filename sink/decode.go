@@ -433,6 +433,13 @@ func headerFromMap(m schema.Map) (*Header, error) {
 			h.Components = append(h.Components, s)
 		}
 	}
+	if cs, ok := m.Get("cameras"); ok {
+		list, _ := cs.([]any)
+		for _, e := range list {
+			cm, _ := e.(schema.Map)
+			h.Cameras = append(h.Cameras, Camera{Key: getStr(cm, "key"), Decoded: getBool(cm, "decoded")})
+		}
+	}
 	if v, ok := m.Get("share"); ok {
 		sm, _ := v.(schema.Map)
 		h.Share = Share{Rank: int(getInt(sm, "rank")), WorldSize: int(getInt(sm, "world_size")),

@@ -14,6 +14,9 @@ func AppendHeader(dst []byte, h Header) ([]byte, error) {
 	if h.Training != nil {
 		n++
 	}
+	if len(h.Cameras) > 0 {
+		n++
+	}
 	b := mpMapHeader(dst, n)
 	b = mpStr(b, "type")
 	b = mpStr(b, TypeHeader)
@@ -75,6 +78,17 @@ func AppendHeader(dst []byte, h Header) ([]byte, error) {
 	b = mpArrayHeader(b, len(h.Components))
 	for _, c := range h.Components {
 		b = mpStr(b, c)
+	}
+	if len(h.Cameras) > 0 {
+		b = mpStr(b, "cameras")
+		b = mpArrayHeader(b, len(h.Cameras))
+		for _, c := range h.Cameras {
+			b = mpMapHeader(b, 2)
+			b = mpStr(b, "key")
+			b = mpStr(b, c.Key)
+			b = mpStr(b, "decoded")
+			b = mpBool(b, c.Decoded)
+		}
 	}
 	b = mpStr(b, "share")
 	b = AppendShare(b, h.Share)

@@ -67,6 +67,17 @@ func (p *Preview) Header(h Header) error {
 		cols = append(cols, fmt.Sprintf("%s %s[%s]", f.Name, f.DType, strings.Join(dims, ",")))
 	}
 	fmt.Fprintf(p.w, "columns: %s\n", strings.Join(cols, ", "))
+	if len(h.Cameras) > 0 {
+		cams := make([]string, 0, len(h.Cameras))
+		for _, c := range h.Cameras {
+			if c.Decoded {
+				cams = append(cams, c.Key+" (decoded)")
+			} else {
+				cams = append(cams, fmt.Sprintf("%s (not decoded: %s)", c.Key, c.Reason))
+			}
+		}
+		fmt.Fprintf(p.w, "cameras: %s\n", strings.Join(cams, ", "))
+	}
 	return p.flush()
 }
 

@@ -71,6 +71,21 @@ type Header struct {
 	// Training describes the global order of a training stream (written as
 	// the header's "training" key only when set).
 	Training *Training
+	// Cameras lists the dataset's cameras and whether the batches carry
+	// their frames (written only when the dataset has cameras).
+	Cameras []Camera
+}
+
+// Camera is one camera (video or image feature) of the dataset and
+// whether the batches carry its frames, as a uint8 (C, H, W) column named
+// Key.
+type Camera struct {
+	Key     string
+	Decoded bool
+	// Reason says why a camera is not decoded (terminal preview only: the
+	// wire header carries key and decoded, so a stream and its replay
+	// agree whatever the reason).
+	Reason string
 }
 
 // Training is the header's description of a training stream's order: what

@@ -32,6 +32,7 @@ type record struct {
 	FilesPerChunk int      `json:"files_per_chunk"`
 	FramesPerFile int      `json:"frames_per_file"`
 	Seed          uint64   `json:"seed"`
+	Videos        string   `json:"videos,omitempty"`
 }
 
 func (o *Options) record() record {
@@ -40,7 +41,16 @@ func (o *Options) record() record {
 		Episodes: o.Episodes, MinFrames: o.MinFrames, MaxFrames: o.MaxFrames, FPS: o.FPS,
 		Cameras: o.Cameras, Dim: o.Dim, Density: o.Density, Variant: o.Variant, Tasks: o.Tasks,
 		FilesPerChunk: o.FilesPerChunk, FramesPerFile: o.FramesPerFile, Seed: o.Seed,
+		Videos: o.videosRecord(),
 	}
+}
+
+// videosRecord describes the videos in meta/datagen.json ("" without).
+func (o *Options) videosRecord() string {
+	if !o.Videos || len(o.Cameras) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s %dx%d", o.VideoCodec, o.VideoWidth, o.VideoHeight)
 }
 
 func (o *Options) recordJSON() []byte {

@@ -258,6 +258,11 @@ feed:
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("datagen: %w", err)
 	}
+	if p.o.Videos {
+		if err := p.writeVideos(ctx, root); err != nil {
+			return Result{}, err
+		}
+	}
 	total := newFeatureStats(p.o.Dim)
 	for k := range p.files {
 		total.merge(stats[k])

@@ -212,10 +212,10 @@ func (p *plan) info() obj {
 	for _, cam := range o.Cameras {
 		feats = append(feats, kv{cam, obj{
 			{"dtype", "video"},
-			{"shape", []int{480, 640, 3}},
+			{"shape", []int{o.VideoHeight, o.VideoWidth, 3}},
 			{"names", []string{"height", "width", "channels"}},
 			{"info", obj{
-				{"video.height", 480}, {"video.width", 640}, {"video.codec", "av1"},
+				{"video.height", o.VideoHeight}, {"video.width", o.VideoWidth}, {"video.codec", videoCodecName(o)},
 				{"video.pix_fmt", "yuv420p"}, {"video.is_depth_map", false}, {"video.fps", o.FPS},
 				{"video.channels", 3}, {"has_audio", false},
 			}},

@@ -95,6 +95,16 @@ type Options struct {
 	// closed before the episode that would push it past this number
 	// (episodes are never split, so a file holds at least one episode).
 	FramesPerFile int
+	// Videos writes one mp4 per camera and data file (through the ffmpeg
+	// executable), holding the file's episodes back to back, as LeRobot
+	// does; without it cameras are declared but no video is written.
+	Videos bool
+	// VideoWidth and VideoHeight are the cameras' frame size (default
+	// 640×480, LeRobot's usual).
+	VideoWidth, VideoHeight int
+	// VideoCodec is "h264" (libx264, the default: fast to write) or "av1"
+	// (libsvtav1, LeRobot's default encoder).
+	VideoCodec string
 	// Seed seeds every random choice; equal Options give identical bytes.
 	Seed uint64
 	// Workers is the number of data files written concurrently (0 means
@@ -196,6 +206,21 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Workers <= 0 {
 		o.Workers = runtime.GOMAXPROCS(0)
+	}
+	if o.VideoWidth == 0 && o.VideoHeight == 0 {
+		o.VideoWidth, o.VideoHeight = 640, 480
+	}
+	if o.VideoCodec == "" {
+		o.VideoCodec = "h264"
+	}
+	if o.VideoWidth < 16 || o.VideoHeight < 16 || o.VideoWidth%2 != 0 || o.VideoHeight%2 != 0 {
+		return o, fmt.Errorf("datagen: video size %dx%d: want even dimensions of at least 16", o.VideoWidth, o.VideoHeight)
+	}
+	if o.VideoCodec != "h264" && o.VideoCodec != "av1" {
+		return o, fmt.Errorf("datagen: unknown video codec %q (want h264 or av1)", o.VideoCodec)
+	}
+	if o.VideoCodec == "av1" && o.VideoHeight < 64 {
+		return o, fmt.Errorf("datagen: av1 (libsvtav1) needs a height of at least 64, got %d", o.VideoHeight)
 	}
 	switch {
 	case o.Episodes < 0:

@@ -24,7 +24,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.SetOutput(e.stderr)
 	rf.register(fs)
 	batchSize := fs.Int("batch-size", 256, "kept samples per batch (stream stage)")
-	stages := fs.String("stages", strings.Join(bench.Stages, ","), "stages to run, comma-separated: scan, decode, render, stream")
+	stages := fs.String("stages", strings.Join(bench.Stages, ","), "stages to run, comma-separated: scan, decode, render, stream, ffmpeg (the camera decode floor, added by default when cameras are decoded)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	count := fs.Int("count", 1, "run the stages this many times, interleaved, and report each stage's median run")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured stages to FILE (go tool pprof)")
@@ -43,7 +43,11 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	opts.BatchSize = *batchSize
 	opts.Version = version()
 	opts.Count = *count
-	for _, s := range strings.Split(*stages, ",") {
+	stageList := *stages
+	if stageList == strings.Join(bench.Stages, ",") {
+		stageList = "" // the default: Run adds the ffmpeg stage when cameras are decoded
+	}
+	for _, s := range strings.Split(stageList, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			opts.Stages = append(opts.Stages, s)
 		}
@@ -119,5 +123,14 @@ func printBench(w io.Writer, r *bench.Report) {
 	}
 	if s := r.Stage(bench.StageStream); s != nil && s.Frames > 0 {
 		fmt.Fprintf(w, "stream: %d batches, %.1f MB msgpack (%.0f B/frame)\n", s.Batches, float64(s.OutBytes)/1e6, float64(s.OutBytes)/float64(s.Frames))
+	}
+	for _, s := range r.Stages {
+		if s.CameraFrames > 0 {
+			fmt.Fprintf(w, "%s: %d camera frames, %.0f camera frames/s, CPU %.2fs (ffmpeg processes included)\n",
+				s.Name, s.CameraFrames, s.CameraFramesPerSec, s.CPUSeconds)
+		}
+	}
+	if r.StreamOverFFmpeg > 0 {
+		fmt.Fprintf(w, "stream/ffmpeg (camera frames/s) %.2f\n", r.StreamOverFFmpeg)
 	}
 }

@@ -38,6 +38,9 @@ type runFlags struct {
 	tolerance         float64
 	onInconsistent    string
 	strict            bool
+	// cameras and resize are --cameras and --resize; camerasDefault is
+	// the command's --cameras default ("auto" unless set before register).
+	cameras, resize, camerasDefault string
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -54,6 +57,13 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.tolerance, "tolerance-s", pipeline.DefaultTolerance, "delta timestamps must be multiples of 1/fps within this many seconds")
 	fs.StringVar(&f.onInconsistent, "on-inconsistent", "fail", "metadata that disagrees with itself or the data files (frames the index promises but cannot deliver): fail, or warn (report each on stderr and go on without those frames); docs/validate.md")
 	fs.BoolVar(&f.strict, "strict", false, "fail instead of warning when --episodes names episodes the dataset does not have")
+	def := f.camerasDefault
+	if def == "" {
+		def = "auto"
+	}
+	f.camerasDefault = def
+	fs.StringVar(&f.cameras, "cameras", def, "camera frames in the batches: auto (the cameras whose video files exist), all, none, or KEY,KEY... (docs/video.md; needs FFmpeg)")
+	fs.StringVar(&f.resize, "resize", "", "resize camera frames to HxW, e.g. 224x224 (bilinear; default: the dataset's size)")
 	fs.StringVar(&f.cache, "cache", "full", "Hub data shards: full (download into the HF cache) or none (stream byte ranges)")
 }
 
@@ -216,14 +226,39 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 			return nil, fmt.Errorf("--features: %s has no feature %q", ds.ID, n)
 		}
 		if !ft.IsNumeric() {
-			return nil, fmt.Errorf("--features: %q is a %s feature; only numeric features are emitted (video and image features are not decoded)", n, ft.DType)
+			return nil, fmt.Errorf("--features: %q is a %s feature, not decoded as a --features column: --features lists numeric features (cameras are chosen with --cameras)", n, ft.DType)
 		}
 	}
-	return &pipeline.Config{
+	cfg := &pipeline.Config{
 		Source: src, Dataset: ds, Recipe: rec, Mode: mode, NoTaskAug: f.noTaskAug,
 		Selection: sel, Features: features, SkipErrors: f.onError == "skip", Workers: f.workers,
 		Deltas: deltas, Tolerance: f.tolerance,
-	}, nil
+	}
+	co := pipeline.CameraOptions{Spec: f.cameras}
+	if f.resize != "" {
+		if co.ResizeH, co.ResizeW, err = parseResize(f.resize); err != nil {
+			return nil, err
+		}
+	}
+	if err := pipeline.SetupCameras(ctx, cfg, co); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// parseResize parses --resize HxW.
+func parseResize(s string) (h, w int, err error) {
+	hs, ws, ok := strings.Cut(strings.ToLower(s), "x")
+	if ok {
+		h, err = strconv.Atoi(hs)
+		if err == nil {
+			w, err = strconv.Atoi(ws)
+		}
+	}
+	if !ok || err != nil || h <= 0 || w <= 0 || h > 1<<14 || w > 1<<14 {
+		return 0, 0, fmt.Errorf("--resize %q: want HEIGHTxWIDTH, e.g. 224x224", s)
+	}
+	return h, w, nil
 }
 
 // optionsJSON records the options that shape the output, for headers.
@@ -232,6 +267,11 @@ func (f *runFlags) optionsJSON(extra map[string]any) json.RawMessage {
 		"datasets": f.datasets.String(), "mode": f.mode, "no_task_aug": f.noTaskAug, "episodes": f.episodes,
 		"exclude_episodes": f.exclude, "features": f.features, "on_error": f.onError,
 		"delta_timestamps": f.deltas, "tolerance_s": f.tolerance,
+	}
+	// The decoded cameras are in the header's cameras list and features;
+	// --resize only shows in their shapes, so it is recorded.
+	if f.resize != "" {
+		m["resize"] = f.resize
 	}
 	for k, v := range extra {
 		m[k] = v

@@ -44,6 +44,9 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	workers := fs.Int("workers", 0, "data files written concurrently (0: GOMAXPROCS)")
 	force := fs.Bool("force", false, "replace a non-empty output directory")
 	quiet := fs.Bool("q", false, "no progress line and no summary")
+	videos := fs.Bool("videos", false, "write the cameras' mp4 files through FFmpeg (one per camera and data file, episodes back to back)")
+	videoSize := fs.String("video-size", "480x640", "camera frame size HEIGHTxWIDTH (with --videos)")
+	videoCodec := fs.String("video-codec", "h264", "video codec with --videos: h264 (fast to write) or av1 (LeRobot's default)")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: lrstream gen --out DIR [flags]\n\nWrites a synthetic LeRobot v3 dataset with language annotations.\n\nflags:")
 		fs.PrintDefaults()
@@ -71,7 +74,14 @@ func runGen(ctx context.Context, e *env, args []string) error {
 		Episodes: *episodes, MinFrames: *minFrames, MaxFrames: *maxFrames, FPS: *fps,
 		Cameras: cams, Dim: *dim, Density: datagen.Density(*density), Variant: datagen.Variant(*variant),
 		Tasks: *tasks, Seed: *seed, FilesPerChunk: *filesPerChunk, FramesPerFile: *framesPerFile,
-		Workers: *workers, Force: *force,
+		Workers: *workers, Force: *force, Videos: *videos, VideoCodec: *videoCodec,
+	}
+	if *videos {
+		h, w, err := parseResize(*videoSize)
+		if err != nil {
+			return fmt.Errorf("--video-size: %w", err)
+		}
+		opts.VideoHeight, opts.VideoWidth = h, w
 	}
 	if *episodes <= 0 {
 		return fmt.Errorf("--episodes must be positive")

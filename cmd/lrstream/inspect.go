@@ -23,7 +23,7 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("lrstream inspect", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	rf.register(fs)
-	jsonl := fs.Bool("jsonl", false, "one JSON line per frame in index order: {index, episode_index, outcome, rendered, error, fallback}")
+	jsonl := fs.Bool("jsonl", false, "one JSON line per frame in index order: {index, episode_index, outcome, rendered, error, fallback[, video_frames]}")
 	show := fs.Int("show", 6, "frames shown in the readable view (the first frames of each outcome and blend component)")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: lrstream inspect [--dataset DIR|ORG/NAME] [--recipe FILE] [flags]\n\nRenders every frame and shows the messages, outcomes and blend choices.\nErrors do not stop inspect: they are reported per frame.\n\nflags:")
@@ -158,6 +158,11 @@ func printFrame(w io.Writer, cfg *pipeline.Config, c *pipeline.Chunk, i int) {
 		fmt.Fprintf(w, " via %s", cfg.Recipe.Components()[r.Component])
 	}
 	fmt.Fprintln(w)
+	for _, f := range c.Frames {
+		if f.File[i] != "" {
+			fmt.Fprintf(w, "   %s: frame at %.6fs of %s\n", f.Camera, f.PTS[i], f.File[i])
+		}
+	}
 	switch r.Outcome {
 	case render.Failed:
 		fmt.Fprintf(w, "   error: %v\n", r.Err)

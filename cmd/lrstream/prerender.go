@@ -24,6 +24,7 @@ func runPrerender(ctx context.Context, e *env, args []string) error {
 	var bf batchFlags
 	fs := flag.NewFlagSet("lrstream prerender", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
+	rf.camerasDefault = "none" // frames in shards only on request (docs/video.md)
 	rf.register(fs)
 	bf.register(fs)
 	var tf trainFlags

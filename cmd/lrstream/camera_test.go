@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lrstream/lrstream/bench/datagen"
+	"github.com/lrstream/lrstream/sink"
+)
+
+// cameraDataset generates a tiny dataset with two cameras' videos.
+func cameraDataset(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("ffmpeg"); err != nil {
+		if os.Getenv("CI") != "" || os.Getenv("LRSTREAM_REQUIRE_FFMPEG") != "" {
+			t.Fatalf("CI: ffmpeg not found: %v", err)
+		}
+		t.Skipf("ffmpeg not found: %v", err)
+	}
+	dir := filepath.Join(t.TempDir(), "cams")
+	o := datagen.Options{Episodes: 3, MinFrames: 8, MaxFrames: 12, Density: datagen.DensitySparse, Dim: 2, Tasks: 2,
+		Videos: true, VideoWidth: 32, VideoHeight: 16, Workers: 1}
+	if _, err := datagen.Generate(context.Background(), dir, o); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func headerOf(t *testing.T, out string) *sink.Header {
+	t.Helper()
+	st, err := sink.Decode(bytes.NewReader([]byte(out)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Header
+}
+
+func cameraColumns(h *sink.Header) []string {
+	var cols []string
+	for _, f := range h.Features {
+		if strings.HasPrefix(f.Name, "observation.images.") {
+			cols = append(cols, f.Name)
+		}
+	}
+	return cols
+}
+
+// TestCamerasPrerenderReplay: prerender writes frames only with --cameras;
+// stream --from replays exactly what stream emits with the same flags.
+func TestCamerasPrerenderReplay(t *testing.T) {
+	ds := cameraDataset(t)
+	recipe := filepath.Join("..", "..", "testdata", "demo-recipe.yaml")
+	common := []string{"--dataset", ds, "--recipe", recipe, "--mode", "fallback", "--batch-size", "8"}
+	for _, tc := range []struct {
+		name    string
+		flags   []string
+		columns int
+	}{
+		{"default: no frames", nil, 0},
+		{"all cameras resized", []string{"--cameras", "all", "--resize", "8x12"}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "pr")
+			args := append(append([]string{"prerender", "--out", dir, "-q"}, common...), tc.flags...)
+			if _, errb, code := runCmd(t, args...); code != 0 {
+				t.Fatalf("prerender: %s", errb)
+			}
+			replay, errb, code := runCmd(t, "stream", "--from", dir)
+			if code != 0 {
+				t.Fatalf("stream --from: %s", errb)
+			}
+			if n := len(cameraColumns(headerOf(t, replay))); n != tc.columns {
+				t.Fatalf("%d camera columns in the prerendered stream, want %d", n, tc.columns)
+			}
+			flags := tc.flags
+			if flags == nil {
+				flags = []string{"--cameras", "none"}
+			}
+			live, errb, code := runCmd(t, append(append([]string{"stream"}, common...), flags...)...)
+			if code != 0 {
+				t.Fatalf("stream: %s", errb)
+			}
+			if live != replay {
+				t.Fatalf("replay (%d bytes) differs from stream with the same flags (%d bytes)", len(replay), len(live))
+			}
+		})
+	}
+}
+
+// TestCamerasWithoutFFmpeg: without ffmpeg, decoding cameras is a clear
+// error (how to install, how to skip); --cameras none and datasets
+// without video files need no FFmpeg.
+func TestCamerasWithoutFFmpeg(t *testing.T) {
+	ds := cameraDataset(t)
+	recipe := filepath.Join("..", "..", "testdata", "demo-recipe.yaml")
+	t.Setenv("PATH", t.TempDir()) // no ffmpeg on it
+	_, errb, code := runCmd(t, "stream", "--dataset", ds, "--recipe", recipe, "--mode", "fallback")
+	if code == 0 || !strings.Contains(errb, "apt-get install ffmpeg") || !strings.Contains(errb, "--cameras none") {
+		t.Fatalf("exit %d, stderr %q: want the FFmpeg install and --cameras none hints", code, errb)
+	}
+	out, errb, code := runCmd(t, "stream", "--dataset", ds, "--recipe", recipe, "--mode", "fallback", "--cameras", "none")
+	if code != 0 {
+		t.Fatalf("--cameras none: %s", errb)
+	}
+	h := headerOf(t, out)
+	if len(cameraColumns(h)) != 0 || len(h.Cameras) != 2 || h.Cameras[0].Decoded {
+		t.Fatalf("--cameras none: columns %v, cameras %+v", cameraColumns(h), h.Cameras)
+	}
+	// The embedded demo declares cameras without video files: auto
+	// decodes nothing and needs no FFmpeg.
+	out, errb, code = runCmd(t, "stream", "-q")
+	if code != 0 {
+		t.Fatalf("demo: %s", errb)
+	}
+	if h := headerOf(t, out); len(cameraColumns(h)) != 0 || len(h.Cameras) == 0 {
+		t.Fatalf("demo: columns %v, cameras %+v", cameraColumns(h), h.Cameras)
+	}
+}

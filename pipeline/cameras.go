@@ -1,0 +1,344 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+
+	"github.com/lrstream/lrstream/render"
+	"github.com/lrstream/lrstream/schema"
+	"github.com/lrstream/lrstream/shard"
+	"github.com/lrstream/lrstream/sink"
+	"github.com/lrstream/lrstream/video"
+)
+
+// CameraOptions say which cameras to decode (--cameras, --resize).
+type CameraOptions struct {
+	// Spec is "auto" (default: the cameras whose video files exist),
+	// "all", "none" or a comma-separated list of camera keys.
+	Spec string
+	// ResizeH and ResizeW, when set, resize every camera's frames.
+	ResizeH, ResizeW int
+	// NewDecoder makes the decoder, called only when a camera is decoded
+	// (default video.NewFFmpeg: FFmpeg is needed only then).
+	NewDecoder func() (video.Decoder, error)
+	// Locate gives local paths of video files (default
+	// video.DirLocator(cfg.Source)).
+	Locate video.Locator
+}
+
+// SetupCameras resolves o against cfg's dataset and selection and sets
+// cfg.Cameras and cfg.CameraStatus. Datasets without video features are
+// left as they are.
+func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
+	keys := video.Keys(&cfg.Dataset.Info)
+	if len(keys) == 0 && len(video.ImageKeys(&cfg.Dataset.Info)) == 0 {
+		if o.Spec != "" && o.Spec != video.ModeAuto && o.Spec != video.ModeNone && o.Spec != video.ModeAll {
+			return fmt.Errorf("--cameras: %s has no cameras (no video feature in info.json)", cfg.Dataset.ID)
+		}
+		return nil
+	}
+	var spans []shard.VideoSpan
+	var indexErr error // auto: the episodes index cannot locate the videos
+	if o.Spec != video.ModeNone && len(keys) > 0 {
+		var err error
+		if spans, err = shard.EpisodeVideos(ctx, cfg.Source, cfg.Dataset); err != nil {
+			if o.Spec != "" && o.Spec != video.ModeAuto {
+				return err
+			}
+			// auto: a dataset whose index cannot locate its videos
+			// still streams, without their frames, saying why.
+			spans, indexErr = nil, err
+		}
+	}
+	var eps []int64
+	sel, err := shareSelection(cfg.Dataset, cfg.Selection, cfg.Share)
+	if err != nil {
+		return err
+	}
+	for _, e := range cfg.Dataset.Episodes {
+		if sel.Contains(e.Index) {
+			eps = append(eps, e.Index)
+		}
+	}
+	exists := video.FileExists(ctx, cfg.Source)
+	notLocal := o.Locate == nil && !video.IsLocalDir(cfg.Source)
+	if notLocal {
+		// Video files are decoded from local paths; until remote files
+		// are materialized, auto leaves them out and all fails here.
+		if o.Spec == video.ModeAll || (o.Spec != "" && o.Spec != video.ModeAuto && o.Spec != video.ModeNone && len(keys) > 0 && specHasVideo(o.Spec, &cfg.Dataset.Info)) {
+			return fmt.Errorf("--cameras %s: %s is not a local directory; camera frames are decoded from local video files (use a local copy, or --cameras none)", o.Spec, cfg.Dataset.ID)
+		}
+		exists = func(string) bool { return false }
+	}
+	ch, err := video.Resolve(o.Spec, &cfg.Dataset.Info, spans, eps, exists)
+	if err != nil {
+		return err
+	}
+	decoded := map[string]bool{}
+	for _, k := range ch.Decoded {
+		decoded[k] = true
+	}
+	absent := map[string]bool{}
+	for _, k := range ch.Absent {
+		absent[k] = true
+	}
+	cfg.CameraStatus = nil
+	for _, k := range ch.Available {
+		st := sink.Camera{Key: k, Decoded: decoded[k]}
+		switch {
+		case decoded[k]:
+		case absent[k] && indexErr != nil:
+			st.Reason = "episodes index: " + indexErr.Error()
+		case absent[k] && notLocal:
+			st.Reason = "video files are not local (remote and embedded datasets: not yet)"
+		case absent[k]:
+			st.Reason = "video files absent"
+		default:
+			st.Reason = "not selected (--cameras)"
+		}
+		cfg.CameraStatus = append(cfg.CameraStatus, st)
+	}
+	cfg.Cameras, cfg.Images = nil, nil
+	var videoKeys []string
+	var images *video.ImageSet
+	for _, k := range ch.Decoded {
+		f, _ := cfg.Dataset.Info.Feature(k)
+		if f.DType == schema.DTypeVideo {
+			videoKeys = append(videoKeys, k)
+			continue
+		}
+		if o.ResizeH > 0 || o.ResizeW > 0 {
+			return fmt.Errorf("--resize: image feature %s: resizing image features is not supported yet (choose video cameras with --cameras)", k)
+		}
+		c, h, w, err := video.FeatureShape(f)
+		if err != nil {
+			return err
+		}
+		if c != 3 {
+			return fmt.Errorf("camera %s: %d channels; lrstream decodes RGB (3) cameras", k, c)
+		}
+		if images == nil {
+			images = &video.ImageSet{Source: cfg.Source}
+		}
+		images.Cameras = append(images.Cameras, video.Camera{Key: k, C: c, H: h, W: w})
+	}
+	cfg.Images = images
+	if len(videoKeys) == 0 {
+		return nil
+	}
+	newDec := o.NewDecoder
+	if newDec == nil {
+		newDec = func() (video.Decoder, error) {
+			d, err := video.NewFFmpeg()
+			if err != nil {
+				return nil, err
+			}
+			// The workers decode segments in parallel: one decoder
+			// thread each keeps FFmpeg from oversubscribing the cores
+			// (frame threading costs CPU); one worker lets FFmpeg thread.
+			if workerCount(cfg) > 1 {
+				d.Threads = 1
+			}
+			return d, nil
+		}
+	}
+	dec, err := newDec()
+	if err != nil {
+		return err
+	}
+	loc := o.Locate
+	if loc == nil {
+		loc = video.DirLocator(cfg.Source)
+	}
+	tol := cfg.Tolerance
+	if tol <= 0 {
+		tol = DefaultTolerance
+	}
+	set, err := video.NewSet(dec, &cfg.Dataset.Info, spans, videoKeys, o.ResizeH, o.ResizeW, tol, loc)
+	if err != nil {
+		return err
+	}
+	cfg.Cameras = set
+	return nil
+}
+
+// specHasVideo reports whether a --cameras list names a video feature.
+func specHasVideo(spec string, info *schema.Info) bool {
+	for _, k := range strings.Split(spec, ",") {
+		if f, ok := info.Feature(strings.TrimSpace(k)); ok && f.DType == schema.DTypeVideo {
+			return true
+		}
+	}
+	return false
+}
+
+// attachFrames decodes the frames of cfg.Cameras for every sample of c
+// and appends them to c.Batch.Features as uint8 (C, H, W) columns, after
+// the numeric features. A sample whose frame cannot be produced becomes a
+// failed render (counted and skipped with SkipErrors, else the stream's
+// error, naming file, camera, episode, index and timestamps).
+func attachFrames(ctx context.Context, cfg *Config, g []shard.Unit, c *Chunk) error {
+	if err := attachVideoFrames(ctx, cfg, c); err != nil {
+		return err
+	}
+	return attachImages(ctx, cfg, g, c)
+}
+
+// attachImages decodes the image features of cfg.Images (encoded bytes
+// in the data files) for every sample of c.
+func attachImages(ctx context.Context, cfg *Config, g []shard.Unit, c *Chunk) error {
+	is := cfg.Images
+	if is == nil {
+		return nil
+	}
+	keys := make([]string, len(is.Cameras))
+	for k, cam := range is.Cameras {
+		keys[k] = cam.Key
+	}
+	enc := map[string]map[int64][]byte{}
+	for _, u := range g {
+		m, err := video.ReadImageBytes(ctx, cfg.Source, u.File, u.RowGroup, keys)
+		if err != nil {
+			return fmt.Errorf("%s: image features: %w", cfg.Dataset.ID, err)
+		}
+		for k, v := range m {
+			if enc[k] == nil {
+				enc[k] = v
+				continue
+			}
+			for i, b := range v {
+				enc[k][i] = b
+			}
+		}
+	}
+	b := c.Batch
+	n := b.Len()
+	for k, cam := range is.Cameras {
+		data := make([]byte, n*cam.FrameBytes())
+		is.Fill(c.Unit.File, k, b.EpisodeIndex, b.Index, enc[cam.Key], data, func(i int, err error) {
+			if c.Results[i].Outcome != render.Failed {
+				c.Results[i] = render.Result{Outcome: render.Failed, Err: err, Component: -1}
+			}
+		})
+		b.Features = append(b.Features, shard.FeatureData{Name: cam.Key, DType: "|u1", Shape: []int{cam.C, cam.H, cam.W}, Data: data})
+		c.frameCols++
+	}
+	return nil
+}
+
+// attachVideoFrames decodes the video frames of cfg.Cameras for every
+// sample of c.
+func attachVideoFrames(ctx context.Context, cfg *Config, c *Chunk) error {
+	set := cfg.Cameras
+	if set == nil {
+		return nil
+	}
+	b := c.Batch
+	n := b.Len()
+	c.Frames = make([]CameraFrames, len(set.Cameras))
+	c.frameBufs = c.frameBufs[:0]
+	for k, cam := range set.Cameras {
+		data := set.Buffer(n * cam.FrameBytes())
+		c.frameBufs = append(c.frameBufs, data)
+		cf := &c.Frames[k]
+		cf.Camera, cf.File, cf.PTS = cam.Key, make([]string, n), make([]float64, n)
+		for i := range cf.PTS {
+			cf.PTS[i] = math.NaN()
+		}
+		err := set.Fill(ctx, k, b.EpisodeIndex, b.Index, b.Timestamp, data, func(i int, err error) {
+			if c.Results[i].Outcome != render.Failed {
+				c.Results[i] = render.Result{Outcome: render.Failed, Err: err, Component: -1}
+			}
+		}, func(i int, file string, pts float64) { cf.File[i], cf.PTS[i] = file, pts })
+		if err != nil {
+			return err
+		}
+		b.Features = append(b.Features, shard.FeatureData{Name: cam.Key, DType: "|u1", Shape: []int{cam.C, cam.H, cam.W}, Data: data})
+		c.frameCols++
+	}
+	return nil
+}
+
+// releaseFrames hands c's camera frame buffers back for reuse (reused
+// pages cost no page faults; fresh ones cost more than the decode).
+// Nothing may read c's camera features afterwards.
+func (c *Chunk) releaseFrames(cfg *Config) {
+	if cfg.Cameras != nil {
+		for _, b := range c.frameBufs {
+			cfg.Cameras.Recycle(b)
+		}
+	}
+	c.frameBufs = nil
+	if n := len(c.Batch.Features) - c.frameCols; n >= 0 {
+		c.Batch.Features = c.Batch.Features[:n]
+	}
+	c.frameCols = 0
+}
+
+// CameraBytesPerSample is the size of one sample's camera and image
+// columns in bytes (0 without cameras).
+func CameraBytesPerSample(cfg *Config) int64 {
+	var n int64
+	if cfg.Cameras != nil {
+		for _, c := range cfg.Cameras.Cameras {
+			n += int64(c.FrameBytes())
+		}
+	}
+	if cfg.Images != nil {
+		for _, c := range cfg.Images.Cameras {
+			n += int64(c.FrameBytes())
+		}
+	}
+	return n
+}
+
+// cameraBufferWarn is the decoded-frame memory of a shuffle buffer above
+// which Train warns.
+const cameraBufferWarn = 2 << 30
+
+// warnCameraBuffer logs how much memory the shuffle buffer's decoded
+// frames take when that is large: the buffer keeps the chunks of its
+// frames alive, camera columns included.
+func warnCameraBuffer(srcs []Mix, to TrainOptions) {
+	if !to.Shuffle {
+		return
+	}
+	buf := to.BufferSize
+	if buf <= 0 {
+		buf = DefaultBufferSize
+	}
+	for _, m := range srcs {
+		frames := min(int64(buf), SelectedFrames(m.Config))
+		if b := CameraBytesPerSample(m.Config) * frames; b > cameraBufferWarn {
+			slog.Warn("the shuffle buffer holds decoded camera frames: lower --shuffle-buffer or use --resize (docs/video.md)",
+				"dataset", m.Config.Dataset.ID, "buffer_frames", frames, "bytes_per_sample", CameraBytesPerSample(m.Config),
+				"buffer_bytes", b)
+		}
+	}
+}
+
+// CameraFrames says which video frame each sample of a chunk got for one
+// camera (for inspect): the file and the frame's timestamp in it (NaN
+// when the sample has no frame).
+type CameraFrames struct {
+	Camera string
+	File   []string
+	PTS    []float64
+}
+
+// decodeGroup reads, renders and (with cameras) decodes the frames of one
+// unit group: the work of one worker.
+func decodeGroup(ctx context.Context, cfg *Config, g []shard.Unit) (*Chunk, error) {
+	b, err := readGroup(ctx, cfg, g, shard.Options{Features: cfg.Features})
+	if err != nil {
+		return nil, err
+	}
+	c := renderBatch(cfg, g[0], b)
+	if err := attachFrames(ctx, cfg, g, c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}

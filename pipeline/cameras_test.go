@@ -1,0 +1,600 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/lrstream/lrstream"
+	"github.com/lrstream/lrstream/bench/datagen"
+	"github.com/lrstream/lrstream/fetch"
+	"github.com/lrstream/lrstream/render"
+	"github.com/lrstream/lrstream/shard"
+	"github.com/lrstream/lrstream/sink"
+	"github.com/lrstream/lrstream/video"
+)
+
+// needFFmpeg skips a frame test without ffmpeg, except under CI (which
+// installs it): there its absence fails.
+func needFFmpeg(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("ffmpeg"); err != nil {
+		if os.Getenv("CI") != "" || os.Getenv("LRSTREAM_REQUIRE_FFMPEG") != "" {
+			t.Fatalf("CI: ffmpeg not found: %v", err)
+		}
+		t.Skipf("ffmpeg not found: %v", err)
+	}
+}
+
+// videoDataset generates a small dataset with two cameras (96×64 by
+// default), several episodes per mp4.
+func videoDataset(t testing.TB, edit func(*datagen.Options)) string {
+	t.Helper()
+	needFFmpeg(t)
+	dir := filepath.Join(t.TempDir(), "ds")
+	o := datagen.Options{Episodes: 5, MinFrames: 12, MaxFrames: 30, FramesPerFile: 50, Density: datagen.DensityNone,
+		Dim: 2, Tasks: 2, Videos: true, VideoWidth: 96, VideoHeight: 64, Workers: 1}
+	if edit != nil {
+		edit(&o)
+	}
+	if _, err := datagen.Generate(context.Background(), dir, o); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func cameraConfig(t testing.TB, dir string, spec string) (*Config, error) {
+	t.Helper()
+	src, err := fetch.NewDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := shard.OpenDataset(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := render.Load(lrstream.DemoRecipe(), "demo-recipe.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &Config{Source: src, Dataset: ds, Recipe: rec, Mode: render.ModeFallback, Workers: 2}
+	return cfg, SetupCameras(context.Background(), cfg, CameraOptions{Spec: spec})
+}
+
+func streamBytes(cfg *Config, bs int) ([]byte, *Stats, error) {
+	var buf bytes.Buffer
+	st, err := Stream(context.Background(), cfg, StreamOptions{BatchSize: bs}, sink.NewMsgpack(&buf))
+	return buf.Bytes(), st, err
+}
+
+func decodeAll(t testing.TB, b []byte) (*sink.Header, []*sink.DecodedBatch) {
+	t.Helper()
+	d := sink.NewDecoder(bytes.NewReader(b))
+	var h *sink.Header
+	var out []*sink.DecodedBatch
+	for {
+		m, err := d.Next()
+		if errors.Is(err, io.EOF) {
+			return h, out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch m.Type {
+		case sink.TypeHeader:
+			h = m.Header
+		case sink.TypeBatch:
+			out = append(out, m.Batch)
+		case sink.TypeError:
+			t.Fatalf("stream error: %s", m.Error)
+		}
+	}
+}
+
+// fullDecode decodes every frame of an mp4 with plain ffmpeg (no seek, no
+// frame selection) as CHW frames.
+func fullDecode(t testing.TB, path string, w, h int) [][]byte {
+	t.Helper()
+	out, err := exec.Command("ffmpeg", "-nostdin", "-loglevel", "error", "-i", path, "-fps_mode", "passthrough",
+		"-sws_flags", "bilinear", "-f", "rawvideo", "-pix_fmt", "rgb24", "-").Output()
+	if err != nil {
+		t.Fatalf("ffmpeg %s: %v", path, err)
+	}
+	n := w * h * 3
+	var frames [][]byte
+	for i := 0; i+n <= len(out); i += n {
+		chw := make([]byte, n)
+		for p := 0; p < w*h; p++ {
+			chw[p], chw[w*h+p], chw[2*w*h+p] = out[i+3*p], out[i+3*p+1], out[i+3*p+2]
+		}
+		frames = append(frames, chw)
+	}
+	return frames
+}
+
+func int64At(a *sink.Array, i int) int64 {
+	var v int64
+	for k := 0; k < 8; k++ {
+		v |= int64(a.Data[8*i+k]) << (8 * k)
+	}
+	return v
+}
+
+// TestStreamCameraFrames: every sample's camera columns are exactly the
+// frame of its video file at its position (an independent full decode),
+// declared in the header as uint8 (3, H, W); output does not depend on the
+// worker count.
+func TestStreamCameraFrames(t *testing.T) {
+	dir := videoDataset(t, nil)
+	cfg, err := cameraConfig(t, dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, st, err := streamBytes(cfg, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, batches := decodeAll(t, raw)
+	cams := []string{"observation.images.front", "observation.images.wrist"}
+	for _, c := range cams {
+		found := false
+		for _, f := range h.Features {
+			if f.Name == c {
+				found = true
+				if f.DType != "|u1" || fmt.Sprint(f.Shape) != "[3 64 96]" {
+					t.Fatalf("header feature %s: %s %v", c, f.DType, f.Shape)
+				}
+			}
+		}
+		if !found {
+			t.Fatalf("header has no feature %s", c)
+		}
+	}
+	if len(h.Cameras) != 2 || !h.Cameras[0].Decoded || !h.Cameras[1].Decoded {
+		t.Fatalf("header cameras %+v", h.Cameras)
+	}
+	// File k's first dataset index.
+	fileFirst := map[int64]int64{}
+	for _, e := range cfg.Dataset.Episodes {
+		if v, ok := fileFirst[e.DataFile]; !ok || e.FromIndex < v {
+			fileFirst[e.DataFile] = e.FromIndex
+		}
+	}
+	epFile := map[int64]int64{}
+	for _, e := range cfg.Dataset.Episodes {
+		epFile[e.Index] = e.DataFile
+	}
+	decoded := map[string][][]byte{}
+	n := 0
+	for _, b := range batches {
+		idx := b.Column("index").(*sink.Array)
+		eps := b.Column("episode_index").(*sink.Array)
+		for ci, c := range cams {
+			col := b.Column(c).(*sink.Array)
+			if fmt.Sprint(col.Shape) != fmt.Sprint([]int{b.Size, 3, 64, 96}) {
+				t.Fatalf("batch %d %s shape %v", b.Meta.Seq, c, col.Shape)
+			}
+			for i := 0; i < b.Size; i++ {
+				f := epFile[int64At(eps, i)]
+				path := filepath.Join(dir, fmt.Sprintf("videos/%s/chunk-000/file-%03d.mp4", c, f))
+				if decoded[path] == nil {
+					decoded[path] = fullDecode(t, path, 96, 64)
+				}
+				k := int64At(idx, i) - fileFirst[f]
+				want := decoded[path][k]
+				fb := 3 * 64 * 96
+				if got := col.Data[i*fb : (i+1)*fb]; !bytes.Equal(got, want) {
+					t.Fatalf("index %d camera %s: pixels differ from frame %d of %s", int64At(idx, i), c, k, path)
+				}
+				if ci == 0 {
+					n++
+				}
+			}
+		}
+	}
+	if int64(n) != cfg.Dataset.Info.TotalFrames || st.Frames != int64(n) {
+		t.Fatalf("%d samples (%d counted), dataset has %d frames", n, st.Frames, cfg.Dataset.Info.TotalFrames)
+	}
+	cfg.Workers = 1
+	raw1, _, err := streamBytes(cfg, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(raw, raw1) {
+		t.Fatal("--workers 1 and 2 streams differ")
+	}
+}
+
+// TestCamerasChoice: --cameras none/auto/all/list, with a camera's video
+// files absent.
+func TestCamerasChoice(t *testing.T) {
+	dir := videoDataset(t, func(o *datagen.Options) { o.Episodes = 2; o.FramesPerFile = 100 })
+	if err := os.RemoveAll(filepath.Join(dir, "videos", "observation.images.wrist")); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		spec    string
+		decoded []string
+		wantErr string // from the stream
+		setErr  string // from SetupCameras
+	}{
+		{spec: "none"},
+		{spec: "", decoded: []string{"observation.images.front"}},
+		{spec: "auto", decoded: []string{"observation.images.front"}},
+		{spec: "observation.images.front", decoded: []string{"observation.images.front"}},
+		{spec: "all", decoded: []string{"observation.images.front", "observation.images.wrist"}, wantErr: "videos/observation.images.wrist/chunk-000/file-000.mp4: camera observation.images.wrist, episode 0, index 0"},
+		{spec: "observation.images.top", setErr: "not a camera of the dataset"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.spec, func(t *testing.T) {
+			cfg, err := cameraConfig(t, dir, tc.spec)
+			if tc.setErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.setErr) {
+					t.Fatalf("SetupCameras error %v, want %q", err, tc.setErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, c := range cfg.CameraStatus {
+				if c.Decoded {
+					got = append(got, c.Key)
+				} else if c.Reason == "" {
+					t.Errorf("camera %s not decoded without a reason", c.Key)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.decoded) {
+				t.Fatalf("decoded %v, want %v", got, tc.decoded)
+			}
+			raw, _, err := streamBytes(cfg, 8)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("stream error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, _ := decodeAll(t, raw)
+			var cols []string
+			for _, f := range h.Features {
+				if strings.HasPrefix(f.Name, "observation.images.") {
+					cols = append(cols, f.Name)
+				}
+			}
+			if fmt.Sprint(cols) != fmt.Sprint(tc.decoded) {
+				t.Fatalf("header camera columns %v, want %v", cols, tc.decoded)
+			}
+		})
+	}
+}
+
+// TestCameraBadVideos: broken video files are errors naming file, camera,
+// episode and index (never a panic, a hang or a wrong frame); with
+// SkipErrors the frames are counted and skipped.
+func TestCameraBadVideos(t *testing.T) {
+	const cam = "observation.images.front"
+	file := "videos/" + cam + "/chunk-000/file-000.mp4"
+	reencode := func(dir string, extra ...string) {
+		p := filepath.Join(dir, file)
+		tmp := p + ".tmp.mp4"
+		args := append([]string{"-nostdin", "-loglevel", "error", "-y", "-i", p}, extra...)
+		args = append(args, "-c:v", "libx264", "-g", "2", tmp)
+		if out, err := exec.Command("ffmpeg", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ffmpeg: %v: %s", err, out)
+		}
+		if err := os.Rename(tmp, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name   string
+		break_ func(dir string)
+		want   string
+	}{
+		{"missing file", func(dir string) { os.Remove(filepath.Join(dir, file)) }, "no such file"},
+		{"truncated", func(dir string) {
+			p := filepath.Join(dir, file)
+			b, _ := os.ReadFile(p)
+			os.WriteFile(p, b[:len(b)/2], 0o644)
+		}, "ffmpeg"},
+		{"not a video", func(dir string) { os.WriteFile(filepath.Join(dir, file), []byte("garbage"), 0o644) }, "ffmpeg"},
+		{"shorter than its episodes", func(dir string) { reencode(dir, "-frames:v", "10") }, "no frame within tolerance"},
+		{"wrong fps", func(dir string) { reencode(dir, "-r", "25") }, "no frame within tolerance"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := videoDataset(t, func(o *datagen.Options) { o.Episodes = 3; o.Cameras = []string{"front"} })
+			tc.break_(dir)
+			cfg, err := cameraConfig(t, dir, "all")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = streamBytes(cfg, 8)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			var fe *FrameError
+			if !errors.As(err, &fe) {
+				t.Fatalf("error %v is not a FrameError", err)
+			}
+			for _, s := range []string{file, "camera " + cam, "episode", "index", tc.want} {
+				if !strings.Contains(err.Error(), s) {
+					t.Fatalf("error %q does not mention %q", err, s)
+				}
+			}
+			cfg.SkipErrors = true
+			raw, st, err := streamBytes(cfg, 8)
+			if err != nil {
+				t.Fatalf("with SkipErrors: %v", err)
+			}
+			if st.Errors == 0 || len(st.Skipped) != int(st.Errors) {
+				t.Fatalf("with SkipErrors: %d errors, %d skipped listed", st.Errors, len(st.Skipped))
+			}
+			_, batches := decodeAll(t, raw)
+			kept := 0
+			for _, b := range batches {
+				kept += b.Size
+			}
+			if int64(kept)+st.Errors != cfg.Dataset.Info.TotalFrames {
+				t.Fatalf("kept %d + skipped %d != %d frames", kept, st.Errors, cfg.Dataset.Info.TotalFrames)
+			}
+		})
+	}
+}
+
+// TestCameraFrameProvenance: each sample's frame is the one at
+// from_timestamp + timestamp of its camera's file (what inspect shows).
+func TestCameraFrameProvenance(t *testing.T) {
+	dir := videoDataset(t, func(o *datagen.Options) { o.Episodes = 3 })
+	cfg, err := cameraConfig(t, dir, "auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spans, err := shard.EpisodeVideos(context.Background(), cfg.Source, cfg.Dataset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := map[string]float64{}
+	for _, s := range spans {
+		from[fmt.Sprint(s.Episode, s.Key)] = s.From
+	}
+	n := 0
+	err = Run(context.Background(), cfg, func(c *Chunk) error {
+		if len(c.Frames) != 2 {
+			return fmt.Errorf("%d cameras' provenance", len(c.Frames))
+		}
+		for _, f := range c.Frames {
+			for i := range f.PTS {
+				want := from[fmt.Sprint(c.Batch.EpisodeIndex[i], f.Camera)] + float64(c.Batch.Timestamp[i])
+				if d := f.PTS[i] - want; d > 1e-4 || d < -1e-4 || !strings.Contains(f.File[i], f.Camera) {
+					return fmt.Errorf("index %d %s: frame at %g of %s, want %g", c.Batch.Index[i], f.Camera, f.PTS[i], f.File[i], want)
+				}
+				n++
+			}
+			line, err := AppendFrameJSON(nil, c, 0)
+			if err != nil || !strings.Contains(string(line), `"video_frames": {"observation.images.front": {"file": "videos/observation.images.front/`) {
+				return fmt.Errorf("frame JSON %s (%v)", line, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(n) != 2*cfg.Dataset.Info.TotalFrames {
+		t.Fatalf("%d frames checked", n)
+	}
+}
+
+// TestCamerasAutoWithoutVideoColumns: --cameras auto streams a dataset
+// whose episodes index has no video columns, without frames; all fails.
+func TestCamerasAutoWithoutVideoColumns(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ds")
+	// Cameras declared, no videos, and the episodes index rewritten
+	// without its videos/* columns.
+	o := datagen.Options{Episodes: 2, MinFrames: 5, MaxFrames: 5, Density: datagen.DensityNone, Dim: 2, Tasks: 1, Cameras: []string{"front"}}
+	if _, err := datagen.Generate(context.Background(), dir, o); err != nil {
+		t.Fatal(err)
+	}
+	o.Cameras = []string{}
+	other := filepath.Join(t.TempDir(), "nocam")
+	if _, err := datagen.Generate(context.Background(), other, o); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(other, "meta/episodes/chunk-000/file-000.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "meta/episodes/chunk-000/file-000.parquet"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := cameraConfig(t, dir, "auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Cameras != nil || len(cfg.CameraStatus) != 1 || cfg.CameraStatus[0].Decoded || !strings.Contains(cfg.CameraStatus[0].Reason, "missing column videos/observation.images.front/") {
+		t.Fatalf("cameras %+v", cfg.CameraStatus)
+	}
+	if _, _, err := streamBytes(cfg, 4); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cameraConfig(t, dir, "all"); err == nil || !strings.Contains(err.Error(), "videos/observation.images.front/") {
+		t.Fatalf("--cameras all: %v", err)
+	}
+}
+
+// countingDecoder records the segments it decodes.
+type countingDecoder struct {
+	video.Decoder
+	mu   sync.Mutex
+	segs []video.Segment
+}
+
+func (d *countingDecoder) Decode(ctx context.Context, seg video.Segment, fn func(video.Frame) error) error {
+	d.mu.Lock()
+	d.segs = append(d.segs, seg)
+	d.mu.Unlock()
+	return d.Decoder.Decode(ctx, seg, fn)
+}
+
+// TestCameraShareDecodesOnlyItsEpisodes: a worker share decodes the
+// segments of its own episodes only, one decode (seek) per episode and
+// camera.
+func TestCameraShareDecodesOnlyItsEpisodes(t *testing.T) {
+	dir := videoDataset(t, func(o *datagen.Options) { o.Episodes = 4 })
+	for w := 0; w < 2; w++ {
+		cfg, err := cameraConfig(t, dir, "none")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Share = Share{Worker: w, NumWorkers: 2}
+		cd := &countingDecoder{}
+		err = SetupCameras(context.Background(), cfg, CameraOptions{Spec: "all", NewDecoder: func() (video.Decoder, error) {
+			d, err := video.NewFFmpeg()
+			cd.Decoder = d
+			return cd, err
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sel, err := shareSelection(cfg.Dataset, cfg.Selection, cfg.Share)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mine []int64
+		for _, e := range cfg.Dataset.Episodes {
+			if sel.Contains(e.Index) {
+				mine = append(mine, e.Index)
+			}
+		}
+		if _, _, err := streamBytes(cfg, 8); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := len(cd.segs), 2*len(mine); got != want {
+			t.Fatalf("worker %d: %d segments decoded, want %d (2 cameras × episodes %v)", w, got, want, mine)
+		}
+		// Each decoded segment lies within one of its episodes' spans.
+		spans, _ := shard.EpisodeVideos(context.Background(), cfg.Source, cfg.Dataset)
+		for _, s := range cd.segs {
+			ok := false
+			for _, sp := range spans {
+				if slices.Contains(mine, sp.Episode) && s.Start >= sp.From-0.05 && s.End <= sp.To+0.05 {
+					ok = true
+				}
+			}
+			if !ok {
+				t.Fatalf("worker %d decoded [%g, %g], outside its episodes %v", w, s.Start, s.End, mine)
+			}
+		}
+	}
+}
+
+// TestCamerasNonLocalSource: a source that is not a local directory (the
+// Hub, an embedded FS) streams without video frames under auto, saying
+// why; all is an error before anything is read.
+func TestCamerasNonLocalSource(t *testing.T) {
+	dir := videoDataset(t, func(o *datagen.Options) { o.Episodes = 2 })
+	src := fetch.NewFS("org/remote-like", os.DirFS(dir))
+	ds, err := shard.OpenDataset(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := render.Load(lrstream.DemoRecipe(), "demo-recipe.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &Config{Source: src, Dataset: ds, Recipe: rec, Mode: render.ModeFallback}
+	if err := SetupCameras(context.Background(), cfg, CameraOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Cameras != nil || len(cfg.CameraStatus) != 2 || !strings.Contains(cfg.CameraStatus[0].Reason, "not local") {
+		t.Fatalf("auto: cameras %+v", cfg.CameraStatus)
+	}
+	if _, _, err := streamBytes(cfg, 8); err != nil {
+		t.Fatal(err)
+	}
+	if err := SetupCameras(context.Background(), cfg, CameraOptions{Spec: "all"}); err == nil || !strings.Contains(err.Error(), "not a local directory") {
+		t.Fatalf("all: %v", err)
+	}
+}
+
+// TestTrainCameras: the training order delivers each sample's own frames,
+// the keep index decodes no video, and a camera failure is an error
+// naming the frame (it cannot be skipped in a fixed order).
+func TestTrainCameras(t *testing.T) {
+	dir := videoDataset(t, func(o *datagen.Options) { o.Episodes = 3 })
+	run := func(cfg *Config) ([]byte, error) {
+		var buf bytes.Buffer
+		_, err := Train(context.Background(), cfg, StreamOptions{BatchSize: 8}, TrainOptions{Shuffle: true, Seed: 3, Epochs: 1}, sink.NewMsgpack(&buf))
+		return buf.Bytes(), err
+	}
+	cfg, err := cameraConfig(t, dir, "none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cd := &countingDecoder{}
+	if err := SetupCameras(context.Background(), cfg, CameraOptions{Spec: "all", NewDecoder: func() (video.Decoder, error) {
+		d, err := video.NewFFmpeg()
+		cd.Decoder = d
+		return cd, err
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := run(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(cd.segs), 2*len(cfg.Dataset.Episodes); got != want {
+		t.Fatalf("%d segments decoded, want %d (one per episode and camera: no decoding in the keep index)", got, want)
+	}
+	// Same pixels as plan order, sample by sample.
+	plan, _, err := streamBytes(cfg, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pixels := map[int64][]byte{}
+	_, pb := decodeAll(t, plan)
+	for _, b := range pb {
+		col, idx := b.Column("observation.images.front").(*sink.Array), b.Column("index").(*sink.Array)
+		fb := len(col.Data) / b.Size
+		for i := 0; i < b.Size; i++ {
+			pixels[int64At(idx, i)] = col.Data[i*fb : (i+1)*fb]
+		}
+	}
+	_, tb := decodeAll(t, raw)
+	n := 0
+	for _, b := range tb {
+		col, idx := b.Column("observation.images.front").(*sink.Array), b.Column("index").(*sink.Array)
+		fb := len(col.Data) / b.Size
+		for i := 0; i < b.Size; i++ {
+			if !bytes.Equal(col.Data[i*fb:(i+1)*fb], pixels[int64At(idx, i)]) {
+				t.Fatalf("index %d: shuffled frame differs from plan order's", int64At(idx, i))
+			}
+			n++
+		}
+	}
+	if int64(n) != cfg.Dataset.Info.TotalFrames {
+		t.Fatalf("%d samples", n)
+	}
+	// A broken video: an error naming the frame, even with SkipErrors.
+	if err := os.WriteFile(filepath.Join(dir, "videos/observation.images.front/chunk-000/file-000.mp4"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg.SkipErrors = true
+	if _, err := run(cfg); err == nil || !strings.Contains(err.Error(), "camera observation.images.front, episode") {
+		t.Fatalf("broken video in the training order: %v", err)
+	}
+}

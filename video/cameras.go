@@ -1,0 +1,439 @@
+package video
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/lrstream/lrstream/fetch"
+	"github.com/lrstream/lrstream/schema"
+	"github.com/lrstream/lrstream/shard"
+)
+
+// Camera is one decoded camera: a video feature and the (C, H, W) shape
+// of its frames in the batches.
+type Camera struct {
+	Key     string
+	C, H, W int
+}
+
+// FrameBytes is the size of one frame in the batch.
+func (c Camera) FrameBytes() int { return c.C * c.H * c.W }
+
+// Keys returns the dataset's video features (its cameras) in info.json
+// order.
+func Keys(info *schema.Info) []string {
+	var out []string
+	for _, f := range info.Features {
+		if f.DType == schema.DTypeVideo {
+			out = append(out, f.Name)
+		}
+	}
+	return out
+}
+
+// ImageKeys returns the dataset's image features (encoded images in the
+// data files) in info.json order.
+func ImageKeys(info *schema.Info) []string {
+	var out []string
+	for _, f := range info.Features {
+		if f.DType == schema.DTypeImage {
+			out = append(out, f.Name)
+		}
+	}
+	return out
+}
+
+// visualKeys returns the video and image features in info.json order.
+func visualKeys(info *schema.Info) []string {
+	var out []string
+	for _, f := range info.Features {
+		if f.DType == schema.DTypeVideo || f.DType == schema.DTypeImage {
+			out = append(out, f.Name)
+		}
+	}
+	return out
+}
+
+// FeatureShape returns the (C, H, W) of a video feature from its info.json
+// shape and names (["height", "width", "channels"] as LeRobot writes it,
+// or channels first).
+func FeatureShape(f schema.Feature) (c, h, w int, err error) {
+	if len(f.Shape) != 3 {
+		return 0, 0, 0, fmt.Errorf("camera %s: shape %v, want 3 dimensions", f.Name, f.Shape)
+	}
+	var names []string
+	_ = json.Unmarshal(f.Names, &names)
+	if len(names) == 3 && names[0] == "channels" {
+		return f.Shape[0], f.Shape[1], f.Shape[2], nil
+	}
+	if len(names) == 3 && names[2] == "channels" {
+		return f.Shape[2], f.Shape[0], f.Shape[1], nil
+	}
+	if f.Shape[2] <= 4 {
+		return f.Shape[2], f.Shape[0], f.Shape[1], nil
+	}
+	return f.Shape[0], f.Shape[1], f.Shape[2], nil
+}
+
+// Locator gives the local path of a dataset file for the decoder, and a
+// release function to call when done with it.
+type Locator func(ctx context.Context, name string) (path string, release func(), err error)
+
+// IsLocalDir reports whether src is a local directory (its ID a directory
+// path), whose files DirLocator can hand to the decoder.
+func IsLocalDir(src fetch.Source) bool {
+	st, err := os.Stat(src.ID())
+	return err == nil && st.IsDir()
+}
+
+// DirLocator locates files of a local directory source (fetch.NewDir:
+// its ID is the directory). Other sources need their files materialized
+// first; it says so.
+func DirLocator(src fetch.Source) Locator {
+	root := src.ID()
+	st, err := os.Stat(root)
+	isDir := err == nil && st.IsDir()
+	return func(_ context.Context, name string) (string, func(), error) {
+		if !isDir {
+			return "", nil, fmt.Errorf("%s: camera frames are decoded from local files; this source (%s) is not a local directory", name, root)
+		}
+		return filepath.Join(root, filepath.FromSlash(name)), func() {}, nil
+	}
+}
+
+// Mode values of --cameras besides a list of keys.
+const (
+	ModeAuto = "auto"
+	ModeAll  = "all"
+	ModeNone = "none"
+)
+
+// Choice is the outcome of resolving --cameras against a dataset.
+type Choice struct {
+	// Available lists the dataset's cameras (video and image features);
+	// Decoded those whose frames
+	// the batches carry; Absent those left out because their video files
+	// are absent (--cameras auto).
+	Available, Decoded, Absent []string
+}
+
+// Resolve decides which cameras to decode. spec is "auto" (the default:
+// every camera whose video files for the selected episodes exist),
+// "all" (every camera; absent files are an error when decoded), "none",
+// or a comma-separated list of camera keys. spans gives the episodes'
+// video locations; episodes the selected episodes (nil: all).
+func Resolve(spec string, info *schema.Info, spans []shard.VideoSpan, episodes []int64, exists func(name string) bool) (Choice, error) {
+	ch := Choice{Available: visualKeys(info)}
+	switch spec {
+	case ModeNone:
+		return ch, nil
+	case ModeAll:
+		ch.Decoded = append([]string(nil), ch.Available...)
+		return ch, nil
+	case "", ModeAuto:
+		sel := map[int64]bool{}
+		for _, e := range episodes {
+			sel[e] = true
+		}
+		missing := map[string]bool{}
+		checked := map[string]bool{}
+		for _, sp := range spans {
+			if episodes != nil && !sel[sp.Episode] {
+				continue
+			}
+			name, err := info.VideoFile(sp.Key, sp.Chunk, sp.File)
+			if err != nil {
+				missing[sp.Key] = true
+				continue
+			}
+			if !checked[name] {
+				checked[name] = true
+				if !exists(name) {
+					missing[sp.Key] = true
+				}
+			}
+		}
+		have := map[string]bool{}
+		for _, sp := range spans {
+			have[sp.Key] = true
+		}
+		for _, k := range ch.Available {
+			if f, _ := info.Feature(k); f.DType == schema.DTypeImage {
+				ch.Decoded = append(ch.Decoded, k) // in the data files
+				continue
+			}
+			if missing[k] || !have[k] {
+				ch.Absent = append(ch.Absent, k)
+			} else {
+				ch.Decoded = append(ch.Decoded, k)
+			}
+		}
+		return ch, nil
+	}
+	known := map[string]bool{}
+	for _, k := range ch.Available {
+		known[k] = true
+	}
+	seen := map[string]bool{}
+	for _, k := range strings.Split(spec, ",") {
+		k = strings.TrimSpace(k)
+		if k == "" || seen[k] {
+			continue
+		}
+		if !known[k] {
+			return ch, fmt.Errorf("--cameras: %q is not a camera of the dataset (cameras: %s)", k, strings.Join(ch.Available, ", "))
+		}
+		seen[k] = true
+		ch.Decoded = append(ch.Decoded, k)
+	}
+	return ch, nil
+}
+
+// FileExists reports whether a file exists in src (for Resolve), listing
+// each directory once (a Hub source lists without downloading).
+func FileExists(ctx context.Context, src fetch.Source) func(string) bool {
+	dirs := map[string]map[string]bool{}
+	return func(name string) bool {
+		dir := path.Dir(name)
+		files, ok := dirs[dir]
+		if !ok {
+			files = map[string]bool{}
+			names, err := src.List(ctx, dir)
+			if err == nil {
+				for _, n := range names {
+					files[n] = true
+					files[path.Join(dir, n)] = true
+				}
+			}
+			dirs[dir] = files
+		}
+		return files[name]
+	}
+}
+
+// Set decodes the frames of the chosen cameras for batches of samples.
+// It is immutable after construction and safe for concurrent use.
+type Set struct {
+	Decoder Decoder
+	Info    *schema.Info
+	Cameras []Camera
+	// Tolerance is LeRobot's tolerance_s (default 1e-4).
+	Tolerance float64
+	Locate    Locator
+	spans     map[int64]map[string]shard.VideoSpan
+	resize    bool
+	free      chan []byte // recycled frame buffers (Buffer, Recycle)
+}
+
+// Buffer returns a buffer of n bytes for Fill, recycled when one is free.
+// Its content is arbitrary: Fill writes every byte.
+func (s *Set) Buffer(n int) []byte {
+	for {
+		select {
+		case b := <-s.free:
+			if cap(b) >= n {
+				return b[:n]
+			}
+			// too small: drop it, try the next
+		default:
+			return make([]byte, n)
+		}
+	}
+}
+
+// Recycle hands back a buffer from Buffer once nothing reads it; a few
+// are kept, the others left to the garbage collector.
+func (s *Set) Recycle(b []byte) {
+	select {
+	case s.free <- b:
+	default:
+	}
+}
+
+// Files returns the video files (dataset-relative, sorted, each once) of
+// the decoded cameras for the given episodes (nil: every episode), and
+// how many frames those episodes have in them per the episodes index
+// (to_timestamp - from_timestamp at the dataset's fps).
+func (s *Set) Files(episodes []int64) (files []string, frames int64, err error) {
+	want := map[int64]bool{}
+	for _, e := range episodes {
+		want[e] = true
+	}
+	seen := map[string]bool{}
+	for ep, m := range s.spans {
+		if episodes != nil && !want[ep] {
+			continue
+		}
+		for _, c := range s.Cameras {
+			sp, ok := m[c.Key]
+			if !ok {
+				continue
+			}
+			name, err := s.Info.VideoFile(c.Key, sp.Chunk, sp.File)
+			if err != nil {
+				return nil, 0, err
+			}
+			if !seen[name] {
+				seen[name] = true
+				files = append(files, name)
+			}
+			frames += int64(math.Round((sp.To - sp.From) * s.Info.FPS))
+		}
+	}
+	sort.Strings(files)
+	return files, frames, nil
+}
+
+// DefaultTolerance is LeRobotDataset's default tolerance_s.
+const DefaultTolerance = 1e-4
+
+// NewSet prepares decoding keys. resize (h, w), when non-zero, sets every
+// camera's frame size.
+func NewSet(d Decoder, info *schema.Info, spans []shard.VideoSpan, keys []string, resizeH, resizeW int, tol float64, loc Locator) (*Set, error) {
+	s := &Set{Decoder: d, Info: info, Tolerance: tol, Locate: loc, spans: map[int64]map[string]shard.VideoSpan{},
+		free: make(chan []byte, 8)}
+	if s.Tolerance <= 0 {
+		s.Tolerance = DefaultTolerance
+	}
+	for _, k := range keys {
+		f, ok := info.Feature(k)
+		if !ok || f.DType != schema.DTypeVideo {
+			return nil, fmt.Errorf("camera %s: not a video feature of info.json", k)
+		}
+		c, h, w, err := FeatureShape(f)
+		if err != nil {
+			return nil, err
+		}
+		if c != 3 {
+			return nil, fmt.Errorf("camera %s: %d channels; lrstream decodes RGB (3) cameras", k, c)
+		}
+		if resizeH > 0 && resizeW > 0 {
+			h, w = resizeH, resizeW
+		}
+		s.Cameras = append(s.Cameras, Camera{Key: k, C: c, H: h, W: w})
+	}
+	for _, sp := range spans {
+		m := s.spans[sp.Episode]
+		if m == nil {
+			m = map[string]shard.VideoSpan{}
+			s.spans[sp.Episode] = m
+		}
+		m[sp.Key] = sp
+	}
+	s.resize = resizeH > 0 && resizeW > 0
+	return s, nil
+}
+
+// Fill decodes camera cam's frames for the samples (episodes[i],
+// index[i], timestamps[i]) into dst (len(episodes) frames of
+// Cameras[cam].FrameBytes(), CHW; every byte is written). Each run of samples of one episode is
+// one segment: one seek, decoded sequentially. A sample whose frame
+// cannot be produced is passed to fail with a *FrameError (its bytes in
+// dst are zeroed); Fill returns only the context's error. matched, when set,
+// is told the file and timestamp of the frame each sample got.
+func (s *Set) Fill(ctx context.Context, cam int, episodes, index []int64, timestamps []float32, dst []byte, fail func(i int, err error), matched func(i int, file string, pts float64)) error {
+	c := s.Cameras[cam]
+	fb := c.FrameBytes()
+	for start := 0; start < len(episodes); {
+		end := start + 1
+		for end < len(episodes) && episodes[end] == episodes[start] {
+			end++
+		}
+		var got func(int, string, float64)
+		if matched != nil {
+			got = func(i int, file string, pts float64) { matched(start+i, file, pts) }
+		}
+		if err := s.fillEpisode(ctx, c, episodes[start], index[start:end], timestamps[start:end], dst[start*fb:end*fb], func(i int, err error) { fail(start+i, err) }, got); err != nil {
+			return err
+		}
+		start = end
+	}
+	return nil
+}
+
+func (s *Set) fillEpisode(ctx context.Context, c Camera, ep int64, index []int64, ts []float32, dst []byte, fail func(int, error), matched func(int, string, float64)) error {
+	fb := c.FrameBytes()
+	sp, ok := s.spans[ep][c.Key]
+	ferr := func(i int, file string, q, nearest float64, err error) {
+		clear(dst[i*fb : (i+1)*fb])
+		fail(i, &FrameError{File: file, Camera: c.Key, Episode: ep, Index: index[i], Timestamp: float64(ts[i]), Query: q, Nearest: nearest, Err: err})
+	}
+	if !ok {
+		for i := range index {
+			ferr(i, "meta/episodes", float64(ts[i]), math.NaN(), errors.New("the episodes index has no video location for this camera and episode"))
+		}
+		return nil
+	}
+	name, err := s.Info.VideoFile(c.Key, sp.Chunk, sp.File)
+	if err != nil {
+		for i := range index {
+			ferr(i, "info.json video_path", sp.From+float64(ts[i]), math.NaN(), err)
+		}
+		return nil
+	}
+	// Queries in ascending order (a run of one episode is, but do not
+	// rely on it).
+	order := make([]int, len(index))
+	queries := make([]float64, len(index))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return ts[order[a]] < ts[order[b]] })
+	for k, i := range order {
+		queries[k] = sp.From + float64(ts[i])
+	}
+	path, release, err := s.Locate(ctx, name)
+	if err != nil {
+		for k, i := range order {
+			ferr(i, name, queries[k], math.NaN(), err)
+		}
+		return nil
+	}
+	defer release()
+	margin := s.Tolerance
+	if s.Info.FPS > 0 {
+		margin = max(margin, 1/s.Info.FPS)
+	}
+	seg := Segment{Path: path}
+	if s.resize {
+		seg.Width, seg.Height = c.W, c.H
+	}
+	handled, err := Select(ctx, s.Decoder, seg, queries, s.Tolerance, margin,
+		func(m Match) error {
+			i := order[m.Query]
+			if m.Frame.Width != c.W || m.Frame.Height != c.H {
+				ferr(i, name, queries[m.Query], m.Frame.PTS, fmt.Errorf("frame is %dx%d, info.json says %dx%d (use --resize HxW to resize)", m.Frame.Width, m.Frame.Height, c.W, c.H))
+				return nil
+			}
+			ToCHW(dst[i*fb:(i+1)*fb], m.Frame)
+			if matched != nil {
+				matched(i, name, m.Frame.PTS)
+			}
+			return nil
+		},
+		func(q int, nearest float64) error {
+			ferr(order[q], name, queries[q], nearest, fmt.Errorf("%w (tolerance_s %g)", ErrTolerance, s.Tolerance))
+			return nil
+		})
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+		for k := handled; k < len(order); k++ {
+			ferr(order[k], name, queries[k], math.NaN(), err)
+		}
+	}
+	return nil
+}
+
+// IsNotExist reports whether err says a file is absent.
+func IsNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }

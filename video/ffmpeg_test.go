@@ -1,0 +1,207 @@
+package video
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseShowinfo(t *testing.T) {
+	tests := []struct {
+		line string
+		kind lineKind
+		pts  int64
+		w, h int
+		tb   [2]int64
+	}{
+		{line: "[Parsed_showinfo_0 @ 0x55bd0043e000] config in time_base: 1/15360, frame_rate: 30/1\n", kind: lineTimeBase, tb: [2]int64{1, 15360}},
+		{line: "[Parsed_showinfo_1 @ 0x5] n:   1 pts:  15872 pts_time:1.03333 pos:     3216 fmt:yuv420p sar:1/1 s:64x48 i:P iskey:0 type:B checksum:7388CACF\n", kind: lineFrame, pts: 15872, w: 64, h: 48},
+		{line: "[Parsed_showinfo_0 @ 0x5] n:   0 pts:      0 pts_time:0 pos: 48 fmt:yuv420p sar:0/1 s:640x480 i:P\n", kind: lineFrame, pts: 0, w: 640, h: 480},
+		{line: "[Parsed_showinfo_0 @ 0x5] color_range:unknown color_space:unknown\n", kind: lineShowinfo},
+		{line: "[Parsed_showinfo_0 @ 0x5] config out time_base: 0/0, frame_rate: 0/0\n", kind: lineShowinfo},
+		{line: "[Parsed_showinfo_0 @ 0x5] config in time_base: 0/0, frame_rate: 0/0\n", kind: lineShowinfo},
+		{line: "[Parsed_showinfo_0 @ 0x5] n: 3 pts: NOPTS pts_time:NOPTS s:64x48\n", kind: lineShowinfo},
+		{line: "[Parsed_showinfo_0 @ 0x5] n: 3 pts: 12 s:0x48\n", kind: lineShowinfo},
+		{line: "[mov,mp4,m4a,3gp,3g2,mj2 @ 0x5] moov atom not found\n", kind: lineOther},
+		{line: "Stream mapping:\n", kind: lineOther},
+	}
+	for _, tc := range tests {
+		f, tb, kind := parseShowinfo(tc.line)
+		if kind != tc.kind {
+			t.Errorf("%q: kind %d, want %d", tc.line, kind, tc.kind)
+			continue
+		}
+		if kind == lineFrame && (f.ptsInt != tc.pts || f.w != tc.w || f.h != tc.h) {
+			t.Errorf("%q: pts %d %dx%d, want %d %dx%d", tc.line, f.ptsInt, f.w, f.h, tc.pts, tc.w, tc.h)
+		}
+		if kind == lineTimeBase && tb != tc.tb {
+			t.Errorf("%q: time base %v, want %v", tc.line, tb, tc.tb)
+		}
+	}
+}
+
+func FuzzParseShowinfo(f *testing.F) {
+	f.Add("[Parsed_showinfo_0 @ 0x55bd0043e000] config in time_base: 1/15360, frame_rate: 30/1\n")
+	f.Add("[Parsed_showinfo_1 @ 0x5] n:   1 pts:  15872 pts_time:1.03333 pos:     3216 fmt:yuv420p sar:1/1 s:64x48 i:P\n")
+	f.Add("[Parsed_showinfo_0 @ 0x5] n: 3 pts: -9223372036854775808 s:99999x1\n")
+	f.Fuzz(func(t *testing.T, line string) {
+		fr, tb, kind := parseShowinfo(line)
+		switch kind {
+		case lineFrame:
+			if fr.w <= 0 || fr.h <= 0 || fr.w > 1<<15 || fr.h > 1<<15 || fr.ptsInt > 1<<40 || fr.ptsInt < -(1<<40) {
+				t.Fatalf("accepted frame %+v", fr)
+			}
+		case lineTimeBase:
+			if tb[0] <= 0 || tb[1] <= 0 {
+				t.Fatalf("accepted time base %v", tb)
+			}
+		}
+		if kind != lineOther && !strings.Contains(line, "[Parsed_showinfo_") {
+			t.Fatalf("kind %d for a line without showinfo", kind)
+		}
+	})
+}
+
+// TestFFmpegDecode decodes segments of H.264 (with B-frames) and AV1 files
+// and checks the frames' timestamps are the file's, from one seek, and that
+// the pixels equal a full decode's.
+func TestFFmpegDecode(t *testing.T) {
+	d := needFFmpeg(t)
+	dir := t.TempDir()
+	for _, codec := range []string{"libx264", "libsvtav1"} {
+		t.Run(codec, func(t *testing.T) {
+			p := makeVideo(t, dir, codec+".mp4", codec, 96, 64, 30, 90, 20)
+			var all []Frame
+			err := d.Decode(context.Background(), Segment{Path: p, Start: 0, End: 100}, func(f Frame) error {
+				f.Pix = append([]byte(nil), f.Pix...)
+				all = append(all, f)
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(all) != 90 {
+				t.Fatalf("%d frames, want 90", len(all))
+			}
+			for i, f := range all {
+				if want := float64(i) / 30; math.Abs(f.PTS-want) > 1e-9 {
+					t.Fatalf("frame %d at %.9f, want %.9f", i, f.PTS, want)
+				}
+				if f.Width != 96 || f.Height != 64 {
+					t.Fatalf("frame %d is %dx%d", i, f.Width, f.Height)
+				}
+			}
+			// A segment starting mid-GOP: frames 37..52 only, same pixels.
+			var got []Frame
+			err = d.Decode(context.Background(), Segment{Path: p, Start: 37.0/30 - 1e-4, End: 52.0/30 + 1e-4}, func(f Frame) error {
+				f.Pix = append([]byte(nil), f.Pix...)
+				got = append(got, f)
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 16 {
+				t.Fatalf("segment: %d frames, want 16", len(got))
+			}
+			for k, f := range got {
+				want := all[37+k]
+				if f.PTS != want.PTS || string(f.Pix) != string(want.Pix) {
+					t.Fatalf("segment frame %d (pts %.6f) differs from the full decode's frame %d (pts %.6f)", k, f.PTS, 37+k, want.PTS)
+				}
+			}
+			// Resize.
+			err = d.Decode(context.Background(), Segment{Path: p, Start: 0, End: 0.01, Width: 32, Height: 16}, func(f Frame) error {
+				if f.Width != 32 || f.Height != 16 || len(f.Pix) != 32*16*3 {
+					t.Fatalf("resized frame %dx%d, %d bytes", f.Width, f.Height, len(f.Pix))
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestFFmpegBadInput: every broken file is an error (never a panic, never
+// a hang, never frames that look complete).
+func TestFFmpegBadInput(t *testing.T) {
+	d := needFFmpeg(t)
+	dir := t.TempDir()
+	good := makeVideo(t, dir, "good.mp4", "libx264", 64, 48, 30, 60, 10)
+	data, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	corrupt := append([]byte(nil), data...)
+	for i := len(corrupt) / 3; i < len(corrupt)-64; i += 7 {
+		corrupt[i] ^= 0x5a
+	}
+	tests := []struct {
+		name string
+		path string
+		want string
+	}{
+		{"missing file", filepath.Join(dir, "absent.mp4"), "no such file"},
+		{"empty file", write("empty.mp4", nil), "ffmpeg"},
+		{"not a video", write("text.mp4", []byte("hello, this is not an mp4 file at all")), "ffmpeg"},
+		{"truncated", write("trunc.mp4", data[:len(data)/2]), "ffmpeg"},
+		{"corrupt", write("corrupt.mp4", corrupt), ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			n := 0
+			err := d.Decode(ctx, Segment{Path: tc.path, Start: 0, End: 10}, func(f Frame) error {
+				n++
+				return nil
+			})
+			if ctx.Err() != nil {
+				t.Fatal("decode hung")
+			}
+			if tc.name == "corrupt" {
+				// Corrupt data may still decode some frames; it must
+				// not decode all 60 silently unless FFmpeg reports no
+				// error (then the frames are what the file holds).
+				if err == nil && n == 60 {
+					t.Log("corrupt file decoded fully without error")
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("no error (%d frames)", n)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not mention %q", err, tc.want)
+			}
+		})
+	}
+	t.Run("missing ffmpeg", func(t *testing.T) {
+		bad := &FFmpeg{Path: filepath.Join(dir, "no-ffmpeg-here")}
+		err := bad.Decode(context.Background(), Segment{Path: good, End: 1}, func(Frame) error { return nil })
+		if !errors.Is(err, ErrNoFFmpeg) || !strings.Contains(err.Error(), "apt-get install ffmpeg") || !strings.Contains(err.Error(), "--cameras none") {
+			t.Fatalf("error %v, want ErrNoFFmpeg with install and skip hints", err)
+		}
+	})
+	t.Run("cancel", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		err := d.Decode(ctx, Segment{Path: good, End: 10}, func(Frame) error { cancel(); return nil })
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("error %v, want context.Canceled", err)
+		}
+	})
+}
