@@ -272,18 +272,141 @@ func version() string {
 	return "devel"
 }
 
-// parseFlags parses args with fs, printing usage on error.
+// parseFlags parses args with fs. A bad flag prints the error, a "did you
+// mean" suggestion when a flag name is close, and one line pointing at
+// --help, rather than the whole usage; -h prints the usage.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return err
-		}
-		return exitError{2}
+	if err := parseFlagsArgs(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return exitError{2}
+		return usageError(fs, fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
 	}
 	return nil
+}
+
+// parseFlagsArgs is parseFlags for commands that take positional
+// arguments after the flags.
+func parseFlagsArgs(fs *flag.FlagSet, args []string) error {
+	usage, out := fs.Usage, fs.Output()
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.Usage = usage
+	fs.SetOutput(out)
+	if err == flag.ErrHelp {
+		usage()
+		return err
+	}
+	if err != nil {
+		msg := err.Error()
+		if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+			msg = "unknown flag --" + name
+			if s := suggestFlag(fs, name); s != "" {
+				msg += "; did you mean --" + s + "?"
+			}
+		}
+		return usageError(fs, msg)
+	}
+	return nil
+}
+
+// usageError prints msg and a pointer at --help for the command fs parses,
+// and returns the usage exit status (2).
+func usageError(fs *flag.FlagSet, msg string) error {
+	fmt.Fprintf(fs.Output(), "%s: %s\nRun '%s --help' for usage.\n", fs.Name(), msg, fs.Name())
+	return exitError{2}
+}
+
+// missingFlag reports that the flag name is required.
+func missingFlag(fs *flag.FlagSet, name string) error {
+	return usageError(fs, "--"+name+" is required")
+}
+
+// suggestFlag returns the defined flag closest to name ("batch_size" →
+// "batch-size"), or "" when none is close.
+func suggestFlag(fs *flag.FlagSet, name string) string {
+	norm := func(s string) string { return strings.ToLower(strings.ReplaceAll(s, "_", "-")) }
+	n := norm(strings.SplitN(name, "=", 2)[0])
+	best, bestD := "", 3
+	fs.VisitAll(func(f *flag.Flag) {
+		d := editDistance(n, norm(f.Name))
+		if d < bestD || (d == bestD && best != "" && f.Name < best) {
+			best, bestD = f.Name, d
+		}
+	})
+	if bestD > len(n)/3 && bestD > 0 {
+		// Short names: only a near-exact match is a suggestion.
+		if bestD > 1 || len(n) < 3 {
+			return ""
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := prev[j-1]
+			if a[i-1] != b[j-1] {
+				c++
+			}
+			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// optInt is an integer flag that knows whether it was set; its help line
+// shows no "(default ...)" of its own, since its default comes from the
+// environment and the flag's text says so.
+type optInt struct {
+	v   int
+	set bool
+}
+
+func (o *optInt) String() string {
+	if o == nil || !o.set {
+		return ""
+	}
+	return strconv.Itoa(o.v)
+}
+
+func (o *optInt) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return errors.New("not an integer")
+	}
+	o.v, o.set = n, true
+	return nil
+}
+
+// tidyError renders err for "lrstream CMD: ..." without the stutter of
+// wrapped errors repeating context: a leading "CMD: " (the package
+// prefix of the command's own package) and a later repetition of the
+// message's first "subject: " segment are dropped.
+func tidyError(cmd string, err error) string {
+	msg := err.Error()
+	for {
+		rest, ok := strings.CutPrefix(msg, cmd+": ")
+		if !ok {
+			break
+		}
+		msg = rest
+	}
+	if i := strings.Index(msg, ": "); i > 0 {
+		head := msg[:i+2]
+		if j := strings.Index(msg[i+2:], head); j >= 0 {
+			msg = msg[:i+2+j] + msg[i+2+j+len(head):]
+		}
+	}
+	return msg
 }

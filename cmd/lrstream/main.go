@@ -90,7 +90,7 @@ func run(ctx context.Context, e *env, args []string) int {
 			case errors.As(err, &ee):
 				return ee.code
 			default:
-				fmt.Fprintf(e.stderr, "lrstream %s: %v\n", c.name, err)
+				fmt.Fprintf(e.stderr, "lrstream %s: %s\n", c.name, tidyError(c.name, err))
 				return 1
 			}
 		}

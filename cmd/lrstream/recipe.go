@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -48,11 +47,8 @@ func runRecipe(_ context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("lrstream recipe check", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() { recipeUsage(e.stderr) }
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return exitError{2}
+	if err := parseFlagsArgs(fs, args[1:]); err != nil {
+		return err
 	}
 	if fs.NArg() == 0 {
 		recipeUsage(e.stderr)

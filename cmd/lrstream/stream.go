@@ -77,6 +77,10 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	if *format != "msgpack" && *format != "jsonl" {
 		return fmt.Errorf("--format must be msgpack or jsonl, not %q", *format)
 	}
+	if tf.fromEnv != "" && tf.worldSize > 1 && !*quiet {
+		// torchrun's variables shard the stream: say so, as prerender does.
+		fmt.Fprintf(e.stderr, "stream: rank %d of %d (from %s): streaming this rank's share; pass --world-size 1 for the whole selection\n", tf.rank, tf.worldSize, tf.fromEnv)
+	}
 	if *from != "" {
 		return replay(ctx, e, fs, *from, *format, tf, *quiet)
 	}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestFlagErrors checks that a bad command line prints the error, a
+// suggestion when one is close, and one line pointing at --help, not the
+// whole usage (issue 16 items 9 and 11).
+func TestFlagErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"stream", "--batch_size", "8"}, []string{"lrstream stream: unknown flag --batch_size; did you mean --batch-size?", "Run 'lrstream stream --help' for usage."}},
+		{[]string{"stream", "--epoch", "2"}, []string{"did you mean --epochs?"}},
+		{[]string{"stream", "--zzzzzz"}, []string{"unknown flag --zzzzzz\n"}},
+		{[]string{"stream", "extra"}, []string{`unexpected argument "extra"`}},
+		{[]string{"prerender"}, []string{"lrstream prerender: --out is required"}},
+		{[]string{"gen"}, []string{"lrstream gen: --out is required"}},
+		{[]string{"serve"}, []string{"lrstream serve: --socket is required"}},
+		{[]string{"inspect", "--Recipe", "x"}, []string{"did you mean --recipe?"}},
+		{[]string{"recipe", "check", "--bogus", "x"}, []string{"lrstream recipe check: unknown flag --bogus"}},
+	} {
+		_, errb, code := runCmd(t, tc.args...)
+		if code != 2 {
+			t.Errorf("%v: exit %d, want 2", tc.args, code)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(errb, w) {
+				t.Errorf("%v: stderr %q lacks %q", tc.args, errb, w)
+			}
+		}
+		if n := strings.Count(errb, "\n"); n > 2 || strings.Contains(errb, "flags:") {
+			t.Errorf("%v: %d lines of stderr (the usage?): %q", tc.args, n, errb)
+		}
+	}
+}
+
+// TestHelpDefaults checks that no help line shows two defaults or a
+// sentinel default (issue 16 item 11).
+func TestHelpDefaults(t *testing.T) {
+	for _, cmd := range []string{"stream", "serve", "prerender", "inspect", "gen", "bench"} {
+		_, errb, code := runCmd(t, cmd, "-h")
+		if code != 0 {
+			t.Errorf("%s -h: exit %d", cmd, code)
+		}
+		for _, line := range strings.Split(errb, "\n") {
+			if strings.Count(line, "default") > 1 && strings.Contains(line, "(default ") {
+				t.Errorf("%s -h: two defaults: %q", cmd, line)
+			}
+			if strings.Contains(line, "(default -1)") {
+				t.Errorf("%s -h: sentinel default: %q", cmd, line)
+			}
+		}
+	}
+}
+
+func TestTidyError(t *testing.T) {
+	for _, tc := range []struct{ cmd, in, want string }{
+		{"prerender", "prerender: mkdir /x: denied", "mkdir /x: denied"},
+		{"verify", "verify: verify: read index: gone", "read index: gone"},
+		{"stream", `dataset "/tmp/x": no such local directory, and not a Hub dataset id: dataset "/tmp/x": want ORG/NAME`, `dataset "/tmp/x": no such local directory, and not a Hub dataset id: want ORG/NAME`},
+		{"stream", "episode 3: frame 2: boom", "episode 3: frame 2: boom"},
+		{"stream", "plain", "plain"},
+	} {
+		if got := tidyError(tc.cmd, errors.New(tc.in)); got != tc.want {
+			t.Errorf("tidyError(%q, %q) = %q, want %q", tc.cmd, tc.in, got, tc.want)
+		}
+	}
+	// Wrapped errors tidy the same way.
+	if got := tidyError("x", fmt.Errorf("x: %w", errors.New("y"))); got != "y" {
+		t.Errorf("wrapped: %q", got)
+	}
+}
+
+// TestTorchrunNotice checks that RANK/WORLD_SIZE sharding a stream is said
+// on stderr (issue 16 item 3), and that flags win over the environment.
+func TestTorchrunNotice(t *testing.T) {
+	env := map[string]string{"RANK": "1", "WORLD_SIZE": "4"}
+	e, _, errb := genEnv()
+	e.getenv = func(k string) string { return env[k] }
+	if code := run(t.Context(), e, []string{"stream", "--format", "jsonl"}); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	if !strings.Contains(errb.String(), "stream: rank 1 of 4 (from RANK=1 WORLD_SIZE=4)") {
+		t.Errorf("stderr %q lacks the rank notice", errb)
+	}
+	e, _, errb = genEnv()
+	e.getenv = func(k string) string { return env[k] }
+	if code := run(t.Context(), e, []string{"stream", "--format", "jsonl", "--world-size", "1", "--rank", "0"}); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	if strings.Contains(errb.String(), "rank") {
+		t.Errorf("flags given, yet stderr %q", errb)
+	}
+}
