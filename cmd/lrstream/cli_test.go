@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -96,5 +97,37 @@ func TestTorchrunNotice(t *testing.T) {
 	}
 	if strings.Contains(errb.String(), "rank") {
 		t.Errorf("flags given, yet stderr %q", errb)
+	}
+}
+
+// TestInterrupted checks that a cancelled run (Ctrl-C) says "interrupted"
+// and exits 130, not "context canceled" with status 1 (issue 16 item 12).
+func TestInterrupted(t *testing.T) {
+	for _, args := range [][]string{
+		{"stream", "--format", "jsonl"},
+		{"prerender", "--out", t.TempDir()},
+	} {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		e, _, errb := genEnv()
+		code := run(ctx, e, args)
+		if code != 130 || !strings.Contains(errb.String(), "interrupted") || strings.Contains(errb.String(), "context canceled") {
+			t.Errorf("%v: exit %d, stderr %q; want 130 and \"interrupted\"", args, code, errb)
+		}
+	}
+}
+
+// TestSummaryLine checks the one-line summary written when stderr is not
+// a terminal (Slurm logs), and that -q silences it (issue 16 item 12).
+func TestSummaryLine(t *testing.T) {
+	_, errb, code := runCmd(t, "stream", "--format", "jsonl")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	if !strings.HasPrefix(errb, "stream: 1175/1175 frames (100.0%)") || strings.Count(errb, "\n") != 1 || strings.Contains(errb, "\r") {
+		t.Errorf("summary %q", errb)
+	}
+	if _, errb, _ := runCmd(t, "stream", "--format", "jsonl", "-q"); errb != "" {
+		t.Errorf("-q: stderr %q", errb)
 	}
 }

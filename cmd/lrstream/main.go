@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 )
 
@@ -89,6 +90,15 @@ func run(ctx context.Context, e *env, args []string) int {
 				return 0
 			case errors.As(err, &ee):
 				return ee.code
+			case ctx.Err() != nil && errors.Is(err, context.Canceled):
+				// SIGINT/SIGTERM: the conventional 128+SIGINT status.
+				msg := strings.TrimSuffix(tidyError(c.name, err), context.Canceled.Error())
+				msg = strings.TrimSuffix(strings.TrimSuffix(msg, " "), ":")
+				if !strings.HasPrefix(msg, "interrupted") {
+					msg = "interrupted"
+				}
+				fmt.Fprintf(e.stderr, "lrstream %s: %s\n", c.name, msg)
+				return 130
 			default:
 				fmt.Fprintf(e.stderr, "lrstream %s: %s\n", c.name, tidyError(c.name, err))
 				return 1

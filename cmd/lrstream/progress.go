@@ -9,9 +9,12 @@ import (
 )
 
 // progress draws a one-line progress display on a terminal: frames done,
-// rate, and ETA when the total is known. It is a no-op when w is nil.
+// rate, and ETA when the total is known. It is a no-op when w is nil. A
+// progress made by summaryOnly draws nothing while running and writes one
+// summary line at the end (stderr that is not a terminal: Slurm logs).
 type progress struct {
 	w     io.Writer
+	live  bool
 	label string
 	total int64
 	done  atomic.Int64
@@ -24,7 +27,7 @@ type progress struct {
 // startProgress starts a display on w (nil: none) for total frames (0 if
 // unknown); bytes, when set, reports output bytes for a MB/s figure.
 func startProgress(w io.Writer, label string, total int64, bytes func() int64) *progress {
-	p := &progress{w: w, label: label, total: total, bytes: bytes, start: time.Now(), stop: make(chan struct{})}
+	p := &progress{w: w, live: true, label: label, total: total, bytes: bytes, start: time.Now(), stop: make(chan struct{})}
 	if w == nil {
 		return p
 	}
@@ -45,6 +48,11 @@ func startProgress(w io.Writer, label string, total int64, bytes func() int64) *
 	return p
 }
 
+// summaryOnly returns a progress that writes only the final line to w.
+func summaryOnly(w io.Writer, label string, total int64, bytes func() int64) *progress {
+	return &progress{w: w, label: label, total: total, bytes: bytes, start: time.Now()}
+}
+
 // add counts n more frames.
 func (p *progress) add(n int) { p.done.Add(int64(n)) }
 
@@ -53,8 +61,10 @@ func (p *progress) finish() {
 	if p.w == nil {
 		return
 	}
-	close(p.stop)
-	p.wg.Wait()
+	if p.live {
+		close(p.stop)
+		p.wg.Wait()
+	}
 	p.draw(true)
 }
 
@@ -79,9 +89,15 @@ func (p *progress) draw(final bool) {
 		eta := time.Duration(float64(p.total-done) / rate * float64(time.Second)).Round(time.Second)
 		line += fmt.Sprintf("  ETA %s", eta)
 	}
-	end := ""
-	if final {
-		end = "\n"
+	switch {
+	case !p.live:
+		line += fmt.Sprintf("  in %s", time.Since(p.start).Round(time.Millisecond))
+		fmt.Fprintln(p.w, line)
+	case final:
+		// Clear whatever another process wrote after our line, then end
+		// ours with a newline so the next output starts on a fresh line.
+		fmt.Fprintf(p.w, "\r\x1b[K%s\n", line)
+	default:
+		fmt.Fprintf(p.w, "\r\x1b[K%s", line)
 	}
-	fmt.Fprintf(p.w, "\r\x1b[K%s%s", line, end)
 }

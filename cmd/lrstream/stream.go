@@ -110,6 +110,10 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	if !*quiet && isTerminal(e.stderr) && !isTerminal(e.stdout) {
 		prog = startProgress(e.stderr, "stream", pipeline.SelectedFrames(cfg), written)
 		cfg.Progress = prog.add
+	} else if !*quiet && !isTerminal(e.stderr) && e.stderr != nil {
+		// No terminal (a Slurm log): one summary line at the end.
+		prog = summaryOnly(e.stderr, "stream", pipeline.SelectedFrames(cfg), written)
+		cfg.Progress = prog.add
 	} else {
 		prog = startProgress(nil, "", 0, nil)
 	}
