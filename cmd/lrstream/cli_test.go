@@ -131,3 +131,50 @@ func TestSummaryLine(t *testing.T) {
 		t.Errorf("-q: stderr %q", errb)
 	}
 }
+
+// TestModeDefaultAndDropRefusal checks that the default mode is the task
+// fallback (LeRobot main's RenderMessagesStep), that --mode drop is
+// refused before the first batch on a selection it cannot batch (frames
+// without language), and that inspect warns instead (issue 16 item 1).
+func TestModeDefaultAndDropRefusal(t *testing.T) {
+	ds := shared(t, "conformance", "datasets", "pub_documented_top_wrist")
+	rec := shared(t, "recipes", "subtask.yaml")
+	base := []string{"--dataset", ds, "--recipe", rec, "--on-error", "skip", "-q"}
+	out, errb, code := runCmd(t, append([]string{"stream", "--format", "jsonl"}, base...)...)
+	if code != 0 || out == "" {
+		t.Fatalf("default mode: exit %d: %s", code, errb)
+	}
+	if !strings.Contains(out, `"mode":"fallback"`) {
+		t.Errorf("default mode is not fallback: header %.300s", out)
+	}
+	for _, cmd := range [][]string{{"stream"}, {"prerender", "--out", t.TempDir()}} {
+		out, errb, code = runCmd(t, append(append(cmd, "--mode", "drop"), base...)...)
+		if code != 1 || out != "" || !strings.Contains(errb, "--mode drop cannot batch") ||
+			!strings.Contains(errb, "182 of 1105 selected frames have no language (the first: index 57, episode 1)") {
+			t.Errorf("%v --mode drop: exit %d, %d bytes out, stderr %q", cmd, code, len(out), errb)
+		}
+	}
+	// The demo dataset has language on every frame: drop batches.
+	if _, errb, code := runCmd(t, "stream", "--mode", "drop", "--format", "jsonl", "-q"); code != 0 {
+		t.Errorf("demo --mode drop: exit %d: %s", code, errb)
+	}
+	_, errb, code = runCmd(t, "inspect", "--jsonl", "--mode", "drop", "--dataset", ds, "--recipe", rec)
+	if code != 0 || !strings.Contains(errb, "warning: --mode drop cannot be batched on this selection: 182 frame(s) without language") {
+		t.Errorf("inspect --mode drop: exit %d, stderr %q", code, errb)
+	}
+}
+
+// TestInspectOnErrorFail checks that inspect reports render errors and,
+// with an explicit --on-error fail, exits 1 (issue 16 item 5).
+func TestInspectOnErrorFail(t *testing.T) {
+	args := []string{"inspect", "--dataset", shared(t, "conformance", "datasets", "pub_documented_top_wrist"),
+		"--recipe", shared(t, "recipes", "subtask_mem.yaml")}
+	out, errb, code := runCmd(t, args...)
+	if code != 0 || !strings.Contains(out, "Ambiguous resolver") {
+		t.Fatalf("inspect: exit %d, stderr %q", code, errb)
+	}
+	out, errb, code = runCmd(t, append(args, "--on-error", "fail")...)
+	if code != 1 || !strings.Contains(out, "Ambiguous resolver") || !strings.Contains(errb, "failed to render (--on-error fail)") {
+		t.Errorf("inspect --on-error fail: exit %d, stderr %q", code, errb)
+	}
+}

@@ -38,12 +38,15 @@ type runFlags struct {
 	tolerance         float64
 	onInconsistent    string
 	strict            bool
+	// noBatchCheck skips the --mode drop batching check (inspect does
+	// not batch; it warns from its own counts instead).
+	noBatchCheck bool
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.datasets, "dataset", "local dataset directory or Hub dataset ORG/NAME[@REVISION] (default: the embedded demo dataset); repeat as SPEC:WEIGHT to mix datasets (stream, serve)")
 	fs.StringVar(&f.recipe, "recipe", "", "recipe YAML file (default with the demo dataset: its demo recipe)")
-	fs.StringVar(&f.mode, "mode", "drop", "what None renders and frames without language become: drop or fallback")
+	fs.StringVar(&f.mode, "mode", "fallback", "what None renders and frames without language become: fallback (LeRobot main's RenderMessagesStep: the task as one low_level user message) or drop (a None render drops the frame; frames without language pass through without messages, so drop batches only when every selected frame has language: checked before streaming)")
 	fs.BoolVar(&f.noTaskAug, "no-task-aug", false, "pass the canonical task explicitly (LeRobot main's RenderMessagesStep): no task_aug rotation")
 	fs.StringVar(&f.episodes, "episodes", "", "episodes to read, e.g. 0-9,12 (default all)")
 	fs.StringVar(&f.exclude, "exclude-episodes", "", "episodes to skip, e.g. 3,5-7")
@@ -219,11 +222,19 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 			return nil, fmt.Errorf("--features: %q is a %s feature; only numeric features are emitted (video and image features are not decoded)", n, ft.DType)
 		}
 	}
-	return &pipeline.Config{
+	cfg := &pipeline.Config{
 		Source: src, Dataset: ds, Recipe: rec, Mode: mode, NoTaskAug: f.noTaskAug,
 		Selection: sel, Features: features, SkipErrors: f.onError == "skip", Workers: f.workers,
 		Deltas: deltas, Tolerance: f.tolerance,
-	}, nil
+	}
+	if !f.noBatchCheck {
+		// Refuse --mode drop before the first batch rather than after
+		// streaming for a while (one pass over the language columns).
+		if err := pipeline.CheckBatchable(ctx, cfg); err != nil {
+			return nil, err
+		}
+	}
+	return cfg, nil
 }
 
 // optionsJSON records the options that shape the output, for headers.
