@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/lrstream/lrstream/pipeline"
 )
 
 // TestFlagErrors checks that a bad command line prints the error, a
@@ -176,5 +178,45 @@ func TestInspectOnErrorFail(t *testing.T) {
 	out, errb, code = runCmd(t, append(args, "--on-error", "fail")...)
 	if code != 1 || !strings.Contains(out, "Ambiguous resolver") || !strings.Contains(errb, "failed to render (--on-error fail)") {
 		t.Errorf("inspect --on-error fail: exit %d, stderr %q", code, errb)
+	}
+}
+
+// TestOnErrorSkipReport checks the grouped, bounded report of skipped
+// frames and --max-errors (issue 16 item 5).
+func TestOnErrorSkipReport(t *testing.T) {
+	args := []string{"stream", "--format", "jsonl", "--on-error", "skip",
+		"--dataset", shared(t, "conformance", "datasets", "pub_documented_top_wrist"),
+		"--recipe", shared(t, "recipes", "subtask_mem.yaml")}
+	_, errb, code := runCmd(t, args...)
+	if code != 0 || !strings.Contains(errb, "skipped 2 frame(s) whose rendering failed, 1 distinct error(s):\n  2 × Ambiguous resolver") ||
+		!strings.Contains(errb, "episode 8, index 398") {
+		t.Errorf("skip: exit %d, stderr %q", code, errb)
+	}
+	if _, errb, code := runCmd(t, append(args, "--max-errors", "2")...); code != 0 {
+		t.Errorf("--max-errors 2: exit %d: %s", code, errb)
+	}
+	_, errb, code = runCmd(t, append(args, "--max-errors", "1")...)
+	if code != 1 || !strings.Contains(errb, "more than 1 frames failed to render (--max-errors 1)") {
+		t.Errorf("--max-errors 1: exit %d, stderr %q", code, errb)
+	}
+	if _, _, code := runCmd(t, append(args, "--max-errors", "-1")...); code == 0 {
+		t.Error("--max-errors -1 accepted")
+	}
+}
+
+func TestNothingKept(t *testing.T) {
+	for _, tc := range []struct {
+		st   *pipeline.Stats
+		fail bool
+	}{
+		{nil, false},
+		{&pipeline.Stats{}, false},
+		{&pipeline.Stats{Errors: 3, Dropped: 5}, true},
+		{&pipeline.Stats{Errors: 3, Rendered: 1}, false},
+		{&pipeline.Stats{Errors: 3, Passthrough: 1}, false},
+	} {
+		if err := nothingKept(tc.st); (err != nil) != tc.fail {
+			t.Errorf("%+v: %v", tc.st, err)
+		}
 	}
 }

@@ -32,6 +32,7 @@ type runFlags struct {
 	episodes, exclude string
 	features          string
 	onError           string
+	maxErrors         int64
 	workers           int
 	cache             string
 	deltas            string
@@ -52,6 +53,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.exclude, "exclude-episodes", "", "episodes to skip, e.g. 3,5-7")
 	fs.StringVar(&f.features, "features", "", "numeric features to emit, comma-separated (default every numeric feature; \"none\" for none)")
 	fs.StringVar(&f.onError, "on-error", "fail", "a frame whose rendering fails: fail (stop) or skip (count it, report it at the end)")
+	fs.Int64Var(&f.maxErrors, "max-errors", 0, "with --on-error skip: fail once more than N frames failed to render (0: no limit)")
 	fs.IntVar(&f.workers, "workers", 0, "row groups decoded and rendered in parallel (default: the number of cores)")
 	fs.StringVar(&f.deltas, "delta-timestamps", "", "gather features at time offsets within the episode, LeRobot delta_timestamps style: KEY=SECONDS,... e.g. 'action=0:50/30,observation.state=-1/30,0' (docs/training.md)")
 	fs.Float64Var(&f.tolerance, "tolerance-s", pipeline.DefaultTolerance, "delta timestamps must be multiples of 1/fps within this many seconds")
@@ -134,6 +136,9 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 	}
 	if f.onError != "fail" && f.onError != "skip" {
 		return nil, fmt.Errorf("--on-error must be fail or skip, not %q", f.onError)
+	}
+	if f.maxErrors < 0 {
+		return nil, fmt.Errorf("--max-errors must be >= 0, not %d", f.maxErrors)
 	}
 	deltas, err := pipeline.ParseDeltaTimestamps(f.deltas)
 	if err != nil {
@@ -224,7 +229,7 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 	}
 	cfg := &pipeline.Config{
 		Source: src, Dataset: ds, Recipe: rec, Mode: mode, NoTaskAug: f.noTaskAug,
-		Selection: sel, Features: features, SkipErrors: f.onError == "skip", Workers: f.workers,
+		Selection: sel, Features: features, SkipErrors: f.onError == "skip", MaxErrors: f.maxErrors, Workers: f.workers,
 		Deltas: deltas, Tolerance: f.tolerance,
 	}
 	if !f.noBatchCheck {
@@ -251,15 +256,37 @@ func (f *runFlags) optionsJSON(extra map[string]any) json.RawMessage {
 	return b
 }
 
-// reportSkipped lists every frame skipped with --on-error skip.
+// reportSkipped reports the frames skipped with --on-error skip, grouped
+// by error message: the count and the first frames of each (bounded, so a
+// run skipping every frame prints a few lines, not one per frame).
 func reportSkipped(w io.Writer, st *pipeline.Stats) {
-	if len(st.Skipped) == 0 {
+	sk := &st.Skipped
+	total := sk.Total()
+	if total == 0 {
 		return
 	}
-	fmt.Fprintf(w, "skipped %d frame(s) whose rendering failed:\n", len(st.Skipped))
-	for _, fe := range st.Skipped {
-		fmt.Fprintf(w, "  %v\n", fe)
+	fmt.Fprintf(w, "skipped %d frame(s) whose rendering failed, %d distinct error(s):\n", total, len(sk.Groups))
+	for _, g := range sk.Groups {
+		fmt.Fprintf(w, "  %d × %s\n", g.Count, g.Message)
+		for _, fe := range g.First {
+			fmt.Fprintf(w, "      %s %s row group %d: episode %d, index %d\n", fe.Dataset, fe.File, fe.RowGroup, fe.Episode, fe.Index)
+		}
+		if g.Count > int64(len(g.First)) {
+			fmt.Fprintf(w, "      ... and %d more\n", g.Count-int64(len(g.First)))
+		}
 	}
+	if sk.Other > 0 {
+		fmt.Fprintf(w, "  %d more frame(s) with other errors\n", sk.Other)
+	}
+}
+
+// nothingKept returns an error when every frame that was not dropped
+// failed to render: a run that kept nothing must not look successful.
+func nothingKept(st *pipeline.Stats) error {
+	if st == nil || st.Errors == 0 || st.Rendered+st.Passthrough > 0 {
+		return nil
+	}
+	return fmt.Errorf("no frame kept: %d frame(s) failed to render and were skipped (--on-error skip), none rendered", st.Errors)
 }
 
 // isTerminal reports whether w is a terminal.

@@ -139,6 +139,9 @@ flags:`)
 		}
 		return err
 	}
+	if err := nothingKept(res.Stats); err != nil {
+		return err
+	}
 	if !*quiet {
 		printPrerenderSummary(e.stdout, *out, re, res)
 	}

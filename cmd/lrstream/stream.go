@@ -131,6 +131,9 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	if st != nil && !*quiet {
 		reportSkipped(e.stderr, st)
 	}
+	if err == nil {
+		err = nothingKept(st)
+	}
 	if err != nil && isBrokenPipe(err) {
 		// The consumer closed the pipe: that ends the stream, cleanly.
 		return nil
