@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -217,6 +218,51 @@ func TestNothingKept(t *testing.T) {
 	} {
 		if err := nothingKept(tc.st); (err != nil) != tc.fail {
 			t.Errorf("%+v: %v", tc.st, err)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, _, code := runCmd(t, "--version")
+	if code != 0 || !strings.HasPrefix(out, "lrstream ") || !strings.Contains(out, "go1.") {
+		t.Errorf("--version: exit %d, %q", code, out)
+	}
+	rev := "0123456789abcdef0123456789abcdef01234567"
+	for _, tc := range []struct {
+		stamp string
+		bi    *debug.BuildInfo
+		want  string
+	}{
+		{"v9.9.9", &debug.BuildInfo{Main: debug.Module{Version: "v1.0.0"}}, "v9.9.9"},
+		{"", nil, "devel"},
+		{"", &debug.BuildInfo{Main: debug.Module{Version: "v1.2.3"}}, "v1.2.3"},
+		{"", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: rev}}}, "devel-0123456789ab"},
+		{"", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: rev}, {Key: "vcs.modified", Value: "true"}}}, "devel-0123456789ab-dirty"},
+		{"", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "devel"},
+	} {
+		if got := versionFrom(tc.stamp, tc.bi); got != tc.want {
+			t.Errorf("versionFrom(%q, %+v) = %q, want %q", tc.stamp, tc.bi, got, tc.want)
+		}
+	}
+}
+
+// TestRevisionAndCacheFlags checks --revision and the --cache spelling
+// (issue 16 item 10); none of these cases reaches the network.
+func TestRevisionAndCacheFlags(t *testing.T) {
+	local := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--dataset", "org/name@v1", "--revision", "v2", "--recipe", "r.yaml"}, "--revision v2 conflicts with --dataset org/name@v1"},
+		{[]string{"--dataset", local, "--revision", "v2", "--recipe", "r.yaml"}, "is a local directory; revisions apply to Hub datasets"},
+		{[]string{"--revision", "v2"}, "--revision v2 needs a Hub --dataset"},
+		{[]string{"--dataset", "org/name", "--cache", "/tmp/hf", "--recipe", "r.yaml"}, "not a directory: pass the cache directory with --cache-dir"},
+		{[]string{"--dataset", "org/name", "--download", "weird", "--recipe", "r.yaml"}, "--download"},
+	} {
+		_, errb, code := runCmd(t, append([]string{"stream", "-q"}, tc.args...)...)
+		if code != 1 || !strings.Contains(errb, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q lacks %q", tc.args, code, errb, tc.want)
 		}
 	}
 }

@@ -35,6 +35,9 @@ type runFlags struct {
 	maxErrors         int64
 	workers           int
 	cache             string
+	download          string
+	cacheDir          string
+	revision          string
 	deltas            string
 	tolerance         float64
 	onInconsistent    string
@@ -59,7 +62,10 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.tolerance, "tolerance-s", pipeline.DefaultTolerance, "delta timestamps must be multiples of 1/fps within this many seconds")
 	fs.StringVar(&f.onInconsistent, "on-inconsistent", "fail", "metadata that disagrees with itself or the data files (frames the index promises but cannot deliver): fail, or warn (report each on stderr and go on without those frames); docs/validate.md")
 	fs.BoolVar(&f.strict, "strict", false, "fail instead of warning when --episodes names episodes the dataset does not have")
-	fs.StringVar(&f.cache, "cache", "full", "Hub data shards: full (download into the HF cache) or none (stream byte ranges)")
+	fs.StringVar(&f.download, "download", "full", "Hub data shards: full (download whole files into the Hugging Face cache, reused by later runs) or none (stream byte ranges, nothing cached)")
+	fs.StringVar(&f.cache, "cache", "", "old spelling of --download (full|none); not a directory: see --cache-dir")
+	fs.StringVar(&f.cacheDir, "cache-dir", "", "Hugging Face cache `DIR`, as huggingface_hub's cache_dir (default $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub)")
+	fs.StringVar(&f.revision, "revision", "", "Hub dataset revision (branch, tag or commit), as huggingface_hub's revision=; same as --dataset ORG/NAME@`REV`")
 }
 
 // datasetList is the repeatable --dataset flag: SPEC or SPEC:WEIGHT.
@@ -162,6 +168,9 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 	}
 	var src fetch.Source
 	if dataset == "" {
+		if f.revision != "" {
+			return nil, fmt.Errorf("--revision %s needs a Hub --dataset ORG/NAME", f.revision)
+		}
 		src = fetch.NewFS(lrstream.DemoName, lrstream.Demo())
 		if f.recipe == "" && rec == nil {
 			if rec, err = render.Load(lrstream.DemoRecipe(), "demo-recipe.yaml"); err != nil {
@@ -173,8 +182,30 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 		if err != nil {
 			return nil, err
 		}
-		if opts.Cache, err = fetch.ParseCacheMode(f.cache); err != nil {
-			return nil, err
+		mode := f.download
+		if f.cache != "" {
+			if m := strings.ToLower(f.cache); m != "full" && m != "none" {
+				return nil, fmt.Errorf("--cache %q: --cache is the download mode (full or none; now spelled --download), not a directory: pass the cache directory with --cache-dir or HF_HUB_CACHE", f.cache)
+			}
+			mode = f.cache
+		}
+		if opts.Cache, err = fetch.ParseCacheMode(mode); err != nil {
+			return nil, fmt.Errorf("--download: %w", err)
+		}
+		if f.cacheDir != "" {
+			opts.CacheDir = f.cacheDir
+		}
+		if f.revision != "" {
+			if _, err := os.Stat(dataset); err == nil {
+				return nil, fmt.Errorf("--revision %s: %s is a local directory; revisions apply to Hub datasets", f.revision, dataset)
+			}
+			if at := strings.LastIndex(dataset, "@"); at >= 0 {
+				if dataset[at+1:] != f.revision {
+					return nil, fmt.Errorf("--revision %s conflicts with --dataset %s: give the revision once", f.revision, dataset)
+				}
+			} else {
+				dataset += "@" + f.revision
+			}
 		}
 		if isTerminal(e.stderr) {
 			opts.Progress = e.stderr
@@ -295,19 +326,47 @@ func isTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
+// buildVersion, when set at link time (-ldflags "-X
+// main.buildVersion=v1.2.3"), is the version; release builds set it.
+var buildVersion string
+
 // version is the lrstream version recorded in headers and indexes.
 func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if v := bi.Main.Version; v != "" && v != "(devel)" {
-			return v
-		}
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				return "devel-" + s.Value[:12]
-			}
+	bi, _ := debug.ReadBuildInfo()
+	return versionFrom(buildVersion, bi)
+}
+
+// versionFrom picks the version: the link-time stamp, else the module
+// version Go stamps from the VCS tag (go install ...@v1.2.3, or a build
+// in a tagged checkout), else "devel-" + the VCS revision (+ "-dirty"
+// for uncommitted changes), else "devel" (go run, tests, -buildvcs=false).
+func versionFrom(stamp string, bi *debug.BuildInfo) string {
+	if stamp != "" {
+		return stamp
+	}
+	if bi == nil {
+		return "devel"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	rev, dirty := "", false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
 		}
 	}
-	return "devel"
+	if len(rev) < 12 {
+		return "devel"
+	}
+	v := "devel-" + rev[:12]
+	if dirty {
+		v += "-dirty"
+	}
+	return v
 }
 
 // parseFlags parses args with fs. A bad flag prints the error, a "did you

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -79,6 +80,10 @@ func run(ctx context.Context, e *env, args []string) int {
 		}
 		return 0
 	}
+	if args[0] == "version" || args[0] == "--version" || args[0] == "-version" {
+		fmt.Fprintf(e.stdout, "lrstream %s (%s)\n", version(), runtime.Version())
+		return 0
+	}
 	for _, c := range commands() {
 		if c.name == args[0] {
 			err := c.run(ctx, e, args[1:])
@@ -115,5 +120,5 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nRun 'lrstream <command> -h' for a command's flags.")
+	fmt.Fprintln(w, "\nRun 'lrstream <command> -h' for a command's flags, 'lrstream --version' for the version.")
 }
