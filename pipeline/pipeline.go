@@ -48,6 +48,10 @@ type Config struct {
 	// Progress, when set, is called with the number of frames of each
 	// chunk as it is handed on, in order (for progress displays).
 	Progress func(frames int)
+	// ProgressTotal, when set, is called with the number of frames
+	// Progress will count in all once that is known (training iteration:
+	// after the pre-pass; 0 for endless --epochs 0).
+	ProgressTotal func(total int64)
 
 	// filesPerSegment overrides defaultFilesPerSegment (tests).
 	filesPerSegment int

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/lrstream/lrstream/pipeline"
+	"github.com/lrstream/lrstream/prerender"
 )
 
 // TestFlagErrors checks that a bad command line prints the error, a
@@ -264,5 +266,57 @@ func TestRevisionAndCacheFlags(t *testing.T) {
 		if code != 1 || !strings.Contains(errb, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q lacks %q", tc.args, code, errb, tc.want)
 		}
+	}
+}
+
+// TestTrainEndCounts checks the end counts and the progress totals of the
+// training iteration (issue 16 item 2; docs/wire-format.md, "end"): the
+// issue's figures on the demo dataset under --mode drop (1175 frames, 840
+// kept, 335 dropped per epoch).
+func TestTrainEndCounts(t *testing.T) {
+	type end struct {
+		Frames, Rendered, Dropped, Samples, Batches int64
+	}
+	for _, tc := range []struct {
+		args    []string
+		want    end
+		summary string
+	}{
+		{[]string{"--epochs", "2"}, end{2350, 1680, 670, 1680, 54}, "stream: 2350/2350 frames (100.0%)"},
+		{[]string{"--epochs", "3"}, end{3525, 2520, 1005, 2520, 81}, "stream: 3525/3525 frames (100.0%)"},
+		{[]string{"--shuffle"}, end{1175, 840, 335, 840, 27}, "stream: 1175/1175 frames (100.0%)"},
+		{[]string{"--shuffle", "--epochs", "2", "--batch-size", "8"}, end{2350, 1680, 670, 1680, 210}, "stream: 2350/2350 frames (100.0%)"},
+		// Two ranks: each its own share of the drops (positions mod 2);
+		// 840 kept frames make 27 batches, 26 served evenly.
+		{[]string{"--world-size", "2", "--rank", "0"}, end{566, 416, 150, 416, 13}, "stream: 566/566 frames (100.0%)"},
+		{[]string{"--world-size", "2", "--rank", "1"}, end{601, 416, 185, 416, 13}, "stream: 601/601 frames (100.0%)"},
+	} {
+		out, errb, code := runCmd(t, append([]string{"stream", "--format", "jsonl", "--mode", "drop"}, tc.args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", tc.args, code, errb)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		var got end
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.want {
+			t.Errorf("%v: end %+v, want %+v", tc.args, got, tc.want)
+		}
+		if !strings.HasPrefix(errb, tc.summary) {
+			t.Errorf("%v: summary %q, want %q", tc.args, errb, tc.summary)
+		}
+	}
+	// prerender records the same totals in index.json.
+	dir := t.TempDir()
+	if _, errb, code := runCmd(t, "prerender", "-q", "--out", dir, "--epochs", "2", "--mode", "drop"); code != 0 {
+		t.Fatalf("prerender: exit %d: %s", code, errb)
+	}
+	x, err := prerender.ReadIndex(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.Totals.Frames != 2350 || x.Totals.Rendered != 1680 || x.Totals.Dropped != 670 || x.Totals.Samples != 1680 {
+		t.Errorf("index totals %+v", x.Totals)
 	}
 }

@@ -16,7 +16,7 @@ type progress struct {
 	w     io.Writer
 	live  bool
 	label string
-	total int64
+	total atomic.Int64
 	done  atomic.Int64
 	bytes func() int64
 	start time.Time
@@ -27,7 +27,8 @@ type progress struct {
 // startProgress starts a display on w (nil: none) for total frames (0 if
 // unknown); bytes, when set, reports output bytes for a MB/s figure.
 func startProgress(w io.Writer, label string, total int64, bytes func() int64) *progress {
-	p := &progress{w: w, live: true, label: label, total: total, bytes: bytes, start: time.Now(), stop: make(chan struct{})}
+	p := &progress{w: w, live: true, label: label, bytes: bytes, start: time.Now(), stop: make(chan struct{})}
+	p.total.Store(total)
 	if w == nil {
 		return p
 	}
@@ -50,8 +51,13 @@ func startProgress(w io.Writer, label string, total int64, bytes func() int64) *
 
 // summaryOnly returns a progress that writes only the final line to w.
 func summaryOnly(w io.Writer, label string, total int64, bytes func() int64) *progress {
-	return &progress{w: w, label: label, total: total, bytes: bytes, start: time.Now()}
+	p := &progress{w: w, label: label, bytes: bytes, start: time.Now()}
+	p.total.Store(total)
+	return p
 }
+
+// setTotal replaces the total (0: unknown), once the pipeline knows it.
+func (p *progress) setTotal(n int64) { p.total.Store(n) }
 
 // add counts n more frames.
 func (p *progress) add(n int) { p.done.Add(int64(n)) }
@@ -69,15 +75,15 @@ func (p *progress) finish() {
 }
 
 func (p *progress) draw(final bool) {
-	done := p.done.Load()
+	done, total := p.done.Load(), p.total.Load()
 	el := time.Since(p.start).Seconds()
 	rate := 0.0
 	if el > 0 {
 		rate = float64(done) / el
 	}
 	line := fmt.Sprintf("%s: %d", p.label, done)
-	if p.total > 0 {
-		line += fmt.Sprintf("/%d frames (%.1f%%)", p.total, 100*float64(done)/float64(p.total))
+	if total > 0 {
+		line += fmt.Sprintf("/%d frames (%.1f%%)", total, 100*float64(done)/float64(total))
 	} else {
 		line += " frames"
 	}
@@ -85,8 +91,8 @@ func (p *progress) draw(final bool) {
 	if p.bytes != nil && el > 0 {
 		line += fmt.Sprintf("  %.1f MB/s", float64(p.bytes())/el/1e6)
 	}
-	if p.total > 0 && rate > 0 && done < p.total && !final {
-		eta := time.Duration(float64(p.total-done) / rate * float64(time.Second)).Round(time.Second)
+	if total > 0 && rate > 0 && done < total && !final {
+		eta := time.Duration(float64(total-done) / rate * float64(time.Second)).Round(time.Second)
 		line += fmt.Sprintf("  ETA %s", eta)
 	}
 	switch {

@@ -109,11 +109,11 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	var prog *progress
 	if !*quiet && isTerminal(e.stderr) && !isTerminal(e.stdout) {
 		prog = startProgress(e.stderr, "stream", pipeline.SelectedFrames(cfg), written)
-		cfg.Progress = prog.add
+		cfg.Progress, cfg.ProgressTotal = prog.add, prog.setTotal
 	} else if !*quiet && !isTerminal(e.stderr) && e.stderr != nil {
 		// No terminal (a Slurm log): one summary line at the end.
 		prog = summaryOnly(e.stderr, "stream", pipeline.SelectedFrames(cfg), written)
-		cfg.Progress = prog.add
+		cfg.Progress, cfg.ProgressTotal = prog.add, prog.setTotal
 	} else {
 		prog = startProgress(nil, "", 0, nil)
 	}
