@@ -101,7 +101,7 @@ func checkRecipe(ctx context.Context, e *env, path, dataset string) error {
 		}
 	}
 	if dataset != "" {
-		rf := runFlags{recipe: path, mode: "fallback", onError: "fail", download: "full", noBatchCheck: true}
+		rf := runFlags{recipe: path, mode: "fallback", onError: "fail", onInconsistent: "fail", download: "full", noBatchCheck: true}
 		rf.datasets.Set(dataset)
 		cfg, err := rf.open(ctx, e)
 		if err != nil {
