@@ -32,8 +32,11 @@ type Config struct {
 	// feature of info.json.
 	Features []string
 	// SkipErrors keeps going past frames whose rendering fails (they are
-	// counted and listed in Stats.Skipped) instead of stopping at the first.
+	// counted and grouped in Stats.Skipped) instead of stopping at the first.
 	SkipErrors bool
+	// MaxErrors, with SkipErrors, fails the run once more than MaxErrors
+	// frames failed (0: no limit).
+	MaxErrors int64
 	// Share restricts the run to one worker's share of the episodes.
 	Share Share
 	// Workers is the number of units decoded and rendered in parallel
@@ -53,6 +56,10 @@ type Config struct {
 	Cameras      *video.Set
 	Images       *video.ImageSet
 	CameraStatus []sink.Camera
+	// ProgressTotal, when set, is called with the number of frames
+	// Progress will count in all once that is known (training iteration:
+	// after the pre-pass; 0 for endless --epochs 0).
+	ProgressTotal func(total int64)
 
 	// filesPerSegment overrides defaultFilesPerSegment (tests).
 	filesPerSegment int

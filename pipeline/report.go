@@ -70,3 +70,63 @@ func RootMessage(err error) string {
 		err = next
 	}
 }
+
+// MaxErrorGroups and MaxGroupFrames bound ErrorGroups: distinct messages
+// kept, and frames kept per message.
+const (
+	MaxErrorGroups = 50
+	MaxGroupFrames = 3
+)
+
+// ErrorGroup is the frames that failed with one error message.
+type ErrorGroup struct {
+	// Message is the root error message (RootMessage).
+	Message string
+	// Count is the number of frames that failed with it.
+	Count int64
+	// First holds the first MaxGroupFrames of them.
+	First []*FrameError
+}
+
+// ErrorGroups groups failed frames by error message, in order of first
+// appearance, with bounded memory: at most MaxErrorGroups messages of at
+// most MaxGroupFrames frames each; frames with further messages are only
+// counted in Other.
+type ErrorGroups struct {
+	Groups []ErrorGroup
+	// Other counts the frames whose message did not fit in Groups.
+	Other int64
+	index map[string]int
+}
+
+// Add records one failed frame.
+func (g *ErrorGroups) Add(fe *FrameError) {
+	msg := RootMessage(fe)
+	i, ok := g.index[msg]
+	if !ok {
+		if len(g.Groups) >= MaxErrorGroups {
+			g.Other++
+			return
+		}
+		if g.index == nil {
+			g.index = map[string]int{}
+		}
+		i = len(g.Groups)
+		g.index[msg] = i
+		g.Groups = append(g.Groups, ErrorGroup{Message: msg})
+	}
+	gr := &g.Groups[i]
+	gr.Count++
+	if len(gr.First) < MaxGroupFrames {
+		gr.First = append(gr.First, fe)
+	}
+}
+
+// Total returns the number of frames added.
+func (g *ErrorGroups) Total() int64 {
+	n := g.Other
+	for _, gr := range g.Groups {
+		n += gr.Count
+	}
+	return n
+}

@@ -23,8 +23,9 @@ type Stats struct {
 	// Components counts recipe renders per blend component, in
 	// Recipe.Components order.
 	Components []int64
-	// Skipped lists every frame skipped because its rendering failed.
-	Skipped []*FrameError
+	// Skipped groups the frames skipped because their rendering failed
+	// by error message (bounded: see ErrorGroups).
+	Skipped ErrorGroups
 }
 
 // Count adds chunk c's outcomes to s. Without skipErrors the first failed
@@ -42,7 +43,10 @@ func (s *Stats) Count(cfg *Config, c *Chunk) error {
 				return fe
 			}
 			s.Errors++
-			s.Skipped = append(s.Skipped, fe)
+			s.Skipped.Add(fe)
+			if cfg.MaxErrors > 0 && s.Errors > cfg.MaxErrors {
+				return fmt.Errorf("more than %d frames failed to render (--max-errors %d); the last: %w", cfg.MaxErrors, cfg.MaxErrors, fe)
+			}
 		case render.Rendered, render.Passthrough:
 			s.countKept(r)
 			continue

@@ -122,7 +122,34 @@ type keepIndex struct {
 	unitStart []int64        // first position of each group; len(units)+1 entries
 	runs      [][]episodeRun // per source
 	keep      []bool
+	failed    []int64 // positions whose rendering failed, ascending
 	stats     Stats
+}
+
+// unkeptShare counts the frames of one epoch that are not kept and belong
+// to consumer c of C: dropped and failed frames at positions p with
+// p mod C == c (docs/wire-format.md, "end"). Over the C consumers the
+// shares add up to the selection's drops and errors.
+func (x *keepIndex) unkeptShare(c, C int64) (dropped, errs int64) {
+	fi := 0
+	for p, k := range x.keep {
+		if k {
+			continue
+		}
+		failed := fi < len(x.failed) && x.failed[fi] == int64(p)
+		if failed {
+			fi++
+		}
+		if int64(p)%C != c {
+			continue
+		}
+		if failed {
+			errs++
+		} else {
+			dropped++
+		}
+	}
+	return dropped, errs
 }
 
 // buildKeepIndex renders every source's selection once, reading only the
@@ -153,6 +180,9 @@ func buildKeepIndex(ctx context.Context, srcs []Mix) (*keepIndex, error) {
 				switch ch.Results[i].Outcome {
 				case render.Rendered, render.Passthrough:
 					idx.keep = append(idx.keep, true)
+				case render.Failed:
+					idx.keep = append(idx.keep, false)
+					idx.failed = append(idx.failed, pos)
 				default:
 					idx.keep = append(idx.keep, false)
 				}
@@ -411,6 +441,10 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 	}
 	C := int64(to.Consumers)
 	B := int64(so.BatchSize)
+	// This consumer's share of each epoch's drops and errors: every
+	// epoch renders the same frames, so the share is the same.
+	myDropped, myErrors := idx.unkeptShare(int64(to.Consumer), C)
+	var dropped, errs int64
 	weights := make([]float64, len(srcs))
 	for d, m := range srcs {
 		weights[d] = m.Weight
@@ -457,6 +491,33 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 				mine = append(mine, k)
 			}
 		}
+		var mineFrames int64
+		for _, k := range mine {
+			mineFrames += min(B, n-k*B)
+		}
+		if first == 0 && served > 0 {
+			// A whole epoch: this consumer's share of its drops and
+			// errors (a resumed, partial epoch counts only its batches).
+			dropped += myDropped
+			errs += myErrors
+		}
+		if cfg.ProgressTotal != nil && epoch == start.Epoch {
+			// Progress counts served frames plus this share's unkept
+			// ones (as the end counts do); every later epoch is alike.
+			per := mineFrames
+			if first == 0 {
+				per += myDropped + myErrors
+			}
+			total := int64(0)
+			if to.Epochs > 0 {
+				full := int64(0)
+				for k := int64(to.Consumer); k < served; k += C {
+					full += min(B, n-k*B)
+				}
+				total = per + (to.Epochs-epoch-1)*(full+myDropped+myErrors)
+			}
+			cfg.ProgressTotal(total)
+		}
 		if !headerDone {
 			headerEpoch, headerBatches = epoch, nb
 		}
@@ -470,6 +531,9 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 				return st, errors.New("the selection has no kept frames to serve (every frame was dropped or failed)")
 			}
 			break
+		}
+		if first == 0 && served > 0 && cfg.Progress != nil && myDropped+myErrors > 0 {
+			cfg.Progress(int(myDropped + myErrors))
 		}
 		err := serveBatches(ctx, srcs, idx, order, mine, B, func(frames []framePick, k int64) error {
 			if !headerDone {
@@ -526,9 +590,15 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 			return st, err
 		}
 	}
+	// End counts are this consumer's, summed over the epochs it served
+	// (docs/wire-format.md, "end"): frames = rendered + passthrough +
+	// dropped + errors.
+	st.Dropped, st.Errors = dropped, errs
+	st.Frames += dropped + errs
+	st.Skipped = idx.stats.Skipped
 	e := sink.End{
 		Frames: st.Frames, Rendered: st.Rendered, Passthrough: st.Passthrough,
-		Dropped: idx.stats.Dropped, Errors: idx.stats.Errors,
+		Dropped: dropped, Errors: errs,
 		Batches: cnt.Batches, Samples: cnt.Kept,
 	}
 	if cfg.Recipe.IsBlend() {

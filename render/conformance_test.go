@@ -189,7 +189,9 @@ func TestConformanceRender(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(files) == 0 {
-		t.Skipf("no conformance vectors in %s", dir)
+		// The kit is the floor of conformance: a missing kit fails, like
+		// the pipeline conformance tests, rather than passing silently.
+		t.Fatalf("no conformance vectors in %s (set LRSTREAM_CONFORMANCE_RENDER or provide ../shared)", dir)
 	}
 	type tally struct{ pass, fail int }
 	cats := map[string]*tally{}

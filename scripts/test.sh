@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need and runs every test: Debian's FFmpeg (camera frames, torchcodec),
 # a cached Python 3.12 virtualenv with the pinned test requirements (torch, torchdata, lerobot,
-# huggingface_hub, pyarrow, av; scripts/venv.sh), the Go modules; then go vet, go test and the
-# Python suites. This is the README's test command and what .ci/run runs.
+# huggingface_hub, pyarrow, av; scripts/venv.sh), the Go modules and a pinned staticcheck; then
+# go mod tidy -diff, go vet, staticcheck, go test and the Python suites. This is the README's test command and what .ci/run runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
@@ -21,7 +21,18 @@ export LRSTREAM_PYTHON="$venv/bin/python" LRSTREAM_REQUIRE_PYTHON=1
 # FFmpeg is installed above: camera frame tests must run, never skip.
 export LRSTREAM_REQUIRE_FFMPEG=1
 go mod download
+# go.mod and go.sum must be tidy (a diff fails).
+go mod tidy -diff
 go vet ./...
+# staticcheck, pinned, installed once from the Go module proxy into a cached GOBIN; every
+# finding fails (staticcheck.conf says which check is off and why).
+staticcheck_version=v0.8.2
+gobin=${LRSTREAM_GOBIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/lrstream}/gobin-staticcheck-$staticcheck_version
+if [ ! -x "$gobin/staticcheck" ]; then
+  echo "scripts/test.sh: installing staticcheck $staticcheck_version into $gobin" >&2
+  GOBIN="$gobin" go install "honnef.co/go/tools/cmd/staticcheck@$staticcheck_version"
+fi
+"$gobin/staticcheck" ./...
 go test ./...
 "$venv/bin/python" -m pytest -q python/tests
 "$venv/bin/python" -m pytest -q --durations=10 python/interop

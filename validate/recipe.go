@@ -43,9 +43,19 @@ func (v *validator) recipe(ctx context.Context) {
 		v.notChecked("recipe outcomes past the error that stopped rendering")
 		return
 	}
-	for _, fe := range st.Skipped {
-		v.c.add(Finding{Severity: Error, Check: CheckRecipe, File: fe.File, RowGroup: iptr(fe.RowGroup), Episode: i64(fe.Episode), Index: i64(fe.Index),
-			Message: "render fails: " + pipeline.RootMessage(fe.Err)})
+	// Failures are grouped by message (pipeline.ErrorGroups, bounded):
+	// the first frames of each, then a count of the rest.
+	for _, g := range st.Skipped.Groups {
+		for _, fe := range g.First {
+			v.c.add(Finding{Severity: Error, Check: CheckRecipe, File: fe.File, RowGroup: iptr(fe.RowGroup), Episode: i64(fe.Episode), Index: i64(fe.Index),
+				Message: "render fails: " + pipeline.RootMessage(fe.Err)})
+		}
+		if more := g.Count - int64(len(g.First)); more > 0 {
+			v.c.add(Finding{Severity: Error, Check: CheckRecipe, Message: fmt.Sprintf("render fails on %d more frames: %s", more, g.Message)})
+		}
+	}
+	if st.Skipped.Other > 0 {
+		v.c.add(Finding{Severity: Error, Check: CheckRecipe, Message: fmt.Sprintf("render fails on %d more frames with other errors", st.Skipped.Other)})
 	}
 	v.c.add(Finding{Severity: Info, Check: CheckRecipe, Message: fmt.Sprintf("%d frames: rendered %d (task fallback %d), dropped %d, passthrough %d, failing %d",
 		st.Frames, st.Rendered, st.Fallback, st.Dropped, st.Passthrough, st.Errors)})

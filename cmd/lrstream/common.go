@@ -32,8 +32,12 @@ type runFlags struct {
 	episodes, exclude string
 	features          string
 	onError           string
+	maxErrors         int64
 	workers           int
 	cache             string
+	download          string
+	cacheDir          string
+	revision          string
 	deltas            string
 	tolerance         float64
 	onInconsistent    string
@@ -41,17 +45,21 @@ type runFlags struct {
 	// cameras and resize are --cameras and --resize; camerasDefault is
 	// the command's --cameras default ("auto" unless set before register).
 	cameras, resize, camerasDefault string
+	// noBatchCheck skips the --mode drop batching check (inspect does
+	// not batch; it warns from its own counts instead).
+	noBatchCheck bool
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.datasets, "dataset", "local dataset directory or Hub dataset ORG/NAME[@REVISION] (default: the embedded demo dataset); repeat as SPEC:WEIGHT to mix datasets (stream, serve)")
 	fs.StringVar(&f.recipe, "recipe", "", "recipe YAML file (default with the demo dataset: its demo recipe)")
-	fs.StringVar(&f.mode, "mode", "drop", "what None renders and frames without language become: drop or fallback")
+	fs.StringVar(&f.mode, "mode", "fallback", "what None renders and frames without language become: fallback (LeRobot main's RenderMessagesStep: the task as one low_level user message) or drop (a None render drops the frame; frames without language pass through without messages, so drop batches only when every selected frame has language: checked before streaming)")
 	fs.BoolVar(&f.noTaskAug, "no-task-aug", false, "pass the canonical task explicitly (LeRobot main's RenderMessagesStep): no task_aug rotation")
 	fs.StringVar(&f.episodes, "episodes", "", "episodes to read, e.g. 0-9,12 (default all)")
 	fs.StringVar(&f.exclude, "exclude-episodes", "", "episodes to skip, e.g. 3,5-7")
 	fs.StringVar(&f.features, "features", "", "numeric features to emit, comma-separated (default every numeric feature; \"none\" for none)")
 	fs.StringVar(&f.onError, "on-error", "fail", "a frame whose rendering fails: fail (stop) or skip (count it, report it at the end)")
+	fs.Int64Var(&f.maxErrors, "max-errors", 0, "with --on-error skip: fail once more than N frames failed to render (0: no limit)")
 	fs.IntVar(&f.workers, "workers", 0, "row groups decoded and rendered in parallel (default: the number of cores)")
 	fs.StringVar(&f.deltas, "delta-timestamps", "", "gather features at time offsets within the episode, LeRobot delta_timestamps style: KEY=SECONDS,... e.g. 'action=0:50/30,observation.state=-1/30,0' (docs/training.md)")
 	fs.Float64Var(&f.tolerance, "tolerance-s", pipeline.DefaultTolerance, "delta timestamps must be multiples of 1/fps within this many seconds")
@@ -64,7 +72,10 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	f.camerasDefault = def
 	fs.StringVar(&f.cameras, "cameras", def, "camera frames in the batches: auto (the cameras whose video files exist), all, none, or KEY,KEY... (docs/video.md; needs FFmpeg)")
 	fs.StringVar(&f.resize, "resize", "", "resize camera frames to HxW, e.g. 224x224 (bilinear; default: the dataset's size)")
-	fs.StringVar(&f.cache, "cache", "full", "Hub data shards: full (download into the HF cache) or none (stream byte ranges)")
+	fs.StringVar(&f.download, "download", "full", "Hub data shards: full (download whole files into the Hugging Face cache, reused by later runs) or none (stream byte ranges, nothing cached)")
+	fs.StringVar(&f.cache, "cache", "", "old spelling of --download (full|none); not a directory: see --cache-dir")
+	fs.StringVar(&f.cacheDir, "cache-dir", "", "Hugging Face cache `DIR`, as huggingface_hub's cache_dir (default $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub)")
+	fs.StringVar(&f.revision, "revision", "", "Hub dataset revision (branch, tag or commit), as huggingface_hub's revision=; same as --dataset ORG/NAME@`REV`")
 }
 
 // datasetList is the repeatable --dataset flag: SPEC or SPEC:WEIGHT.
@@ -142,6 +153,9 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 	if f.onError != "fail" && f.onError != "skip" {
 		return nil, fmt.Errorf("--on-error must be fail or skip, not %q", f.onError)
 	}
+	if f.maxErrors < 0 {
+		return nil, fmt.Errorf("--max-errors must be >= 0, not %d", f.maxErrors)
+	}
 	deltas, err := pipeline.ParseDeltaTimestamps(f.deltas)
 	if err != nil {
 		return nil, err
@@ -164,6 +178,9 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 	}
 	var src fetch.Source
 	if dataset == "" {
+		if f.revision != "" {
+			return nil, fmt.Errorf("--revision %s needs a Hub --dataset ORG/NAME", f.revision)
+		}
 		src = fetch.NewFS(lrstream.DemoName, lrstream.Demo())
 		if f.recipe == "" && rec == nil {
 			if rec, err = render.Load(lrstream.DemoRecipe(), "demo-recipe.yaml"); err != nil {
@@ -175,8 +192,30 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 		if err != nil {
 			return nil, err
 		}
-		if opts.Cache, err = fetch.ParseCacheMode(f.cache); err != nil {
-			return nil, err
+		mode := f.download
+		if f.cache != "" {
+			if m := strings.ToLower(f.cache); m != "full" && m != "none" {
+				return nil, fmt.Errorf("--cache %q: --cache is the download mode (full or none; now spelled --download), not a directory: pass the cache directory with --cache-dir or HF_HUB_CACHE", f.cache)
+			}
+			mode = f.cache
+		}
+		if opts.Cache, err = fetch.ParseCacheMode(mode); err != nil {
+			return nil, fmt.Errorf("--download: %w", err)
+		}
+		if f.cacheDir != "" {
+			opts.CacheDir = f.cacheDir
+		}
+		if f.revision != "" {
+			if _, err := os.Stat(dataset); err == nil {
+				return nil, fmt.Errorf("--revision %s: %s is a local directory; revisions apply to Hub datasets", f.revision, dataset)
+			}
+			if at := strings.LastIndex(dataset, "@"); at >= 0 {
+				if dataset[at+1:] != f.revision {
+					return nil, fmt.Errorf("--revision %s conflicts with --dataset %s: give the revision once", f.revision, dataset)
+				}
+			} else {
+				dataset += "@" + f.revision
+			}
 		}
 		if isTerminal(e.stderr) {
 			opts.Progress = e.stderr
@@ -231,8 +270,16 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 	}
 	cfg := &pipeline.Config{
 		Source: src, Dataset: ds, Recipe: rec, Mode: mode, NoTaskAug: f.noTaskAug,
-		Selection: sel, Features: features, SkipErrors: f.onError == "skip", Workers: f.workers,
+		Selection: sel, Features: features, SkipErrors: f.onError == "skip", MaxErrors: f.maxErrors, Workers: f.workers,
 		Deltas: deltas, Tolerance: f.tolerance,
+	}
+	if !f.noBatchCheck {
+		// Refuse --mode drop before the first batch rather than after
+		// streaming for a while (one pass over the language columns;
+		// before cameras are set up, so it decodes no video).
+		if err := pipeline.CheckBatchable(ctx, cfg); err != nil {
+			return nil, err
+		}
 	}
 	co := pipeline.CameraOptions{Spec: f.cameras}
 	if f.resize != "" {
@@ -280,15 +327,37 @@ func (f *runFlags) optionsJSON(extra map[string]any) json.RawMessage {
 	return b
 }
 
-// reportSkipped lists every frame skipped with --on-error skip.
+// reportSkipped reports the frames skipped with --on-error skip, grouped
+// by error message: the count and the first frames of each (bounded, so a
+// run skipping every frame prints a few lines, not one per frame).
 func reportSkipped(w io.Writer, st *pipeline.Stats) {
-	if len(st.Skipped) == 0 {
+	sk := &st.Skipped
+	total := sk.Total()
+	if total == 0 {
 		return
 	}
-	fmt.Fprintf(w, "skipped %d frame(s) whose rendering failed:\n", len(st.Skipped))
-	for _, fe := range st.Skipped {
-		fmt.Fprintf(w, "  %v\n", fe)
+	fmt.Fprintf(w, "skipped %d frame(s) whose rendering failed, %d distinct error(s):\n", total, len(sk.Groups))
+	for _, g := range sk.Groups {
+		fmt.Fprintf(w, "  %d × %s\n", g.Count, g.Message)
+		for _, fe := range g.First {
+			fmt.Fprintf(w, "      %s %s row group %d: episode %d, index %d\n", fe.Dataset, fe.File, fe.RowGroup, fe.Episode, fe.Index)
+		}
+		if g.Count > int64(len(g.First)) {
+			fmt.Fprintf(w, "      ... and %d more\n", g.Count-int64(len(g.First)))
+		}
 	}
+	if sk.Other > 0 {
+		fmt.Fprintf(w, "  %d more frame(s) with other errors\n", sk.Other)
+	}
+}
+
+// nothingKept returns an error when every frame that was not dropped
+// failed to render: a run that kept nothing must not look successful.
+func nothingKept(st *pipeline.Stats) error {
+	if st == nil || st.Errors == 0 || st.Rendered+st.Passthrough > 0 {
+		return nil
+	}
+	return fmt.Errorf("no frame kept: %d frame(s) failed to render and were skipped (--on-error skip), none rendered", st.Errors)
 }
 
 // isTerminal reports whether w is a terminal.
@@ -297,33 +366,184 @@ func isTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
+// buildVersion, when set at link time (-ldflags "-X
+// main.buildVersion=v1.2.3"), is the version; release builds set it.
+var buildVersion string
+
 // version is the lrstream version recorded in headers and indexes.
 func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if v := bi.Main.Version; v != "" && v != "(devel)" {
-			return v
-		}
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				return "devel-" + s.Value[:12]
-			}
-		}
-	}
-	return "devel"
+	bi, _ := debug.ReadBuildInfo()
+	return versionFrom(buildVersion, bi)
 }
 
-// parseFlags parses args with fs, printing usage on error.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return err
+// versionFrom picks the version: the link-time stamp, else the module
+// version Go stamps from the VCS tag (go install ...@v1.2.3, or a build
+// in a tagged checkout), else "devel-" + the VCS revision (+ "-dirty"
+// for uncommitted changes), else "devel" (go run, tests, -buildvcs=false).
+func versionFrom(stamp string, bi *debug.BuildInfo) string {
+	if stamp != "" {
+		return stamp
+	}
+	if bi == nil {
+		return "devel"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	rev, dirty := "", false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
 		}
-		return exitError{2}
+	}
+	if len(rev) < 12 {
+		return "devel"
+	}
+	v := "devel-" + rev[:12]
+	if dirty {
+		v += "-dirty"
+	}
+	return v
+}
+
+// parseFlags parses args with fs. A bad flag prints the error, a "did you
+// mean" suggestion when a flag name is close, and one line pointing at
+// --help, rather than the whole usage; -h prints the usage.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := parseFlagsArgs(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return exitError{2}
+		return usageError(fs, fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
 	}
 	return nil
+}
+
+// parseFlagsArgs is parseFlags for commands that take positional
+// arguments after the flags.
+func parseFlagsArgs(fs *flag.FlagSet, args []string) error {
+	usage, out := fs.Usage, fs.Output()
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.Usage = usage
+	fs.SetOutput(out)
+	if err == flag.ErrHelp {
+		usage()
+		return err
+	}
+	if err != nil {
+		msg := err.Error()
+		if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+			msg = "unknown flag --" + name
+			if s := suggestFlag(fs, name); s != "" {
+				msg += "; did you mean --" + s + "?"
+			}
+		}
+		return usageError(fs, msg)
+	}
+	return nil
+}
+
+// usageError prints msg and a pointer at --help for the command fs parses,
+// and returns the usage exit status (2).
+func usageError(fs *flag.FlagSet, msg string) error {
+	fmt.Fprintf(fs.Output(), "%s: %s\nRun '%s --help' for usage.\n", fs.Name(), msg, fs.Name())
+	return exitError{2}
+}
+
+// missingFlag reports that the flag name is required.
+func missingFlag(fs *flag.FlagSet, name string) error {
+	return usageError(fs, "--"+name+" is required")
+}
+
+// suggestFlag returns the defined flag closest to name ("batch_size" →
+// "batch-size"), or "" when none is close.
+func suggestFlag(fs *flag.FlagSet, name string) string {
+	norm := func(s string) string { return strings.ToLower(strings.ReplaceAll(s, "_", "-")) }
+	n := norm(strings.SplitN(name, "=", 2)[0])
+	best, bestD := "", 3
+	fs.VisitAll(func(f *flag.Flag) {
+		d := editDistance(n, norm(f.Name))
+		if d < bestD || (d == bestD && best != "" && f.Name < best) {
+			best, bestD = f.Name, d
+		}
+	})
+	if bestD > len(n)/3 && bestD > 0 {
+		// Short names: only a near-exact match is a suggestion.
+		if bestD > 1 || len(n) < 3 {
+			return ""
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := prev[j-1]
+			if a[i-1] != b[j-1] {
+				c++
+			}
+			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// optInt is an integer flag that knows whether it was set; its help line
+// shows no "(default ...)" of its own, since its default comes from the
+// environment and the flag's text says so.
+type optInt struct {
+	v   int
+	set bool
+}
+
+func (o *optInt) String() string {
+	if o == nil || !o.set {
+		return ""
+	}
+	return strconv.Itoa(o.v)
+}
+
+func (o *optInt) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return errors.New("not an integer")
+	}
+	o.v, o.set = n, true
+	return nil
+}
+
+// tidyError renders err for "lrstream CMD: ..." without the stutter of
+// wrapped errors repeating context: a leading "CMD: " (the package
+// prefix of the command's own package) and a later repetition of the
+// message's first "subject: " segment are dropped.
+func tidyError(cmd string, err error) string {
+	msg := err.Error()
+	for {
+		rest, ok := strings.CutPrefix(msg, cmd+": ")
+		if !ok {
+			break
+		}
+		msg = rest
+	}
+	if i := strings.Index(msg, ": "); i > 0 {
+		head := msg[:i+2]
+		if j := strings.Index(msg[i+2:], head); j >= 0 {
+			msg = msg[:i+2+j] + msg[i+2+j+len(head):]
+		}
+	}
+	return msg
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -51,15 +52,11 @@ func runGen(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(e.stderr, "usage: lrstream gen --out DIR [flags]\n\nWrites a synthetic LeRobot v3 dataset with language annotations.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return err
-		}
-		return exitError{2}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
-	if *out == "" || fs.NArg() > 0 {
-		fs.Usage()
-		return exitError{2}
+	if *out == "" {
+		return missingFlag(fs, "out")
 	}
 	var cams []string
 	for c := range strings.SplitSeq(*cameras, ",") {
@@ -103,8 +100,11 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	if tty {
 		fmt.Fprint(e.stderr, "\r\033[K")
 	}
+	if errors.Is(err, datagen.ErrNotEmpty) {
+		return fmt.Errorf("%s is not empty: pass --force to replace it", *out)
+	}
 	if err != nil {
-		return fmt.Errorf("%w", err)
+		return err
 	}
 	if !*quiet {
 		files := "data files"

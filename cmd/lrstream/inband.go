@@ -1,6 +1,10 @@
 package main
 
-import "github.com/lrstream/lrstream/sink"
+import (
+	"errors"
+
+	"github.com/lrstream/lrstream/sink"
+)
 
 // failInBand writes err to stdout as a lone in-band error message (a
 // complete stream, docs/wire-format.md: `stream = error`), so that a
@@ -20,7 +24,8 @@ func failInBand(e *env, format string, err error) {
 	default:
 		return
 	}
-	_ = s.Fail(err)
+	// The same text as on stderr (tidyError drops repeated context).
+	_ = s.Fail(errors.New(tidyError("", err)))
 	if f, ok := e.stdout.(interface{ Flush() error }); ok {
 		_ = f.Flush()
 	}

@@ -26,12 +26,17 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	jsonl := fs.Bool("jsonl", false, "one JSON line per frame in index order: {index, episode_index, outcome, rendered, error, fallback[, video_frames]}")
 	show := fs.Int("show", 6, "frames shown in the readable view (the first frames of each outcome and blend component)")
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: lrstream inspect [--dataset DIR|ORG/NAME] [--recipe FILE] [flags]\n\nRenders every frame and shows the messages, outcomes and blend choices.\nErrors do not stop inspect: they are reported per frame.\n\nflags:")
+		fmt.Fprintln(e.stderr, "usage: lrstream inspect [--dataset DIR|ORG/NAME] [--recipe FILE] [flags]\n\nRenders every frame and shows the messages, outcomes and blend choices.\nErrors do not stop inspect: they are reported per frame; with an explicit\n--on-error fail, inspect exits 1 after the report when any frame failed.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	// inspect reports every error, then fails only with an explicit
+	// --on-error fail.
+	failOnErrors := false
+	fs.Visit(func(f *flag.Flag) { failOnErrors = failOnErrors || (f.Name == "on-error" && rf.onError == "fail") })
+	rf.noBatchCheck = true // inspect does not batch: it warns from its counts
 	cfg, err := rf.open(ctx, e)
 	if err != nil {
 		return err
@@ -48,9 +53,13 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 		cfg.Progress = prog.add
 	}
 	defer prog.finish()
+	st := &pipeline.Stats{}
 	if *jsonl {
 		var line []byte
-		return pipeline.Run(ctx, cfg, func(c *pipeline.Chunk) error {
+		err = pipeline.Run(ctx, cfg, func(c *pipeline.Chunk) error {
+			if err := st.Count(cfg, c); err != nil {
+				return err
+			}
 			for i := range c.Results {
 				line, err = pipeline.AppendFrameJSON(line[:0], c, i)
 				if err != nil {
@@ -63,13 +72,24 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 			}
 			return nil
 		})
+	} else {
+		err = inspectView(ctx, cfg, st, w, *show)
 	}
-	return inspectView(ctx, cfg, w, *show)
+	if err != nil {
+		return err
+	}
+	if cfg.Mode == render.ModeDrop && st.Passthrough > 0 && st.Rendered > 0 {
+		fmt.Fprintf(e.stderr, "warning: --mode drop cannot be batched on this selection: %d frame(s) without language pass through without messages and cannot share a batch with the %d rendered ones; stream, serve and prerender refuse it (use --mode fallback)\n", st.Passthrough, st.Rendered)
+	}
+	if failOnErrors && st.Errors > 0 {
+		w.Flush()
+		return fmt.Errorf("%d frame(s) failed to render (--on-error fail)", st.Errors)
+	}
+	return nil
 }
 
 // inspectView prints a readable view of chosen frames and a summary.
-func inspectView(ctx context.Context, cfg *pipeline.Config, w io.Writer, show int) error {
-	st := &pipeline.Stats{}
+func inspectView(ctx context.Context, cfg *pipeline.Config, st *pipeline.Stats, w io.Writer, show int) error {
 	comps := cfg.Recipe.Components()
 	seen := map[string]bool{}
 	shown := 0

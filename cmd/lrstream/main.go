@@ -11,7 +11,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
+	"strings"
 	"syscall"
 )
 
@@ -78,6 +80,10 @@ func run(ctx context.Context, e *env, args []string) int {
 		}
 		return 0
 	}
+	if args[0] == "version" || args[0] == "--version" || args[0] == "-version" {
+		fmt.Fprintf(e.stdout, "lrstream %s (%s)\n", version(), runtime.Version())
+		return 0
+	}
 	for _, c := range commands() {
 		if c.name == args[0] {
 			err := c.run(ctx, e, args[1:])
@@ -89,8 +95,17 @@ func run(ctx context.Context, e *env, args []string) int {
 				return 0
 			case errors.As(err, &ee):
 				return ee.code
+			case ctx.Err() != nil && errors.Is(err, context.Canceled):
+				// SIGINT/SIGTERM: the conventional 128+SIGINT status.
+				msg := strings.TrimSuffix(tidyError(c.name, err), context.Canceled.Error())
+				msg = strings.TrimSuffix(strings.TrimSuffix(msg, " "), ":")
+				if !strings.HasPrefix(msg, "interrupted") {
+					msg = "interrupted"
+				}
+				fmt.Fprintf(e.stderr, "lrstream %s: %s\n", c.name, msg)
+				return 130
 			default:
-				fmt.Fprintf(e.stderr, "lrstream %s: %v\n", c.name, err)
+				fmt.Fprintf(e.stderr, "lrstream %s: %s\n", c.name, tidyError(c.name, err))
 				return 1
 			}
 		}
@@ -105,5 +120,5 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nRun 'lrstream <command> -h' for a command's flags.")
+	fmt.Fprintln(w, "\nRun 'lrstream <command> -h' for a command's flags, 'lrstream --version' for the version.")
 }

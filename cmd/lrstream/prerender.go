@@ -31,7 +31,8 @@ func runPrerender(ctx context.Context, e *env, args []string) error {
 	tf.register(fs, e, false)
 	out := fs.String("out", "", "output directory (required; created if missing)")
 	shardSize := fs.String("shard-size", "256MB", "uncompressed size at which a shard is cut (after the batch reaching it): 256MB, 1GiB, 20KB...")
-	rank := fs.Int("rank", -1, "this process's rank: it renders share RANK of WORLD_SIZE of the episodes (default from LRSTREAM_RANK, RANK, SLURM_ARRAY_TASK_ID, SLURM_PROCID or JOB_COMPLETION_INDEX; see docs/prerender.md)")
+	var rankFlag optInt
+	fs.Var(&rankFlag, "rank", "this process's rank `N`: it renders share N of WORLD_SIZE of the episodes (default from LRSTREAM_RANK, RANK, SLURM_ARRAY_TASK_ID, SLURM_PROCID or JOB_COMPLETION_INDEX; see docs/prerender.md)")
 	worldSize := fs.Int("world-size", 0, "number of ranks (default from LRSTREAM_WORLD_SIZE, WORLD_SIZE, SLURM_ARRAY_TASK_COUNT or SLURM_NTASKS; 1 without any)")
 	overwrite := fs.Bool("overwrite", false, "discard a previous pre-render in --out (of this rank) and start over, instead of resuming or refusing a different one")
 	finalize := fs.String("finalize", "", "merge the per-rank indexes of `DIR` (a multi-rank pre-render) into DIR/index.json, then exit")
@@ -57,8 +58,7 @@ flags:`)
 		return runFinalize(e, *finalize, *quiet)
 	}
 	if *out == "" {
-		fs.Usage()
-		return exitError{2}
+		return missingFlag(fs, "out")
 	}
 	if err := bf.validate(); err != nil {
 		return err
@@ -73,7 +73,11 @@ flags:`)
 	if err != nil {
 		return fmt.Errorf("--shard-size: %w", err)
 	}
-	re, err := resolveRank(e.getenv, *rank, *worldSize)
+	rank := -1
+	if rankFlag.set {
+		rank = rankFlag.v
+	}
+	re, err := resolveRank(e.getenv, rank, *worldSize)
 	if err != nil {
 		return err
 	}
@@ -134,6 +138,9 @@ flags:`)
 		if errors.Is(err, context.Canceled) {
 			return fmt.Errorf("interrupted; run the same command again to resume: %w", err)
 		}
+		return err
+	}
+	if err := nothingKept(res.Stats); err != nil {
 		return err
 	}
 	if !*quiet {

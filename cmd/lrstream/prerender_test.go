@@ -152,9 +152,9 @@ func TestPrerenderCommandRefusalsAndOverwrite(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "already complete") {
 		t.Fatalf("rerun: exit %d: %s", code, out)
 	}
-	_, errb, code := prRun(t, nil, "prerender", "-q", "--out", dir, "--shard-size", "20KB", "--batch-size", "8", "--mode", "fallback")
+	_, errb, code := prRun(t, nil, "prerender", "-q", "--out", dir, "--shard-size", "20KB", "--batch-size", "8", "--mode", "drop")
 	if code != 1 || !strings.Contains(errb, "option batch_size: 32 in the directory, 8 now") ||
-		!strings.Contains(errb, "mode: drop in the directory, fallback now") || !strings.Contains(errb, "--overwrite") {
+		!strings.Contains(errb, "mode: fallback in the directory, drop now") || !strings.Contains(errb, "--overwrite") {
 		t.Fatalf("mismatch: exit %d: %s", code, errb)
 	}
 	if _, errb, code = prRun(t, nil, "prerender", "-q", "--out", dir, "--shard-size", "20KB", "--batch-size", "8", "--overwrite"); code != 0 {

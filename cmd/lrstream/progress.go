@@ -9,11 +9,14 @@ import (
 )
 
 // progress draws a one-line progress display on a terminal: frames done,
-// rate, and ETA when the total is known. It is a no-op when w is nil.
+// rate, and ETA when the total is known. It is a no-op when w is nil. A
+// progress made by summaryOnly draws nothing while running and writes one
+// summary line at the end (stderr that is not a terminal: Slurm logs).
 type progress struct {
 	w     io.Writer
+	live  bool
 	label string
-	total int64
+	total atomic.Int64
 	done  atomic.Int64
 	bytes func() int64
 	start time.Time
@@ -24,7 +27,8 @@ type progress struct {
 // startProgress starts a display on w (nil: none) for total frames (0 if
 // unknown); bytes, when set, reports output bytes for a MB/s figure.
 func startProgress(w io.Writer, label string, total int64, bytes func() int64) *progress {
-	p := &progress{w: w, label: label, total: total, bytes: bytes, start: time.Now(), stop: make(chan struct{})}
+	p := &progress{w: w, live: true, label: label, bytes: bytes, start: time.Now(), stop: make(chan struct{})}
+	p.total.Store(total)
 	if w == nil {
 		return p
 	}
@@ -45,6 +49,16 @@ func startProgress(w io.Writer, label string, total int64, bytes func() int64) *
 	return p
 }
 
+// summaryOnly returns a progress that writes only the final line to w.
+func summaryOnly(w io.Writer, label string, total int64, bytes func() int64) *progress {
+	p := &progress{w: w, label: label, bytes: bytes, start: time.Now()}
+	p.total.Store(total)
+	return p
+}
+
+// setTotal replaces the total (0: unknown), once the pipeline knows it.
+func (p *progress) setTotal(n int64) { p.total.Store(n) }
+
 // add counts n more frames.
 func (p *progress) add(n int) { p.done.Add(int64(n)) }
 
@@ -53,21 +67,23 @@ func (p *progress) finish() {
 	if p.w == nil {
 		return
 	}
-	close(p.stop)
-	p.wg.Wait()
+	if p.live {
+		close(p.stop)
+		p.wg.Wait()
+	}
 	p.draw(true)
 }
 
 func (p *progress) draw(final bool) {
-	done := p.done.Load()
+	done, total := p.done.Load(), p.total.Load()
 	el := time.Since(p.start).Seconds()
 	rate := 0.0
 	if el > 0 {
 		rate = float64(done) / el
 	}
 	line := fmt.Sprintf("%s: %d", p.label, done)
-	if p.total > 0 {
-		line += fmt.Sprintf("/%d frames (%.1f%%)", p.total, 100*float64(done)/float64(p.total))
+	if total > 0 {
+		line += fmt.Sprintf("/%d frames (%.1f%%)", total, 100*float64(done)/float64(total))
 	} else {
 		line += " frames"
 	}
@@ -75,13 +91,19 @@ func (p *progress) draw(final bool) {
 	if p.bytes != nil && el > 0 {
 		line += fmt.Sprintf("  %.1f MB/s", float64(p.bytes())/el/1e6)
 	}
-	if p.total > 0 && rate > 0 && done < p.total && !final {
-		eta := time.Duration(float64(p.total-done) / rate * float64(time.Second)).Round(time.Second)
+	if total > 0 && rate > 0 && done < total && !final {
+		eta := time.Duration(float64(total-done) / rate * float64(time.Second)).Round(time.Second)
 		line += fmt.Sprintf("  ETA %s", eta)
 	}
-	end := ""
-	if final {
-		end = "\n"
+	switch {
+	case !p.live:
+		line += fmt.Sprintf("  in %s", time.Since(p.start).Round(time.Millisecond))
+		fmt.Fprintln(p.w, line)
+	case final:
+		// Clear whatever another process wrote after our line, then end
+		// ours with a newline so the next output starts on a fresh line.
+		fmt.Fprintf(p.w, "\r\x1b[K%s\n", line)
+	default:
+		fmt.Fprintf(p.w, "\r\x1b[K%s", line)
 	}
-	fmt.Fprintf(p.w, "\r\x1b[K%s%s", line, end)
 }

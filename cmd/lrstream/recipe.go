@@ -2,10 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -29,10 +30,16 @@ func recipeUsage(w io.Writer) {
 Loads each recipe (YAML or JSON) with LeRobot's validation rules and prints
 its components in selection order, their weights as draw probabilities,
 and every binding a render resolves with the resolver it uses. Exits 1 if
-any recipe is invalid or has a binding that can never resolve.`)
+any recipe is invalid or has a binding that can never resolve (errors name
+the YAML line of the component). Warns about weights that do not sum to 1,
+numbers PyYAML (LeRobot's loader) reads as strings (1e-3), and, with
+--dataset, cameras the recipe selects that the dataset lacks.
+
+flags:
+  --dataset DIR|ORG/NAME[@REV]   check cameras against this dataset`)
 }
 
-func runRecipe(_ context.Context, e *env, args []string) error {
+func runRecipe(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		recipeUsage(e.stderr)
 		if len(args) == 0 {
@@ -48,11 +55,9 @@ func runRecipe(_ context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("lrstream recipe check", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() { recipeUsage(e.stderr) }
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return exitError{2}
+	dataset := fs.String("dataset", "", "also check the recipe against this dataset (directory or ORG/NAME[@REV]): cameras its bindings select")
+	if err := parseFlagsArgs(fs, args[1:]); err != nil {
+		return err
 	}
 	if fs.NArg() == 0 {
 		recipeUsage(e.stderr)
@@ -63,7 +68,7 @@ func runRecipe(_ context.Context, e *env, args []string) error {
 		if i > 0 {
 			fmt.Fprintln(e.stdout)
 		}
-		if err := checkRecipe(e.stdout, path); err != nil {
+		if err := checkRecipe(ctx, e, path, *dataset); err != nil {
 			fmt.Fprintf(e.stderr, "lrstream recipe check: %s: invalid recipe:\n  %s\n", path, strings.ReplaceAll(err.Error(), "\n", "\n  "))
 			bad++
 		}
@@ -74,13 +79,41 @@ func runRecipe(_ context.Context, e *env, args []string) error {
 	return nil
 }
 
-// checkRecipe loads one recipe and prints its description.
-func checkRecipe(w io.Writer, path string) error {
-	r, err := render.LoadFile(path)
+// checkRecipe loads one recipe and prints its description and warnings:
+// weights not summing to 1, numbers PyYAML reads differently, cameras the
+// dataset (when given) lacks. Errors carry the YAML line of the component
+// they name.
+func checkRecipe(ctx context.Context, e *env, path, dataset string) error {
+	w := e.stdout
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
+	r, err := render.Load(data, filepath.Base(path))
+	if err != nil {
+		return withLine(data, err)
+	}
 	infos := r.Describe()
+	warnings := yamlNumberWarnings(data)
+	if r.IsBlend() {
+		if ww := weightWarning(infos); ww != "" {
+			warnings = append(warnings, ww)
+		}
+	}
+	if dataset != "" {
+		rf := runFlags{recipe: path, mode: "fallback", onError: "fail", onInconsistent: "fail", download: "full", noBatchCheck: true}
+		rf.datasets.Set(dataset)
+		cfg, err := rf.open(ctx, e)
+		if err != nil {
+			return err
+		}
+		warnings = append(warnings, cameraWarnings(infos, &cfg.Dataset.Info, cfg.Dataset.ID)...)
+	}
+	defer func() {
+		for _, ww := range warnings {
+			fmt.Fprintf(w, "  warning: %s\n", ww)
+		}
+	}()
 	kind := "message recipe"
 	if r.IsBlend() {
 		kind = fmt.Sprintf("blend of %d components", len(infos))
@@ -125,7 +158,7 @@ func checkRecipe(w io.Writer, path string) error {
 		tw.Flush()
 	}
 	if err := r.Check(); err != nil {
-		return err
+		return withLine(data, err)
 	}
 	fmt.Fprintln(w, "  ok")
 	return nil

@@ -80,3 +80,63 @@ func TestRecipeCheckRejectsBroken(t *testing.T) {
 		}
 	}
 }
+
+// TestRecipeCheckWarnings checks what recipe check flags (issue 16 item
+// 13): weights not summing to 1, numbers PyYAML reads as strings, cameras
+// the dataset lacks, and errors with the component's YAML line.
+func TestRecipeCheckWarnings(t *testing.T) {
+	dir := t.TempDir()
+	turns := `    messages:
+      - {role: user, content: "${task}", stream: low_level}
+      - {role: assistant, content: "x", stream: low_level, target: true}
+`
+	for _, tc := range []struct {
+		name, yaml string
+		code       int
+		want, not  []string
+	}{
+		{"weights sum to 1", "blend:\n  a:\n    weight: 0.25\n" + turns + "  b:\n    weight: 0.75\n" + turns, 0,
+			nil, []string{"warning"}},
+		{"weights sum to 0.96", "blend:\n  a:\n    weight: 0.5\n" + turns + "  b:\n    weight: 0.46\n" + turns, 0,
+			[]string{"warning: the weights of the weighted draw sum to 0.96, not 1"}, nil},
+		{"PyYAML float", "blend:\n  a:\n    weight: 1e-3\n" + turns + "  b:\n    weight: 0.999\n" + turns, 0,
+			[]string{"warning: line 3: weight: 1e-3 is a number in YAML 1.2 but a string to PyYAML", "(e.g. 0.001)"}, []string{"sum to"}},
+		{"PyYAML-compatible exponent", "blend:\n  a:\n    weight: 1.0e-3\n" + turns + "  b:\n    weight: 0.999\n" + turns, 0,
+			nil, []string{"warning"}},
+		{"error with line", "blend:\n  a:\n    weight: 1.0\n" + turns + "  b:\n" + turns, 1,
+			[]string{"line 7: ", "Blend component 'b' must define weight."}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_")+".yaml")
+			if err := os.WriteFile(path, []byte(tc.yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, errb, code := runCmd(t, "recipe", "check", path)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d: %s%s", code, tc.code, out, errb)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out+errb, w) {
+					t.Errorf("output lacks %q:\n%s%s", w, out, errb)
+				}
+			}
+			for _, w := range tc.not {
+				if strings.Contains(out+errb, w) {
+					t.Errorf("output has %q:\n%s%s", w, out, errb)
+				}
+			}
+		})
+	}
+
+	// Cameras: a dataset with only a "top" camera lacks the front and
+	// wrist cameras the shared VQA recipe selects.
+	ds := filepath.Join(dir, "ds")
+	if _, errb, code := runCmd(t, "gen", "-q", "--out", ds, "--cameras", "top", "--episodes", "2", "--min-frames", "10", "--max-frames", "20"); code != 0 {
+		t.Fatal(errb)
+	}
+	out, errb, code := runCmd(t, "recipe", "check", "--dataset", ds, shared(t, "recipes", "subtask_mem_vqa_speech.yaml"))
+	if code != 0 || !strings.Contains(out, "warning: camera observation.images.front, read by ask_vqa_top.vqa, ask_vqa_top.vqa_query, is not a feature of") ||
+		!strings.Contains(out, "warning: camera observation.images.wrist") {
+		t.Errorf("--dataset: exit %d:\n%s%s", code, out, errb)
+	}
+}

@@ -59,8 +59,7 @@ func newServer(ctx context.Context, e *env, args []string) (*server, string, err
 		return nil, "", err
 	}
 	if *socket == "" {
-		fs.Usage()
-		return nil, "", exitError{2}
+		return nil, "", missingFlag(fs, "socket")
 	}
 	if err := bf.validate(); err != nil {
 		return nil, "", err

@@ -15,9 +15,6 @@ import (
 const (
 	// defaultMaxClients is --max-clients: 8 ranks × 8 DataLoader workers.
 	defaultMaxClients = 64
-	// defaultClientBuffer is the per-client write buffer (--client-buffer):
-	// whole messages gathered before a socket write.
-	defaultClientBuffer = 1 << 20
 	// defaultWriteTimeout is --write-timeout: a client that accepts no
 	// byte for this long is disconnected.
 	defaultWriteTimeout = 30 * time.Minute

@@ -77,6 +77,10 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	if *format != "msgpack" && *format != "jsonl" {
 		return fmt.Errorf("--format must be msgpack or jsonl, not %q", *format)
 	}
+	if tf.fromEnv != "" && tf.worldSize > 1 && !*quiet {
+		// torchrun's variables shard the stream: say so, as prerender does.
+		fmt.Fprintf(e.stderr, "stream: rank %d of %d (from %s): streaming this rank's share; pass --world-size 1 for the whole selection\n", tf.rank, tf.worldSize, tf.fromEnv)
+	}
 	if *from != "" {
 		return replay(ctx, e, fs, *from, *format, tf, *quiet)
 	}
@@ -105,7 +109,11 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	var prog *progress
 	if !*quiet && isTerminal(e.stderr) && !isTerminal(e.stdout) {
 		prog = startProgress(e.stderr, "stream", pipeline.SelectedFrames(cfg), written)
-		cfg.Progress = prog.add
+		cfg.Progress, cfg.ProgressTotal = prog.add, prog.setTotal
+	} else if !*quiet && !isTerminal(e.stderr) && e.stderr != nil {
+		// No terminal (a Slurm log): one summary line at the end.
+		prog = summaryOnly(e.stderr, "stream", pipeline.SelectedFrames(cfg), written)
+		cfg.Progress, cfg.ProgressTotal = prog.add, prog.setTotal
 	} else {
 		prog = startProgress(nil, "", 0, nil)
 	}
@@ -122,6 +130,9 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	}
 	if st != nil && !*quiet {
 		reportSkipped(e.stderr, st)
+	}
+	if err == nil {
+		err = nothingKept(st)
 	}
 	if err != nil && isBrokenPipe(err) {
 		// The consumer closed the pipe: that ends the stream, cleanly.

@@ -135,7 +135,7 @@ func TestStreamErrors(t *testing.T) {
 		want   string
 		inBand bool
 	}{
-		{[]string{"stream", "--bogus"}, "flag provided but not defined", false},
+		{[]string{"stream", "--bogus"}, "unknown flag --bogus", false},
 		{[]string{"stream", "--dataset", filepath.Join(dir, "nope"), "--recipe", bad}, "", true},
 		{[]string{"stream", "--recipe", bad}, "at least one component", true},
 		{[]string{"stream", "--mode", "weird"}, "unknown mode", true},

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/lrstream/lrstream/pipeline"
 )
@@ -18,6 +19,40 @@ type trainFlags struct {
 	rank, worldSize int
 	order           string
 	partitions      int
+	// rankFlag and worldFlag are --rank and --world-size as given;
+	// resolve fills rank and worldSize from them or the environment.
+	rankFlag, worldFlag optInt
+	getenv              func(string) string
+	// fromEnv names the environment variables rank and worldSize came
+	// from ("" when from the flags or the defaults).
+	fromEnv string
+}
+
+// resolve sets rank and worldSize from the flags, else from torchrun's
+// RANK and WORLD_SIZE, else 0 of 1.
+func (t *trainFlags) resolve() {
+	if t.getenv == nil {
+		return
+	}
+	t.rank, t.worldSize = 0, 1
+	var env []string
+	if t.rankFlag.set {
+		t.rank = t.rankFlag.v
+	} else if v := t.getenv("RANK"); v != "" {
+		if n, err := strconv.Atoi(v); err == nil {
+			t.rank = n
+			env = append(env, "RANK="+v)
+		}
+	}
+	if t.worldFlag.set {
+		t.worldSize = t.worldFlag.v
+	} else if v := t.getenv("WORLD_SIZE"); v != "" {
+		if n, err := strconv.Atoi(v); err == nil {
+			t.worldSize = n
+			env = append(env, "WORLD_SIZE="+v)
+		}
+	}
+	t.fromEnv = strings.Join(env, " ")
 }
 
 func (t *trainFlags) register(fs *flag.FlagSet, e *env, withRank bool) {
@@ -29,8 +64,9 @@ func (t *trainFlags) register(fs *flag.FlagSet, e *env, withRank bool) {
 	fs.IntVar(&t.partitions, "partitions", pipeline.DefaultPartitions, "canonical partitions of --order partitioned; world size × workers must divide it")
 	if withRank {
 		fs.StringVar(&t.resume, "resume", "", "resume token (from a batch's \"resume\" field): continue right after that batch")
-		fs.IntVar(&t.rank, "rank", envInt(e, "RANK", 0), "this process's rank (default $RANK, as set by torchrun)")
-		fs.IntVar(&t.worldSize, "world-size", envInt(e, "WORLD_SIZE", 1), "number of ranks (default $WORLD_SIZE)")
+		fs.Var(&t.rankFlag, "rank", "this process's rank `N` (default: $RANK as set by torchrun, else 0)")
+		fs.Var(&t.worldFlag, "world-size", "number of ranks `N` (default: $WORLD_SIZE as set by torchrun, else 1)")
+		t.getenv = e.getenv
 	} else {
 		t.worldSize = 1
 	}
@@ -43,6 +79,7 @@ func (t *trainFlags) active() bool {
 }
 
 func (t *trainFlags) validate() error {
+	t.resolve()
 	if t.epochs < 0 {
 		return fmt.Errorf("--epochs must be >= 0")
 	}
@@ -77,14 +114,4 @@ func (t *trainFlags) json() map[string]any {
 		m["order"], m["partitions"] = t.order, t.partitions
 	}
 	return m
-}
-
-// envInt reads an integer environment variable, or def.
-func envInt(e *env, name string, def int) int {
-	if v := e.getenv(name); v != "" {
-		if n, err := strconv.Atoi(v); err == nil {
-			return n
-		}
-	}
-	return def
 }
