@@ -116,7 +116,7 @@ func (d *FFmpeg) Decode(parent context.Context, seg Segment, fn func(Frame) erro
 		return err
 	}
 	if ferr != nil {
-		if errors.Is(ferr, Stop) {
+		if errors.Is(ferr, ErrStop) {
 			return nil
 		}
 		return ferr
@@ -127,8 +127,8 @@ func (d *FFmpeg) Decode(parent context.Context, seg Segment, fn func(Frame) erro
 	return nil
 }
 
-// Stop, returned by a Decode callback, ends decoding early without error.
-var Stop = errors.New("stop decoding")
+// ErrStop, returned by a Decode callback, ends decoding early without error.
+var ErrStop = errors.New("stop decoding")
 
 // readFrames reads one frame from r per showinfo report.
 func readFrames(r io.Reader, infos <-chan frameInfo, fn func(Frame) error) error {

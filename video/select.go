@@ -67,7 +67,7 @@ func Select(ctx context.Context, d Decoder, seg Segment, queries []float64, tol,
 			}
 		}
 		if qi == len(queries) {
-			return Stop
+			return ErrStop
 		}
 		prev, havePrev = f, true
 		return nil

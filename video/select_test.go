@@ -31,7 +31,7 @@ func (d *fakeDecoder) Decode(ctx context.Context, seg Segment, fn func(Frame) er
 		k ^= 1
 		bufs[k] = [3]byte{byte(i), 0, 0}
 		if err := fn(Frame{PTS: p, Width: 1, Height: 1, Pix: bufs[k][:]}); err != nil {
-			if errors.Is(err, Stop) {
+			if errors.Is(err, ErrStop) {
 				return nil
 			}
 			return err
