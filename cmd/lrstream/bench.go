@@ -24,7 +24,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.SetOutput(e.stderr)
 	rf.register(fs)
 	batchSize := fs.Int("batch-size", 256, "kept samples per batch (stream stage)")
-	stages := fs.String("stages", strings.Join(bench.Stages, ","), "stages to run, comma-separated: scan, decode, render, stream, ffmpeg (the camera decode floor, added by default when cameras are decoded)")
+	stages := fs.String("stages", strings.Join(bench.Stages, ","), "stages to run, comma-separated: scan, decode, render, stream, ffmpeg (the camera decode floor, added automatically when cameras are decoded)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	count := fs.Int("count", 1, "run the stages this many times, interleaved, and report each stage's median run")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured stages to FILE (go tool pprof)")

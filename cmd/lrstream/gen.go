@@ -47,7 +47,7 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	quiet := fs.Bool("q", false, "no progress line and no summary")
 	videos := fs.Bool("videos", false, "write the cameras' mp4 files through FFmpeg (one per camera and data file, episodes back to back)")
 	videoSize := fs.String("video-size", "480x640", "camera frame size HEIGHTxWIDTH (with --videos)")
-	videoCodec := fs.String("video-codec", "h264", "video codec with --videos: h264 (fast to write) or av1 (LeRobot's default)")
+	videoCodec := fs.String("video-codec", "h264", "video codec with --videos: h264 (fast to write) or av1 (what LeRobot writes)")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: lrstream gen --out DIR [flags]\n\nWrites a synthetic LeRobot v3 dataset with language annotations.\n\nflags:")
 		fs.PrintDefaults()
