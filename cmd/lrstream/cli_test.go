@@ -160,6 +160,10 @@ func TestModeDefaultAndDropRefusal(t *testing.T) {
 			t.Errorf("%v --mode drop: exit %d, %d bytes out, stderr %q", cmd, code, len(out), errb)
 		}
 	}
+	// Batches of one never mix rendered and passthrough frames: allowed.
+	if out, errb, code := runCmd(t, append([]string{"stream", "--format", "jsonl", "--mode", "drop", "--batch-size", "1"}, base...)...); code != 0 || !strings.Contains(out, `"type":"end"`) {
+		t.Errorf("--mode drop --batch-size 1: exit %d: %s", code, errb)
+	}
 	// The demo dataset has language on every frame: drop batches.
 	if _, errb, code := runCmd(t, "stream", "--mode", "drop", "--format", "jsonl", "-q"); code != 0 {
 		t.Errorf("demo --mode drop: exit %d: %s", code, errb)

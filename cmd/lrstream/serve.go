@@ -92,6 +92,7 @@ func newServer(ctx context.Context, e *env, args []string) (*server, string, err
 			return streamReplay(ctx, h, w, *from, replayTrain(&tf, h.Resume, x))
 		}
 	} else {
+		rf.noBatchCheck = rf.noBatchCheck || bf.batchSize == 1 // see runStream
 		mix, err := rf.openMix(ctx, e)
 		if err != nil {
 			return nil, "", err

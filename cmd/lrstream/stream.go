@@ -84,6 +84,9 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	if *from != "" {
 		return replay(ctx, e, fs, *from, *format, tf, *quiet)
 	}
+	// Batches of one sample never mix rendered and passthrough frames:
+	// --mode drop always batches then.
+	rf.noBatchCheck = rf.noBatchCheck || bf.batchSize == 1
 	mix, err := rf.openMix(ctx, e)
 	if err != nil {
 		// Metadata (or option) errors come before the stream: the consumer

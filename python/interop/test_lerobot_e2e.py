@@ -163,14 +163,16 @@ def test_batches_match_lerobot_collate(lrstream_bin, lerobot_datasets, lerobot_i
 
 
 def test_partial_drop_mode_refuses_mixed_batches_like_lerobot(lrstream_bin, lerobot_datasets, lerobot_items):
-    """Rendered and passthrough frames in one batch: lerobot_collate_fn raises, lrstream refuses."""
+    """Rendered and passthrough frames in one batch: lerobot_collate_fn raises, lrstream refuses up front
+    (batches of one, as the per-frame comparison uses, never mix and are allowed)."""
     from lerobot.utils.collate import lerobot_collate_fn
 
     recipe = RECIPE_PATHS["v061_mem_vqa_speech"]
     want = lerobot_render(lerobot_items("partial"), recipe)
     with pytest.raises(ValueError, match="Inconsistent batch"):
         lerobot_collate_fn([w for w in want if w is not None])
-    with pytest.raises(RuntimeError, match="Inconsistent batch"):
+    # lrstream refuses before the first batch (the same reason, found up front).
+    with pytest.raises(RuntimeError, match="--mode drop cannot batch"):
         lrstream_samples(lrstream_bin, lerobot_datasets["partial"], recipe, batch_size=64)
 
 
