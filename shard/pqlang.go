@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/lrstream/lrstream/internal/half"
 	"io"
 	"math"
 	"strconv"
@@ -713,29 +714,8 @@ func (w *jsonBuf) appendLeaf(l *pqLangLeaf, v []byte) {
 			w.appendFloat(math.Float64frombits(binary.LittleEndian.Uint64(v)))
 		}
 	case pqFloat16:
-		w.appendFloat(float64(f16to32(binary.LittleEndian.Uint16(v))))
+		w.appendFloat(float64(half.ToFloat32(binary.LittleEndian.Uint16(v))))
 	default:
 		w.b = append(w.b, "null"...)
 	}
-}
-
-// f16to32 converts IEEE 754 half-precision bits to a float32.
-func f16to32(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	frac := uint32(h) & 0x3ff
-	switch {
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0xff<<23 | frac<<13)
-	case exp == 0:
-		if frac == 0 {
-			return math.Float32frombits(sign)
-		}
-		f := float32(frac) / 1024 / 16384
-		if sign != 0 {
-			f = -f
-		}
-		return f
-	}
-	return math.Float32frombits(sign | (exp+127-15)<<23 | frac<<13)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"github.com/lrstream/lrstream/internal/half"
 	"math"
 	"strconv"
 
@@ -135,7 +136,7 @@ func appendArrayJSON(b []byte, dtype string, shape []int, data []byte) ([]byte, 
 		case kind == 'f' && size == 8:
 			return appendJSONFloat(b, math.Float64frombits(le.Uint64(p)), 64), nil
 		case kind == 'f' && size == 2:
-			return appendJSONFloat(b, float64(float16(le.Uint16(p))), 32), nil
+			return appendJSONFloat(b, float64(half.ToFloat32(le.Uint16(p))), 32), nil
 		case kind == 'i' && size == 1:
 			return strconv.AppendInt(b, int64(int8(p[0])), 10), nil
 		case kind == 'i' && size == 2:
@@ -175,25 +176,4 @@ func appendArrayJSON(b []byte, dtype string, shape []int, data []byte) ([]byte, 
 	}
 	b, _, err = rec(b, 0, 0)
 	return b, err
-}
-
-// float16 converts IEEE half-precision bits to float32.
-func float16(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	frac := uint32(h) & 0x3ff
-	switch {
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0xff<<23 | frac<<13)
-	case exp == 0:
-		if frac == 0 {
-			return math.Float32frombits(sign)
-		}
-		f := float32(frac) / 1024 / 16384
-		if sign != 0 {
-			return -f
-		}
-		return f
-	}
-	return math.Float32frombits(sign | (exp+112)<<23 | frac<<13)
 }
