@@ -65,10 +65,17 @@ def _dist_rank_world() -> tuple:
 
 
 def to_torch(columns: Dict[str, Any]) -> Dict[str, Any]:
-    """Numpy arrays to torch tensors (writable, private memory); lists stay."""
+    """Numpy arrays to torch tensors (writable, private memory); lists stay.
+
+    An array that is not writable (a view of msgpack's immutable bytes, as
+    ``decode_array`` returns by default) is copied first: a tensor over it
+    would let an in-place write corrupt shared bytes."""
     out: Dict[str, Any] = {}
     for k, v in columns.items():
-        out[k] = torch.from_numpy(v) if isinstance(v, np.ndarray) else v
+        if isinstance(v, np.ndarray):
+            out[k] = torch.from_numpy(v if v.flags.writeable else v.copy())
+        else:
+            out[k] = v
     return out
 
 
