@@ -154,6 +154,12 @@ class RawMessages:
                 n = self._sock.recv_into(self._rbuf)
                 chunk = self._rview[:n]
                 break
+            except ConnectionResetError:
+                # The peer died with unread bytes (e.g. SIGKILL): for the
+                # reader that is an end of stream; the caller reports a
+                # truncated stream and why (the server's state).
+                n = 0
+                break
             except socket.timeout:
                 waited += self._poll
                 if self._check is not None:

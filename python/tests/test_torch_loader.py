@@ -162,8 +162,11 @@ SERVER_FAIL = textwrap.dedent("""
 
 @pytest.mark.parametrize("sig,nw", [("SIGKILL", 0), ("SIGKILL", 2), ("SIGSTOP", 0), ("SIGSTOP", 2)])
 def test_server_failure_reaches_loop(lrstream_bin, sig, nw):
-    # A slow stream (large epoch count, small batches) so the kill lands mid-stream.
-    args = ["--batch-size", "1", "--mode", "fallback", "--epochs", "0"]
+    # The kill must land mid-epoch: small batches, and samples large enough (a 200-step
+    # action chunk, ~5 KB each, ~6 MB an epoch) that an epoch cannot sit whole in the socket
+    # and client buffers by the time the signal arrives (otherwise the epoch simply ends).
+    args = ["--batch-size", "1", "--mode", "fallback", "--epochs", "0",
+            "--delta-timestamps", "action=0:200/10"]
     code = SERVER_FAIL.format(py=os.path.join(ROOT, "python"), args=args, bin=lrstream_bin, nw=nw, sig=sig)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     line = [l for l in out.stdout.splitlines() if l.startswith("ERROR")]
