@@ -1,7 +1,6 @@
 package shard
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -149,18 +148,9 @@ func rewriteColumn(t *testing.T, path, col string, repl func(arrow.Array) arrow.
 		cols = append(cols, a)
 	}
 	rec := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, tbl.NumRows())
-	var buf bytes.Buffer
-	w, err := pqarrow.NewFileWriter(rec.Schema(), &buf, parquet.NewWriterProperties(), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
-	if err != nil {
+	if err := os.WriteFile(path, writeParquet(t, rec, parquet.NewWriterProperties(), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema())), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(path, buf.Bytes(), 0o644)
 }
 
 func TestErrorWrongColumnType(t *testing.T) {
@@ -259,16 +249,7 @@ func smallDataFile(t testing.TB, dir string) []byte {
 	defer tr.Release()
 	tr.Next()
 	rec := tr.RecordBatch()
-	var buf bytes.Buffer
-	w, err := pqarrow.NewFileWriter(rec.Schema(), &buf, parquet.NewWriterProperties(parquet.WithStats(true), parquet.WithMaxRowGroupLength(3)), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	return buf.Bytes()
+	return writeParquet(t, rec, parquet.NewWriterProperties(parquet.WithStats(true), parquet.WithMaxRowGroupLength(3)), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
 }
 
 // FuzzReadParquet feeds corrupted and truncated parquet files to the

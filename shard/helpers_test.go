@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/lrstream/lrstream/bench/datagen"
 	"github.com/lrstream/lrstream/fetch"
 	"github.com/lrstream/lrstream/internal/testkit"
@@ -205,4 +208,22 @@ func generated(t testing.TB, v datagen.Variant, episodes, minFrames, maxFrames i
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// writeParquet writes rec as one parquet file with arrow-go's writer and
+// returns its bytes (test fixtures: rewritten or tampered data files).
+func writeParquet(t testing.TB, rec arrow.RecordBatch, props *parquet.WriterProperties, aprops pqarrow.ArrowWriterProperties) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := pqarrow.NewFileWriter(rec.Schema(), &buf, props, aprops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }

@@ -148,18 +148,7 @@ func (o *overlay) List(ctx context.Context, dir string) ([]string, error) {
 func toolCallsDataset(t testing.TB, text string) fstest.MapFS {
 	mem := memory.DefaultAllocator
 	write := func(rec arrow.RecordBatch) []byte {
-		var buf bytes.Buffer
-		w, err := pqarrow.NewFileWriter(rec.Schema(), &buf, parquet.NewWriterProperties(parquet.WithStats(true)), pqarrow.NewArrowWriterProperties())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Write(rec); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		return buf.Bytes()
+		return writeParquet(t, rec, parquet.NewWriterProperties(parquet.WithStats(true)), pqarrow.NewArrowWriterProperties())
 	}
 	ints := func(v ...int64) arrow.Array {
 		b := array.NewInt64Builder(mem)

@@ -1,7 +1,6 @@
 package shard
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -182,18 +181,8 @@ func dtypeDataset(t testing.TB, dict bool) fetch.Source {
 			arrs = append(arrs, b.NewArray())
 		}
 		rec := array.NewRecordBatch(arrow.NewSchema(fields, nil), arrs, int64(n))
-		var buf bytes.Buffer
-		w, err := pqarrow.NewFileWriter(rec.Schema(), &buf, parquet.NewWriterProperties(parquet.WithDictionaryDefault(dict), parquet.WithMaxRowGroupLength(40), parquet.WithDataPageSize(512)), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Write(rec); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		fsys[name] = &fstest.MapFile{Data: buf.Bytes()}
+		data := writeParquet(t, rec, parquet.NewWriterProperties(parquet.WithDictionaryDefault(dict), parquet.WithMaxRowGroupLength(40), parquet.WithDataPageSize(512)), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+		fsys[name] = &fstest.MapFile{Data: data}
 		tbl.Release()
 	}
 	return fetch.NewFS("dtypes", fsys)
