@@ -208,18 +208,14 @@ func TestVerifyCommand(t *testing.T) {
 	}
 }
 
-// buildLrstream builds the lrstream binary for subprocess tests.
-func buildLrstream(t *testing.T) string {
+// lrstreamBinary returns the lrstream executable for subprocess tests
+// (the test binary itself, see TestMain).
+func lrstreamBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("builds the binary")
+		t.Skip("runs the binary (-short)")
 	}
-	bin := filepath.Join(t.TempDir(), "lrstream")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return testBinary
 }
 
 // TestPrerenderKillResume SIGKILLs prerender processes at several points
@@ -227,15 +223,15 @@ func buildLrstream(t *testing.T) string {
 // resumed run again) and checks that running the same command again ends
 // with byte-identical shards and index.
 func TestPrerenderKillResume(t *testing.T) {
-	bin := buildLrstream(t)
+	bin := lrstreamBinary(t)
 	ds := filepath.Join(t.TempDir(), "ds")
-	if _, errb, code := prRun(t, nil, "gen", "-q", "--out", ds, "--episodes", "16", "--min-frames", "300", "--max-frames", "500",
+	if _, errb, code := prRun(t, nil, "gen", "-q", "--out", ds, "--episodes", "8", "--min-frames", "200", "--max-frames", "400",
 		"--dim", "14", "--density", "full", "--seed", "3"); code != 0 {
 		t.Fatal(errb)
 	}
 	args := func(dir string) []string {
 		return []string{"prerender", "-q", "--dataset", ds, "--recipe", prShared(t, "recipes", "subtask_mem_vqa_speech.yaml"),
-			"--out", dir, "--shard-size", "20KB", "--batch-size", "24", "--workers", "1"}
+			"--out", dir, "--shard-size", "8KB", "--batch-size", "24", "--workers", "1"}
 	}
 	ref := filepath.Join(t.TempDir(), "ref")
 	start := time.Now()
@@ -245,6 +241,7 @@ func TestPrerenderKillResume(t *testing.T) {
 	full := time.Since(start)
 	want := prFiles(t, ref)
 	if len(want) < 20 {
+		// (kills wait for shard-000010)
 		t.Fatalf("reference run wrote %d files; want many shards", len(want))
 	}
 	// killWhen starts a run into dir and SIGKILLs it when cond holds (or
@@ -323,7 +320,7 @@ func TestPrerenderKillResume(t *testing.T) {
 // TestPrerenderRanksProcesses runs three rank processes on one machine,
 // each given its rank a different way, finalizes, and replays.
 func TestPrerenderRanksProcesses(t *testing.T) {
-	bin := buildLrstream(t)
+	bin := lrstreamBinary(t)
 	ds := prShared(t, "conformance", "datasets", "pub_sorted_three_cams")
 	rec := prShared(t, "recipes", "subtask.yaml")
 	common := []string{"prerender", "-q", "--dataset", ds, "--recipe", rec, "--mode", "fallback", "--on-error", "skip",

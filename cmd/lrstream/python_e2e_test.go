@@ -38,10 +38,7 @@ func TestPythonClientEndToEnd(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "lrstream")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testBinary
 	ds := shared(t, "conformance", "datasets", "pub_inferred_front_wrist")
 	feats := testkit.ReadFrames(t, ds, "action", "observation.state").Values
 	fj, _ := json.Marshal(feats)
