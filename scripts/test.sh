@@ -7,6 +7,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
 start=$(date +%s)
+# step NAME CMD...: runs CMD and prints how long it took (where a CI run's time goes).
+step() {
+  local name=$1 t0; shift; t0=$(date +%s)
+  "$@"
+  echo "scripts/test.sh: $name $(( $(date +%s) - t0 )) s" >&2
+}
 if ! command -v ffmpeg >/dev/null 2>&1 || ! command -v ffprobe >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
     echo "scripts/test.sh: installing Debian's ffmpeg" >&2
@@ -16,14 +22,15 @@ if ! command -v ffmpeg >/dev/null 2>&1 || ! command -v ffprobe >/dev/null 2>&1; 
     exit 1
   fi
 fi
-venv=$(scripts/venv.sh)
+t0=$(date +%s); venv=$(scripts/venv.sh)
+echo "scripts/test.sh: venv $(( $(date +%s) - t0 )) s" >&2
 export LRSTREAM_PYTHON="$venv/bin/python" LRSTREAM_REQUIRE_PYTHON=1
 # FFmpeg is installed above: camera frame tests must run, never skip.
 export LRSTREAM_REQUIRE_FFMPEG=1
-go mod download
+step "go mod download" go mod download
 # go.mod and go.sum must be tidy (a diff fails).
-go mod tidy -diff
-go vet ./...
+step "go mod tidy -diff" go mod tidy -diff
+step "go vet" go vet ./...
 # staticcheck, pinned, installed once from the Go module proxy into a cached GOBIN; every
 # finding fails (staticcheck.conf says which check is off and why).
 staticcheck_version=v0.8.2
@@ -32,8 +39,8 @@ if [ ! -x "$gobin/staticcheck" ]; then
   echo "scripts/test.sh: installing staticcheck $staticcheck_version into $gobin" >&2
   GOBIN="$gobin" go install "honnef.co/go/tools/cmd/staticcheck@$staticcheck_version"
 fi
-"$gobin/staticcheck" ./...
-go test ./...
-"$venv/bin/python" -m pytest -q python/tests
-"$venv/bin/python" -m pytest -q --durations=10 python/interop
+step staticcheck "$gobin/staticcheck" ./...
+step "go test" go test ./...
+step "pytest python/tests" "$venv/bin/python" -m pytest -q python/tests
+step "pytest python/interop" "$venv/bin/python" -m pytest -q --durations=10 python/interop
 echo "scripts/test.sh: all suites passed in $(( $(date +%s) - start )) s" >&2
