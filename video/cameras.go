@@ -235,8 +235,10 @@ type Set struct {
 }
 
 // Buffer returns a buffer of n bytes for Fill, recycled when one is free.
-// Its content is arbitrary: Fill writes every byte.
-func (s *Set) Buffer(n int) []byte {
+// A new buffer gets capacity max(n, capHint), so that buffers of pieces of
+// different lengths can all be reused. Its content is arbitrary: Fill
+// writes every byte.
+func (s *Set) Buffer(n, capHint int) []byte {
 	for {
 		select {
 		case b := <-s.free:
@@ -245,7 +247,7 @@ func (s *Set) Buffer(n int) []byte {
 			}
 			// too small: drop it, try the next
 		default:
-			return make([]byte, n)
+			return make([]byte, n, max(n, capHint))
 		}
 	}
 }
