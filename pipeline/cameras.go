@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"strings"
 
 	"github.com/lrstream/lrstream/render"
 	"github.com/lrstream/lrstream/schema"
@@ -25,7 +24,7 @@ type CameraOptions struct {
 	// (default video.NewFFmpeg: FFmpeg is needed only then).
 	NewDecoder func() (video.Decoder, error)
 	// Locate gives local paths of video files (default
-	// video.DirLocator(cfg.Source)).
+	// video.NewMaterializer(cfg.Source, …).Locate: any source).
 	Locate video.Locator
 }
 
@@ -64,15 +63,6 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 		}
 	}
 	exists := video.FileExists(ctx, cfg.Source)
-	notLocal := o.Locate == nil && !video.IsLocalDir(cfg.Source)
-	if notLocal {
-		// Video files are decoded from local paths; until remote files
-		// are materialized, auto leaves them out and all fails here.
-		if o.Spec == video.ModeAll || (o.Spec != "" && o.Spec != video.ModeAuto && o.Spec != video.ModeNone && len(keys) > 0 && specHasVideo(o.Spec, &cfg.Dataset.Info)) {
-			return fmt.Errorf("--cameras %s: %s is not a local directory; camera frames are decoded from local video files (use a local copy, or --cameras none)", o.Spec, cfg.Dataset.ID)
-		}
-		exists = func(string) bool { return false }
-	}
 	ch, err := video.Resolve(o.Spec, &cfg.Dataset.Info, spans, eps, exists)
 	if err != nil {
 		return err
@@ -92,8 +82,6 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 		case decoded[k]:
 		case absent[k] && indexErr != nil:
 			st.Reason = "episodes index: " + indexErr.Error()
-		case absent[k] && notLocal:
-			st.Reason = "video files are not local (remote and embedded datasets: not yet)"
 		case absent[k]:
 			st.Reason = "video files absent"
 		default:
@@ -150,8 +138,13 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 		return err
 	}
 	loc := o.Locate
+	var mat *video.Materializer
 	if loc == nil {
-		loc = video.DirLocator(cfg.Source)
+		// Video files of any source (local, Hub, embedded) through
+		// fetch.Materialize, each fetched once while in use; a few idle
+		// files are kept for the segments that follow.
+		mat = video.NewMaterializer(cfg.Source, len(videoKeys)*(workerCount(cfg)+1))
+		loc = mat.Locate
 	}
 	tol := cfg.Tolerance
 	if tol <= 0 {
@@ -161,18 +154,11 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 	if err != nil {
 		return err
 	}
+	if mat != nil {
+		set.ReleaseFiles = mat.Close
+	}
 	cfg.Cameras = set
 	return nil
-}
-
-// specHasVideo reports whether a --cameras list names a video feature.
-func specHasVideo(spec string, info *schema.Info) bool {
-	for _, k := range strings.Split(spec, ",") {
-		if f, ok := info.Feature(strings.TrimSpace(k)); ok && f.DType == schema.DTypeVideo {
-			return true
-		}
-	}
-	return false
 }
 
 // attachFrames decodes the camera frames (cfg.Cameras, cfg.Images) of

@@ -683,6 +683,11 @@ func serveBatches(ctx context.Context, srcs []Mix, idx *keepIndex, order, mine [
 	// Pieces of unit groups (whole groups without cameras, see
 	// pieces.go) in order of first use, and each piece's last use.
 	pi := newPieceIndex(srcs, idx)
+	for _, m := range srcs {
+		if m.Config.Cameras != nil && m.Config.Cameras.ReleaseFiles != nil {
+			defer m.Config.Cameras.ReleaseFiles()
+		}
+	}
 	lastUse := map[int]int{}
 	var units []int
 	unitAt := make([]int32, len(seqPos))
