@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/lrstream/lrstream/bench/datagen"
+	"github.com/lrstream/lrstream/shard"
 	"github.com/lrstream/lrstream/sink"
 	"github.com/lrstream/lrstream/video"
 )
@@ -275,4 +276,91 @@ func TestCameraPiecesGroupReadOnce(t *testing.T) {
 			t.Fatalf("train=%t: %d data bytes read in pieces, %d whole", train, cut, whole)
 		}
 	}
+}
+
+// TestCameraLocality counts the segments each of two consumers decodes:
+// with --order partitioned a consumer decodes only the episodes of its
+// own partitions (the two together decode each episode once); with the
+// global shuffled order each decodes the pieces holding its batches'
+// frames — here every episode.
+func TestCameraLocality(t *testing.T) {
+	dir := videoDataset(t, func(o *datagen.Options) {
+		o.Episodes, o.MinFrames, o.MaxFrames, o.FramesPerFile = 6, 16, 24, 60
+		o.Cameras = []string{"front"}
+	})
+	for _, order := range []string{OrderPartitioned, OrderGlobal} {
+		t.Run(order, func(t *testing.T) {
+			var total int
+			seen := map[int64]int{}
+			for c := 0; c < 2; c++ {
+				cfg, cd := pieceConfig(t, dir, 0, "", nil)
+				spans, err := shardEpisodeVideos(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				to := TrainOptions{Shuffle: true, Seed: 2, BufferSize: 32, Epochs: 1, Order: order, Partitions: 2, Consumer: c, Consumers: 2}
+				if _, err := Train(context.Background(), cfg, StreamOptions{BatchSize: 4}, to, sink.Discard()); err != nil {
+					t.Fatal(err)
+				}
+				mine := map[int64]bool{}
+				if order == OrderPartitioned {
+					parts, _ := partitionEpisodes(cfg, 2, 0, 2)
+					for _, e := range parts[c] {
+						mine[e] = true
+					}
+				}
+				eps := map[int64]bool{}
+				for _, s := range cd.segs {
+					e, ok := spans(s)
+					if !ok {
+						t.Fatalf("consumer %d: segment [%g, %g] of %s is in no episode", c, s.Start, s.End, s.Path)
+					}
+					if order == OrderPartitioned && !mine[e] {
+						t.Fatalf("consumer %d decoded episode %d of another partition", c, e)
+					}
+					eps[e] = true
+				}
+				for e := range eps {
+					seen[e]++
+				}
+				total += len(cd.segs)
+				t.Logf("%s: consumer %d decoded %d segments of episodes %d", order, c, len(cd.segs), len(eps))
+			}
+			n := len(seen)
+			switch order {
+			case OrderPartitioned:
+				for e, k := range seen {
+					if k != 1 {
+						t.Fatalf("episode %d decoded by %d consumers", e, k)
+					}
+				}
+				if total != n {
+					t.Fatalf("%d segments for %d episodes: one each expected", total, n)
+				}
+			case OrderGlobal:
+				if total <= n {
+					t.Fatalf("global order: %d segments for %d episodes; every consumer reads most episodes", total, n)
+				}
+			}
+		})
+	}
+}
+
+// shardEpisodeVideos returns a function giving the episode whose span of
+// its camera's file holds a segment.
+func shardEpisodeVideos(cfg *Config) (func(video.Segment) (int64, bool), error) {
+	spans, err := shard.EpisodeVideos(context.Background(), cfg.Source, cfg.Dataset)
+	if err != nil {
+		return nil, err
+	}
+	return func(s video.Segment) (int64, bool) {
+		mid := (s.Start + s.End) / 2
+		for _, sp := range spans {
+			name, err := cfg.Dataset.Info.VideoFile(sp.Key, sp.Chunk, sp.File)
+			if err == nil && strings.HasSuffix(s.Path, name) && mid >= sp.From && mid <= sp.To {
+				return sp.Episode, true
+			}
+		}
+		return 0, false
+	}, nil
 }
