@@ -284,10 +284,10 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 			return nil, err
 		}
 	}
-	if f.pieceMB <= 0 {
+	if f.pieceMB < 0 {
 		return nil, fmt.Errorf("--piece-mb %d: want a positive number of MiB", f.pieceMB)
 	}
-	cfg.PieceBytes = f.pieceMB << 20
+	cfg.PieceBytes = f.pieceMB << 20 // 0 (commands without the flag): the default
 	co := pipeline.CameraOptions{Spec: f.cameras}
 	if f.resize != "" {
 		if co.ResizeH, co.ResizeW, err = parseResize(f.resize); err != nil {
