@@ -159,7 +159,7 @@ func run(ctx context.Context, cfg *Config, emit func([]shard.Unit, *Chunk) error
 			return decodePiece(ctx, cfg, pc)
 		},
 		func(pc piece, c *Chunk) error {
-			if c.Batch.Len() == 0 && pc.n > 1 {
+			if c.Batch.Len() == 0 && pc.k > 0 {
 				return nil // an empty piece (the index overstated the group)
 			}
 			if cfg.Progress != nil {
