@@ -372,3 +372,47 @@ func shardEpisodeVideos(cfg *Config) (func(video.Segment) (int64, bool), error) 
 		return 0, false
 	}, nil
 }
+
+// TestCameraPiecesRechunked: pieces of unit groups that hold several
+// episodes (one row group per data file) or whose episodes span row
+// groups (groups of several units), with a selection that keeps part of
+// a row group, give the same bytes as whole groups.
+func TestCameraPiecesRechunked(t *testing.T) {
+	t.Parallel()
+	src := piecesDataset(t)
+	const deltas = "observation.images.front=-2/30,0,1/30;observation.state=-3/30,0,2/30"
+	for _, tc := range []struct {
+		rows int64
+		sel  []int64
+	}{{17, nil}, {1000, []int64{1, 2}}} {
+		rows, sel := tc.rows, tc.sel
+		dir := t.TempDir()
+		rechunk(t, src, dir, rows)
+		{
+			t.Run(fmt.Sprintf("rowgroups=%d/episodes=%v", rows, sel), func(t *testing.T) {
+				var out [2][]byte
+				var segs [2]int
+				for i, pr := range []int{0, 7} {
+					cfg, cd := pieceConfig(t, dir, pr, deltas, nil)
+					if sel != nil {
+						cfg.Selection = episodeSelection(sel)
+					}
+					raw, st, err := streamBytes(cfg, 8)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if st.Frames == 0 || len(cd.segs) == 0 {
+						t.Fatalf("pieces of %d: %d frames, %d segments", pr, st.Frames, len(cd.segs))
+					}
+					out[i], segs[i] = raw, len(cd.segs)
+				}
+				if !bytes.Equal(out[0], out[1]) {
+					t.Fatal("pieces and whole groups differ")
+				}
+				if segs[1] <= segs[0] {
+					t.Fatalf("%d segments in pieces, %d whole: the pieces were not cut", segs[1], segs[0])
+				}
+			})
+		}
+	}
+}
