@@ -388,31 +388,29 @@ func TestCameraPiecesRechunked(t *testing.T) {
 		rows, sel := tc.rows, tc.sel
 		dir := t.TempDir()
 		rechunk(t, src, dir, rows)
-		{
-			t.Run(fmt.Sprintf("rowgroups=%d/episodes=%v", rows, sel), func(t *testing.T) {
-				var out [2][]byte
-				var segs [2]int
-				for i, pr := range []int{0, 7} {
-					cfg, cd := pieceConfig(t, dir, pr, deltas, nil)
-					if sel != nil {
-						cfg.Selection = episodeSelection(sel)
-					}
-					raw, st, err := streamBytes(cfg, 8)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if st.Frames == 0 || len(cd.segs) == 0 {
-						t.Fatalf("pieces of %d: %d frames, %d segments", pr, st.Frames, len(cd.segs))
-					}
-					out[i], segs[i] = raw, len(cd.segs)
+		t.Run(fmt.Sprintf("rowgroups=%d/episodes=%v", rows, sel), func(t *testing.T) {
+			var out [2][]byte
+			var segs [2]int
+			for i, pr := range []int{0, 7} {
+				cfg, cd := pieceConfig(t, dir, pr, deltas, nil)
+				if sel != nil {
+					cfg.Selection = episodeSelection(sel)
 				}
-				if !bytes.Equal(out[0], out[1]) {
-					t.Fatal("pieces and whole groups differ")
+				raw, st, err := streamBytes(cfg, 8)
+				if err != nil {
+					t.Fatal(err)
 				}
-				if segs[1] <= segs[0] {
-					t.Fatalf("%d segments in pieces, %d whole: the pieces were not cut", segs[1], segs[0])
+				if st.Frames == 0 || len(cd.segs) == 0 {
+					t.Fatalf("pieces of %d: %d frames, %d segments", pr, st.Frames, len(cd.segs))
 				}
-			})
-		}
+				out[i], segs[i] = raw, len(cd.segs)
+			}
+			if !bytes.Equal(out[0], out[1]) {
+				t.Fatal("pieces and whole groups differ")
+			}
+			if segs[1] <= segs[0] {
+				t.Fatalf("%d segments in pieces, %d whole: the pieces were not cut", segs[1], segs[0])
+			}
+		})
 	}
 }
