@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"strings"
 
 	"github.com/lrstream/lrstream/render"
 	"github.com/lrstream/lrstream/schema"
@@ -25,7 +24,7 @@ type CameraOptions struct {
 	// (default video.NewFFmpeg: FFmpeg is needed only then).
 	NewDecoder func() (video.Decoder, error)
 	// Locate gives local paths of video files (default
-	// video.DirLocator(cfg.Source)).
+	// video.NewMaterializer(cfg.Source, …).Locate: any source).
 	Locate video.Locator
 }
 
@@ -64,15 +63,6 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 		}
 	}
 	exists := video.FileExists(ctx, cfg.Source)
-	notLocal := o.Locate == nil && !video.IsLocalDir(cfg.Source)
-	if notLocal {
-		// Video files are decoded from local paths; until remote files
-		// are materialized, auto leaves them out and all fails here.
-		if o.Spec == video.ModeAll || (o.Spec != "" && o.Spec != video.ModeAuto && o.Spec != video.ModeNone && len(keys) > 0 && specHasVideo(o.Spec, &cfg.Dataset.Info)) {
-			return fmt.Errorf("--cameras %s: %s is not a local directory; camera frames are decoded from local video files (use a local copy, or --cameras none)", o.Spec, cfg.Dataset.ID)
-		}
-		exists = func(string) bool { return false }
-	}
 	ch, err := video.Resolve(o.Spec, &cfg.Dataset.Info, spans, eps, exists)
 	if err != nil {
 		return err
@@ -92,8 +82,6 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 		case decoded[k]:
 		case absent[k] && indexErr != nil:
 			st.Reason = "episodes index: " + indexErr.Error()
-		case absent[k] && notLocal:
-			st.Reason = "video files are not local (remote and embedded datasets: not yet)"
 		case absent[k]:
 			st.Reason = "video files absent"
 		default:
@@ -150,8 +138,13 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 		return err
 	}
 	loc := o.Locate
+	var mat *video.Materializer
 	if loc == nil {
-		loc = video.DirLocator(cfg.Source)
+		// Video files of any source (local, Hub, embedded) through
+		// fetch.Materialize, each fetched once while in use; a few idle
+		// files are kept for the segments that follow.
+		mat = video.NewMaterializer(cfg.Source, len(videoKeys)*(workerCount(cfg)+1))
+		loc = mat.Locate
 	}
 	tol := cfg.Tolerance
 	if tol <= 0 {
@@ -161,38 +154,147 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 	if err != nil {
 		return err
 	}
+	if mat != nil {
+		set.ReleaseFiles = mat.Close
+	}
 	cfg.Cameras = set
 	return nil
 }
 
-// specHasVideo reports whether a --cameras list names a video feature.
-func specHasVideo(spec string, info *schema.Info) bool {
-	for _, k := range strings.Split(spec, ",") {
-		if f, ok := info.Feature(strings.TrimSpace(k)); ok && f.DType == schema.DTypeVideo {
-			return true
+// attachFrames decodes the camera frames (cfg.Cameras, cfg.Images) of
+// rows [lo, hi) of gr's group into c, whose Batch holds those rows (c is
+// gr's whole chunk, or a piece of it: see pieces.go), and appends them to
+// c.Batch.Features as uint8 (C, H, W) columns, after the numeric
+// features. A piece also decodes the halo its --delta-timestamps camera
+// windows reach (c.ext). A sample whose frame cannot be produced — or
+// whose camera window holds a frame that cannot — becomes a failed render
+// (counted and skipped with SkipErrors, else the stream's error, naming
+// file, camera, episode, index and timestamps).
+func attachFrames(ctx context.Context, cfg *Config, gr *groupRead, c *Chunk, lo, hi int) error {
+	if cfg.Cameras == nil && cfg.Images == nil {
+		return nil
+	}
+	whole := gr.c
+	wb := whole.Batch
+	flo, fhi := lo, hi
+	rows := hi - lo
+	if c != whole {
+		before, after := cameraHalo(cfg)
+		flo, fhi = max(0, lo-before), min(wb.Len(), hi+after)
+		rows = pieceRows(cfg) + before + after
+		x := &pieceExt{lo: lo, start: whole.epStart, end: whole.epEnd}
+		for _, f := range wb.Features {
+			x.data = append(x.data, f.Data)
+			x.first = append(x.first, 0)
+		}
+		c.ext = x
+	}
+	// failed[col][r-flo] is the error of group row r's frame in camera
+	// column col (for the window check).
+	var failed [][]error
+	var windows [][]int
+	mark := func(r int, err error) {
+		if r >= lo && r < hi && c.Results[r-lo].Outcome != render.Failed {
+			c.Results[r-lo] = render.Result{Outcome: render.Failed, Err: err, Component: -1}
 		}
 	}
-	return false
-}
-
-// attachFrames decodes the frames of cfg.Cameras for every sample of c
-// and appends them to c.Batch.Features as uint8 (C, H, W) columns, after
-// the numeric features. A sample whose frame cannot be produced becomes a
-// failed render (counted and skipped with SkipErrors, else the stream's
-// error, naming file, camera, episode, index and timestamps).
-func attachFrames(ctx context.Context, cfg *Config, g []shard.Unit, c *Chunk) error {
-	if err := attachVideoFrames(ctx, cfg, c); err != nil {
-		return err
+	addColumn := func(cam video.Camera, buf []byte, errs []error) {
+		fb := cam.FrameBytes()
+		c.Batch.Features = append(c.Batch.Features, shard.FeatureData{Name: cam.Key, DType: "|u1", Shape: []int{cam.C, cam.H, cam.W},
+			Data: buf[(lo-flo)*fb : (hi-flo)*fb : (hi-flo)*fb]})
+		c.frameCols++
+		if c.ext != nil {
+			c.ext.data = append(c.ext.data, buf)
+			c.ext.first = append(c.ext.first, flo)
+		}
+		failed = append(failed, errs)
+		windows = append(windows, cameraOffsets(cfg, cam.Key))
 	}
-	return attachImages(ctx, cfg, g, c)
+	n := fhi - flo
+	if set := cfg.Cameras; set != nil {
+		c.Frames = make([]CameraFrames, len(set.Cameras))
+		c.frameBufs = c.frameBufs[:0]
+		for k, cam := range set.Cameras {
+			fb := cam.FrameBytes()
+			data := set.Buffer(n*fb, max(n, rows)*fb)
+			c.frameBufs = append(c.frameBufs, data)
+			cf := &c.Frames[k]
+			cf.Camera, cf.File, cf.PTS = cam.Key, make([]string, hi-lo), make([]float64, hi-lo)
+			for i := range cf.PTS {
+				cf.PTS[i] = math.NaN()
+			}
+			errs := make([]error, n)
+			err := set.Fill(ctx, k, wb.EpisodeIndex[flo:fhi], wb.Index[flo:fhi], wb.Timestamp[flo:fhi], data, func(i int, err error) {
+				errs[i] = err
+				mark(flo+i, err)
+			}, func(i int, file string, pts float64) {
+				if r := flo + i; r >= lo && r < hi {
+					cf.File[r-lo], cf.PTS[r-lo] = file, pts
+				}
+			})
+			if err != nil {
+				return err
+			}
+			addColumn(cam, data, errs)
+		}
+	}
+	if is := cfg.Images; is != nil {
+		for k, cam := range is.Cameras {
+			data := make([]byte, n*cam.FrameBytes())
+			errs := make([]error, n)
+			is.Fill(c.Unit.File, k, wb.EpisodeIndex[flo:fhi], wb.Index[flo:fhi], gr.enc[cam.Key], data, func(i int, err error) {
+				errs[i] = err
+				mark(flo+i, err)
+			})
+			addColumn(cam, data, errs)
+		}
+	}
+	// A sample whose camera window holds a failed frame fails too (its
+	// window would otherwise carry a blank frame).
+	for col, offs := range windows {
+		if offs == nil {
+			continue
+		}
+		for r := lo; r < hi; r++ {
+			if c.Results[r-lo].Outcome == render.Failed {
+				continue
+			}
+			s, e := int(whole.epStart[r]), int(whole.epEnd[r])
+			for _, off := range offs {
+				q := min(max(r+off, s), e-1)
+				if q != r && failed[col][q-flo] != nil {
+					mark(r, fmt.Errorf("--delta-timestamps offset %+d: %w", off, failed[col][q-flo]))
+					break
+				}
+			}
+		}
+	}
+	return nil
 }
 
-// attachImages decodes the image features of cfg.Images (encoded bytes
-// in the data files) for every sample of c.
-func attachImages(ctx context.Context, cfg *Config, g []shard.Unit, c *Chunk) error {
+// cameraOffsets returns camera key's --delta-timestamps offsets in
+// frames (nil without a window), rounded as ResolveDeltas.
+func cameraOffsets(cfg *Config, key string) []int {
+	for _, d := range cfg.Deltas {
+		if d.Key != key {
+			continue
+		}
+		out := make([]int, len(d.Seconds))
+		for i, s := range d.Seconds {
+			out[i] = int(math.RoundToEven(s * cfg.Dataset.Info.FPS))
+		}
+		return out
+	}
+	return nil
+}
+
+// readImages reads the encoded images of cfg.Images (image features, in
+// the data files) of group g, by camera and dataset index (nil without
+// image features).
+func readImages(ctx context.Context, cfg *Config, g []shard.Unit) (map[string]map[int64][]byte, error) {
 	is := cfg.Images
 	if is == nil {
-		return nil
+		return nil, nil
 	}
 	keys := make([]string, len(is.Cameras))
 	for k, cam := range is.Cameras {
@@ -202,7 +304,7 @@ func attachImages(ctx context.Context, cfg *Config, g []shard.Unit, c *Chunk) er
 	for _, u := range g {
 		m, err := video.ReadImageBytes(ctx, cfg.Source, u.File, u.RowGroup, keys)
 		if err != nil {
-			return fmt.Errorf("%s: image features: %w", cfg.Dataset.ID, err)
+			return nil, fmt.Errorf("%s: image features: %w", cfg.Dataset.ID, err)
 		}
 		for k, v := range m {
 			if enc[k] == nil {
@@ -214,52 +316,7 @@ func attachImages(ctx context.Context, cfg *Config, g []shard.Unit, c *Chunk) er
 			}
 		}
 	}
-	b := c.Batch
-	n := b.Len()
-	for k, cam := range is.Cameras {
-		data := make([]byte, n*cam.FrameBytes())
-		is.Fill(c.Unit.File, k, b.EpisodeIndex, b.Index, enc[cam.Key], data, func(i int, err error) {
-			if c.Results[i].Outcome != render.Failed {
-				c.Results[i] = render.Result{Outcome: render.Failed, Err: err, Component: -1}
-			}
-		})
-		b.Features = append(b.Features, shard.FeatureData{Name: cam.Key, DType: "|u1", Shape: []int{cam.C, cam.H, cam.W}, Data: data})
-		c.frameCols++
-	}
-	return nil
-}
-
-// attachVideoFrames decodes the video frames of cfg.Cameras for every
-// sample of c.
-func attachVideoFrames(ctx context.Context, cfg *Config, c *Chunk) error {
-	set := cfg.Cameras
-	if set == nil {
-		return nil
-	}
-	b := c.Batch
-	n := b.Len()
-	c.Frames = make([]CameraFrames, len(set.Cameras))
-	c.frameBufs = c.frameBufs[:0]
-	for k, cam := range set.Cameras {
-		data := set.Buffer(n * cam.FrameBytes())
-		c.frameBufs = append(c.frameBufs, data)
-		cf := &c.Frames[k]
-		cf.Camera, cf.File, cf.PTS = cam.Key, make([]string, n), make([]float64, n)
-		for i := range cf.PTS {
-			cf.PTS[i] = math.NaN()
-		}
-		err := set.Fill(ctx, k, b.EpisodeIndex, b.Index, b.Timestamp, data, func(i int, err error) {
-			if c.Results[i].Outcome != render.Failed {
-				c.Results[i] = render.Result{Outcome: render.Failed, Err: err, Component: -1}
-			}
-		}, func(i int, file string, pts float64) { cf.File[i], cf.PTS[i] = file, pts })
-		if err != nil {
-			return err
-		}
-		b.Features = append(b.Features, shard.FeatureData{Name: cam.Key, DType: "|u1", Shape: []int{cam.C, cam.H, cam.W}, Data: data})
-		c.frameCols++
-	}
-	return nil
+	return enc, nil
 }
 
 // releaseFrames hands c's camera frame buffers back for reuse (reused
@@ -276,6 +333,7 @@ func (c *Chunk) releaseFrames(cfg *Config) {
 		c.Batch.Features = c.Batch.Features[:n]
 	}
 	c.frameCols = 0
+	c.ext = nil
 }
 
 // CameraBytesPerSample is the size of one sample's camera and image
@@ -327,18 +385,4 @@ type CameraFrames struct {
 	Camera string
 	File   []string
 	PTS    []float64
-}
-
-// decodeGroup reads, renders and (with cameras) decodes the frames of one
-// unit group: the work of one worker.
-func decodeGroup(ctx context.Context, cfg *Config, g []shard.Unit) (*Chunk, error) {
-	b, err := readGroup(ctx, cfg, g, shard.Options{Features: cfg.Features})
-	if err != nil {
-		return nil, err
-	}
-	c := renderBatch(cfg, g[0], b)
-	if err := attachFrames(ctx, cfg, g, c); err != nil {
-		return nil, err
-	}
-	return c, nil
 }

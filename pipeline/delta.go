@@ -239,15 +239,28 @@ func (fl *filler) fill(f *collate.Frame, c *Chunk, j int) error {
 			f.Features[k] = fd.Data[j*size : (j+1)*size]
 			continue
 		}
-		starts, ends := c.episodeBounds()
-		s, e := int(starts[j]), int(ends[j])
+		// Rows are gathered from the chunk, or for a piece of a longer
+		// group (c.ext) from the group's rows around it.
+		data, jj, first := fd.Data, j, 0
+		var starts, ends []int32
+		if x := c.ext; x != nil {
+			data, jj, first = x.data[k], j+x.lo, x.first[k]
+			starts, ends = x.start, x.end
+		} else {
+			starts, ends = c.episodeBounds()
+		}
+		s, e := int(starts[jj]), int(ends[jj])
 		buf := fl.scratch[k][:0]
 		mask := fl.scratch[fl.pad[k]][:0]
 		for _, off := range w {
-			q := j + off
+			q := jj + off
 			isPad := q < s || q >= e
 			q = min(max(q, s), e-1)
-			buf = append(buf, fd.Data[q*size:(q+1)*size]...)
+			if q < first || (q-first+1)*size > len(data) {
+				return fmt.Errorf("%s row group %d: episode %d, index %d: internal error: %s offset %d reaches beyond the decoded rows", c.Unit.File, c.Unit.RowGroup, bt.EpisodeIndex[j], bt.Index[j], fd.Name, off)
+			}
+			q -= first
+			buf = append(buf, data[q*size:(q+1)*size]...)
 			if isPad {
 				mask = append(mask, 1)
 			} else {

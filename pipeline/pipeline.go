@@ -56,6 +56,10 @@ type Config struct {
 	Cameras      *video.Set
 	Images       *video.ImageSet
 	CameraStatus []sink.Camera
+	// PieceBytes bounds the decoded camera frames of one decoding job
+	// (default DefaultPieceBytes): longer episodes are decoded in pieces
+	// (docs/video.md, "Memory"). Output never depends on it.
+	PieceBytes int64
 	// ProgressTotal, when set, is called with the number of frames
 	// Progress will count in all once that is known (training iteration:
 	// after the pre-pass; 0 for endless --epochs 0).
@@ -63,6 +67,8 @@ type Config struct {
 
 	// filesPerSegment overrides defaultFilesPerSegment (tests).
 	filesPerSegment int
+	// minPieceRows overrides minPieceRows (tests).
+	minPieceRows int
 }
 
 // Share is one of NumWorkers disjoint shares of the selected episodes; the
@@ -90,7 +96,8 @@ type Chunk struct {
 	frameBufs [][]byte // the video camera columns' buffers (releaseFrames)
 	frameCols int      // camera and image columns appended to Batch.Features
 
-	epStart, epEnd []int32 // see episodeBounds
+	epStart, epEnd []int32   // see episodeBounds
+	ext            *pieceExt // a piece of a longer group (see pieces.go)
 }
 
 // FrameError is a frame whose rendering failed, with its location.
@@ -142,22 +149,29 @@ func run(ctx context.Context, cfg *Config, emit func([]shard.Unit, *Chunk) error
 	if err != nil {
 		return err
 	}
+	if cfg.Cameras != nil && cfg.Cameras.ReleaseFiles != nil {
+		defer cfg.Cameras.ReleaseFiles()
+	}
 	workers := workerCount(cfg)
-	return orderedFeed(ctx, workers, chunkWindow(cfg, workers), p.nextGroup,
-		func(ctx context.Context, g []shard.Unit) (*Chunk, error) {
-			return decodeGroup(ctx, cfg, g)
+	feed := &pieceFeed{cfg: cfg, next: p.nextGroup, rows: pieceRows(cfg)}
+	return orderedFeed(ctx, workers, chunkWindow(cfg, workers), feed.nextPiece,
+		func(ctx context.Context, pc piece) (*Chunk, error) {
+			return decodePiece(ctx, cfg, pc)
 		},
-		func(g []shard.Unit, c *Chunk) error {
+		func(pc piece, c *Chunk) error {
+			if c.Batch.Len() == 0 && pc.k > 0 {
+				return nil // an empty piece (the index overstated the group)
+			}
 			if cfg.Progress != nil {
 				cfg.Progress(c.Batch.Len())
 			}
-			return emit(g, c)
+			return emit(pc.g, c)
 		})
 }
 
 // chunkWindow is how many decoded chunks may wait for the consumer: two
-// per worker, one with camera frames (a chunk then holds its episodes'
-// frames: length × C×H×W bytes per camera; see docs/video.md).
+// per worker, one with camera frames (a chunk then holds the frames of a
+// piece of at most Config.PieceBytes; see pieces.go and docs/video.md).
 func chunkWindow(cfg *Config, workers int) int {
 	if cfg.Cameras != nil {
 		return workers

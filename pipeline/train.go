@@ -680,15 +680,24 @@ func serveBatches(ctx context.Context, srcs []Mix, idx *keepIndex, order, mine [
 		end := min((k+1)*B, int64(len(order)))
 		seqPos = append(seqPos, order[k*B:end]...)
 	}
-	// Units in order of first use, and each unit's last use.
+	// Pieces of unit groups (whole groups without cameras, see
+	// pieces.go) in order of first use, and each piece's last use.
+	pi := newPieceIndex(srcs, idx)
+	for _, m := range srcs {
+		if m.Config.Cameras != nil && m.Config.Cameras.ReleaseFiles != nil {
+			defer m.Config.Cameras.ReleaseFiles()
+		}
+	}
 	lastUse := map[int]int{}
 	var units []int
 	unitAt := make([]int32, len(seqPos))
+	offAt := make([]int32, len(seqPos))
 	for i, p := range seqPos {
-		u := idx.unitOf(p)
-		unitAt[i] = int32(u)
+		u, off := pi.at(p)
+		unitAt[i], offAt[i] = int32(u), int32(off)
 		if _, ok := lastUse[u]; !ok {
 			units = append(units, u)
+			pi.use(u)
 		}
 		lastUse[u] = i
 	}
@@ -702,24 +711,17 @@ func serveBatches(ctx context.Context, srcs []Mix, idx *keepIndex, order, mine [
 	var picks []framePick
 	return ordered(ctx, len(units), workers, chunkWindow(srcs[0].Config, workers),
 		func(ctx context.Context, i int) (*Chunk, error) {
-			g := idx.units[units[i]]
-			cfg := srcs[idx.src[units[i]]].Config
-			return decodeGroup(ctx, cfg, g)
+			return pi.decode(ctx, units[i])
 		},
 		func(i int, c *Chunk) error {
-			u := units[i]
-			if got, want := int64(c.Batch.Len()), idx.unitStart[u+1]-idx.unitStart[u]; got != want {
-				return fmt.Errorf("%s row group %d: %d frames, %d when first read (the dataset changed during the run?)", c.Unit.File, c.Unit.RowGroup, got, want)
-			}
-			live[u] = c
-			// Serve every frame whose unit is now decoded.
+			live[units[i]] = c
+			// Serve every frame whose piece is now decoded.
 			for cursor < len(seqPos) {
 				uc, ok := live[int(unitAt[cursor])]
 				if !ok {
 					break
 				}
-				p := seqPos[cursor]
-				picks = append(picks, framePick{chunk: uc, offset: int(p - idx.unitStart[unitAt[cursor]]), src: idx.src[unitAt[cursor]]})
+				picks = append(picks, framePick{chunk: uc, offset: int(offAt[cursor]), src: pi.src(int(unitAt[cursor]))})
 				if lastUse[int(unitAt[cursor])] == cursor {
 					delete(live, int(unitAt[cursor]))
 				}

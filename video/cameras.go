@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"os"
 	"path"
-	"path/filepath"
 	"sort"
 	"strings"
 
@@ -87,28 +85,6 @@ func FeatureShape(f schema.Feature) (c, h, w int, err error) {
 // Locator gives the local path of a dataset file for the decoder, and a
 // release function to call when done with it.
 type Locator func(ctx context.Context, name string) (path string, release func(), err error)
-
-// IsLocalDir reports whether src is a local directory (its ID a directory
-// path), whose files DirLocator can hand to the decoder.
-func IsLocalDir(src fetch.Source) bool {
-	st, err := os.Stat(src.ID())
-	return err == nil && st.IsDir()
-}
-
-// DirLocator locates files of a local directory source (fetch.NewDir:
-// its ID is the directory). Other sources need their files materialized
-// first; it says so.
-func DirLocator(src fetch.Source) Locator {
-	root := src.ID()
-	st, err := os.Stat(root)
-	isDir := err == nil && st.IsDir()
-	return func(_ context.Context, name string) (string, func(), error) {
-		if !isDir {
-			return "", nil, fmt.Errorf("%s: camera frames are decoded from local files; this source (%s) is not a local directory", name, root)
-		}
-		return filepath.Join(root, filepath.FromSlash(name)), func() {}, nil
-	}
-}
 
 // Mode values of --cameras besides a list of keys.
 const (
@@ -229,14 +205,20 @@ type Set struct {
 	// Tolerance is LeRobot's tolerance_s (default 1e-4).
 	Tolerance float64
 	Locate    Locator
-	spans     map[int64]map[string]shard.VideoSpan
-	resize    bool
-	free      chan []byte // recycled frame buffers (Buffer, Recycle)
+	// ReleaseFiles, when set, releases the video files Locate keeps for
+	// later segments (temporary copies are removed); called when a run
+	// ends.
+	ReleaseFiles func()
+	spans        map[int64]map[string]shard.VideoSpan
+	resize       bool
+	free         chan []byte // recycled frame buffers (Buffer, Recycle)
 }
 
 // Buffer returns a buffer of n bytes for Fill, recycled when one is free.
-// Its content is arbitrary: Fill writes every byte.
-func (s *Set) Buffer(n int) []byte {
+// A new buffer gets capacity max(n, capHint), so that buffers of pieces of
+// different lengths can all be reused. Its content is arbitrary: Fill
+// writes every byte.
+func (s *Set) Buffer(n, capHint int) []byte {
 	for {
 		select {
 		case b := <-s.free:
@@ -245,7 +227,7 @@ func (s *Set) Buffer(n int) []byte {
 			}
 			// too small: drop it, try the next
 		default:
-			return make([]byte, n)
+			return make([]byte, n, max(n, capHint))
 		}
 	}
 }

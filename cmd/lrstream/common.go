@@ -45,6 +45,8 @@ type runFlags struct {
 	// cameras and resize are --cameras and --resize; camerasDefault is
 	// the command's --cameras default ("auto" unless set before register).
 	cameras, resize, camerasDefault string
+	// pieceMB is --piece-mb: the decoded frames of one decoding job.
+	pieceMB int64
 	// noBatchCheck skips the --mode drop batching check (inspect does
 	// not batch; it warns from its own counts instead).
 	noBatchCheck bool
@@ -72,7 +74,8 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	f.camerasDefault = def
 	fs.StringVar(&f.cameras, "cameras", def, "camera frames in the batches: auto (the cameras whose video files exist), all, none, or KEY,KEY... (docs/video.md; needs FFmpeg)")
 	fs.StringVar(&f.resize, "resize", "", "resize camera frames to HxW, e.g. 224x224 (bilinear; default: the dataset's size)")
-	fs.StringVar(&f.download, "download", "full", "Hub data shards: full (download whole files into the Hugging Face cache, reused by later runs) or none (stream byte ranges, nothing cached)")
+	fs.Int64Var(&f.pieceMB, "piece-mb", pipeline.DefaultPieceBytes>>20, "MiB of decoded camera frames per decoding job: longer episodes are decoded in pieces; in flight at most (workers+1) pieces (docs/video.md, Memory)")
+	fs.StringVar(&f.download, "download", "full", "Hub data shards: full (download whole files into the Hugging Face cache, reused by later runs) or none (stream byte ranges, nothing cached; camera videos go to temporary files removed after use)")
 	fs.StringVar(&f.cache, "cache", "", "old spelling of --download (full|none); not a directory: see --cache-dir")
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "Hugging Face cache `DIR`, as huggingface_hub's cache_dir (default $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub)")
 	fs.StringVar(&f.revision, "revision", "", "Hub dataset revision (branch, tag or commit), as huggingface_hub's revision=; same as --dataset ORG/NAME@`REV`")
@@ -281,6 +284,10 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 			return nil, err
 		}
 	}
+	if f.pieceMB < 0 {
+		return nil, fmt.Errorf("--piece-mb %d: want a positive number of MiB", f.pieceMB)
+	}
+	cfg.PieceBytes = f.pieceMB << 20 // 0 (commands without the flag): the default
 	co := pipeline.CameraOptions{Spec: f.cameras}
 	if f.resize != "" {
 		if co.ResizeH, co.ResizeW, err = parseResize(f.resize); err != nil {

@@ -9,6 +9,8 @@ The dataset is produced exactly the way a LeRobot user produces one:
   (AV1 through pyav's libsvtav1) or H.264 (``--codec h264``). LeRobot's
   default file-size limits put several episodes in one mp4 per camera
   (the fixture asserts at least one mp4 holds two or more episodes).
+  ``--codec image`` stores the cameras as image features instead (PNG
+  bytes in the parquet files, LeRobot's ``use_videos=False``).
 * the language columns are then added by
   ``lerobot.annotations.steerable_pipeline.writer.LanguageColumnsWriter``
   fed canned module outputs (``plan`` / ``interjections`` / ``vqa`` staging
@@ -24,13 +26,16 @@ The dataset is produced exactly the way a LeRobot user produces one:
   - ``none``: the writer is not run (no language columns at all).
 
 Content is deterministic (``--seed``): state/action are seeded random
-values, pixels are per-camera gradients plus the global frame index, so a
-frame taken from the wrong episode, offset or camera is visible.
+values, pixels are per-camera gradients plus the global frame index and a
+moving block (sharp edges: chroma subsampling and the YUV->RGB conversion
+matter), so a frame taken from the wrong episode, offset or camera is
+visible. The same datasets serve the interop suite (conftest.py) and the
+camera pixel tests (test_camera_pixels.py, ``annotate="none"``, 30 fps).
 
 CLI::
 
     python make_lerobot_dataset.py OUT_DIR [--annotate full|partial|none]
-        [--codec av1|h264] [--height 64] [--width 96] [--episodes 4]
+        [--codec av1|h264|image] [--height 64] [--width 96] [--episodes 4]
         [--fps 10] [--seed 0] [--repo-id interop/lerobot_written]
 
 Importable: ``make_dataset(root, annotate="full", codec="av1", height=64,
@@ -63,8 +68,8 @@ def frame_pixels(cam: int, global_index: int, height: int, width: int) -> np.nda
     """HWC uint8 image: a per-camera gradient shifted by the global frame index.
 
     Channel 0 is a horizontal ramp, channel 1 a vertical ramp, channel 2 a
-    flat level that encodes the frame index, so the frame is recoverable
-    after lossy coding (about 8 levels per frame, modulo 256).
+    flat level that encodes the frame index (about 8 levels per frame,
+    modulo 256); a 16x16 block moves with the frame index (sharp edges).
     """
     ys, xs = np.mgrid[0:height, 0:width]
     img = np.empty((height, width, 3), dtype=np.uint8)
@@ -72,6 +77,9 @@ def frame_pixels(cam: int, global_index: int, height: int, width: int) -> np.nda
     img[..., 0] = ((xs * 255) // max(width - 1, 1) + shift) % 256
     img[..., 1] = ((ys * 255) // max(height - 1, 1) + 2 * shift) % 256
     img[..., 2] = (16 + 8 * global_index + 100 * cam) % 256
+    if height > 24 and width > 16:
+        x0 = (4 * global_index + 9 * cam) % (width - 16)
+        img[8:24, x0 : x0 + 16] = (255 - 40 * cam, 40 * global_index % 256, 200)
     return img
 
 
@@ -164,17 +172,20 @@ def make_dataset(
         "observation.state": {"dtype": "float32", "shape": (STATE_DIM,), "names": [f"s{i}" for i in range(STATE_DIM)]},
         "action": {"dtype": "float32", "shape": (ACTION_DIM,), "names": [f"a{i}" for i in range(ACTION_DIM)]},
     }
+    videos = codec != "image"
     for cam in CAMERAS:
-        features[cam] = {"dtype": "video", "shape": (height, width, 3), "names": ["height", "width", "channels"]}
+        features[cam] = {"dtype": "video" if videos else "image", "shape": (height, width, 3),
+                         "names": ["height", "width", "channels"]}
+    kwargs = {}
     if codec == "av1":
-        enc = RGBEncoderConfig()
+        kwargs["rgb_encoder"] = RGBEncoderConfig()
     elif codec == "h264":
-        enc = RGBEncoderConfig(vcodec="h264")
-    else:
-        raise ValueError(f"codec must be av1 or h264, got {codec!r}")
+        kwargs["rgb_encoder"] = RGBEncoderConfig(vcodec="h264")
+    elif codec != "image":
+        raise ValueError(f"codec must be av1, h264 or image, got {codec!r}")
     ds = LeRobotDataset.create(
         repo_id=repo_id, fps=fps, features=features, root=root, robot_type="interop_bot",
-        use_videos=True, rgb_encoder=enc,
+        use_videos=videos, **kwargs,
     )
     rng = np.random.default_rng(seed)
     g = 0
@@ -192,7 +203,8 @@ def make_dataset(
             g += 1
         ds.save_episode()
     ds.finalize()
-    check_shared_mp4(root)
+    if videos:
+        check_shared_mp4(root)
     annotate(root, annotate_mode)
     return root
 
@@ -216,7 +228,7 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("out")
     p.add_argument("--annotate", choices=("full", "partial", "none"), default="full")
-    p.add_argument("--codec", choices=("av1", "h264"), default="av1")
+    p.add_argument("--codec", choices=("av1", "h264", "image"), default="av1")
     p.add_argument("--height", type=int, default=64)
     p.add_argument("--width", type=int, default=96)
     p.add_argument("--episodes", type=int, default=4)

@@ -16,11 +16,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import camera_dataset
 from lrstream_client.reader import StreamReader
+from make_lerobot_dataset import CAMERAS, make_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
-CAMS = camera_dataset.CAMERAS
+CAMS = CAMERAS
+H, W = 64, 96
 
 
 def _need(tool: str) -> None:
@@ -41,7 +42,8 @@ def lrstream_bin(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module", params=["av1", "h264", "image"])
 def dataset(request, tmp_path_factory) -> Path:
-    return camera_dataset.write(tmp_path_factory.mktemp("ds") / request.param, codec=request.param)
+    return make_dataset(tmp_path_factory.mktemp("ds") / request.param, annotate_mode="none", codec=request.param,
+                        height=H, width=W, episodes=3, fps=30, repo_id="lrstream/camera_" + request.param)
 
 
 def stream(bin_: Path, ds: Path, tmp: Path, *extra: str):
@@ -93,7 +95,7 @@ def test_every_frame_equals_lerobot(lrstream_bin, dataset, tmp_path, backend):
     worst = 0
     for b in batches:
         for k in CAMS:
-            assert b[k].dtype == np.uint8 and b[k].shape[1:] == (3, camera_dataset.H, camera_dataset.W)
+            assert b[k].dtype == np.uint8 and b[k].shape[1:] == (3, H, W)
         for i in range(len(b["index"])):
             item = lr[int(b["index"][i])]
             assert int(item["episode_index"]) == int(b["episode_index"][i])
@@ -114,7 +116,7 @@ def test_delta_timestamps_equal_lerobot(lrstream_bin, dataset, tmp_path):
     _, batches = stream(lrstream_bin, dataset, tmp_path, "--delta-timestamps", f"{key}=-2/30,0,1/30")
     lr = lerobot(dataset, "pyav", delta_timestamps={key: deltas})
     for b in batches:
-        assert b[key].shape[1:] == (3, 3, camera_dataset.H, camera_dataset.W)
+        assert b[key].shape[1:] == (3, 3, H, W)
         for i in range(len(b["index"])):
             item = lr[int(b["index"][i])]
             np.testing.assert_array_equal(b[key][i], as_uint8(item[key]))

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from fake_hub import FakeHub
+from make_lerobot_dataset import CAMERAS
 
 HERE = Path(__file__).resolve().parent
 RECIPE = HERE / "recipes" / "v061_mem_vqa_speech.yaml"
@@ -110,13 +111,17 @@ def test_snapshot_download_cache_is_used_by_lrstream(lrstream_bin, hub, tmp_path
     #   asks the Hub; the files listed are then all read from the snapshot. (huggingface_hub 1.33
     #   writes a per-commit tree listing next to the snapshot that could answer it: reported to
     #   the fetch owner, docs/interop.md.) The data file is opened by name: no listing.
-    listing = f"/api/datasets/{REPO_ID}/tree/{hub.sha}/meta/episodes?recursive=true"
+    # - one listing per camera's video directory, for the same reason: --cameras auto decodes a
+    #   camera whose video files for the selected episodes exist (docs/video.md, "Sources"); the
+    #   videos are then read from the snapshot.
+    listing = [f"/api/datasets/{REPO_ID}/tree/{hub.sha}/meta/episodes?recursive=true"] + [
+        f"/api/datasets/{REPO_ID}/tree/{hub.sha}/videos/{cam}/chunk-000?recursive=true" for cam in CAMERAS]
     online = lrstream(lrstream_bin, clean_env(HF_ENDPOINT=hub.url, HF_HUB_CACHE=cache))
-    assert [r[1] for r in repo_requests(hub)] == [f"/api/datasets/{REPO_ID}/revision/main", listing], hub.log
+    assert [r[1] for r in repo_requests(hub)] == [f"/api/datasets/{REPO_ID}/revision/main", *listing], hub.log
     hub.log.clear()
     # Online, by commit SHA whose snapshot is cached: no revision request (a commit is immutable).
     pinned = lrstream(lrstream_bin, clean_env(HF_ENDPOINT=hub.url, HF_HUB_CACHE=cache), f"{REPO_ID}@{hub.sha}")
-    assert [r[1] for r in repo_requests(hub)] == [listing], hub.log
+    assert [r[1] for r in repo_requests(hub)] == listing, hub.log
     strip = lambda msgs: [m for m in msgs if m["type"] == "batch"]  # noqa: E731
     assert strip(online) == strip(reference) == strip(pinned)
 
