@@ -119,6 +119,10 @@ func TestServeStalledClientsBounded(t *testing.T) {
 	if err != nil || st.End == nil || st.End.Batches == 0 {
 		t.Fatalf("a reading client next to stalled ones: %v", err)
 	}
+	// Its slot is free only once the server has finished with it (the end
+	// was read before the server's goroutine returned): a client dialed
+	// before then would be refused.
+	waitFor(t, "the reading client to leave", func() bool { return srv.stats.clients.Load() == maxClients })
 	// Fill the 7th slot with a stalled client: an 8th is refused in-band.
 	stalled = append(stalled, dialHello(t, sock, sink.Hello{NumWorkers: 1, WorldSize: 1}))
 	waitFor(t, "7 clients", func() bool { return srv.stats.clients.Load() == 7 })
