@@ -3,6 +3,7 @@ package sink
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 
 	"github.com/lrstream/lrstream/collate"
 	"github.com/lrstream/lrstream/schema"
@@ -188,6 +189,98 @@ func batchKeys(bt *collate.Batch) int {
 // be encoded concurrently (each into its own buffer) and written in order
 // with Msgpack.WriteEncoded.
 func AppendBatch(dst []byte, bt *collate.Batch, meta BatchMeta) ([]byte, error) {
+	return appendBatch(dst, bt, meta, nil)
+}
+
+// LargeArray is the payload size (bytes) from which EncodeBatch references
+// a column's data instead of copying it: camera frames (921,600 bytes per
+// 480x640 frame) are, scalar and vector features are not.
+const LargeArray = 64 << 10
+
+// Encoded is one encoded batch message whose large column payloads (see
+// LargeArray) are referenced from the batch, not copied: the message's
+// bytes are Buf with each referenced payload inserted at its offset. It
+// is valid while the batch's columns are; its buffers are reused by the
+// next EncodeBatch into it.
+type Encoded struct {
+	// Buf is the message without the referenced payloads.
+	Buf   []byte
+	parts []encPart
+}
+
+// encPart is a payload inserted into Encoded.Buf at offset at.
+type encPart struct {
+	at   int
+	data []byte
+}
+
+// EncodeBatch encodes the batch message for bt into e (reusing e's
+// buffers): the same bytes as AppendBatch, but large column payloads are
+// referenced from bt's columns instead of copied, so bt's columns must not
+// change until e is written.
+func EncodeBatch(e *Encoded, bt *collate.Batch, meta BatchMeta) error {
+	e.parts = e.parts[:0]
+	b, err := appendBatch(e.Buf[:0], bt, meta, &e.parts)
+	e.Buf = b
+	if err != nil {
+		e.parts = e.parts[:0]
+	}
+	return err
+}
+
+// Len is the size of the encoded message in bytes.
+func (e *Encoded) Len() int {
+	n := len(e.Buf)
+	for _, p := range e.parts {
+		n += len(p.data)
+	}
+	return n
+}
+
+// AppendTo appends the whole message to dst (one contiguous copy).
+func (e *Encoded) AppendTo(dst []byte) []byte {
+	at := 0
+	for _, p := range e.parts {
+		dst = append(dst, e.Buf[at:p.at]...)
+		dst = append(dst, p.data...)
+		at = p.at
+	}
+	return append(dst, e.Buf[at:]...)
+}
+
+// WriteTo writes the message to w: the encoded pieces and the referenced
+// payloads in order, each payload straight from the batch (one Write call
+// per piece; a message without large payloads is one Write call).
+func (e *Encoded) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	at := 0
+	write := func(p []byte) error {
+		if len(p) == 0 {
+			return nil
+		}
+		k, err := w.Write(p)
+		n += int64(k)
+		if err == nil && k < len(p) {
+			err = io.ErrShortWrite
+		}
+		return err
+	}
+	for _, p := range e.parts {
+		if err := write(e.Buf[at:p.at]); err != nil {
+			return n, err
+		}
+		if err := write(p.data); err != nil {
+			return n, err
+		}
+		at = p.at
+	}
+	return n, write(e.Buf[at:])
+}
+
+// appendBatch is AppendBatch; with parts set, large column payloads are
+// recorded there (at their offset in the returned bytes) instead of being
+// appended.
+func appendBatch(dst []byte, bt *collate.Batch, meta BatchMeta, parts *[]encPart) ([]byte, error) {
 	b := mpMapHeader(dst, 6)
 	b = mpStr(b, "type")
 	b = mpStr(b, TypeBatch)
@@ -208,7 +301,7 @@ func AppendBatch(dst []byte, bt *collate.Batch, meta BatchMeta) ([]byte, error) 
 	for i := range bt.Columns {
 		c := &bt.Columns[i]
 		b = mpStr(b, c.Name)
-		b = appendNDArray(b, c)
+		b = appendNDArray(b, c, parts)
 	}
 	b = mpStr(b, collate.ColTask)
 	b = mpArrayHeader(b, len(bt.Task))
@@ -343,7 +436,7 @@ func (c *sampleSpans) add(s *schema.Sample, frame int) {
 
 // appendNDArray writes a column the msgpack-numpy way: a map with bin keys
 // nd, type, kind, shape, data.
-func appendNDArray(b []byte, c *collate.Column) []byte {
+func appendNDArray(b []byte, c *collate.Column, parts *[]encPart) []byte {
 	b = mpMapHeader(b, 5)
 	b = mpBin(b, []byte("nd"))
 	b = mpBool(b, true)
@@ -357,6 +450,11 @@ func appendNDArray(b []byte, c *collate.Column) []byte {
 		b = mpInt(b, int64(d))
 	}
 	b = mpBin(b, []byte("data"))
+	if parts != nil && len(c.Data) >= LargeArray {
+		b = mpBinHeader(b, len(c.Data))
+		*parts = append(*parts, encPart{at: len(b), data: c.Data})
+		return b
+	}
 	return mpBin(b, c.Data)
 }
 

@@ -21,11 +21,15 @@ const (
 var errOrder = errors.New("sink: call out of order (want Header, Batch*, End or Fail)")
 
 // Msgpack writes the binary wire format to an io.Writer, one Write call per
-// message. It reuses one encode buffer, so a batch costs no allocation once
-// the buffer has grown.
+// message, except batches carrying large columns (camera frames; see
+// LargeArray): their payloads are written straight from the batch, each
+// with its own Write call, instead of being copied into the message. It
+// reuses its encode buffers, so a batch costs no allocation once they have
+// grown.
 type Msgpack struct {
 	w     io.Writer
 	buf   []byte
+	enc   Encoded
 	n     int64
 	state state
 }
@@ -64,12 +68,31 @@ func (s *Msgpack) Batch(bt *collate.Batch, meta BatchMeta) error {
 	if s.state != stateOpen {
 		return errOrder
 	}
-	b, err := AppendBatch(s.buf[:0], bt, meta)
-	if err != nil {
+	if err := EncodeBatch(&s.enc, bt, meta); err != nil {
 		return err
 	}
-	s.buf = b
-	return s.write(b)
+	return s.writeParts(&s.enc)
+}
+
+func (s *Msgpack) writeParts(e *Encoded) error {
+	n, err := e.WriteTo(s.w)
+	s.n += n
+	clear(e.parts) // drop the references to the batch's columns
+	e.parts = e.parts[:0]
+	if err != nil {
+		return fmt.Errorf("sink: write: %w", err)
+	}
+	return nil
+}
+
+// WriteEncodedParts writes a batch message encoded by EncodeBatch (for
+// example by parallel encoders), its large payloads straight from the
+// batch. It must come after Header and before End or Fail.
+func (s *Msgpack) WriteEncodedParts(e *Encoded) error {
+	if s.state != stateOpen {
+		return errOrder
+	}
+	return s.writeParts(e)
 }
 
 // WriteEncoded writes messages already encoded by AppendBatch (for

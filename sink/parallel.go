@@ -6,17 +6,24 @@ import (
 	"github.com/lrstream/lrstream/collate"
 )
 
-// EncodedSink is a Sink whose Batch is exactly AppendBatch followed by
-// WriteEncoded (as *Msgpack's is), so that a producer may encode batches
+// EncodedSink is a Sink whose Batch writes exactly the bytes of
+// AppendBatch (as *Msgpack's does), so that a producer may encode batches
 // itself, for example in parallel with an Encoder, and hand over the
-// bytes.
+// bytes with WriteEncoded.
 type EncodedSink interface {
 	Sink
 	WriteEncoded(p []byte) error
 }
 
-// Encoder encodes batches on worker goroutines (AppendBatch, each into its
-// own reused buffer) and writes them to an EncodedSink strictly in the
+// partsSink is an EncodedSink that also writes EncodeBatch's messages
+// without flattening them (*Msgpack).
+type partsSink interface {
+	WriteEncodedParts(e *Encoded) error
+}
+
+// Encoder encodes batches on worker goroutines (EncodeBatch, each into its
+// own reused buffer; large payloads such as camera frames are written
+// straight from the batch, not copied) and writes them to an EncodedSink strictly in the
 // order Batch was called, so the output is byte-identical to calling the
 // sink's Batch one batch at a time. At most a few batches per worker are in
 // flight. Batch and Close must be called from one goroutine.
@@ -25,7 +32,8 @@ type Encoder struct {
 	release func(*collate.Batch)
 	jobs    chan *encodeJob
 	order   chan *encodeJob
-	free    chan []byte
+	free    chan *Encoded
+	flat    []byte // flattened messages for a sink without WriteEncodedParts
 	workers sync.WaitGroup
 	written chan struct{}
 
@@ -36,7 +44,7 @@ type Encoder struct {
 type encodeJob struct {
 	bt    *collate.Batch
 	meta  BatchMeta
-	buf   []byte
+	enc   *Encoded
 	err   error
 	ready chan struct{}
 }
@@ -54,7 +62,7 @@ func NewEncoder(w EncodedSink, workers int, release func(*collate.Batch)) *Encod
 		w: w, release: release,
 		jobs:    make(chan *encodeJob, window),
 		order:   make(chan *encodeJob, window),
-		free:    make(chan []byte, window+1),
+		free:    make(chan *Encoded, window+1),
 		written: make(chan struct{}),
 	}
 	for i := 0; i < workers; i++ {
@@ -62,7 +70,7 @@ func NewEncoder(w EncodedSink, workers int, release func(*collate.Batch)) *Encod
 		go func() {
 			defer e.workers.Done()
 			for j := range e.jobs {
-				j.buf, j.err = AppendBatch(j.buf[:0], j.bt, j.meta)
+				j.err = EncodeBatch(j.enc, j.bt, j.meta)
 				close(j.ready)
 			}
 		}()
@@ -78,7 +86,12 @@ func (e *Encoder) write() {
 		<-j.ready
 		err := j.err
 		if err == nil && e.Err() == nil {
-			err = e.w.WriteEncoded(j.buf)
+			if pw, ok := e.w.(partsSink); ok {
+				err = pw.WriteEncodedParts(j.enc)
+			} else {
+				e.flat = j.enc.AppendTo(e.flat[:0])
+				err = e.w.WriteEncoded(e.flat)
+			}
 		}
 		if err != nil {
 			e.setErr(err)
@@ -86,8 +99,10 @@ func (e *Encoder) write() {
 		if e.release != nil {
 			e.release(j.bt)
 		}
+		clear(j.enc.parts) // drop the references to the batch's columns
+		j.enc.parts = j.enc.parts[:0]
 		select {
-		case e.free <- j.buf:
+		case e.free <- j.enc:
 		default:
 		}
 	}
@@ -118,12 +133,13 @@ func (e *Encoder) Batch(bt *collate.Batch, meta BatchMeta) error {
 		}
 		return err
 	}
-	var buf []byte
+	var enc *Encoded
 	select {
-	case buf = <-e.free:
+	case enc = <-e.free:
 	default:
+		enc = new(Encoded)
 	}
-	j := &encodeJob{bt: bt, meta: meta, buf: buf, ready: make(chan struct{})}
+	j := &encodeJob{bt: bt, meta: meta, enc: enc, ready: make(chan struct{})}
 	e.order <- j // blocks while the window is full
 	e.jobs <- j
 	return nil

@@ -79,15 +79,24 @@ func (d *FFmpeg) Decode(parent context.Context, seg Segment, fn func(Frame) erro
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, d.Path, d.Args(seg)...)
-	stdout, err := cmd.StdoutPipe()
+	// The frames' pipe, made here (not StdoutPipe) to enlarge its kernel
+	// buffer: a whole frame fits, so ffmpeg writes it without waiting for
+	// lrstream to read, and lrstream reads it in fewer calls.
+	stdout, pw, err := os.Pipe()
 	if err != nil {
-		return err
+		return fmt.Errorf("ffmpeg pipe: %w", err)
 	}
+	defer stdout.Close()
+	growPipe(stdout, framePipeBytes)
+	cmd.Stdout = pw
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
+		pw.Close()
 		return err
 	}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	pw.Close() // the child has its copy; EOF comes when it exits
+	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("%w (%v)", ErrNoFFmpeg, err)
 		}

@@ -1,0 +1,216 @@
+package sink
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/lrstream/lrstream/collate"
+)
+
+// cameraBatches builds batches with a uint8 camera column of side×side
+// RGB frames next to the fixture's features (frame i's pixels derive from
+// i, so batches differ).
+func cameraBatches(t testing.TB, side, bs, n int) (*collate.Batcher, []*collate.Batch) {
+	t.Helper()
+	feats := append(append([]collate.Feature(nil), fixtureFeatures...),
+		collate.Feature{Name: "observation.images.front", DType: "|u1", Shape: []int{3, side, side}})
+	b, err := collate.NewBatcher(collate.Config{BatchSize: bs, Features: feats, Strings: []string{"dataset"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*collate.Batch
+	for i := range n {
+		f := fixtureFrame(i)
+		pix := make([]byte, 3*side*side)
+		for k := range pix {
+			pix[k] = byte(i*31 + k)
+		}
+		f.Features = append(f.Features, pix)
+		bt, err := b.Add(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bt != nil {
+			out = append(out, bt)
+		}
+	}
+	if bt, err := b.Flush(); err != nil {
+		t.Fatal(err)
+	} else if bt != nil {
+		out = append(out, bt)
+	}
+	return b, out
+}
+
+// TestEncodeBatchMatchesAppendBatch: EncodeBatch's message (flattened, or
+// written piece by piece) is byte-identical to AppendBatch's, whether the
+// camera column is below, at or above LargeArray per batch, and a reused
+// Encoded leaves nothing of the previous message behind.
+func TestEncodeBatchMatchesAppendBatch(t *testing.T) {
+	var e Encoded // reused across cases on purpose
+	for _, tc := range []struct{ side, bs int }{
+		{2, 4},     // tiny column: copied
+		{16, 4},    // 3 KiB per batch: copied
+		{128, 1},   // 48 KiB: copied
+		{128, 2},   // 96 KiB: referenced
+		{148, 1},   // 65,712 bytes, just above LargeArray
+		{96, 3},    // 82,944 bytes
+		{256, 5},   // 960 KiB, like a few camera frames
+		{2, 1000},  // many samples, small column
+		{128, 100}, // 4.7 MiB
+	} {
+		t.Run(fmt.Sprintf("%dx%d_bs%d", tc.side, tc.side, tc.bs), func(t *testing.T) {
+			_, batches := cameraBatches(t, tc.side, tc.bs, 2*tc.bs+1)
+			for k, bt := range batches {
+				meta := BatchMeta{Seq: int64(k), Epoch: 1, Resume: fmt.Sprint("tok", k)}
+				want, err := AppendBatch(nil, bt, meta)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := EncodeBatch(&e, bt, meta); err != nil {
+					t.Fatal(err)
+				}
+				if e.Len() != len(want) {
+					t.Fatalf("batch %d: Len %d, want %d", k, e.Len(), len(want))
+				}
+				if got := e.AppendTo([]byte("x")); !bytes.Equal(got[1:], want) || got[0] != 'x' {
+					t.Fatalf("batch %d: AppendTo differs from AppendBatch", k)
+				}
+				var w bytes.Buffer
+				n, err := e.WriteTo(&w)
+				if err != nil || n != int64(len(want)) || !bytes.Equal(w.Bytes(), want) {
+					t.Fatalf("batch %d: WriteTo wrote %d bytes (err %v), differs from AppendBatch", k, n, err)
+				}
+				referenced := len(bt.Columns[len(bt.Columns)-1].Data) >= LargeArray
+				if got := len(e.parts) > 0; got != referenced {
+					t.Fatalf("batch %d: payload referenced %v, want %v", k, got, referenced)
+				}
+			}
+		})
+	}
+}
+
+// TestEncoderCameraColumns: batches with camera columns give the same
+// stream through Msgpack.Batch and through the parallel Encoder (which
+// writes referenced payloads with WriteEncodedParts) as AppendBatch +
+// WriteEncoded, and write errors in the middle of a payload surface.
+func TestEncoderCameraColumns(t *testing.T) {
+	b, batches := cameraBatches(t, 160, 8, 50)
+	h := fixtureHeader(b)
+	var want bytes.Buffer
+	ref := NewMsgpack(&want)
+	if err := ref.Header(h); err != nil {
+		t.Fatal(err)
+	}
+	for k, bt := range batches {
+		p, err := AppendBatch(nil, bt, BatchMeta{Seq: int64(k)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ref.WriteEncoded(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ref.End(End{})
+	for _, workers := range []int{0, 1, 3, -2} { // -2: 2 workers, a sink without WriteEncodedParts
+		var got bytes.Buffer
+		s := NewMsgpack(&got)
+		if err := s.Header(h); err != nil {
+			t.Fatal(err)
+		}
+		var enc *Encoder
+		if workers > 0 {
+			enc = NewEncoder(s, workers, nil)
+		} else if workers < 0 {
+			enc = NewEncoder(flatOnly{s}, -workers, nil)
+		}
+		for k, bt := range batches {
+			meta := BatchMeta{Seq: int64(k)}
+			var err error
+			if enc != nil {
+				err = enc.Batch(bt, meta)
+			} else {
+				err = s.Batch(bt, meta)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if enc != nil {
+			if err := enc.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.End(End{})
+		if !bytes.Equal(got.Bytes(), want.Bytes()) {
+			t.Fatalf("workers %d: stream differs from AppendBatch + WriteEncoded", workers)
+		}
+		if s.BytesWritten() != int64(want.Len()) {
+			t.Fatalf("workers %d: BytesWritten %d, want %d", workers, s.BytesWritten(), want.Len())
+		}
+	}
+	// A writer failing inside the first camera payload.
+	s := NewMsgpack(&failWriter{n: 3})
+	if err := s.Header(h); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Batch(batches[0], BatchMeta{}); err == nil {
+		t.Fatal("a failing writer: Batch returned no error")
+	}
+}
+
+// flatOnly hides Msgpack's WriteEncodedParts: the Encoder then flattens
+// each message for WriteEncoded.
+type flatOnly struct{ m *Msgpack }
+
+func (f flatOnly) Header(h Header) error                         { return f.m.Header(h) }
+func (f flatOnly) Batch(bt *collate.Batch, meta BatchMeta) error { return f.m.Batch(bt, meta) }
+func (f flatOnly) End(e End) error                               { return f.m.End(e) }
+func (f flatOnly) Fail(err error) error                          { return f.m.Fail(err) }
+func (f flatOnly) WriteEncoded(p []byte) error                   { return f.m.WriteEncoded(p) }
+
+// BenchmarkCameraBatch writes batches of 8 samples with a 480×640 camera
+// column (7.4 MB per batch) to a discarding writer: "append" copies the
+// frames into the message (AppendBatch + WriteEncoded), "parts" writes
+// them from the batch (EncodeBatch, what Msgpack.Batch and the Encoder
+// do). ns/op is per batch.
+func BenchmarkCameraBatch(b *testing.B) {
+	const bs = 8
+	feats := []collate.Feature{{Name: "observation.images.front", DType: "|u1", Shape: []int{3, 480, 640}}}
+	bt, err := collate.NewBatcher(collate.Config{BatchSize: bs, Features: feats})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var batch *collate.Batch
+	pix := make([]byte, 3*480*640)
+	for i := 0; batch == nil; i++ {
+		if batch, err = bt.Add(&collate.Frame{Index: int64(i), Features: [][]byte{pix}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("append", func(b *testing.B) {
+		var buf []byte
+		b.SetBytes(int64(bs * len(pix)))
+		for b.Loop() {
+			if buf, err = AppendBatch(buf[:0], batch, BatchMeta{}); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := (discardWriter{}).Write(buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("parts", func(b *testing.B) {
+		var e Encoded
+		b.SetBytes(int64(bs * len(pix)))
+		for b.Loop() {
+			if err := EncodeBatch(&e, batch, BatchMeta{}); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := e.WriteTo(discardWriter{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
