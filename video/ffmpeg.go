@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/lrstream/lrstream/internal/pipesize"
 )
 
 // FFmpeg is a Decoder running the ffmpeg executable, one process per
@@ -87,7 +89,7 @@ func (d *FFmpeg) Decode(parent context.Context, seg Segment, fn func(Frame) erro
 		return fmt.Errorf("ffmpeg pipe: %w", err)
 	}
 	defer stdout.Close()
-	growPipe(stdout, framePipeBytes)
+	pipesize.Grow(stdout, pipesize.MiB)
 	cmd.Stdout = pw
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
