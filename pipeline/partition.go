@@ -153,8 +153,8 @@ func trainPartitioned(ctx context.Context, cfg *Config, so StreamOptions, to Tra
 	// advance together in the round-robin), so a consumer holds about the
 	// frames one global buffer would, whatever C is.
 	partBuf := max(1, (to.BufferSize+P-1)/P)
-	srcs := []Mix{{Config: cfg, Weight: 1}}
 	fillers := []*filler{nil}
+	hold := newHolder([]Mix{{Config: cfg, Weight: 1}}, so.KeepLanguage)
 	for epoch := start.Epoch; to.Epochs == 0 || epoch < to.Epochs; epoch++ {
 		parts, frames := partitionEpisodes(cfg, to.Seed, epoch, P)
 		nbp := slices.Min(frames) / B
@@ -188,7 +188,7 @@ func trainPartitioned(ctx context.Context, cfg *Config, so StreamOptions, to Tra
 			runOf[r.episode] = append(runOf[r.episode], r)
 		}
 		sel := fmt.Sprintf("%v|%v", cfg.Selection.Episodes, cfg.Selection.Exclude)
-		var orders [][]int64
+		var orders [][]int32
 		for p := sl; p < P; p += C {
 			var runs []episodeRun
 			for _, e := range parts[p] {
@@ -204,7 +204,7 @@ func trainPartitioned(ctx context.Context, cfg *Config, so StreamOptions, to Tra
 		// This consumer's batches in order: own batch j comes from its
 		// partition j%(P/C), batch j/(P/C) of that partition.
 		per := int64(P / C)
-		order := make([]int64, 0, perCons*B)
+		order := make([]int32, 0, perCons*B)
 		for j := int64(0); j < perCons; j++ {
 			o := orders[j%per]
 			r := j / per
@@ -214,19 +214,22 @@ func trainPartitioned(ctx context.Context, cfg *Config, so StreamOptions, to Tra
 		for j := first; j < perCons; j++ {
 			mine = append(mine, j)
 		}
-		err = serveBatches(ctx, []Mix{{Config: &c, Weight: 1}}, idx, order, mine, B, func(fr []framePick, j int64) error {
+		start := func(ch *Chunk) ([]*filler, error) {
 			if b == nil {
-				if err := startStream(chunkFeatures(fr[0].chunk)); err != nil {
-					return err
+				if err := startStream(chunkFeatures(ch)); err != nil {
+					return nil, err
 				}
 				fillers[0] = fill
 			}
-			bt, err := batchOf(b, fillers, srcs, fr, so.KeepLanguage)
+			return fillers, nil
+		}
+		err = serveBatches(ctx, []Mix{{Config: &c, Weight: 1}}, idx, hold, order, mine, B, start, func(fr []*heldFrame, j int64) error {
+			bt, err := batchOf(b, fr)
 			if err != nil {
 				return err
 			}
 			for _, f := range fr {
-				st.countKept(&f.chunk.Results[f.offset])
+				st.countKept(&f.res)
 			}
 			cnt.Batches++
 			cnt.Kept += int64(bt.N)
