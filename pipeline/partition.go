@@ -254,6 +254,7 @@ func trainPartitioned(ctx context.Context, cfg *Config, so StreamOptions, to Tra
 			return st, err
 		}
 	}
+	st.HeldPeak = int64(hold.peak)
 	e := sink.End{
 		Frames: st.Frames, Rendered: st.Rendered, Passthrough: st.Passthrough,
 		Dropped: dropped, Errors: failed, Batches: cnt.Batches, Samples: cnt.Kept,

@@ -29,6 +29,11 @@ type TrainOptions struct {
 	Shuffle    bool
 	Seed       uint64
 	BufferSize int
+	// BufferBytes is the shuffle buffer's memory budget: BufferSize is
+	// lowered so that its frames take at most BufferBytes at SampleBytes
+	// each (metadata only, so the order is the same for every consumer).
+	// 0 means DefaultBufferBytes, a negative value no budget.
+	BufferBytes int64
 	// Epochs is the number of passes; 0 means forever.
 	Epochs int64
 	// Consumer is this stream's consumer number, rank*num_workers+worker,
@@ -282,7 +287,6 @@ func Train(ctx context.Context, cfg *Config, so StreamOptions, to TrainOptions, 
 // name in the "dataset" string column. The datasets must have the same
 // numeric features (names, dtypes, shapes) and share the recipe.
 func TrainMix(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s sink.Sink) (*Stats, error) {
-	warnCameraBuffer(srcs, to)
 	st, err := train(ctx, srcs, so, to, s)
 	if err != nil {
 		_ = s.Fail(err)
@@ -350,6 +354,17 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 		}
 	default:
 		return nil, fmt.Errorf("unknown order %q (want %s or %s)", to.Order, OrderGlobal, OrderPartitioned)
+	}
+	if to.BufferBytes == 0 {
+		to.BufferBytes = DefaultBufferBytes
+	}
+	if to.Shuffle {
+		// The buffer in frames, within its byte budget; the fingerprint
+		// holds the frames, which is what the order depends on.
+		asked := to.BufferSize
+		var sample int64
+		to.BufferSize, sample = bufferFrames(srcs, to)
+		logBuffer(srcs, to, asked, to.BufferSize, sample)
 	}
 	cfg := srcs[0].Config
 	mixed := len(srcs) > 1
@@ -601,6 +616,7 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 	// dropped + errors.
 	st.Dropped, st.Errors = dropped, errs
 	st.Frames += dropped + errs
+	st.HeldPeak = int64(hold.peak)
 	st.Skipped = idx.stats.Skipped
 	e := sink.End{
 		Frames: st.Frames, Rendered: st.Rendered, Passthrough: st.Passthrough,

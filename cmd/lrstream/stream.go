@@ -131,6 +131,7 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	so := bf.options(&rf, tf.json())
 	var st *pipeline.Stats
 	if tf.active() || len(mix) > 1 {
+		limitTrainMemory(e.getenv, mix)
 		st, err = pipeline.TrainMix(ctx, mix, so, tf.options(tf.rank, tf.worldSize, 0, 1, tf.resume), s)
 	} else {
 		st, err = pipeline.Stream(ctx, cfg, so, s)
