@@ -52,34 +52,103 @@ func bufferFrames(srcs []Mix, to TrainOptions) (frames int, sample int64) {
 	return frames, sample
 }
 
+// selectedMean returns the frames and episodes of cfg's selection, from
+// the episodes index.
+func selectedMean(cfg *Config) (frames, episodes int64) {
+	for _, e := range cfg.Dataset.Episodes {
+		if cfg.Selection.Contains(e.Index) {
+			frames += e.Length
+			episodes++
+		}
+	}
+	return frames, episodes
+}
+
+// partitionOpen is the default PartitionOpen: DefaultPartitionOpen,
+// lowered (to 1 at least) so that what all partitions read at once, P ×
+// open × the mean episode, plus the buffer, fits the byte budget. All
+// consumers together hold that; each holds 1/C of it. Metadata only, so
+// it is the same for every consumer.
+func partitionOpen(cfg *Config, to TrainOptions, sample int64) int {
+	frames, eps := selectedMean(cfg)
+	if to.BufferBytes <= 0 || eps == 0 {
+		return DefaultPartitionOpen
+	}
+	mean := max(frames/eps, 1)
+	left := to.BufferBytes/sample - int64(to.BufferSize)
+	open := left / (int64(max(to.Partitions, 1)) * mean)
+	return int(min(max(open, 1), DefaultPartitionOpen))
+}
+
 // logBuffer states the shuffle buffer's memory when the byte budget
 // lowered it, and warns when the partitioned order's episodes being read
-// at once (one per partition of the consumer) exceed the budget.
+// at once (open per partition of the consumer) exceed the budget.
 func logBuffer(srcs []Mix, to TrainOptions, asked, frames int, sample int64) {
-	if !to.Shuffle {
-		return
-	}
 	if frames < asked {
 		slog.Warn("shuffle buffer lowered to its byte budget (--shuffle-buffer-bytes)",
 			"frames", frames, "asked_frames", asked, "bytes_per_sample", sample,
 			"buffer_bytes", int64(frames)*sample, "budget_bytes", to.BufferBytes)
 	}
 	if to.Order == OrderPartitioned && to.Partitions > 0 && to.Consumers > 0 && to.BufferBytes > 0 {
-		cfg := srcs[0].Config
-		var frames, eps int64
-		for _, e := range cfg.Dataset.Episodes {
-			if cfg.Selection.Contains(e.Index) {
-				frames += e.Length
-				eps++
-			}
-		}
+		all, eps := selectedMean(srcs[0].Config)
 		if eps == 0 {
 			return
 		}
 		per := int64(to.Partitions / to.Consumers)
-		if reading := per * (frames / eps) * sample; reading > to.BufferBytes {
-			slog.Warn("the partitioned order reads one episode per partition at a time: a consumer holds about reading_bytes of decoded frames besides its buffer (fewer partitions per consumer, or --resize, lower it)",
-				"partitions_per_consumer", per, "mean_episode_frames", frames/eps, "bytes_per_sample", sample, "reading_bytes", reading)
+		if reading := per * int64(max(to.PartitionOpen, 1)) * (all / eps) * sample; reading > to.BufferBytes {
+			slog.Warn("the partitioned order reads its partitions' episodes at once: a consumer holds about reading_bytes of decoded frames besides its buffer (more consumers, fewer partitions, --resize or a lower --shuffle-buffer-bytes lower it)",
+				"partitions_per_consumer", per, "episodes_per_partition", to.PartitionOpen, "mean_episode_frames", all/eps,
+				"bytes_per_sample", sample, "reading_bytes", reading)
 		}
 	}
+}
+
+// HeldBytes estimates the memory of the frames a training stream of srcs
+// with to holds decoded at once (Stats.HeldPeak × SampleBytes): its share
+// of the shuffle buffer plus the episodes being read (one without
+// shuffling or in the global order; PartitionOpen per partition of the
+// consumer in the partitioned order). Commands use it to size the
+// process's memory limit.
+func HeldBytes(srcs []Mix, to TrainOptions) int64 {
+	if len(srcs) == 0 {
+		return 0
+	}
+	C := int64(max(to.Consumers, 1))
+	if to.BufferSize <= 0 {
+		to.BufferSize = DefaultBufferSize
+	}
+	if to.BufferBytes == 0 {
+		to.BufferBytes = DefaultBufferBytes
+	}
+	frames, sample := bufferFrames(srcs, to)
+	if !to.Shuffle {
+		frames = 0
+	}
+	var longest int64
+	for _, m := range srcs {
+		for _, e := range m.Config.Dataset.Episodes {
+			longest = max(longest, e.Length)
+		}
+	}
+	// The episode being read, and the frames of the batch being
+	// collated (at most another episode's worth is a safe bound).
+	held := int64(frames)/C + 2*longest
+	if to.Order == OrderPartitioned {
+		P := int64(max(to.Partitions, 1))
+		if to.Partitions <= 0 {
+			P = DefaultPartitions
+		}
+		open := to.PartitionOpen
+		if open <= 0 && to.Shuffle {
+			to.BufferSize, to.Partitions = frames, int(P)
+			open = partitionOpen(srcs[0].Config, to, sample)
+		}
+		all, eps := selectedMean(srcs[0].Config)
+		mean := int64(0)
+		if eps > 0 {
+			mean = all / eps
+		}
+		held = (P/C)*((int64(frames)+P-1)/P+int64(max(open, 1))*mean) + 2*longest
+	}
+	return held * sample
 }

@@ -43,8 +43,10 @@ func TestTrainHoldsBufferNotChunks(t *testing.T) {
 		{"global C=3", TrainOptions{Shuffle: true, Seed: 4, BufferSize: 400, Epochs: 1, Consumers: 3, Consumer: 1}, 400/2 + L},
 		// Unshuffled: the episode being read.
 		{"plain", TrainOptions{Epochs: 1}, L},
-		// Partitioned: per partition its buffer share and an episode.
-		{"partitioned", TrainOptions{Shuffle: true, Seed: 4, BufferSize: 60, Epochs: 1, Order: OrderPartitioned, Partitions: 3}, 3 * (20 + L)},
+		// Partitioned: per partition its buffer share and its open
+		// episodes.
+		{"partitioned", TrainOptions{Shuffle: true, Seed: 4, BufferSize: 60, Epochs: 1, Order: OrderPartitioned, Partitions: 3, PartitionOpen: 1}, 3 * (20 + L)},
+		{"partitioned, 2 open", TrainOptions{Shuffle: true, Seed: 4, BufferSize: 60, Epochs: 1, Order: OrderPartitioned, Partitions: 3, PartitionOpen: 2}, 3 * (20 + 2*L)},
 	} {
 		st, err := Train(context.Background(), cfg, so, tc.to, sink.Discard())
 		if err != nil {
@@ -53,6 +55,9 @@ func TestTrainHoldsBufferNotChunks(t *testing.T) {
 		t.Logf("%s: held at most %d frames (bound %d; %d frames served)", tc.name, st.HeldPeak, tc.max, st.Frames)
 		if st.HeldPeak > tc.max || st.HeldPeak == 0 {
 			t.Fatalf("%s: held %d frames at once, want 1..%d", tc.name, st.HeldPeak, tc.max)
+		}
+		if est, got := HeldBytes([]Mix{{Config: cfg, Weight: 1}}, tc.to), st.HeldPeak*SampleBytes(cfg); est < got {
+			t.Fatalf("%s: HeldBytes estimates %d bytes, %d were held", tc.name, est, got)
 		}
 		if tc.to.Shuffle && tc.to.Order == "" && tc.to.Consumers <= 1 && st.HeldPeak < int64(tc.to.BufferSize) {
 			t.Fatalf("%s: held %d frames, fewer than the %d-frame buffer: is the buffer used?", tc.name, st.HeldPeak, tc.to.BufferSize)

@@ -61,15 +61,25 @@ type episodeRun struct {
 	start, len int64
 }
 
-// epochOrder returns the positions (see maxPositions) of the kept frames of runs in the
-// order an epoch serves them. Without shuffling it is position order. With
-// shuffling the episodes are permuted and their kept frames pass, in that
-// order, through a shuffle buffer of bufSize frames: once the buffer is
-// full each incoming frame takes the place of a uniformly drawn one, which
-// is served; at the end the buffer drains in random order. Neighbouring
-// frames of an episode thus end up far apart, while only about bufSize
-// frames' worth of episodes need to be decoded at a time.
+// epochOrder returns the positions (see maxPositions) of the kept frames
+// of runs in the order an epoch serves them. Without shuffling it is
+// position order. With shuffling the episodes are permuted and their kept
+// frames pass, in that order, through a shuffle buffer of bufSize frames:
+// once the buffer is full each incoming frame takes the place of a
+// uniformly drawn one, which is served; at the end the buffer drains in
+// random order. Neighbouring frames of an episode thus end up far apart,
+// while only about bufSize frames' worth of episodes need to be decoded
+// at a time.
 func epochOrder(runs []episodeRun, keep []bool, shuffle bool, bufSize int, r *orderRNG) []int32 {
+	return streamOrder(runs, keep, shuffle, bufSize, 1, r)
+}
+
+// streamOrder is epochOrder with the permuted episodes entering the buffer
+// open at a time: each incoming frame comes from one of open runs drawn
+// uniformly (an exhausted run is replaced by the next of the permutation),
+// so the buffer mixes about open episodes even when it is shorter than an
+// episode. open = 1 is epochOrder (no draw is made to pick the run).
+func streamOrder(runs []episodeRun, keep []bool, shuffle bool, bufSize, open int, r *orderRNG) []int32 {
 	n := 0
 	for _, run := range runs {
 		for p := run.start; p < run.start+run.len; p++ {
@@ -94,24 +104,43 @@ func epochOrder(runs []episodeRun, keep []bool, shuffle bool, bufSize int, r *or
 		perm[i] = i
 	}
 	shuffleInts(r, perm)
-	if bufSize < 1 {
-		bufSize = 1
-	}
+	bufSize = max(bufSize, 1)
+	open = max(open, 1)
 	buf := make([]int32, 0, bufSize)
-	for _, ri := range perm {
-		run := runs[ri]
-		for p := run.start; p < run.start+run.len; p++ {
-			if !keep[p] {
-				continue
-			}
-			if len(buf) < bufSize {
-				buf = append(buf, int32(p))
-				continue
-			}
-			j := r.intn(bufSize)
-			out = append(out, buf[j])
-			buf[j] = int32(p)
+	type cursor struct{ p, end int64 }
+	cur := make([]cursor, 0, open)
+	next := 0 // the next run of perm to open
+	for len(cur) < open && next < len(perm) {
+		run := runs[perm[next]]
+		cur = append(cur, cursor{run.start, run.start + run.len})
+		next++
+	}
+	for len(cur) > 0 {
+		j := 0
+		if len(cur) > 1 {
+			j = r.intn(len(cur))
 		}
+		c := &cur[j]
+		p := c.p
+		if c.p++; c.p == c.end {
+			if next < len(perm) {
+				run := runs[perm[next]]
+				*c = cursor{run.start, run.start + run.len}
+				next++
+			} else {
+				cur = append(cur[:j], cur[j+1:]...)
+			}
+		}
+		if !keep[p] {
+			continue
+		}
+		if len(buf) < bufSize {
+			buf = append(buf, int32(p))
+			continue
+		}
+		k := r.intn(bufSize)
+		out = append(out, buf[k])
+		buf[k] = int32(p)
 	}
 	shuffleInts(r, buf)
 	return append(out, buf...)

@@ -72,6 +72,24 @@ func partitionEpisodes(cfg *Config, seed uint64, epoch int64, P int) ([][]int64,
 	return parts, frames
 }
 
+// DefaultPartitionOpen is the default TrainOptions.PartitionOpen: each
+// partition reads 4 of its episodes at a time (docs/training.md, "Which
+// order, and shuffle quality").
+const DefaultPartitionOpen = 4
+
+// partitionOrder is partition p's epoch order: its episodes (runs, in
+// partition order) are permuted and their kept frames enter its share of
+// the shuffle buffer, ceil(BufferSize/P) frames (the P partitions advance
+// together in the round-robin, so the shares add up to one buffer), from
+// to.PartitionOpen episodes at a time (streamOrder). It depends on the
+// partition, never on the consumer reading it.
+func partitionOrder(runs []episodeRun, keep []bool, to TrainOptions, p int, epoch int64, revision, sel string) []int32 {
+	P := max(to.Partitions, 1)
+	buf := max(1, (to.BufferSize+P-1)/P)
+	return streamOrder(runs, keep, to.Shuffle, buf, to.PartitionOpen,
+		newOrderRNG(fmt.Sprintf("partition-%d", p), to.Seed, epoch, revision, sel))
+}
+
 // episodeSelection is the selection of exactly eps.
 func episodeSelection(eps []int64) shard.Selection {
 	s := slices.Clone(eps)
@@ -149,10 +167,6 @@ func trainPartitioned(ctx context.Context, cfg *Config, so StreamOptions, to Tra
 		h.Share = sink.Share{Rank: 0, WorldSize: 1, Worker: to.Consumer, NumWorkers: to.Consumers}
 		return s.Header(h)
 	}
-	// The shuffle buffer is shared out among the P partitions (which all
-	// advance together in the round-robin), so a consumer holds about the
-	// frames one global buffer would, whatever C is.
-	partBuf := max(1, (to.BufferSize+P-1)/P)
 	fillers := []*filler{nil}
 	hold := newHolder([]Mix{{Config: cfg, Weight: 1}}, so.KeepLanguage)
 	for epoch := start.Epoch; to.Epochs == 0 || epoch < to.Epochs; epoch++ {
@@ -194,8 +208,7 @@ func trainPartitioned(ctx context.Context, cfg *Config, so StreamOptions, to Tra
 			for _, e := range parts[p] {
 				runs = append(runs, runOf[e]...)
 			}
-			o := epochOrder(runs, idx.keep, to.Shuffle, partBuf,
-				newOrderRNG(fmt.Sprintf("partition-%d", p), to.Seed, epoch, cfg.Dataset.Revision, sel))
+			o := partitionOrder(runs, idx.keep, to, p, epoch, cfg.Dataset.Revision, sel)
 			if int64(len(o)) < nbp*B {
 				return st, fmt.Errorf("--order partitioned: epoch %d partition %d keeps %d frames, fewer than the %d batches of %d every partition serves (frames dropped by rendering; use --mode fallback or fewer partitions)", epoch, p, len(o), nbp, B)
 			}

@@ -57,6 +57,11 @@ type TrainOptions struct {
 	// (DefaultPartitions when 0), which Consumers must divide.
 	Order      string
 	Partitions int
+	// PartitionOpen is how many of its episodes a partition of the
+	// partitioned order reads at a time, their frames entering its buffer
+	// share in random turns (DefaultPartitionOpen when 0): more mixes
+	// better, and holds that many episodes per partition decoded.
+	PartitionOpen int
 	// WorldSize is the number of ranks among Consumers (Consumer is
 	// rank*(Consumers/WorldSize)+worker); only the partitioned order uses
 	// it, to place consumers worker-major in its round-robin. 0 means 1.
@@ -263,7 +268,7 @@ func fingerprint(srcs []Mix, so StreamOptions, to TrainOptions) string {
 	}
 	fmt.Fprintf(h, "%t\x00%d\x00%d\x00%d\x00%t\x00%t", to.Shuffle, to.Seed, to.BufferSize, so.BatchSize, so.DropLast, so.KeepLanguage)
 	if to.Order == OrderPartitioned {
-		fmt.Fprintf(h, "\x00%s\x00%d", to.Order, to.Partitions)
+		fmt.Fprintf(h, "\x00%s\x00%d\x00%d", to.Order, to.Partitions, to.PartitionOpen)
 	}
 	sum := h.Sum(nil)
 	return base64.RawURLEncoding.EncodeToString(sum[:9])
@@ -364,7 +369,13 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 		asked := to.BufferSize
 		var sample int64
 		to.BufferSize, sample = bufferFrames(srcs, to)
+		if to.Order == OrderPartitioned && to.PartitionOpen <= 0 {
+			to.PartitionOpen = partitionOpen(srcs[0].Config, to, sample)
+		}
 		logBuffer(srcs, to, asked, to.BufferSize, sample)
+	}
+	if to.Order == OrderPartitioned && to.PartitionOpen <= 0 {
+		to.PartitionOpen = DefaultPartitionOpen
 	}
 	cfg := srcs[0].Config
 	mixed := len(srcs) > 1

@@ -142,10 +142,13 @@ func (t *trainFlags) json() map[string]any {
 // the heap nears it (10M frames: 0.49 GB peak RSS, docs/training.md).
 const trainMemoryLimit = 448 << 20
 
-// limitTrainMemory sets trainMemoryLimit for a training stream without
-// camera or image frames (whose decoded frames are memory by design:
-// their budget is --shuffle-buffer-bytes), unless GOMEMLIMIT is set.
-func limitTrainMemory(getenv func(string) string, mix []pipeline.Mix) {
+// limitTrainMemory sets a soft memory limit of trainMemoryLimit plus the
+// frames the order holds (pipeline.HeldBytes: the buffer share and the
+// episodes being read; small for the global order, P/C × open episodes
+// for the partitioned one) for a training stream without camera or image
+// frames (whose decoded frames are memory by design: their budget is
+// --shuffle-buffer-bytes), unless GOMEMLIMIT is set.
+func limitTrainMemory(getenv func(string) string, mix []pipeline.Mix, to pipeline.TrainOptions) {
 	if getenv == nil || getenv("GOMEMLIMIT") != "" {
 		return
 	}
@@ -154,5 +157,5 @@ func limitTrainMemory(getenv func(string) string, mix []pipeline.Mix) {
 			return
 		}
 	}
-	debug.SetMemoryLimit(trainMemoryLimit)
+	debug.SetMemoryLimit(trainMemoryLimit + pipeline.HeldBytes(mix, to))
 }
