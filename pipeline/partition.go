@@ -149,7 +149,33 @@ func trainPartitioned(ctx context.Context, cfg *Config, so StreamOptions, to Tra
 	if err != nil {
 		return nil, err
 	}
+	// A hello position (epoch, next): this stream serves rank-sequence
+	// indices next, next+W, ... of one epoch. Index m is own batch m/W of
+	// the rank's worker m%W (slot (m%W)*R + rank), so they are all own
+	// batches of one slot, from next/W on: the stream serves that slot's
+	// partitions (whichever worker asks; the workers of a rank asking
+	// next+w for w = 0..W-1 get distinct slots).
+	pos := to.Position
+	var posW int64
+	if pos != nil {
+		R := max(to.WorldSize, 1)
+		posW = int64(max(to.Workers, 1))
+		switch {
+		case to.Resume != "":
+			return nil, errors.New("a position (epoch, next) and a resume token cannot both be given")
+		case int64(C) != int64(R)*posW:
+			return nil, fmt.Errorf("%d consumers is not world size %d × %d workers", C, R, posW)
+		case pos.Fingerprint != "" && pos.Fingerprint != fp:
+			return nil, errors.New("resume position belongs to a different run (dataset revision, recipe, selection, mode, shuffle, seed, order, partitions or batch options differ)")
+		case to.Epochs != 0 && pos.Epoch >= to.Epochs:
+			return nil, fmt.Errorf("epoch %d asked for, but the server runs --epochs %d (epochs 0..%d)", pos.Epoch, to.Epochs, to.Epochs-1)
+		}
+		rank := int64(to.Consumer) / posW
+		sl = int(pos.Next%posW)*R + int(rank)
+		start = token{Version: 1, Epoch: pos.Epoch, Fingerprint: fp}
+	}
 	B := int64(so.BatchSize)
+	var headerEpoch, headerBatches int64
 	st := &Stats{Components: make([]int64, len(cfg.Recipe.Components()))}
 	var b *collate.Batcher
 	var fill *filler
@@ -165,6 +191,7 @@ func trainPartitioned(ctx context.Context, cfg *Config, so StreamOptions, to Tra
 		}
 		h := Header(cfg, so, b)
 		h.Share = sink.Share{Rank: 0, WorldSize: 1, Worker: to.Consumer, NumWorkers: to.Consumers}
+		h.Training = &sink.Training{Fingerprint: fp, Epoch: headerEpoch, EpochBatches: headerBatches, Consumers: int64(C)}
 		return s.Header(h)
 	}
 	fillers := []*filler{nil}
@@ -175,11 +202,20 @@ func trainPartitioned(ctx context.Context, cfg *Config, so StreamOptions, to Tra
 		if nbp == 0 {
 			return st, fmt.Errorf("--order partitioned: the smallest of %d partitions has %d frames, less than one batch of %d (use fewer partitions or a smaller batch)", P, slices.Min(frames), B)
 		}
+		if pos != nil && epoch > pos.Epoch {
+			break
+		}
+		if b == nil {
+			headerEpoch, headerBatches = epoch, nbp*int64(P)
+		}
 		perCons := nbp * int64(P/C) // own batches per epoch
 		first := int64(0)
 		if epoch == start.Epoch && start.Batch > 0 {
 			// The first own batch j with j*C+sl >= start.Batch.
 			first = max(0, (start.Batch-int64(sl)+int64(C)-1)/int64(C))
+		}
+		if pos != nil {
+			first = pos.Next / posW
 		}
 		if first >= perCons {
 			continue
@@ -251,6 +287,10 @@ func trainPartitioned(ctx context.Context, cfg *Config, so StreamOptions, to Tra
 				next = token{Version: 1, Epoch: epoch + 1, Fingerprint: fp}
 			}
 			meta := sink.BatchMeta{Seq: epoch*perCons + j, Epoch: epoch, Resume: next.encode()}
+			if pos != nil {
+				// The batch's index in the rank's sequence of the epoch.
+				meta.Seq = j*posW + int64(sl)/int64(max(to.WorldSize, 1))
+			}
 			err = s.Batch(bt, meta)
 			b.Recycle(bt)
 			if cfg.Progress != nil {

@@ -407,3 +407,50 @@ func TestStorageBytesPerConsumer(t *testing.T) {
 		}
 	}
 }
+
+// TestPartitionedPosition: under the partitioned order a hello position
+// (epoch, next) resumes exactly: rank r's worker w asking for index
+// next+w serves the rank's batches next+w, next+w+W, ... of the epoch
+// (rank-sequence index m is global batch m*R + r), so the workers read
+// round-robin continue the rank's sequence at next, on any epoch.
+func TestPartitionedPosition(t *testing.T) {
+	cfg := demoConfig(t, render.ModeFallback)
+	so := StreamOptions{BatchSize: 8}
+	base := TrainOptions{Shuffle: true, Seed: 6, BufferSize: 48, Epochs: 2, Partitions: 6}
+	want, _ := globalSequence(t, cfg, so, base, shape{1, 1})
+	sh := shape{2, 3}
+	for _, e := range []int64{0, 1} {
+		perRank := int64(len(want[e])) / int64(sh.R)
+		for _, k := range []int64{0, 1, 4, perRank - 2} {
+			for r := 0; r < sh.R; r++ {
+				got := map[int64][]int64{}
+				for w := 0; w < sh.W; w++ {
+					to := partOptions(base, sh, r, w)
+					to.Position, to.Workers = &sink.Position{Epoch: e, Next: k + int64(w)}, sh.W
+					_, bs := trainBatches(t, cfg, so, to)
+					for i, b := range bs {
+						m := k + int64(w) + int64(i*sh.W)
+						if b.Meta.Epoch != e || b.Meta.Seq != m {
+							t.Fatalf("epoch %d next %d rank %d worker %d: batch %d is epoch %d seq %d, want %d %d", e, k, r, w, i, b.Meta.Epoch, b.Meta.Seq, e, m)
+						}
+						got[m] = batchIndexes(t, b)
+					}
+				}
+				if int64(len(got)) != perRank-k {
+					t.Fatalf("epoch %d next %d rank %d: %d batches, want %d", e, k, r, len(got), perRank-k)
+				}
+				for m := k; m < perRank; m++ {
+					if !slices.Equal(got[m], want[e][m*int64(sh.R)+int64(r)]) {
+						t.Fatalf("epoch %d next %d rank %d: rank batch %d differs from global batch %d", e, k, r, m, m*int64(sh.R)+int64(r))
+					}
+				}
+			}
+		}
+	}
+	// A position of another run is refused.
+	to := partOptions(base, sh, 0, 0)
+	to.Position, to.Workers = &sink.Position{Epoch: 0, Next: 0, Fingerprint: "other"}, sh.W
+	if _, err := Train(context.Background(), cfg, so, to, sink.Discard()); err == nil || !strings.Contains(err.Error(), "different run") {
+		t.Fatalf("foreign position: %v", err)
+	}
+}

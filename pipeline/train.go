@@ -391,9 +391,6 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 		}
 	}
 	if to.Order == OrderPartitioned {
-		if to.Position != nil {
-			return nil, errors.New("--order partitioned resumes from a resume token; a hello position (epoch, next) is not supported with it yet")
-		}
 		return trainPartitioned(ctx, cfg, so, to, s, fp, start)
 	}
 	pos := to.Position
