@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/lrstream/lrstream/schema"
@@ -18,10 +19,13 @@ func shuffleQuality(seq []int32, episodeOf func(int32) int64, B int) (same float
 		}
 	}
 	var d, batches int
+	eps := make([]int64, 0, B)
 	for lo := 0; lo+B <= len(seq); lo += B {
-		eps := map[int64]bool{}
+		eps = eps[:0]
 		for _, p := range seq[lo : lo+B] {
-			eps[episodeOf(p)] = true
+			if e := episodeOf(p); !slices.Contains(eps, e) {
+				eps = append(eps, e)
+			}
 		}
 		d += len(eps)
 		batches++
