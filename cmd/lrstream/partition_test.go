@@ -88,3 +88,36 @@ func TestServePartitionedNode(t *testing.T) {
 		t.Fatalf("position: seqs %v, want 6, 9, ...", seqs)
 	}
 }
+
+// TestTrainMemoryLimit: a language-only training stream sets the soft
+// memory limit (448 MiB plus the held frames' estimate) unless GOMEMLIMIT
+// is set; a plain pass sets none.
+func TestTrainMemoryLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		env      string
+		min, max int64 // 0, 0: no limit set
+	}{
+		{"shuffled", []string{"stream", "--shuffle", "-q"}, "", trainMemoryLimit, trainMemoryLimit + 64<<20},
+		{"partitioned", []string{"stream", "--shuffle", "--order", "partitioned", "--partitions", "4", "--batch-size", "8", "-q"}, "", trainMemoryLimit, trainMemoryLimit + 64<<20},
+		{"GOMEMLIMIT set", []string{"stream", "--shuffle", "-q"}, "1GiB", 0, 0},
+		{"plain pass", []string{"stream", "-q"}, "", 0, 0},
+	} {
+		e, _, errb := genEnv()
+		e.getenv = func(k string) string {
+			if k == "GOMEMLIMIT" {
+				return tc.env
+			}
+			return ""
+		}
+		var got int64
+		e.memoryLimit = func(n int64) int64 { got = n; return 0 }
+		if code := run(t.Context(), e, tc.args); code != 0 {
+			t.Fatalf("%s: exit %d: %s", tc.name, code, errb)
+		}
+		if got < tc.min || got > tc.max {
+			t.Fatalf("%s: memory limit %d, want %d..%d", tc.name, got, tc.min, tc.max)
+		}
+	}
+}

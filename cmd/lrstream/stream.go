@@ -132,7 +132,7 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	var st *pipeline.Stats
 	if tf.active() || len(mix) > 1 {
 		to := tf.options(tf.rank, tf.worldSize, 0, 1, tf.resume)
-		limitTrainMemory(e.getenv, mix, to)
+		limitTrainMemory(e, mix, to)
 		st, err = pipeline.TrainMix(ctx, mix, so, to, s)
 	} else {
 		st, err = pipeline.Stream(ctx, cfg, so, s)

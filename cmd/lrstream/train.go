@@ -3,7 +3,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"runtime/debug"
 	"strconv"
 	"strings"
 
@@ -148,8 +147,8 @@ const trainMemoryLimit = 448 << 20
 // for the partitioned one) for a training stream without camera or image
 // frames (whose decoded frames are memory by design: their budget is
 // --shuffle-buffer-bytes), unless GOMEMLIMIT is set.
-func limitTrainMemory(getenv func(string) string, mix []pipeline.Mix, to pipeline.TrainOptions) {
-	if getenv == nil || getenv("GOMEMLIMIT") != "" {
+func limitTrainMemory(e *env, mix []pipeline.Mix, to pipeline.TrainOptions) {
+	if e.memoryLimit == nil || e.getenv == nil || e.getenv("GOMEMLIMIT") != "" {
 		return
 	}
 	for _, m := range mix {
@@ -157,5 +156,5 @@ func limitTrainMemory(getenv func(string) string, mix []pipeline.Mix, to pipelin
 			return
 		}
 	}
-	debug.SetMemoryLimit(trainMemoryLimit + pipeline.HeldBytes(mix, to))
+	e.memoryLimit(trainMemoryLimit + pipeline.HeldBytes(mix, to))
 }
