@@ -378,10 +378,24 @@ func TestStorageBytesPerConsumer(t *testing.T) {
 		}
 		return r
 	}
-	t.Logf("%d frames, %d data files; bytes of row groups read (× one consumer's), footer bytes, frames served", total, len(tails))
-	t.Logf("| consumers | partitioned: total | per consumer (max) | footers | frames per consumer (max) | global: total | per consumer (max) |")
+	// The projected columns, read once: a plain pass.
+	plain := &storageCount{tails: tails}
+	pc := *base
+	pc.Source = storageSource{base.Source, plain}
+	if _, err := Stream(context.Background(), &pc, so, sink.Discard()); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d frames, %d data files, projected columns %d bytes (a plain pass); bytes of row groups read (× one consumer's), footer bytes, frames served", total, len(tails), plain.data.Load())
 	one := run(OrderPartitioned, 1)
 	gone := run(OrderGlobal, 1)
+	// A consumer reads the language columns twice (the keep index, then
+	// its batches) and the other projected columns once.
+	ratio := float64(one.data) / float64(plain.data.Load())
+	t.Logf("one consumer reads %.2f× the projected columns", ratio)
+	if ratio < 1 || ratio > 2 {
+		t.Errorf("one consumer reads %.2f× the projected columns, want 1-2×", ratio)
+	}
+	t.Logf("| consumers | partitioned: total | per consumer (max) | footers | frames per consumer (max) | global: total | per consumer (max) |")
 	for _, C := range []int{1, 2, 8, 64} {
 		p := run(OrderPartitioned, C)
 		var g result
