@@ -240,7 +240,7 @@ func serveBatches(ctx context.Context, srcs []Mix, idx *keepIndex, h *holder, or
 			// for reuse.
 			c.releaseFrames(srcs[src].Config)
 			// Serve every frame whose unit is now decoded.
-			for cursor < total {
+			for cursor < total && len(h.ring) > 0 {
 				cell := &h.ring[cursor&(len(h.ring)-1)]
 				if *cell == nil {
 					break
