@@ -223,7 +223,7 @@ func serveBatches(ctx context.Context, srcs []Mix, idx *keepIndex, h *holder, or
 			if fillers, err = start(c); err != nil {
 				return err
 			}
-			src := idx.src[g]
+			src := pi.src(id)
 			for p := lo; p < hi; p++ {
 				e := emitAt[p]
 				if e < 0 {
