@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"math"
 
 	"github.com/lrstream/lrstream/render"
@@ -351,31 +350,6 @@ func CameraBytesPerSample(cfg *Config) int64 {
 		}
 	}
 	return n
-}
-
-// cameraBufferWarn is the decoded-frame memory of a shuffle buffer above
-// which Train warns.
-const cameraBufferWarn = 2 << 30
-
-// warnCameraBuffer logs how much memory the shuffle buffer's decoded
-// frames take when that is large: the buffer keeps the chunks of its
-// frames alive, camera columns included.
-func warnCameraBuffer(srcs []Mix, to TrainOptions) {
-	if !to.Shuffle {
-		return
-	}
-	buf := to.BufferSize
-	if buf <= 0 {
-		buf = DefaultBufferSize
-	}
-	for _, m := range srcs {
-		frames := min(int64(buf), SelectedFrames(m.Config))
-		if b := CameraBytesPerSample(m.Config) * frames; b > cameraBufferWarn {
-			slog.Warn("the shuffle buffer holds decoded camera frames: lower --shuffle-buffer or use --resize (docs/video.md)",
-				"dataset", m.Config.Dataset.ID, "buffer_frames", frames, "bytes_per_sample", CameraBytesPerSample(m.Config),
-				"buffer_bytes", b)
-		}
-	}
 }
 
 // CameraFrames says which video frame each sample of a chunk got for one

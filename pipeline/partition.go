@@ -72,6 +72,24 @@ func partitionEpisodes(cfg *Config, seed uint64, epoch int64, P int) ([][]int64,
 	return parts, frames
 }
 
+// DefaultPartitionOpen is the default TrainOptions.PartitionOpen: each
+// partition reads 4 of its episodes at a time (docs/training.md, "Which
+// order, and shuffle quality").
+const DefaultPartitionOpen = 4
+
+// partitionOrder is partition p's epoch order: its episodes (runs, in
+// partition order) are permuted and their kept frames enter its share of
+// the shuffle buffer, ceil(BufferSize/P) frames (the P partitions advance
+// together in the round-robin, so the shares add up to one buffer), from
+// to.PartitionOpen episodes at a time (streamOrder). It depends on the
+// partition, never on the consumer reading it.
+func partitionOrder(runs []episodeRun, keep []bool, to TrainOptions, p int, epoch int64, revision, sel string) []int32 {
+	P := max(to.Partitions, 1)
+	buf := max(1, (to.BufferSize+P-1)/P)
+	return streamOrder(runs, keep, to.Shuffle, buf, to.PartitionOpen,
+		newOrderRNG(fmt.Sprintf("partition-%d", p), to.Seed, epoch, revision, sel))
+}
+
 // episodeSelection is the selection of exactly eps.
 func episodeSelection(eps []int64) shard.Selection {
 	s := slices.Clone(eps)
@@ -131,7 +149,33 @@ func trainPartitioned(ctx context.Context, cfg *Config, so StreamOptions, to Tra
 	if err != nil {
 		return nil, err
 	}
+	// A hello position (epoch, next): this stream serves rank-sequence
+	// indices next, next+W, ... of one epoch. Index m is own batch m/W of
+	// the rank's worker m%W (slot (m%W)*R + rank), so they are all own
+	// batches of one slot, from next/W on: the stream serves that slot's
+	// partitions (whichever worker asks; the workers of a rank asking
+	// next+w for w = 0..W-1 get distinct slots).
+	pos := to.Position
+	var posW int64
+	if pos != nil {
+		R := max(to.WorldSize, 1)
+		posW = int64(max(to.Workers, 1))
+		switch {
+		case to.Resume != "":
+			return nil, errors.New("a position (epoch, next) and a resume token cannot both be given")
+		case int64(C) != int64(R)*posW:
+			return nil, fmt.Errorf("%d consumers is not world size %d × %d workers", C, R, posW)
+		case pos.Fingerprint != "" && pos.Fingerprint != fp:
+			return nil, errors.New("resume position belongs to a different run (dataset revision, recipe, selection, mode, shuffle, seed, order, partitions or batch options differ)")
+		case to.Epochs != 0 && pos.Epoch >= to.Epochs:
+			return nil, fmt.Errorf("epoch %d asked for, but the server runs --epochs %d (epochs 0..%d)", pos.Epoch, to.Epochs, to.Epochs-1)
+		}
+		rank := int64(to.Consumer) / posW
+		sl = int(pos.Next%posW)*R + int(rank)
+		start = token{Version: 1, Epoch: pos.Epoch, Fingerprint: fp}
+	}
 	B := int64(so.BatchSize)
+	var headerEpoch, headerBatches int64
 	st := &Stats{Components: make([]int64, len(cfg.Recipe.Components()))}
 	var b *collate.Batcher
 	var fill *filler
@@ -147,25 +191,31 @@ func trainPartitioned(ctx context.Context, cfg *Config, so StreamOptions, to Tra
 		}
 		h := Header(cfg, so, b)
 		h.Share = sink.Share{Rank: 0, WorldSize: 1, Worker: to.Consumer, NumWorkers: to.Consumers}
+		h.Training = &sink.Training{Fingerprint: fp, Epoch: headerEpoch, EpochBatches: headerBatches, Consumers: int64(C)}
 		return s.Header(h)
 	}
-	// The shuffle buffer is shared out among the P partitions (which all
-	// advance together in the round-robin), so a consumer holds about the
-	// frames one global buffer would, whatever C is.
-	partBuf := max(1, (to.BufferSize+P-1)/P)
-	srcs := []Mix{{Config: cfg, Weight: 1}}
 	fillers := []*filler{nil}
+	hold := newHolder([]Mix{{Config: cfg, Weight: 1}}, so.KeepLanguage)
 	for epoch := start.Epoch; to.Epochs == 0 || epoch < to.Epochs; epoch++ {
 		parts, frames := partitionEpisodes(cfg, to.Seed, epoch, P)
 		nbp := slices.Min(frames) / B
 		if nbp == 0 {
 			return st, fmt.Errorf("--order partitioned: the smallest of %d partitions has %d frames, less than one batch of %d (use fewer partitions or a smaller batch)", P, slices.Min(frames), B)
 		}
+		if pos != nil && epoch > pos.Epoch {
+			break
+		}
+		if b == nil {
+			headerEpoch, headerBatches = epoch, nbp*int64(P)
+		}
 		perCons := nbp * int64(P/C) // own batches per epoch
 		first := int64(0)
 		if epoch == start.Epoch && start.Batch > 0 {
 			// The first own batch j with j*C+sl >= start.Batch.
 			first = max(0, (start.Batch-int64(sl)+int64(C)-1)/int64(C))
+		}
+		if pos != nil {
+			first = pos.Next / posW
 		}
 		if first >= perCons {
 			continue
@@ -188,14 +238,13 @@ func trainPartitioned(ctx context.Context, cfg *Config, so StreamOptions, to Tra
 			runOf[r.episode] = append(runOf[r.episode], r)
 		}
 		sel := fmt.Sprintf("%v|%v", cfg.Selection.Episodes, cfg.Selection.Exclude)
-		var orders [][]int64
+		var orders [][]int32
 		for p := sl; p < P; p += C {
 			var runs []episodeRun
 			for _, e := range parts[p] {
 				runs = append(runs, runOf[e]...)
 			}
-			o := epochOrder(runs, idx.keep, to.Shuffle, partBuf,
-				newOrderRNG(fmt.Sprintf("partition-%d", p), to.Seed, epoch, cfg.Dataset.Revision, sel))
+			o := partitionOrder(runs, idx.keep, to, p, epoch, cfg.Dataset.Revision, sel)
 			if int64(len(o)) < nbp*B {
 				return st, fmt.Errorf("--order partitioned: epoch %d partition %d keeps %d frames, fewer than the %d batches of %d every partition serves (frames dropped by rendering; use --mode fallback or fewer partitions)", epoch, p, len(o), nbp, B)
 			}
@@ -204,7 +253,7 @@ func trainPartitioned(ctx context.Context, cfg *Config, so StreamOptions, to Tra
 		// This consumer's batches in order: own batch j comes from its
 		// partition j%(P/C), batch j/(P/C) of that partition.
 		per := int64(P / C)
-		order := make([]int64, 0, perCons*B)
+		order := make([]int32, 0, perCons*B)
 		for j := int64(0); j < perCons; j++ {
 			o := orders[j%per]
 			r := j / per
@@ -214,19 +263,22 @@ func trainPartitioned(ctx context.Context, cfg *Config, so StreamOptions, to Tra
 		for j := first; j < perCons; j++ {
 			mine = append(mine, j)
 		}
-		err = serveBatches(ctx, []Mix{{Config: &c, Weight: 1}}, idx, order, mine, B, func(fr []framePick, j int64) error {
+		start := func(ch *Chunk) ([]*filler, error) {
 			if b == nil {
-				if err := startStream(chunkFeatures(fr[0].chunk)); err != nil {
-					return err
+				if err := startStream(chunkFeatures(ch)); err != nil {
+					return nil, err
 				}
 				fillers[0] = fill
 			}
-			bt, err := batchOf(b, fillers, srcs, fr, so.KeepLanguage)
+			return fillers, nil
+		}
+		err = serveBatches(ctx, []Mix{{Config: &c, Weight: 1}}, idx, hold, order, mine, B, start, func(fr []*heldFrame, j int64) error {
+			bt, err := batchOf(b, fr)
 			if err != nil {
 				return err
 			}
 			for _, f := range fr {
-				st.countKept(&f.chunk.Results[f.offset])
+				st.countKept(&f.res)
 			}
 			cnt.Batches++
 			cnt.Kept += int64(bt.N)
@@ -235,6 +287,10 @@ func trainPartitioned(ctx context.Context, cfg *Config, so StreamOptions, to Tra
 				next = token{Version: 1, Epoch: epoch + 1, Fingerprint: fp}
 			}
 			meta := sink.BatchMeta{Seq: epoch*perCons + j, Epoch: epoch, Resume: next.encode()}
+			if pos != nil {
+				// The batch's index in the rank's sequence of the epoch.
+				meta.Seq = j*posW + int64(sl)/int64(max(to.WorldSize, 1))
+			}
 			err = s.Batch(bt, meta)
 			b.Recycle(bt)
 			if cfg.Progress != nil {
@@ -251,6 +307,7 @@ func trainPartitioned(ctx context.Context, cfg *Config, so StreamOptions, to Tra
 			return st, err
 		}
 	}
+	st.HeldPeak = int64(hold.peak)
 	e := sink.End{
 		Frames: st.Frames, Rendered: st.Rendered, Passthrough: st.Passthrough,
 		Dropped: dropped, Errors: failed, Batches: cnt.Batches, Samples: cnt.Kept,

@@ -26,6 +26,11 @@ type Stats struct {
 	// Skipped groups the frames skipped because their rendering failed
 	// by error message (bounded: see ErrorGroups).
 	Skipped ErrorGroups
+	// HeldPeak is, in a training iteration, the most frames held at once
+	// decoded and waiting to be served: this consumer's share of the
+	// shuffle buffer plus the episodes being read (docs/training.md,
+	// "Memory"). Their memory is about HeldPeak × SampleBytes.
+	HeldPeak int64
 }
 
 // Count adds chunk c's outcomes to s. Without skipErrors the first failed

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -30,6 +29,11 @@ type TrainOptions struct {
 	Shuffle    bool
 	Seed       uint64
 	BufferSize int
+	// BufferBytes is the shuffle buffer's memory budget: BufferSize is
+	// lowered so that its frames take at most BufferBytes at SampleBytes
+	// each (metadata only, so the order is the same for every consumer).
+	// 0 means DefaultBufferBytes, a negative value no budget.
+	BufferBytes int64
 	// Epochs is the number of passes; 0 means forever.
 	Epochs int64
 	// Consumer is this stream's consumer number, rank*num_workers+worker,
@@ -53,6 +57,11 @@ type TrainOptions struct {
 	// (DefaultPartitions when 0), which Consumers must divide.
 	Order      string
 	Partitions int
+	// PartitionOpen is how many of its episodes a partition of the
+	// partitioned order reads at a time, their frames entering its buffer
+	// share in random turns (DefaultPartitionOpen when 0): more mixes
+	// better, and holds that many episodes per partition decoded.
+	PartitionOpen int
 	// WorldSize is the number of ranks among Consumers (Consumer is
 	// rank*(Consumers/WorldSize)+worker); only the partitioned order uses
 	// it, to place consumers worker-major in its round-robin. 0 means 1.
@@ -194,6 +203,9 @@ func buildKeepIndex(ctx context.Context, srcs []Mix) (*keepIndex, error) {
 				}
 				pos++
 			}
+			if pos > maxPositions {
+				return fmt.Errorf("more than %d selected frames: a training order handles at most that many (select fewer episodes)", maxPositions)
+			}
 			idx.runs[d] = runs
 			return nil
 		})
@@ -256,7 +268,7 @@ func fingerprint(srcs []Mix, so StreamOptions, to TrainOptions) string {
 	}
 	fmt.Fprintf(h, "%t\x00%d\x00%d\x00%d\x00%t\x00%t", to.Shuffle, to.Seed, to.BufferSize, so.BatchSize, so.DropLast, so.KeepLanguage)
 	if to.Order == OrderPartitioned {
-		fmt.Fprintf(h, "\x00%s\x00%d", to.Order, to.Partitions)
+		fmt.Fprintf(h, "\x00%s\x00%d\x00%d", to.Order, to.Partitions, to.PartitionOpen)
 	}
 	sum := h.Sum(nil)
 	return base64.RawURLEncoding.EncodeToString(sum[:9])
@@ -280,7 +292,6 @@ func Train(ctx context.Context, cfg *Config, so StreamOptions, to TrainOptions, 
 // name in the "dataset" string column. The datasets must have the same
 // numeric features (names, dtypes, shapes) and share the recipe.
 func TrainMix(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s sink.Sink) (*Stats, error) {
-	warnCameraBuffer(srcs, to)
 	st, err := train(ctx, srcs, so, to, s)
 	if err != nil {
 		_ = s.Fail(err)
@@ -349,6 +360,23 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 	default:
 		return nil, fmt.Errorf("unknown order %q (want %s or %s)", to.Order, OrderGlobal, OrderPartitioned)
 	}
+	if to.BufferBytes == 0 {
+		to.BufferBytes = DefaultBufferBytes
+	}
+	if to.Shuffle {
+		// The buffer in frames, within its byte budget; the fingerprint
+		// holds the frames, which is what the order depends on.
+		asked := to.BufferSize
+		var sample int64
+		to.BufferSize, sample = bufferFrames(srcs, to)
+		if to.Order == OrderPartitioned && to.PartitionOpen <= 0 {
+			to.PartitionOpen = partitionOpen(srcs[0].Config, to, sample)
+		}
+		logBuffer(srcs, to, asked, to.BufferSize, sample)
+	}
+	if to.Order == OrderPartitioned && to.PartitionOpen <= 0 {
+		to.PartitionOpen = DefaultPartitionOpen
+	}
 	cfg := srcs[0].Config
 	mixed := len(srcs) > 1
 	fp := fingerprint(srcs, so, to)
@@ -363,9 +391,6 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 		}
 	}
 	if to.Order == OrderPartitioned {
-		if to.Position != nil {
-			return nil, errors.New("--order partitioned resumes from a resume token; a hello position (epoch, next) is not supported with it yet")
-		}
 		return trainPartitioned(ctx, cfg, so, to, s, fp, start)
 	}
 	pos := to.Position
@@ -445,6 +470,7 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 	// epoch renders the same frames, so the share is the same.
 	myDropped, myErrors := idx.unkeptShare(int64(to.Consumer), C)
 	var dropped, errs int64
+	hold := newHolder(srcs, so.KeepLanguage)
 	weights := make([]float64, len(srcs))
 	for d, m := range srcs {
 		weights[d] = m.Weight
@@ -453,7 +479,7 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 		if pos != nil && epoch > pos.Epoch {
 			break
 		}
-		orders := make([][]int64, len(srcs))
+		orders := make([][]int32, len(srcs))
 		for d, m := range srcs {
 			sel := fmt.Sprintf("%d|%v|%v", d, m.Config.Selection.Episodes, m.Config.Selection.Exclude)
 			orders[d] = epochOrder(idx.runs[d], idx.keep, to.Shuffle, to.BufferSize,
@@ -535,13 +561,16 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 		if first == 0 && served > 0 && cfg.Progress != nil && myDropped+myErrors > 0 {
 			cfg.Progress(int(myDropped + myErrors))
 		}
-		err := serveBatches(ctx, srcs, idx, order, mine, B, func(frames []framePick, k int64) error {
+		start := func(c *Chunk) ([]*filler, error) {
 			if !headerDone {
-				if err := startStream(chunkFeatures(frames[0].chunk)); err != nil {
-					return err
+				if err := startStream(chunkFeatures(c)); err != nil {
+					return nil, err
 				}
 			}
-			bt, err := batchOf(b, fillers, srcs, frames, so.KeepLanguage)
+			return fillers, nil
+		}
+		err := serveBatches(ctx, srcs, idx, hold, order, mine, B, start, func(frames []*heldFrame, k int64) error {
+			bt, err := batchOf(b, frames)
 			if err != nil {
 				return err
 			}
@@ -550,7 +579,7 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 				next = token{Version: 1, Epoch: epoch + 1, Batch: 0, Fingerprint: fp}
 			}
 			for _, f := range frames {
-				st.countKept(&f.chunk.Results[f.offset])
+				st.countKept(&f.res)
 			}
 			cnt.Batches++
 			cnt.Kept += int64(bt.N)
@@ -595,6 +624,7 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 	// dropped + errors.
 	st.Dropped, st.Errors = dropped, errs
 	st.Frames += dropped + errs
+	st.HeldPeak = int64(hold.peak)
 	st.Skipped = idx.stats.Skipped
 	e := sink.End{
 		Frames: st.Frames, Rendered: st.Rendered, Passthrough: st.Passthrough,
@@ -607,136 +637,6 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 		}
 	}
 	return st, s.End(e)
-}
-
-// framePick is one frame of a batch being served: a decoded chunk and the
-// frame's offset in it.
-type framePick struct {
-	chunk  *Chunk
-	offset int
-	src    int
-}
-
-// batchOf collates frames into one batch.
-func batchOf(b *collate.Batcher, fillers []*filler, srcs []Mix, frames []framePick, keepLanguage bool) (*collate.Batch, error) {
-	var f collate.Frame
-	if len(srcs) > 1 {
-		f.Strings = make([]string, 1)
-	}
-	var out *collate.Batch
-	for i, fp := range frames {
-		c, j := fp.chunk, fp.offset
-		bt := c.Batch
-		f.Index, f.EpisodeIndex, f.FrameIndex, f.TaskIndex = bt.Index[j], bt.EpisodeIndex[j], bt.FrameIndex[j], bt.TaskIndex[j]
-		f.Timestamp, f.Task = bt.Timestamp[j], c.Tasks[j]
-		f.Sample = nil
-		switch r := &c.Results[j]; r.Outcome {
-		case render.Rendered:
-			f.Sample = r.Sample
-		case render.Failed:
-			// The keep index rendered this frame; only its camera frame
-			// can fail now, and the training order cannot skip it.
-			fe := c.FrameErr(srcs[fp.src].Config.Dataset.ID, j)
-			return nil, fmt.Errorf("%w (the training order cannot skip a frame whose camera fails: fix the video, or stream in plan order with --on-error skip)", fe)
-		}
-		if len(srcs) > 1 {
-			f.Strings[0] = srcs[fp.src].Name
-		}
-		if err := fillers[fp.src].fill(&f, c, j); err != nil {
-			return nil, err
-		}
-		if keepLanguage {
-			f.Persistent, f.Events = bt.PersistentRows(j), bt.EventRows(j)
-		}
-		var err error
-		if i == len(frames)-1 && len(frames) < b.Config().BatchSize {
-			if _, err = b.Add(&f); err == nil {
-				out, err = b.Flush()
-			}
-		} else {
-			out, err = b.Add(&f)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s row group %d: episode %d, index %d: %w", c.Unit.File, c.Unit.RowGroup, f.EpisodeIndex, f.Index, err)
-		}
-	}
-	if out == nil {
-		return nil, errors.New("internal error: batch did not complete")
-	}
-	return out, nil
-}
-
-// serveBatches decodes the units that the global batches mine need, in
-// order of first use, on cfg.Workers goroutines, keeps each only until its
-// last use, and calls emit with each batch's frames in order.
-func serveBatches(ctx context.Context, srcs []Mix, idx *keepIndex, order, mine []int64, B int64,
-	emit func(frames []framePick, k int64) error) error {
-	if len(mine) == 0 {
-		return nil
-	}
-	// The positions this consumer serves, batch after batch.
-	var seqPos []int64
-	for _, k := range mine {
-		end := min((k+1)*B, int64(len(order)))
-		seqPos = append(seqPos, order[k*B:end]...)
-	}
-	// Pieces of unit groups (whole groups without cameras, see
-	// pieces.go) in order of first use, and each piece's last use.
-	pi := newPieceIndex(srcs, idx)
-	for _, m := range srcs {
-		if m.Config.Cameras != nil && m.Config.Cameras.ReleaseFiles != nil {
-			defer m.Config.Cameras.ReleaseFiles()
-		}
-	}
-	lastUse := map[int]int{}
-	var units []int
-	unitAt := make([]int32, len(seqPos))
-	offAt := make([]int32, len(seqPos))
-	for i, p := range seqPos {
-		u, off := pi.at(p)
-		unitAt[i], offAt[i] = int32(u), int32(off)
-		if _, ok := lastUse[u]; !ok {
-			units = append(units, u)
-			pi.use(u)
-		}
-		lastUse[u] = i
-	}
-	workers := srcs[0].Config.Workers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	live := map[int]*Chunk{}
-	cursor := 0 // next position of seqPos to serve
-	bi := 0     // next batch of mine
-	var picks []framePick
-	return ordered(ctx, len(units), workers, chunkWindow(srcs[0].Config, workers),
-		func(ctx context.Context, i int) (*Chunk, error) {
-			return pi.decode(ctx, units[i])
-		},
-		func(i int, c *Chunk) error {
-			live[units[i]] = c
-			// Serve every frame whose piece is now decoded.
-			for cursor < len(seqPos) {
-				uc, ok := live[int(unitAt[cursor])]
-				if !ok {
-					break
-				}
-				picks = append(picks, framePick{chunk: uc, offset: int(offAt[cursor]), src: pi.src(int(unitAt[cursor]))})
-				if lastUse[int(unitAt[cursor])] == cursor {
-					delete(live, int(unitAt[cursor]))
-				}
-				cursor++
-				k := mine[bi]
-				if int64(len(picks)) == min(B, int64(len(order))-k*B) {
-					if err := emit(picks, k); err != nil {
-						return err
-					}
-					picks = picks[:0]
-					bi++
-				}
-			}
-			return nil
-		})
 }
 
 // runGroups is Run with each chunk's unit group passed along (for the

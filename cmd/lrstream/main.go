@@ -24,6 +24,10 @@ type env struct {
 	stdout io.Writer
 	stderr io.Writer
 	getenv func(string) string
+	// memoryLimit sets the process's soft memory limit
+	// (debug.SetMemoryLimit in main; nil, a no-op, in tests that run
+	// commands in-process).
+	memoryLimit func(int64) int64
 }
 
 // command is one lrstream subcommand.
@@ -67,7 +71,7 @@ func main() {
 		// GOGC in the environment still wins.
 		debug.SetGCPercent(400)
 	}
-	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
+	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, memoryLimit: debug.SetMemoryLimit}
 	os.Exit(run(ctx, e, os.Args[1:]))
 }
 

@@ -131,7 +131,9 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	so := bf.options(&rf, tf.json())
 	var st *pipeline.Stats
 	if tf.active() || len(mix) > 1 {
-		st, err = pipeline.TrainMix(ctx, mix, so, tf.options(tf.rank, tf.worldSize, 0, 1, tf.resume), s)
+		to := tf.options(tf.rank, tf.worldSize, 0, 1, tf.resume)
+		limitTrainMemory(e, mix, to)
+		st, err = pipeline.TrainMix(ctx, mix, so, to, s)
 	} else {
 		st, err = pipeline.Stream(ctx, cfg, so, s)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/lrstream/lrstream/pipeline"
+	"github.com/lrstream/lrstream/prerender"
 )
 
 // trainFlags are the training-iteration flags of stream and serve.
@@ -14,6 +15,8 @@ type trainFlags struct {
 	shuffle         bool
 	seed            uint64
 	buffer          int
+	bufferBytes     string
+	bufferBudget    int64
 	epochs          int64
 	resume          string
 	rank, worldSize int
@@ -59,6 +62,7 @@ func (t *trainFlags) register(fs *flag.FlagSet, e *env, withRank bool) {
 	fs.BoolVar(&t.shuffle, "shuffle", false, "shuffle: permute episodes and mix frames across episodes through a shuffle buffer (order fixed by --seed, epoch, revision and selection)")
 	fs.Uint64Var(&t.seed, "seed", 0, "shuffle seed")
 	fs.IntVar(&t.buffer, "shuffle-buffer", pipeline.DefaultBufferSize, "shuffle buffer size in frames")
+	fs.StringVar(&t.bufferBytes, "shuffle-buffer-bytes", "1GiB", "memory budget of the shuffle buffer (e.g. 512MiB, 2GB; 0 for none): --shuffle-buffer is lowered so that its frames fit (bytes per sample from metadata: numeric features, camera frames, overhead; docs/training.md)")
 	fs.Int64Var(&t.epochs, "epochs", 1, "passes over the selection, each reshuffled; 0 = forever")
 	fs.StringVar(&t.order, "order", pipeline.OrderGlobal, "training order: global (every consumer reads the whole selection; exact cover of kept frames) or partitioned (each consumer reads only its canonical partitions; see docs/training.md)")
 	fs.IntVar(&t.partitions, "partitions", pipeline.DefaultPartitions, "canonical partitions of --order partitioned; world size × workers must divide it")
@@ -92,6 +96,14 @@ func (t *trainFlags) validate() error {
 	if t.buffer < 1 {
 		return fmt.Errorf("--shuffle-buffer must be >= 1")
 	}
+	t.bufferBudget = -1 // "0": no budget
+	if strings.TrimSpace(t.bufferBytes) != "0" {
+		n, err := prerender.ParseSize(t.bufferBytes)
+		if err != nil {
+			return fmt.Errorf("--shuffle-buffer-bytes: %w", err)
+		}
+		t.bufferBudget = n
+	}
 	if t.worldSize < 1 || t.rank < 0 || t.rank >= t.worldSize {
 		return fmt.Errorf("--rank %d is not in [0, --world-size %d)", t.rank, t.worldSize)
 	}
@@ -102,7 +114,7 @@ func (t *trainFlags) validate() error {
 // on this rank.
 func (t *trainFlags) options(rank, worldSize, worker, numWorkers int, resume string) pipeline.TrainOptions {
 	return pipeline.TrainOptions{
-		Shuffle: t.shuffle, Seed: t.seed, BufferSize: t.buffer, Epochs: t.epochs,
+		Shuffle: t.shuffle, Seed: t.seed, BufferSize: t.buffer, BufferBytes: t.bufferBudget, Epochs: t.epochs,
 		Consumer: rank*numWorkers + worker, Consumers: worldSize * numWorkers, Resume: resume,
 		Order: t.order, Partitions: t.partitions, WorldSize: worldSize,
 	}
@@ -110,8 +122,39 @@ func (t *trainFlags) options(rank, worldSize, worker, numWorkers int, resume str
 
 func (t *trainFlags) json() map[string]any {
 	m := map[string]any{"shuffle": t.shuffle, "seed": t.seed, "shuffle_buffer": t.buffer, "epochs": t.epochs}
+	if t.shuffle {
+		m["shuffle_buffer_bytes"] = t.bufferBudget
+	}
 	if t.order == pipeline.OrderPartitioned {
 		m["order"], m["partitions"] = t.order, t.partitions
 	}
 	return m
+}
+
+// trainMemoryLimit is the soft memory limit (GOMEMLIMIT) of a
+// language-only training stream. Its live set is bounded but not small:
+// the keep index and order (9 bytes a frame), the frames the shuffle
+// buffer holds, and every data file's parsed footer (the order reads row
+// groups from all files at once; ~170 MB for 10M frames). Under the
+// default GOGC of 400 the heap would grow to five times that (2 GB for
+// 10M frames); the limit makes the collector run more often instead once
+// the heap nears it (10M frames: 0.49 GB peak RSS, docs/training.md).
+const trainMemoryLimit = 448 << 20
+
+// limitTrainMemory sets a soft memory limit of trainMemoryLimit plus the
+// frames the order holds (pipeline.HeldBytes: the buffer share and the
+// episodes being read; small for the global order, P/C × open episodes
+// for the partitioned one) for a training stream without camera or image
+// frames (whose decoded frames are memory by design: their budget is
+// --shuffle-buffer-bytes), unless GOMEMLIMIT is set.
+func limitTrainMemory(e *env, mix []pipeline.Mix, to pipeline.TrainOptions) {
+	if e.memoryLimit == nil || e.getenv == nil || e.getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	for _, m := range mix {
+		if pipeline.CameraBytesPerSample(m.Config) > 0 {
+			return
+		}
+	}
+	e.memoryLimit(trainMemoryLimit + pipeline.HeldBytes(mix, to))
 }

@@ -1,0 +1,154 @@
+package pipeline
+
+import (
+	"log/slog"
+	"unsafe"
+)
+
+// DefaultBufferBytes is the default memory budget of the shuffle buffer
+// (TrainOptions.BufferBytes): 1 GiB. Language-only streams never reach it
+// (16,384 frames of a 14-dim state and action take about 10 MB); two
+// 480×640 cameras (1.8 MB a sample) get 582 frames.
+const DefaultBufferBytes = 1 << 30
+
+// heldFrameOverhead is the memory of a held frame besides its feature
+// bytes: the frame's fixed fields, slice headers and list entries.
+// Rendered samples are shared between the frames of an episode state and
+// not counted.
+const heldFrameOverhead = int64(unsafe.Sizeof(heldFrame{})) + 64
+
+// SampleBytes is the memory one frame held by the training order takes,
+// from metadata only (so every consumer computes the same): its numeric
+// features (delta-timestamps windows included, with their pad masks), its
+// camera and image frames, and a fixed overhead.
+func SampleBytes(cfg *Config) int64 {
+	n := heldFrameOverhead + 5*24 // the core columns' slices
+	for _, f := range infoFeatures(cfg) {
+		size := int64(f.FrameBytes())
+		k := int64(1)
+		for _, d := range cfg.Deltas {
+			if d.Key == f.Name {
+				k = int64(max(len(d.Seconds), len(d.Offsets)))
+				n += k // the pad mask
+			}
+		}
+		n += k*size + 24
+	}
+	return n + CameraBytesPerSample(cfg)
+}
+
+// bufferFrames is the shuffle buffer in frames: to.BufferSize, lowered so
+// that the buffer's frames take at most to.BufferBytes at the largest
+// SampleBytes of srcs (never below one frame). It depends on metadata and
+// options only, so every consumer of a run gets the same order.
+func bufferFrames(srcs []Mix, to TrainOptions) (frames int, sample int64) {
+	for _, m := range srcs {
+		sample = max(sample, SampleBytes(m.Config))
+	}
+	frames = to.BufferSize
+	if budget := to.BufferBytes; budget > 0 && int64(frames)*sample > budget {
+		frames = int(max(1, budget/sample))
+	}
+	return frames, sample
+}
+
+// selectedMean returns the frames and episodes of cfg's selection, from
+// the episodes index.
+func selectedMean(cfg *Config) (frames, episodes int64) {
+	for _, e := range cfg.Dataset.Episodes {
+		if cfg.Selection.Contains(e.Index) {
+			frames += e.Length
+			episodes++
+		}
+	}
+	return frames, episodes
+}
+
+// partitionOpen is the default PartitionOpen: DefaultPartitionOpen,
+// lowered (to 1 at least) so that what all partitions read at once, P ×
+// open × the mean episode, plus the buffer, fits the byte budget. All
+// consumers together hold that; each holds 1/C of it. Metadata only, so
+// it is the same for every consumer.
+func partitionOpen(cfg *Config, to TrainOptions, sample int64) int {
+	frames, eps := selectedMean(cfg)
+	if to.BufferBytes <= 0 || eps == 0 {
+		return DefaultPartitionOpen
+	}
+	mean := max(frames/eps, 1)
+	left := to.BufferBytes/sample - int64(to.BufferSize)
+	open := left / (int64(max(to.Partitions, 1)) * mean)
+	return int(min(max(open, 1), DefaultPartitionOpen))
+}
+
+// logBuffer states the shuffle buffer's memory when the byte budget
+// lowered it, and warns when the partitioned order's episodes being read
+// at once (open per partition of the consumer) exceed the budget.
+func logBuffer(srcs []Mix, to TrainOptions, asked, frames int, sample int64) {
+	if frames < asked {
+		slog.Warn("shuffle buffer lowered to its byte budget (--shuffle-buffer-bytes)",
+			"frames", frames, "asked_frames", asked, "bytes_per_sample", sample,
+			"buffer_bytes", int64(frames)*sample, "budget_bytes", to.BufferBytes)
+	}
+	if to.Order == OrderPartitioned && to.Partitions > 0 && to.Consumers > 0 && to.BufferBytes > 0 {
+		all, eps := selectedMean(srcs[0].Config)
+		if eps == 0 {
+			return
+		}
+		per := int64(to.Partitions / to.Consumers)
+		if reading := per * int64(max(to.PartitionOpen, 1)) * (all / eps) * sample; reading > to.BufferBytes {
+			slog.Warn("the partitioned order reads its partitions' episodes at once: a consumer holds about reading_bytes of decoded frames besides its buffer (more consumers, fewer partitions, --resize or a lower --shuffle-buffer-bytes lower it)",
+				"partitions_per_consumer", per, "episodes_per_partition", to.PartitionOpen, "mean_episode_frames", all/eps,
+				"bytes_per_sample", sample, "reading_bytes", reading)
+		}
+	}
+}
+
+// HeldBytes estimates the memory of the frames a training stream of srcs
+// with to holds decoded at once (Stats.HeldPeak × SampleBytes): its share
+// of the shuffle buffer plus the episodes being read (one without
+// shuffling or in the global order; PartitionOpen per partition of the
+// consumer in the partitioned order). Commands use it to size the
+// process's memory limit.
+func HeldBytes(srcs []Mix, to TrainOptions) int64 {
+	if len(srcs) == 0 {
+		return 0
+	}
+	C := int64(max(to.Consumers, 1))
+	if to.BufferSize <= 0 {
+		to.BufferSize = DefaultBufferSize
+	}
+	if to.BufferBytes == 0 {
+		to.BufferBytes = DefaultBufferBytes
+	}
+	frames, sample := bufferFrames(srcs, to)
+	if !to.Shuffle {
+		frames = 0
+	}
+	var longest int64
+	for _, m := range srcs {
+		for _, e := range m.Config.Dataset.Episodes {
+			longest = max(longest, e.Length)
+		}
+	}
+	// The episode being read, and the frames of the batch being
+	// collated (at most another episode's worth is a safe bound).
+	held := int64(frames)/C + 2*longest
+	if to.Order == OrderPartitioned {
+		P := int64(max(to.Partitions, 1))
+		if to.Partitions <= 0 {
+			P = DefaultPartitions
+		}
+		open := to.PartitionOpen
+		if open <= 0 && to.Shuffle {
+			to.BufferSize, to.Partitions = frames, int(P)
+			open = partitionOpen(srcs[0].Config, to, sample)
+		}
+		all, eps := selectedMean(srcs[0].Config)
+		mean := int64(0)
+		if eps > 0 {
+			mean = all / eps
+		}
+		held = (P/C)*((int64(frames)+P-1)/P+int64(max(open, 1))*mean) + 2*longest
+	}
+	return held * sample
+}

@@ -1,0 +1,98 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/lrstream/lrstream/render"
+	"github.com/lrstream/lrstream/sink"
+)
+
+// maxUnit is the most frames a unit group of cfg's selection holds.
+func maxUnit(t *testing.T, cfg *Config) int64 {
+	idx, err := buildKeepIndex(context.Background(), []Mix{{Config: cfg, Weight: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for i := range idx.units {
+		n = max(n, idx.unitStart[i+1]-idx.unitStart[i])
+	}
+	return n
+}
+
+// TestTrainHoldsBufferNotChunks checks the training order's memory: it
+// holds the frames waiting in the shuffle buffer (plus the episode being
+// read and the batch being collated), not the row groups they came from, whatever the consumer count.
+func TestTrainHoldsBufferNotChunks(t *testing.T) {
+	cfg := demoConfig(t, render.ModeFallback)
+	// A unit group (a row group: an episode here) is read whole, and the
+	// batch being collated is held too.
+	L := maxUnit(t, cfg) + 8
+	so := StreamOptions{BatchSize: 8}
+	for _, tc := range []struct {
+		name string
+		to   TrainOptions
+		max  int64 // held frames at most
+	}{
+		// One consumer: the buffer plus the episode entering it.
+		{"global C=1", TrainOptions{Shuffle: true, Seed: 4, BufferSize: 64, Epochs: 1}, 64 + L},
+		{"global C=1 big buffer", TrainOptions{Shuffle: true, Seed: 4, BufferSize: 400, Epochs: 1}, 400 + L},
+		// A consumer of three holds its own frames only.
+		{"global C=3", TrainOptions{Shuffle: true, Seed: 4, BufferSize: 400, Epochs: 1, Consumers: 3, Consumer: 1}, 400/2 + L},
+		// Unshuffled: the episode being read.
+		{"plain", TrainOptions{Epochs: 1}, L},
+		// Partitioned: per partition its buffer share and its open
+		// episodes.
+		{"partitioned", TrainOptions{Shuffle: true, Seed: 4, BufferSize: 60, Epochs: 1, Order: OrderPartitioned, Partitions: 3, PartitionOpen: 1}, 3 * (20 + L)},
+		{"partitioned, 2 open", TrainOptions{Shuffle: true, Seed: 4, BufferSize: 60, Epochs: 1, Order: OrderPartitioned, Partitions: 3, PartitionOpen: 2}, 3 * (20 + 2*L)},
+	} {
+		st, err := Train(context.Background(), cfg, so, tc.to, sink.Discard())
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		t.Logf("%s: held at most %d frames (bound %d; %d frames served)", tc.name, st.HeldPeak, tc.max, st.Frames)
+		if st.HeldPeak > tc.max || st.HeldPeak == 0 {
+			t.Fatalf("%s: held %d frames at once, want 1..%d", tc.name, st.HeldPeak, tc.max)
+		}
+		if est, got := HeldBytes([]Mix{{Config: cfg, Weight: 1}}, tc.to), st.HeldPeak*SampleBytes(cfg); est < got {
+			t.Fatalf("%s: HeldBytes estimates %d bytes, %d were held", tc.name, est, got)
+		}
+		if tc.to.Shuffle && tc.to.Order == "" && tc.to.Consumers <= 1 && st.HeldPeak < int64(tc.to.BufferSize) {
+			t.Fatalf("%s: held %d frames, fewer than the %d-frame buffer: is the buffer used?", tc.name, st.HeldPeak, tc.to.BufferSize)
+		}
+	}
+}
+
+// TestShuffleBufferByteBudget checks that the byte budget lowers the
+// buffer to the frames that fit, exactly as asking for that many frames.
+func TestShuffleBufferByteBudget(t *testing.T) {
+	cfg := demoConfig(t, render.ModeFallback)
+	so := StreamOptions{BatchSize: 16}
+	sample := SampleBytes(cfg)
+	if sample <= heldFrameOverhead {
+		t.Fatalf("SampleBytes %d: no feature bytes counted", sample)
+	}
+	want, _ := trainBatches(t, cfg, so, TrainOptions{Shuffle: true, Seed: 5, Epochs: 1, BufferSize: 37})
+	got, _ := trainBatches(t, cfg, so, TrainOptions{Shuffle: true, Seed: 5, Epochs: 1, BufferSize: 5000, BufferBytes: 37*sample + sample/2})
+	if len(got) != len(want) {
+		t.Fatalf("%d batches, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("batch %d differs from a 37-frame buffer", i)
+		}
+	}
+	// No budget: the frames asked for.
+	big, _ := trainBatches(t, cfg, so, TrainOptions{Shuffle: true, Seed: 5, Epochs: 1, BufferSize: 5000, BufferBytes: -1})
+	if bytes.Equal(big[0], want[0]) {
+		t.Fatal("without a budget the 5000-frame buffer gave the 37-frame order")
+	}
+	// Deltas count their windows.
+	c := *cfg
+	c.Deltas = []Delta{{Key: "action", Seconds: []float64{0, 0.1, 0.2, 0.3}}}
+	if d := SampleBytes(&c); d <= sample {
+		t.Fatalf("SampleBytes with a 4-step action window %d, without %d", d, sample)
+	}
+}
