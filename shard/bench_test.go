@@ -87,7 +87,7 @@ func BenchmarkReadGenerated(b *testing.B) {
 		for _, mode := range []struct {
 			name string
 			opts Options
-		}{{"all", Options{}}, {"language", Options{Features: []string{}}}} {
+		}{{"all", Options{}}, {"language", Options{Features: []string{}}}, {"all-pqgo", Options{parquetGo: true}}, {"language-pqgo", Options{Features: []string{}, parquetGo: true}}} {
 			b.Run(string(v)+"/"+mode.name, func(b *testing.B) {
 				benchReadAll(b, benchDataset(b, v), mode.opts, b.Fatal)
 			})
@@ -119,6 +119,7 @@ func reportFrames(b *testing.B, frames int, cpu float64, allocs uint64) {
 	b.ReportMetric(float64(allocs)/float64(frames), "allocs/frame")
 	if cpu > 0 {
 		b.ReportMetric(float64(frames)/cpu, "frames/cpu-s")
+		b.ReportMetric(cpu*1e9/float64(frames), "cpu-ns/frame")
 	}
 	b.ReportMetric(0, "ns/op")
 }

@@ -35,6 +35,8 @@ type Unit struct {
 	// meta is the file's parsed footer, shared by the file's units so that
 	// ReadUnit does not parse it again.
 	meta *metadata.FileMetaData
+	// pq is the file's footer opened by parquet-go, shared by its units.
+	pq *pqFile
 }
 
 // planFile is a data file with selected episodes.
@@ -147,13 +149,14 @@ func planRowGroups(src fetch.Source, f *planFile, sel Selection) (units []Unit, 
 	if epCol < 0 {
 		return nil, fileErr(src.ID(), f.path, errors.New("no episode_index column"))
 	}
+	pq := &pqFile{meta: md}
 	for rg := 0; rg < md.NumRowGroups(); rg++ {
 		rgm := md.RowGroup(rg)
 		if rgm.NumRows() == 0 {
 			continue
 		}
 		lo, hi, ok := episodeStats(rgm, epCol)
-		u := Unit{File: f.path, RowGroup: rg, Rows: rgm.NumRows(), meta: md}
+		u := Unit{File: f.path, RowGroup: rg, Rows: rgm.NumRows(), meta: md, pq: pq}
 		present := 0
 		for _, ep := range f.episodes {
 			if ok && (ep.Index < lo || ep.Index > hi) {

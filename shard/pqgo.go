@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"sync"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/parquet/metadata"
@@ -38,49 +39,85 @@ type pqColumn struct {
 	rows  int
 }
 
-// pqOpen opens name with parquet-go for reading row group rg; it returns
-// the file and rg's index in it. When Plan already parsed the footer
-// (meta), the file is not read again for it: parquet-go reads a footer
-// re-serialized from meta with row group rg only (parsing it is O(columns),
-// not O(row groups)), placed after the file's end.
-func pqOpen(ctx context.Context, src fetch.Source, name string, meta *metadata.FileMetaData, rg int) (*parquet.File, fetch.File, int, error) {
-	f, err := src.Open(ctx, name)
+// pqFile is a data file's footer opened by parquet-go once, shared by
+// the file's units (Plan hands every unit of a file the same pqFile): the
+// schema and row groups are parsed once per file, and each ReadUnit reads
+// pages from its own open file (FileColumnChunk.PagesFrom).
+type pqFile struct {
+	meta *metadata.FileMetaData
+	once sync.Once
+	pf   *parquet.File
+	err  error
+}
+
+// pqGroup is one row group of an opened file: where ReadUnit reads pages.
+type pqGroup struct {
+	pf *parquet.File
+	rg int
+	r  io.ReaderAt
+}
+
+// pages returns a page reader of leaf column c's chunk.
+func (g *pqGroup) pages(c int) *parquet.FilePages {
+	return g.pf.RowGroups()[g.rg].ColumnChunks()[c].(*parquet.FileColumnChunk).PagesFrom(g.r)
+}
+
+// numValues returns the footer's value count of leaf column c's chunk.
+func (g *pqGroup) numValues(c int) int64 {
+	return g.pf.RowGroups()[g.rg].ColumnChunks()[c].NumValues()
+}
+
+// pqOptions are the options every data file is opened with: no page
+// index or bloom filters (ReadUnit reads whole column chunks), and a read
+// buffer that takes a usual column chunk in one read.
+var pqOptions = []parquet.FileOption{parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true), parquet.ReadBufferSize(256 << 10)}
+
+// pqOpen opens u's data file for reading u's row group: it is the read
+// path's one dependency on the footer. The file's parquet-go footer is
+// built once per file from the footer Plan parsed (u.pq); a unit without
+// one (not from Plan) has parquet-go read the footer from the file.
+func pqOpen(ctx context.Context, src fetch.Source, u *Unit) (*pqGroup, fetch.File, error) {
+	f, err := src.Open(ctx, u.File)
 	if err != nil {
-		return nil, nil, 0, fileErr(src.ID(), name, err)
+		return nil, nil, fileErr(src.ID(), u.File, err)
 	}
-	var r io.ReaderAt = f
-	size := f.Size()
-	opts := []parquet.FileOption{parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true)}
-	idx := rg
-	if meta != nil && rg >= 0 && rg < meta.NumRowGroups() {
-		one := *meta
-		fmd := *meta.FileMetaData
-		g := *fmd.RowGroups[rg]
-		if g.Ordinal != nil {
-			zero := int16(0) // parquet-go checks ordinals against positions
-			g.Ordinal = &zero
-		}
-		fmd.RowGroups = append(fmd.RowGroups[:0:0], &g)
-		fmd.NumRows = g.NumRows
-		one.FileMetaData = &fmd
-		fm, err := one.Serialize(ctx)
-		if err != nil {
-			f.Close()
-			return nil, nil, 0, fileErr(src.ID(), name, err)
-		}
-		idx = 0
-		tail := binary.LittleEndian.AppendUint32(fm, uint32(len(fm)))
-		tail = append(tail, "PAR1"...)
-		r = &footerAt{f: f, size: size, tail: tail}
-		size += int64(len(tail))
-		opts = append(opts, parquet.SkipMagicBytes(true))
+	var pf *parquet.File
+	if u.pq != nil && u.pq.meta != nil {
+		u.pq.once.Do(func() { u.pq.pf, u.pq.err = pqFooter(ctx, u.pq.meta, f.Size()) })
+		pf, err = u.pq.pf, u.pq.err
+	} else {
+		pf, err = parquet.OpenFile(f, f.Size(), pqOptions...)
 	}
-	pf, err := parquet.OpenFile(r, size, opts...)
 	if err != nil {
 		f.Close()
-		return nil, nil, 0, fileErr(src.ID(), name, err)
+		return nil, nil, fileErr(src.ID(), u.File, err)
 	}
-	return pf, f, idx, nil
+	return &pqGroup{pf: pf, rg: u.RowGroup, r: f}, f, nil
+}
+
+// pqFooter opens, with parquet-go, the footer meta re-serialized: parquet-go
+// reads it from memory, placed after a file of size bytes it never reads.
+func pqFooter(ctx context.Context, meta *metadata.FileMetaData, size int64) (pf *parquet.File, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("footer: %v", r)
+		}
+	}()
+	fm, err := meta.Serialize(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tail := binary.LittleEndian.AppendUint32(fm, uint32(len(fm)))
+	tail = append(tail, "PAR1"...)
+	r := &footerAt{f: noData{}, size: size, tail: tail}
+	return parquet.OpenFile(r, size+int64(len(tail)), append(pqOptions, parquet.SkipMagicBytes(true))...)
+}
+
+// noData is a file whose data parquet-go must not read.
+type noData struct{}
+
+func (noData) ReadAt([]byte, int64) (int, error) {
+	return 0, errors.New("footer opened without its file")
 }
 
 // footerAt is a file followed by a footer held in memory.
@@ -320,23 +357,25 @@ func (l *pqLevels) entry(rep, def int) (bool, error) {
 }
 
 // pqRead decodes one leaf column chunk of row group rg.
-func pqRead(pf *parquet.File, rg int, leaf *parquet.Column, nrows int) (_ *pqColumn, err error) {
+func pqRead(g *pqGroup, leaf *parquet.Column, nrows int) (_ *pqColumn, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("corrupt column chunk: %v", r)
 		}
 	}()
-	dtype, size, err := pqDType(leaf.Type(), pqSchemaLogical(pf, leaf.Index()))
+	dtype, size, err := pqDType(leaf.Type(), pqSchemaLogical(g.pf, leaf.Index()))
 	if err != nil {
 		return nil, err
 	}
-	lv, err := newPQLevels(leaf, pf.Root())
+	lv, err := newPQLevels(leaf, g.pf.Root())
 	if err != nil {
 		return nil, err
 	}
 	out := &pqColumn{dtype: dtype, size: size}
-	cc := pf.RowGroups()[rg].ColumnChunks()[leaf.Index()]
-	pages := cc.Pages()
+	if n := g.numValues(leaf.Index()); n > 0 && n <= pqMaxValues {
+		out.data = alignedBytes(int(n) * size)
+	}
+	pages := g.pages(leaf.Index())
 	defer pages.Close()
 	for {
 		p, err := pages.ReadPage()
@@ -346,58 +385,10 @@ func pqRead(pf *parquet.File, rg int, leaf *parquet.Column, nrows int) (_ *pqCol
 		if err != nil {
 			return nil, err
 		}
-		n := int(p.NumValues())
-		reps, defs := p.RepetitionLevels(), p.DefinitionLevels()
-		values := n
-		if lv.maxRep > 0 || lv.maxDef > 0 {
-			if (lv.maxRep > 0 && len(reps) != n) || (lv.maxDef > 0 && len(defs) != n) {
-				parquet.Release(p)
-				return nil, fmt.Errorf("page of %d values has %d repetition and %d definition levels", n, len(reps), len(defs))
-			}
-			values = 0
-			for i := 0; i < n; i++ {
-				rep, def := 0, 0
-				if lv.maxRep > 0 {
-					rep = int(reps[i])
-				}
-				if lv.maxDef > 0 {
-					def = int(defs[i])
-				}
-				if def == lv.maxDef && lv.maxRep <= 1 && (rep == 0 || lv.rows > 0) {
-					// fast path: a present value of a scalar or a flat list
-					if rep == 0 {
-						if err := lv.closeFrom(1); err != nil {
-							parquet.Release(p)
-							return nil, err
-						}
-						lv.rows++
-						if lv.maxRep == 1 {
-							lv.open[1], lv.count[1] = true, 0
-						}
-					}
-					if lv.maxRep == 1 {
-						lv.count[1]++
-					}
-					values++
-					continue
-				}
-				if lv.rows == 0 && rep != 0 {
-					parquet.Release(p)
-					return nil, errors.New("first value continues a row")
-				}
-				ok, err := lv.entry(rep, def)
-				if err != nil {
-					parquet.Release(p)
-					return nil, err
-				}
-				if ok {
-					values++
-				}
-			}
-		} else {
-			lv.rows += n
+		values, err := lv.page(p)
+		if err == nil {
+			out.data, err = pqAppend(out.data, p, values, size)
 		}
-		out.data, err = pqAppend(out.data, p, values, size)
 		parquet.Release(p)
 		if err != nil {
 			return nil, err
@@ -423,6 +414,82 @@ func pqRead(pf *parquet.File, rg int, leaf *parquet.Column, nrows int) (_ *pqCol
 	return out, nil
 }
 
+// pqMaxValues bounds the values of a column chunk allocated up front
+// from the footer's count (a corrupt footer must not allocate gigabytes).
+const pqMaxValues = 1 << 20
+
+// alignedBytes returns an empty byte slice of capacity n whose array is
+// 8-byte aligned (so it can be viewed as []int64 or []float64).
+func alignedBytes(n int) []byte {
+	w := make([]uint64, (n+7)/8)
+	if len(w) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), n)[:0]
+}
+
+// page records the levels of page p and returns its number of values.
+func (lv *pqLevels) page(p parquet.Page) (int, error) {
+	n := int(p.NumValues())
+	if lv.maxRep == 0 && lv.maxDef == 0 {
+		lv.rows += n
+		return n, nil
+	}
+	reps, defs := p.RepetitionLevels(), p.DefinitionLevels()
+	if (lv.maxRep > 0 && len(reps) != n) || (lv.maxDef > 0 && len(defs) != n) {
+		return 0, fmt.Errorf("page of %d values has %d repetition and %d definition levels", n, len(reps), len(defs))
+	}
+	full := lv.maxDef == 0 || bytes.Count(defs, []byte{byte(lv.maxDef)}) == n
+	switch {
+	case lv.maxRep == 0 && full:
+		lv.rows += n // an optional scalar, every value present
+		return n, nil
+	case lv.maxRep == 1 && full && (n == 0 || reps[0] == 0 || lv.rows > 0):
+		// a list of numbers, every value present: check the lengths
+		for _, r := range reps {
+			if r == 0 {
+				if lv.open[1] {
+					if lv.dims[1] < 0 {
+						lv.dims[1] = lv.count[1]
+					} else if lv.dims[1] != lv.count[1] {
+						return 0, fmt.Errorf("list of %d values, previous frames have %d", lv.count[1], lv.dims[1])
+					}
+				}
+				lv.rows++
+				lv.open[1], lv.count[1] = true, 0
+			} else if r > 1 {
+				return 0, errors.New("level out of range")
+			}
+			lv.count[1]++
+		}
+		return n, nil
+	}
+	values := 0
+	for i := 0; i < n; i++ {
+		rep, def := 0, 0
+		if lv.maxRep > 0 {
+			rep = int(reps[i])
+		}
+		if lv.maxDef > 0 {
+			def = int(defs[i])
+		}
+		if rep > lv.maxRep || def > lv.maxDef {
+			return 0, errors.New("level out of range")
+		}
+		if lv.rows == 0 && rep != 0 {
+			return 0, errors.New("first value continues a row")
+		}
+		ok, err := lv.entry(rep, def)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			values++
+		}
+	}
+	return values, nil
+}
+
 // pqAppend appends the values of page p (n of them, each size bytes in
 // the output) to dst, resolving dictionary indices.
 func pqAppend(dst []byte, p parquet.Page, n, size int) ([]byte, error) {
@@ -432,16 +499,26 @@ func pqAppend(dst []byte, p parquet.Page, n, size int) ([]byte, error) {
 		if len(idx) != n {
 			return nil, fmt.Errorf("page has %d dictionary indices for %d values", len(idx), n)
 		}
-		dv := dict.Page().Data()
-		raw, width, err := pqRaw(dv, dict.Len())
+		nd := dict.Len()
+		if k := indexOutOf(idx, int32(nd)); k >= 0 {
+			return nil, fmt.Errorf("dictionary index %d out of range (%d values)", idx[k], nd)
+		}
+		raw, width, err := pqRaw(dict.Page().Data(), nd)
 		if err != nil {
 			return nil, err
 		}
-		for _, i := range idx {
-			if i < 0 || int(i) >= dict.Len() {
-				return nil, fmt.Errorf("dictionary index %d out of range (%d values)", i, dict.Len())
+		at := len(dst)
+		dst = slices.Grow(dst, n*size)[:at+n*size]
+		out := dst[at:]
+		switch {
+		case width == 8 && size == 8:
+			gather(unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(out))), n), unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(raw))), nd), idx)
+		case width == 4 && size == 4:
+			gather(unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(out))), n), unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(raw))), nd), idx)
+		default:
+			for k, i := range idx {
+				copy(out[k*size:(k+1)*size], raw[int(i)*width:])
 			}
-			dst = pqPut(dst, raw[int(i)*width:int(i+1)*width], size)
 		}
 		return dst, nil
 	}
@@ -452,14 +529,23 @@ func pqAppend(dst []byte, p parquet.Page, n, size int) ([]byte, error) {
 	if width == size {
 		return append(dst, raw[:n*width]...), nil
 	}
+	at := len(dst)
+	dst = slices.Grow(dst, n*size)[:at+n*size]
 	for i := 0; i < n; i++ {
-		dst = pqPut(dst, raw[i*width:(i+1)*width], size)
+		copy(dst[at+i*size:at+(i+1)*size], raw[i*width:])
 	}
 	return dst, nil
 }
 
+// gather sets dst[k] = src[idx[k]] (indices checked by the caller).
+func gather[T any](dst, src []T, idx []int32) {
+	for k, i := range idx {
+		dst[k] = src[i]
+	}
+}
+
 // pqRaw returns n values of v as little-endian bytes of width bytes each
-// (booleans unpacked to one byte).
+// (booleans unpacked to one byte), aliasing v's buffers where it can.
 func pqRaw(v encoding.Values, n int) ([]byte, int, error) {
 	var raw []byte
 	width := 0
@@ -493,26 +579,23 @@ func pqRaw(v encoding.Values, n int) ([]byte, int, error) {
 	return raw, width, nil
 }
 
-// pqPut appends the first size bytes of the little-endian value v
-// (narrowing an int32 to int8/int16).
-func pqPut(dst, v []byte, size int) []byte { return append(dst, v[:size]...) }
-
-// leBytes returns the little-endian bytes of s (a copy). parquet
-// values are little-endian, as are the platforms Go and lrstream run on.
+// leBytes returns the little-endian bytes of s (an alias: parquet values
+// are little-endian, as are the platforms Go and lrstream run on).
 func leBytes[T int32 | float32 | int64 | float64](s []T) []byte {
 	if len(s) == 0 {
 		return nil
 	}
-	return bytes.Clone(unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(s[0]))))
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(s[0])))
 }
 
 // readUnitPQ is ReadUnit on parquet-go.
 func readUnitPQ(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit, opts Options, feats []schema.Feature) (*Batch, error) {
-	pf, f, rg, err := pqOpen(ctx, src, u.File, u.meta, u.RowGroup)
+	g, f, err := pqOpen(ctx, src, &u)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	pf, rg := g.pf, g.rg
 	ep := int64(-1)
 	if len(u.Episodes) == 1 {
 		ep = u.Episodes[0]
@@ -561,7 +644,7 @@ func readUnitPQ(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Uni
 		if err != nil {
 			return nil, colErr(name, err)
 		}
-		c, err := pqRead(pf, rg, leaf, nrows)
+		c, err := pqRead(g, leaf, nrows)
 		if err != nil {
 			return nil, colErr(name, err)
 		}
@@ -620,12 +703,13 @@ func readUnitPQ(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Uni
 	}
 	d := decoder{src: src, u: &u, n: nrows, keep: keep, b: b, langs: map[string]langReader{}}
 	for _, name := range langs {
-		fl, err := pqReadLang(pf, rg, name, nrows)
+		fl, err := pqReadLang(g, name, nrows)
 		if err != nil {
 			e := colErr(name, err)
 			e.Episode = ep
 			return nil, e
 		}
+		defer fl.release()
 		d.langs[name] = fl
 	}
 	if err := d.language(); err != nil {
@@ -715,10 +799,19 @@ func dtypeName(dtype string) string {
 	return dtype
 }
 
-// pqInts converts a scalar integer column to int64 values.
+// pqInts converts a scalar integer column to int64 values (the column's
+// own memory when it holds int64 already).
 func pqInts(c *pqColumn) ([]int64, error) {
 	if len(c.dims) != 0 {
 		return nil, errors.New("unexpected list column")
+	}
+	if (c.dtype == "<i8" || c.dtype == "<u8") && len(c.data) == 8*c.rows {
+		if c.rows == 0 {
+			return []int64{}, nil
+		}
+		if p := unsafe.Pointer(unsafe.SliceData(c.data)); uintptr(p)%8 == 0 {
+			return unsafe.Slice((*int64)(p), c.rows), nil
+		}
 	}
 	out := make([]int64, c.rows)
 	for i := range out {
@@ -755,12 +848,13 @@ func pqFloats(c *pqColumn, keep []int) ([]float32, error) {
 		n = len(keep)
 	}
 	out := make([]float32, n)
+	f4 := c.dtype == "<f4"
 	for i := range out {
 		r := i
 		if keep != nil {
 			r = keep[i]
 		}
-		if c.dtype == "<f4" {
+		if f4 {
 			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(c.data[4*r:]))
 		} else {
 			out[i] = float32(math.Float64frombits(binary.LittleEndian.Uint64(c.data[8*r:])))

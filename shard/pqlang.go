@@ -47,11 +47,15 @@ type pqLangLeaf struct {
 	col            *parquet.Column
 	kind           pqValueKind
 	maxRep, maxDef int
-	rep, def       []byte   // per entry (nil when the max level is 0)
-	idx            []int32  // per value, into vals
-	vals           [][]byte // the value table, aliasing page buffers
-	rowStart       []int32  // per row, first entry (nrows+1)
-	valStart       []int32  // per row, first value (nrows+1)
+	rep, def       []byte         // per entry (nil when the max level is 0)
+	idx            []int32        // per value, into vals
+	vals           [][]byte       // the value table, aliasing page buffers
+	rowStart       []int32        // per row, first entry (nrows+1)
+	valStart       []int32        // per row, first value (nrows+1)
+	entries, nulls int            // level entries, and those without a value
+	nidx           int            // values (len(idx) once read)
+	ident          bool           // while reading: idx is 0..nidx-1, not yet materialised
+	pages          []parquet.Page // held while rep, def, idx or vals alias them
 	// cursors while a frame is assembled
 	cur, vcur int
 }
@@ -221,7 +225,8 @@ func pqTree(pf *parquet.File, c *parquet.Column, def, rep int, leaves *[]*pqLang
 }
 
 // pqReadLang reads language column name of row group rg.
-func pqReadLang(pf *parquet.File, rg int, name string, nrows int) (_ *pqLang, err error) {
+func pqReadLang(g *pqGroup, name string, nrows int) (_ *pqLang, err error) {
+	pf := g.pf
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("corrupt column chunk: %v", r)
@@ -229,13 +234,21 @@ func pqReadLang(pf *parquet.File, rg int, name string, nrows int) (_ *pqLang, er
 	}()
 	c := pf.Root().Column(name)
 	fl := &pqLang{name: name, persistent: name == schema.ColumnPersistent}
+	defer func() {
+		if err != nil {
+			fl.release()
+		}
+	}()
 	root, err := pqTree(pf, c, 0, 0, &fl.leaves)
 	if err != nil {
 		return nil, err
 	}
 	fl.root = root
-	for _, l := range fl.leaves {
-		if err := l.read(pf, rg, nrows); err != nil {
+	for i, l := range fl.leaves {
+		if err := l.read(g); err != nil {
+			return nil, fmt.Errorf("leaf %s: %w", l.col.Name(), err)
+		}
+		if err := l.index(nrows, fl.leaves[:i]); err != nil {
 			return nil, fmt.Errorf("leaf %s: %w", l.col.Name(), err)
 		}
 	}
@@ -251,6 +264,10 @@ func pqReadLang(pf *parquet.File, rg int, name string, nrows int) (_ *pqLang, er
 	for r := 0; r < nrows; r++ {
 		s, e := int(l.rowStart[r]), int(l.rowStart[r+1])
 		if l.defAt(s) < root.listDef {
+			continue
+		}
+		if l.maxRep == 1 {
+			fl.rowLen[r] = int32(e - s)
 			continue
 		}
 		n := int32(0)
@@ -307,27 +324,16 @@ func pqReadLang(pf *parquet.File, rg int, name string, nrows int) (_ *pqLang, er
 	return fl, nil
 }
 
-// read decodes the leaf's pages.
-func (l *pqLangLeaf) read(pf *parquet.File, rg, nrows int) error {
-	cc := pf.RowGroups()[rg].ColumnChunks()[l.col.Index()]
-	pages := cc.Pages()
+// read decodes the leaf's pages. A chunk of one data page (the usual
+// case) is not copied: the leaf's levels and dictionary indices alias the
+// page's buffers, and the page is held until release. Rows and values are
+// indexed afterwards (index), once per distinct level sequence.
+func (l *pqLangLeaf) read(g *pqGroup) error {
+	pages := g.pages(l.col.Index())
 	defer pages.Close()
 	var lastDict parquet.Dictionary
 	dictBase := int32(0)
-	l.rowStart = make([]int32, 0, nrows+1)
-	l.valStart = make([]int32, 0, nrows+1)
-	if n := cc.NumValues(); n > 0 && n <= 1<<28 {
-		if l.maxRep > 0 {
-			l.rep = make([]byte, 0, n)
-		}
-		if l.maxDef > 0 {
-			l.def = make([]byte, 0, n)
-		}
-		if l.kind != pqNull {
-			l.idx = make([]int32, 0, n)
-		}
-	}
-	entries := 0
+	l.ident = true
 	for {
 		p, err := pages.ReadPage()
 		if err == io.EOF {
@@ -336,40 +342,30 @@ func (l *pqLangLeaf) read(pf *parquet.File, rg, nrows int) error {
 		if err != nil {
 			return err
 		}
+		l.pages = append(l.pages, p)
 		n := int(p.NumValues())
 		reps, defs := p.RepetitionLevels(), p.DefinitionLevels()
 		if (l.maxRep > 0 && len(reps) != n) || (l.maxDef > 0 && len(defs) != n) {
 			return fmt.Errorf("page of %d values has %d repetition and %d definition levels", n, len(reps), len(defs))
 		}
-		values := 0
-		for i := 0; i < n; i++ {
-			rep, def := 0, l.maxDef
-			if l.maxRep > 0 {
-				rep = int(reps[i])
-			}
-			if l.maxDef > 0 {
-				def = int(defs[i])
-			}
-			if rep > l.maxRep || def > l.maxDef {
-				return errors.New("level out of range")
-			}
-			if rep == 0 {
-				l.rowStart = append(l.rowStart, int32(entries+i))
-				l.valStart = append(l.valStart, int32(len(l.idx)+values))
-			} else if entries+i == 0 {
-				return errors.New("first value continues a row")
-			}
-			if def == l.maxDef {
-				values++
-			}
+		if l.maxRep > 0 && n > 0 && l.entries == 0 && reps[0] != 0 {
+			return errors.New("first value continues a row")
 		}
+		if l.maxRep > 0 && !levelsWithin(reps, l.maxRep) || l.maxDef > 0 && !levelsWithin(defs, l.maxDef) {
+			return errors.New("level out of range")
+		}
+		values := n
+		if l.maxDef > 0 {
+			values = bytes.Count(defs, []byte{byte(l.maxDef)}) // vectorised
+		}
+		l.nulls += n - values
 		if l.maxRep > 0 {
-			l.rep = append(l.rep, reps...)
+			l.rep = appendAlias(l.rep, reps)
 		}
 		if l.maxDef > 0 {
-			l.def = append(l.def, defs...)
+			l.def = appendAlias(l.def, defs)
 		}
-		entries += n
+		l.entries += n
 		if l.kind == pqNull {
 			if values > 0 {
 				return errors.New("values in a null-typed column")
@@ -387,12 +383,21 @@ func (l *pqLangLeaf) read(pf *parquet.File, rg, nrows int) error {
 				return fmt.Errorf("page has %d dictionary indices for %d values", len(idx), values)
 			}
 			nd := int32(dict.Len())
-			for _, i := range idx {
-				if i < 0 || i >= nd {
-					return fmt.Errorf("dictionary index %d out of range (%d values)", i, nd)
-				}
-				l.idx = append(l.idx, dictBase+i)
+			if k := indexOutOf(idx, nd); k >= 0 {
+				return fmt.Errorf("dictionary index %d out of range (%d values)", idx[k], nd)
 			}
+			if l.ident && l.nidx > 0 {
+				l.idx = identity(l.nidx) // plain pages before: materialise
+			}
+			l.ident = false
+			if dictBase == 0 {
+				l.idx = appendAlias(l.idx, idx)
+			} else {
+				for _, i := range idx {
+					l.idx = append(l.idx, dictBase+i)
+				}
+			}
+			l.nidx += len(idx)
 			continue
 		}
 		base := int32(len(l.vals))
@@ -400,16 +405,145 @@ func (l *pqLangLeaf) read(pf *parquet.File, rg, nrows int) error {
 		if int(int32(len(l.vals))-base) != values {
 			return fmt.Errorf("page has %d values, levels say %d", int32(len(l.vals))-base, values)
 		}
-		for i := int32(0); i < int32(values); i++ {
-			l.idx = append(l.idx, base+i)
+		if !l.ident {
+			for i := int32(0); i < int32(values); i++ {
+				l.idx = append(l.idx, base+i)
+			}
+		}
+		l.nidx += values
+	}
+	if l.ident && l.kind != pqNull {
+		l.idx = identity(l.nidx)
+	}
+	return nil
+}
+
+// index computes the leaf's row and value starts, sharing them with an
+// earlier leaf of the same levels (the fields of a row struct usually
+// have the same repetition levels, and the same definition levels when
+// none is null).
+func (l *pqLangLeaf) index(nrows int, prev []*pqLangLeaf) error {
+	for _, o := range prev {
+		if o.entries == l.entries && bytes.Equal(o.rep, l.rep) {
+			l.rowStart = o.rowStart
+			switch {
+			case l.nulls == 0:
+				l.valStart = l.rowStart
+			case o.maxDef == l.maxDef && bytes.Equal(o.def, l.def):
+				l.valStart = o.valStart
+			default:
+				l.valStart = valueStarts(l.rowStart, l.def, l.maxDef)
+			}
+			return nil
 		}
 	}
-	if len(l.rowStart) != nrows {
-		return fmt.Errorf("%d rows decoded, footer says %d", len(l.rowStart), nrows)
+	if l.rep == nil {
+		if l.entries != nrows {
+			return fmt.Errorf("%d rows decoded, footer says %d", l.entries, nrows)
+		}
+		l.rowStart = identity(nrows + 1)
+	} else {
+		l.rowStart = make([]int32, 0, nrows+1)
+		for i, r := range l.rep {
+			if r == 0 {
+				if len(l.rowStart) == nrows {
+					return fmt.Errorf("more rows than the footer's %d", nrows)
+				}
+				l.rowStart = append(l.rowStart, int32(i))
+			}
+		}
+		if len(l.rowStart) != nrows {
+			return fmt.Errorf("%d rows decoded, footer says %d", len(l.rowStart), nrows)
+		}
+		l.rowStart = append(l.rowStart, int32(l.entries))
 	}
-	l.rowStart = append(l.rowStart, int32(entries))
-	l.valStart = append(l.valStart, int32(len(l.idx)))
+	if l.nulls == 0 {
+		l.valStart = l.rowStart
+	} else {
+		l.valStart = valueStarts(l.rowStart, l.def, l.maxDef)
+	}
 	return nil
+}
+
+// valueStarts returns, per row, the index of its first present value.
+func valueStarts(rowStart []int32, def []byte, maxDef int) []int32 {
+	out := make([]int32, len(rowStart))
+	v, e := int32(0), 0
+	md := byte(maxDef)
+	for r := 0; r+1 < len(rowStart); r++ {
+		out[r] = v
+		for end := int(rowStart[r+1]); e < end; e++ {
+			if def[e] == md {
+				v++
+			}
+		}
+	}
+	out[len(out)-1] = v
+	return out
+}
+
+// release returns the leaf's pages to parquet-go's buffer pool.
+func (l *pqLangLeaf) release() {
+	for _, p := range l.pages {
+		parquet.Release(p)
+	}
+	l.pages = nil
+}
+
+// appendAlias appends s to dst: the first non-empty slice is aliased
+// (capped, so a later append copies it out).
+func appendAlias[T any](dst, s []T) []T {
+	if len(dst) == 0 {
+		return s[:len(s):len(s)]
+	}
+	return append(dst, s...)
+}
+
+// levelsWithin reports whether every level is at most max. Levels are
+// decoded at the bit width of max, so only a max that is not 2^k-1 can
+// be exceeded.
+func levelsWithin(s []byte, max int) bool {
+	if max&(max+1) == 0 {
+		return true
+	}
+	m := byte(0)
+	for _, v := range s {
+		m = max8(m, v)
+	}
+	return int(m) <= max
+}
+
+func max8(a, b byte) byte {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// indexOutOf returns the position of the first index outside [0, n), or -1.
+func indexOutOf(idx []int32, n int32) int {
+	bad := false
+	for _, i := range idx {
+		bad = bad || uint32(i) >= uint32(n)
+	}
+	if !bad {
+		return -1
+	}
+	for k, i := range idx {
+		if uint32(i) >= uint32(n) {
+			return k
+		}
+	}
+	return -1
+}
+
+// identity returns 0..n-1.
+func identity(n int) []int32 {
+	s := make([]int32, n)
+	for i := range s {
+		s[i] = int32(i)
+	}
+	return s
 }
 
 // pqTable appends the n values of v to the table, aliasing v's buffers.
@@ -429,6 +563,14 @@ func pqTable(tab [][]byte, v encoding.Values, n int) [][]byte {
 		tab = append(tab, raw[i*w:(i+1)*w:(i+1)*w])
 	}
 	return tab
+}
+
+// release returns the column's pages to parquet-go's buffer pool; the
+// rows decoded from it stay valid (they copy what they keep).
+func (fl *pqLang) release() {
+	for _, l := range fl.leaves {
+		l.release()
+	}
 }
 
 // frameLen returns the number of rows of frame r.
@@ -483,12 +625,8 @@ func (fl *pqLang) repeats(r, end int) bool {
 		if !periodic(int32Bytes(l.idx[vs:ve]), int64(4*(vp-vs))) {
 			return false
 		}
-		// rows must start at the period's boundaries
-		for k := r + 1; k < end; k++ {
-			if int(l.rowStart[k]) != s+(k-r)*(p-s) {
-				return false
-			}
-		}
+		// periodic levels starting with one row of length p-s, ending at
+		// rowStart[end]: the rows start at the period's boundaries
 	}
 	return true
 }
