@@ -444,6 +444,22 @@ func (lv *pqLevels) page(p parquet.Page) (int, error) {
 	case lv.maxRep == 0 && full:
 		lv.rows += n // an optional scalar, every value present
 		return n, nil
+	case lv.maxRep == 1 && full && n > 0 && reps[0] == 0 && uniformLists(reps, lv.dims[1]):
+		// lists of one length (a vector feature): whole rows only
+		if err := lv.closeFrom(1); err != nil {
+			return 0, err
+		}
+		k := lv.dims[1]
+		if k < 0 {
+			k = bytes.IndexByte(reps[1:], 0) + 1
+			if k == 0 {
+				k = n
+			}
+			lv.dims[1] = k
+		}
+		lv.rows += n / k
+		lv.open[1], lv.count[1] = true, k
+		return n, nil
 	case lv.maxRep == 1 && full && (n == 0 || reps[0] == 0 || lv.rows > 0):
 		// a list of numbers, every value present: check the lengths
 		for _, r := range reps {
@@ -488,6 +504,28 @@ func (lv *pqLevels) page(p parquet.Page) (int, error) {
 		}
 	}
 	return values, nil
+}
+
+// uniformLists reports whether the repetition levels reps (starting a
+// row) are whole lists of one length: k when k > 0, else the first
+// list's. Compared as bytes: the levels are periodic with the list
+// length, and the first period is one 0 and then 1s.
+func uniformLists(reps []byte, k int) bool {
+	if k <= 0 {
+		k = bytes.IndexByte(reps[1:], 0) + 1
+		if k == 0 {
+			k = len(reps)
+		}
+	}
+	if len(reps)%k != 0 || !periodic(reps, int64(k)) {
+		return false
+	}
+	for _, r := range reps[1:k] {
+		if r != 1 {
+			return false
+		}
+	}
+	return true
 }
 
 // pqAppend appends the values of page p (n of them, each size bytes in

@@ -47,14 +47,17 @@ type pqLangLeaf struct {
 	col            *parquet.Column
 	kind           pqValueKind
 	maxRep, maxDef int
-	rep, def       []byte         // per entry (nil when the max level is 0)
-	idx            []int32        // per value, into vals
-	vals           [][]byte       // the value table, aliasing page buffers
-	rowStart       []int32        // per row, first entry (nrows+1)
-	valStart       []int32        // per row, first value (nrows+1)
+	rep, def       []byte    // per entry (nil when the max level is 0)
+	idx            []int32   // per value, into vals
+	vals           [][]byte  // the value table, aliasing page buffers
+	rowStart       []int32   // per row, first entry (nrows+1)
+	strs           []*string // str's strings, per value table entry
+	// valAt's cursor: the values before entry curE (see valAt)
+	curE, curV     int
 	entries, nulls int            // level entries, and those without a value
 	nidx           int            // values (len(idx) once read)
 	ident          bool           // while reading: idx is 0..nidx-1, not yet materialised
+	lazy           bool           // idx holds indices not checked against vals (see at)
 	pages          []parquet.Page // held while rep, def, idx or vals alias them
 	// cursors while a frame is assembled
 	cur, vcur int
@@ -374,6 +377,9 @@ func (l *pqLangLeaf) read(g *pqGroup) error {
 		}
 		if dict := p.Dictionary(); dict != nil {
 			if dict != lastDict {
+				if err := l.checkLazy(); err != nil {
+					return err
+				}
 				lastDict, dictBase = dict, int32(len(l.vals))
 				l.vals = pqTable(l.vals, dict.Page().Data(), dict.Len())
 			}
@@ -382,23 +388,30 @@ func (l *pqLangLeaf) read(g *pqGroup) error {
 			if len(idx) != values {
 				return fmt.Errorf("page has %d dictionary indices for %d values", len(idx), values)
 			}
-			nd := int32(dict.Len())
-			if k := indexOutOf(idx, nd); k >= 0 {
-				return fmt.Errorf("dictionary index %d out of range (%d values)", idx[k], nd)
-			}
 			if l.ident && l.nidx > 0 {
 				l.idx = identity(l.nidx) // plain pages before: materialise
 			}
 			l.ident = false
 			if dictBase == 0 {
+				// the value table is this dictionary: the indices are checked
+				// where they are used (pqLangLeaf.at), or before the table
+				// grows (checkLazy)
 				l.idx = appendAlias(l.idx, idx)
+				l.lazy = true
 			} else {
+				nd := int32(dict.Len())
+				if k := indexOutOf(idx, nd); k >= 0 {
+					return fmt.Errorf("dictionary index %d out of range (%d values)", idx[k], nd)
+				}
 				for _, i := range idx {
 					l.idx = append(l.idx, dictBase+i)
 				}
 			}
 			l.nidx += len(idx)
 			continue
+		}
+		if err := l.checkLazy(); err != nil {
+			return err
 		}
 		base := int32(len(l.vals))
 		l.vals = pqTable(l.vals, p.Data(), values)
@@ -418,22 +431,13 @@ func (l *pqLangLeaf) read(g *pqGroup) error {
 	return nil
 }
 
-// index computes the leaf's row and value starts, sharing them with an
-// earlier leaf of the same levels (the fields of a row struct usually
-// have the same repetition levels, and the same definition levels when
-// none is null).
+// index computes the leaf's row starts, sharing them with an earlier leaf
+// of the same repetition levels (the fields of a row struct usually have
+// the same).
 func (l *pqLangLeaf) index(nrows int, prev []*pqLangLeaf) error {
 	for _, o := range prev {
 		if o.entries == l.entries && bytes.Equal(o.rep, l.rep) {
 			l.rowStart = o.rowStart
-			switch {
-			case l.nulls == 0:
-				l.valStart = l.rowStart
-			case o.maxDef == l.maxDef && bytes.Equal(o.def, l.def):
-				l.valStart = o.valStart
-			default:
-				l.valStart = valueStarts(l.rowStart, l.def, l.maxDef)
-			}
 			return nil
 		}
 	}
@@ -442,44 +446,61 @@ func (l *pqLangLeaf) index(nrows int, prev []*pqLangLeaf) error {
 			return fmt.Errorf("%d rows decoded, footer says %d", l.entries, nrows)
 		}
 		l.rowStart = identity(nrows + 1)
-	} else {
-		l.rowStart = make([]int32, 0, nrows+1)
-		for i, r := range l.rep {
-			if r == 0 {
-				if len(l.rowStart) == nrows {
-					return fmt.Errorf("more rows than the footer's %d", nrows)
-				}
-				l.rowStart = append(l.rowStart, int32(i))
-			}
-		}
-		if len(l.rowStart) != nrows {
-			return fmt.Errorf("%d rows decoded, footer says %d", len(l.rowStart), nrows)
-		}
-		l.rowStart = append(l.rowStart, int32(l.entries))
+		return nil
 	}
-	if l.nulls == 0 {
-		l.valStart = l.rowStart
-	} else {
-		l.valStart = valueStarts(l.rowStart, l.def, l.maxDef)
+	l.rowStart = make([]int32, 0, nrows+1)
+	for i, r := range l.rep {
+		if r == 0 {
+			if len(l.rowStart) == nrows {
+				return fmt.Errorf("more rows than the footer's %d", nrows)
+			}
+			l.rowStart = append(l.rowStart, int32(i))
+		}
+	}
+	if len(l.rowStart) != nrows {
+		return fmt.Errorf("%d rows decoded, footer says %d", len(l.rowStart), nrows)
+	}
+	l.rowStart = append(l.rowStart, int32(l.entries))
+	return nil
+}
+
+// checkLazy checks the indices not checked yet against the value table,
+// before it grows.
+func (l *pqLangLeaf) checkLazy() error {
+	if !l.lazy {
+		return nil
+	}
+	l.lazy = false
+	if k := indexOutOf(l.idx, int32(len(l.vals))); k >= 0 {
+		return fmt.Errorf("dictionary index %d out of range (%d values)", l.idx[k], len(l.vals))
 	}
 	return nil
 }
 
-// valueStarts returns, per row, the index of its first present value.
-func valueStarts(rowStart []int32, def []byte, maxDef int) []int32 {
-	out := make([]int32, len(rowStart))
-	v, e := int32(0), 0
-	md := byte(maxDef)
-	for r := 0; r+1 < len(rowStart); r++ {
-		out[r] = v
-		for end := int(rowStart[r+1]); e < end; e++ {
-			if def[e] == md {
-				v++
-			}
-		}
+// at returns value k of the table; an index out of range (a corrupt
+// page) panics with an error, which decodeFrame returns.
+func (l *pqLangLeaf) at(k int32) []byte {
+	if uint32(k) >= uint32(len(l.vals)) {
+		panic(fmt.Errorf("leaf %s: dictionary index %d out of range (%d values)", l.col.Name(), k, len(l.vals)))
 	}
-	out[len(out)-1] = v
-	return out
+	return l.vals[k]
+}
+
+// valAt returns the index in idx of row r's first value: the row's first
+// entry when no entry is null, else counted from the previous call's row
+// (rows are visited in order, mostly).
+func (l *pqLangLeaf) valAt(r int) int {
+	e := int(l.rowStart[r])
+	if l.nulls == 0 {
+		return e
+	}
+	if e >= l.curE {
+		l.curV += bytes.Count(l.def[l.curE:e], []byte{byte(l.maxDef)})
+	} else {
+		l.curV -= bytes.Count(l.def[e:l.curE], []byte{byte(l.maxDef)})
+	}
+	l.curE = e
+	return l.curV
 }
 
 // release returns the leaf's pages to parquet-go's buffer pool.
@@ -501,32 +522,41 @@ func appendAlias[T any](dst, s []T) []T {
 
 // levelsWithin reports whether every level is at most max. Levels are
 // decoded at the bit width of max, so only a max that is not 2^k-1 can
-// be exceeded.
+// be exceeded. Eight levels at a time: a byte b <= 127 exceeds max iff
+// b + (127-max) has its high bit set (no carry into the next byte), and
+// a byte >= 128 has it set already.
 func levelsWithin(s []byte, max int) bool {
 	if max&(max+1) == 0 {
 		return true
 	}
-	m := byte(0)
+	if max > 127 {
+		for _, v := range s {
+			if int(v) > max {
+				return false
+			}
+		}
+		return true
+	}
+	k := uint64(127-max) * 0x0101010101010101
+	var acc uint64
+	for len(s) >= 8 {
+		w := binary.LittleEndian.Uint64(s)
+		acc |= w | (w + k)
+		s = s[8:]
+	}
 	for _, v := range s {
-		m = max8(m, v)
+		acc |= uint64(v) | (uint64(v) + uint64(127-max))
 	}
-	return int(m) <= max
-}
-
-func max8(a, b byte) byte {
-	if a > b {
-		return a
-	}
-	return b
+	return acc&0x8080808080808080 == 0
 }
 
 // indexOutOf returns the position of the first index outside [0, n), or -1.
 func indexOutOf(idx []int32, n int32) int {
-	bad := false
+	var m uint32 // the largest index, as unsigned (negatives are large)
 	for _, i := range idx {
-		bad = bad || uint32(i) >= uint32(n)
+		m = max(m, uint32(i))
 	}
-	if !bad {
+	if m < uint32(n) {
 		return -1
 	}
 	for k, i := range idx {
@@ -587,7 +617,9 @@ func (fl *pqLang) sameFrames(r1, r2 int) bool {
 		if l.rep != nil && !bytes.Equal(l.rep[a0:a1], l.rep[b0:b1]) || l.def != nil && !bytes.Equal(l.def[a0:a1], l.def[b0:b1]) {
 			return false
 		}
-		va, vb := l.idx[l.valStart[r1]:l.valStart[r1+1]], l.idx[l.valStart[r2]:l.valStart[r2+1]]
+		a, b := l.valAt(r1), l.valAt(r1+1)
+		c, d := l.valAt(r2), l.valAt(r2+1)
+		va, vb := l.idx[a:b], l.idx[c:d]
 		if len(va) != len(vb) {
 			return false
 		}
@@ -595,7 +627,7 @@ func (fl *pqLang) sameFrames(r1, r2 int) bool {
 			continue
 		}
 		for k := range va {
-			if !bytes.Equal(l.vals[va[k]], l.vals[vb[k]]) {
+			if uint32(va[k]) >= uint32(len(l.vals)) || uint32(vb[k]) >= uint32(len(l.vals)) || !bytes.Equal(l.vals[va[k]], l.vals[vb[k]]) {
 				return false
 			}
 		}
@@ -618,7 +650,7 @@ func (fl *pqLang) repeats(r, end int) bool {
 		if l.rep != nil && !periodic(l.rep[s:e], int64(p-s)) || l.def != nil && !periodic(l.def[s:e], int64(p-s)) {
 			return false
 		}
-		vs, vp, ve := int(l.valStart[r]), int(l.valStart[r+1]), int(l.valStart[end])
+		vs, vp, ve := l.valAt(r), l.valAt(r+1), l.valAt(end)
 		if (ve-vs)%max(vp-vs, 1) != 0 || (vp == vs && ve != vs) {
 			return false
 		}
@@ -649,11 +681,15 @@ func (fl *pqLang) decodeFrame(r int, buf *jsonBuf) (rows []schema.Row, err error
 	}
 	defer func() {
 		if p := recover(); p != nil {
+			if e, ok := p.(error); ok {
+				rows, err = nil, fmt.Errorf("corrupt page: %w", e)
+				return
+			}
 			rows, err = nil, fmt.Errorf("corrupt levels: %v", p)
 		}
 	}()
 	for _, l := range fl.leaves {
-		l.cur, l.vcur = int(l.rowStart[r]), int(l.valStart[r])
+		l.cur, l.vcur = int(l.rowStart[r]), l.valAt(r)
 	}
 	rows = make([]schema.Row, n)
 	for j := range rows {
@@ -744,22 +780,44 @@ func (n *pqNode) value() []byte {
 	if def < l.maxDef {
 		return nil
 	}
-	v := l.vals[l.idx[l.vcur]]
+	v := l.at(l.idx[l.vcur])
 	l.vcur++
 	return v
 }
 
+// str consumes the next entry of leaf node n and returns its value as a
+// string, nil when null. The strings of a small value table (a dictionary)
+// are made once per row group and shared by the rows that hold them.
 func (n *pqNode) str() *string {
 	if n == nil {
 		return nil
 	}
-	v := n.value()
-	if v == nil {
+	l := n.leaf
+	def := l.defAt(l.cur)
+	l.cur++
+	if def < l.maxDef {
 		return nil
 	}
+	k := l.idx[l.vcur]
+	l.vcur++
+	v := l.at(k)
+	if len(l.vals) > pqStringCache {
+		s := string(v)
+		return &s
+	}
+	if l.strs == nil {
+		l.strs = make([]*string, len(l.vals))
+	}
+	if p := l.strs[k]; p != nil {
+		return p
+	}
 	s := string(v)
+	l.strs[k] = &s
 	return &s
 }
+
+// pqStringCache bounds the value tables whose strings str shares.
+const pqStringCache = 4096
 
 // appendNode writes the next value of n as JSON; text says list elements
 // of n are JSON text to compact.
