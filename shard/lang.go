@@ -335,6 +335,7 @@ func pqReadLang(g *pqGroup, name string, nrows int) (_ *pqLang, err error) {
 func (l *pqLangLeaf) read(g *pqGroup) error {
 	pages := g.pages(l.col.Index())
 	defer pages.Close()
+	total := int(g.numValues(l.col.Index())) // for appendAlias
 	var lastDict parquet.Dictionary
 	dictBase := int32(0)
 	l.ident = true
@@ -364,10 +365,10 @@ func (l *pqLangLeaf) read(g *pqGroup) error {
 		}
 		l.nulls += n - values
 		if l.maxRep > 0 {
-			l.rep = appendAlias(l.rep, reps)
+			l.rep = appendAlias(l.rep, reps, total)
 		}
 		if l.maxDef > 0 {
-			l.def = appendAlias(l.def, defs)
+			l.def = appendAlias(l.def, defs, total)
 		}
 		l.entries += n
 		if l.kind == pqNull {
@@ -397,7 +398,7 @@ func (l *pqLangLeaf) read(g *pqGroup) error {
 				// the value table is this dictionary: the indices are checked
 				// where they are used (pqLangLeaf.at), or before the table
 				// grows (checkLazy)
-				l.idx = appendAlias(l.idx, idx)
+				l.idx = appendAlias(l.idx, idx, total)
 				l.lazy = true
 			} else {
 				nd := int32(dict.Len())
@@ -514,9 +515,16 @@ func (l *pqLangLeaf) release() {
 
 // appendAlias appends s to dst: the first non-empty slice is aliased
 // (capped, so a later append copies it out).
-func appendAlias[T any](dst, s []T) []T {
+// The first copy is allocated for total elements (the chunk's value
+// count in the footer, bounded), so later pages append in place.
+func appendAlias[T any](dst, s []T, total int) []T {
 	if len(dst) == 0 {
 		return s[:len(s):len(s)]
+	}
+	if cap(dst) == len(dst) && total > len(dst)+len(s) && total <= pqMaxValues {
+		grown := make([]T, len(dst), total)
+		copy(grown, dst)
+		dst = grown
 	}
 	return append(dst, s...)
 }

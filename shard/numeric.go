@@ -250,10 +250,9 @@ func pqRead(g *pqGroup, leaf *parquet.Column, nrows int) (_ *pqColumn, err error
 	if err != nil {
 		return nil, err
 	}
+	// out.data grows by append: a page's values are copied into memory
+	// the allocator does not zero first
 	out := &pqColumn{dtype: dtype, size: size}
-	if n := g.numValues(leaf.Index()); n > 0 && n <= pqMaxValues {
-		out.data = alignedBytes(int(n) * size)
-	}
 	pages := g.pages(leaf.Index())
 	defer pages.Close()
 	for {
@@ -296,16 +295,6 @@ func pqRead(g *pqGroup, leaf *parquet.Column, nrows int) (_ *pqColumn, err error
 // pqMaxValues bounds the values of a column chunk allocated up front
 // from the footer's count (a corrupt footer must not allocate gigabytes).
 const pqMaxValues = 1 << 20
-
-// alignedBytes returns an empty byte slice of capacity n whose array is
-// 8-byte aligned (so it can be viewed as []int64 or []float64).
-func alignedBytes(n int) []byte {
-	w := make([]uint64, (n+7)/8)
-	if len(w) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), n)[:0]
-}
 
 // page records the levels of page p and returns its number of values.
 func (lv *pqLevels) page(p parquet.Page) (int, error) {
