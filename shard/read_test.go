@@ -21,6 +21,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/lrstream/lrstream/bench/datagen"
 	"github.com/lrstream/lrstream/fetch"
 )
 
@@ -394,4 +395,40 @@ func frameRecords(bs []*Batch) []string {
 		}
 	}
 	return out
+}
+
+// TestReadUnitConcurrent reads every unit of a plan from four goroutines
+// at once (the units of a file share its parquet-go footer and read
+// buffers) and requires the batches of a sequential read.
+func TestReadUnitConcurrent(t *testing.T) {
+	ctx := context.Background()
+	src := mustDir(t, generated(t, datagen.VariantDocumented, 6, 150, 400, 7))
+	ds, want := readAll(t, src, Selection{}, Options{})
+	units, err := Plan(ctx, src, ds, Selection{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]*Batch, len(units))
+	errs := make(chan error, 4)
+	for w := 0; w < 4; w++ {
+		go func() {
+			for i := w; i < len(units); i += 4 {
+				b, err := ReadUnit(ctx, src, ds, units[i], Options{})
+				if err != nil {
+					errs <- err
+					return
+				}
+				got[i] = b
+			}
+			errs <- nil
+		}()
+	}
+	for w := 0; w < 4; w++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatal("concurrent reads differ from sequential ones")
+	}
 }
