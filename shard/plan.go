@@ -149,7 +149,7 @@ func planRowGroups(src fetch.Source, f *planFile, sel Selection) (units []Unit, 
 	if epCol < 0 {
 		return nil, fileErr(src.ID(), f.path, errors.New("no episode_index column"))
 	}
-	pq := &pqFile{meta: md, free: make(chan []byte, pqFreeBuffers)}
+	pq := &pqFile{meta: md}
 	for rg := 0; rg < md.NumRowGroups(); rg++ {
 		rgm := md.RowGroup(rg)
 		if rgm.NumRows() == 0 {

@@ -225,9 +225,7 @@ func readUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 			return nil, &Error{Dataset: src.ID(), File: u.File, RowGroup: u.RowGroup, Episode: ep, Index: -1, Err: fmt.Errorf("prefetch: %w", err)}
 		}
 	} else {
-		m := readRanges(f, f.Size(), pqRanges(pf, rg, cols), u.pq.buffer())
-		defer u.pq.recycle(m.buf)
-		g.r = m
+		g.r = readRanges(f, f.Size(), pqRanges(pf, rg, cols))
 	}
 	nrows := int(pf.RowGroups()[rg].NumRows())
 	read := func(name string) (*pqColumn, error) {
@@ -519,37 +517,6 @@ type pqFile struct {
 	once sync.Once
 	pf   *parquet.File
 	err  error
-	// free holds read buffers (memRanges) for the file's next units.
-	free chan []byte
-}
-
-// pqFreeBuffers bounds the read buffers a file keeps (about one per
-// worker reading it).
-const pqFreeBuffers = 4
-
-// buffer returns a read buffer to reuse, or nil.
-func (p *pqFile) buffer() []byte {
-	if p == nil || p.free == nil {
-		return nil
-	}
-	select {
-	case b := <-p.free:
-		return b
-	default:
-		return nil
-	}
-}
-
-// recycle keeps b for a later unit of the file (nothing refers to it once
-// the unit is decoded: values are copied out of pages).
-func (p *pqFile) recycle(b []byte) {
-	if p == nil || p.free == nil || b == nil {
-		return
-	}
-	select {
-	case p.free <- b:
-	default:
-	}
 }
 
 // pqGroup is one row group of an opened file: where ReadUnit reads pages.
@@ -629,23 +596,20 @@ type memRanges struct {
 	f    io.ReaderAt
 	rs   []fetch.Range
 	bufs [][]byte
-	buf  []byte // holds bufs
 }
 
 // readRanges reads the ranges (sorted, disjoint) of f that lie inside
-// the file into buf (grown as needed); a range that cannot be read is left
-// to the file.
-func readRanges(f io.ReaderAt, size int64, rs []fetch.Range, buf []byte) *memRanges {
+// the file into one buffer; a range that cannot be read is left to the
+// file.
+func readRanges(f io.ReaderAt, size int64, rs []fetch.Range) *memRanges {
 	total := int64(0)
 	for _, r := range rs {
 		if r.Off >= 0 && r.Len > 0 && r.Off+r.Len <= size {
 			total += r.Len
 		}
 	}
-	if int64(cap(buf)) < total {
-		buf = make([]byte, total)
-	}
-	m := &memRanges{f: f, buf: buf}
+	buf := make([]byte, total)
+	m := &memRanges{f: f}
 	at := int64(0)
 	for _, r := range rs {
 		if r.Off < 0 || r.Len <= 0 || r.Off+r.Len > size {
