@@ -120,6 +120,7 @@ func Plan(ctx context.Context, src fetch.Source, ds *schema.Dataset, sel Selecti
 	wg.Wait()
 
 	var units []Unit
+	bufs := newReadBuffers() // the plan's units' read buffers
 	for _, f := range files {
 		if f.err != nil {
 			return nil, fileEpisodesErr(f)
@@ -130,7 +131,7 @@ func Plan(ctx context.Context, src fetch.Source, ds *schema.Dataset, sel Selecti
 		if err := checkFileEpisodes(src, ds, f); err != nil {
 			return nil, err
 		}
-		us, err := planRowGroups(src, f, sel)
+		us, err := planRowGroups(src, f, sel, bufs)
 		if err != nil {
 			return nil, err
 		}
@@ -142,14 +143,14 @@ func Plan(ctx context.Context, src fetch.Source, ds *schema.Dataset, sel Selecti
 	return units, nil
 }
 
-func planRowGroups(src fetch.Source, f *planFile, sel Selection) (units []Unit, err error) {
+func planRowGroups(src fetch.Source, f *planFile, sel Selection, bufs *readBuffers) (units []Unit, err error) {
 	defer recoverTo(&err, func(e error) error { return fileErr(src.ID(), f.path, e) })
 	md := f.meta
 	epCol := md.Schema.ColumnIndexByName("episode_index")
 	if epCol < 0 {
 		return nil, fileErr(src.ID(), f.path, errors.New("no episode_index column"))
 	}
-	pq := &pqFile{meta: md}
+	pq := &pqFile{meta: md, bufs: bufs}
 	for rg := 0; rg < md.NumRowGroups(); rg++ {
 		rgm := md.RowGroup(rg)
 		if rgm.NumRows() == 0 {

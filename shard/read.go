@@ -225,7 +225,13 @@ func readUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 			return nil, &Error{Dataset: src.ID(), File: u.File, RowGroup: u.RowGroup, Episode: ep, Index: -1, Err: fmt.Errorf("prefetch: %w", err)}
 		}
 	} else {
-		g.r = readRanges(f, f.Size(), pqRanges(pf, rg, cols))
+		var bufs *readBuffers
+		if u.pq != nil {
+			bufs = u.pq.bufs
+		}
+		m := readRanges(f, f.Size(), pqRanges(pf, rg, cols), bufs.get())
+		defer bufs.put(m.buf)
+		g.r = m
 	}
 	nrows := int(pf.RowGroups()[rg].NumRows())
 	read := func(name string) (*pqColumn, error) {
@@ -517,6 +523,44 @@ type pqFile struct {
 	once sync.Once
 	pf   *parquet.File
 	err  error
+	bufs *readBuffers // the plan's read buffers (nil: none kept)
+}
+
+// readBuffers keeps a few read buffers (memRanges) for the next units of a
+// plan: a plan keeps at most readBuffersKept, however many files it has.
+type readBuffers struct{ free chan []byte }
+
+// readBuffersKept is about one buffer per worker.
+const readBuffersKept = 4
+
+func newReadBuffers() *readBuffers {
+	return &readBuffers{free: make(chan []byte, readBuffersKept)}
+}
+
+// get returns a buffer to reuse, or nil.
+func (r *readBuffers) get() []byte {
+	if r == nil {
+		return nil
+	}
+	select {
+	case b := <-r.free:
+		return b
+	default:
+		return nil
+	}
+}
+
+// put keeps b for a later unit (nothing refers to it once the unit is
+// decoded: parquet-go copies page bytes out of it); when enough are kept,
+// b is left to the garbage collector.
+func (r *readBuffers) put(b []byte) {
+	if r == nil || b == nil {
+		return
+	}
+	select {
+	case r.free <- b:
+	default:
+	}
 }
 
 // pqGroup is one row group of an opened file: where ReadUnit reads pages.
@@ -596,20 +640,24 @@ type memRanges struct {
 	f    io.ReaderAt
 	rs   []fetch.Range
 	bufs [][]byte
+	buf  []byte // holds bufs
 }
 
 // readRanges reads the ranges (sorted, disjoint) of f that lie inside
-// the file into one buffer; a range that cannot be read is left to the
-// file.
-func readRanges(f io.ReaderAt, size int64, rs []fetch.Range) *memRanges {
+// the file into buf (replaced when too small); a range that cannot be
+// read is left to the file.
+func readRanges(f io.ReaderAt, size int64, rs []fetch.Range, buf []byte) *memRanges {
 	total := int64(0)
 	for _, r := range rs {
 		if r.Off >= 0 && r.Len > 0 && r.Off+r.Len <= size {
 			total += r.Len
 		}
 	}
-	buf := make([]byte, total)
-	m := &memRanges{f: f}
+	if int64(cap(buf)) < total {
+		buf = make([]byte, total)
+	}
+	buf = buf[:total]
+	m := &memRanges{f: f, buf: buf}
 	at := int64(0)
 	for _, r := range rs {
 		if r.Off < 0 || r.Len <= 0 || r.Off+r.Len > size {
