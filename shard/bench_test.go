@@ -2,7 +2,6 @@ package shard
 
 import (
 	"context"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -119,50 +118,7 @@ func reportFrames(b *testing.B, frames int, cpu float64, allocs uint64) {
 	b.ReportMetric(float64(allocs)/float64(frames), "allocs/frame")
 	if cpu > 0 {
 		b.ReportMetric(float64(frames)/cpu, "frames/cpu-s")
+		b.ReportMetric(cpu*1e9/float64(frames), "cpu-ns/frame")
 	}
 	b.ReportMetric(0, "ns/op")
-}
-
-// BenchmarkDecodeHybrid decodes 14,100 values (a ~700-frame row group of
-// 20 persistent rows a frame) of the RLE / bit-packing hybrid, in runs of
-// both kinds: dictionary indices of 1, 2 and 5 bits. MB/s reads as
-// millions of values per second.
-func BenchmarkDecodeHybrid(b *testing.B) {
-	rng := rand.New(rand.NewPCG(5, 6))
-	for _, c := range []struct {
-		name string
-		bw   int
-		val  func(i int) uint32
-	}{
-		{"index-bw1", 1, func(i int) uint32 { return uint32(min(i%20, 1)) }},
-		{"index-bw2", 2, func(i int) uint32 { return uint32(i % 20 % 4) }},
-		{"index-bw5", 5, func(i int) uint32 { return uint32(i % 20) }},
-	} {
-		vals := make([]uint32, 14100)
-		for i := range vals {
-			vals[i] = c.val(i)
-		}
-		src := encodeHybrid(vals, c.bw, rng)
-		dst := make([]int32, len(vals))
-		b.Run(c.name, func(b *testing.B) {
-			b.SetBytes(int64(len(vals)))
-			for b.Loop() {
-				if !decodeHybrid(src, c.bw, dst, uint64(1)<<c.bw-1) {
-					b.Fatal("decode failed")
-				}
-			}
-		})
-	}
-}
-
-// BenchmarkParsePageHeader parses the header of a data page with
-// statistics.
-func BenchmarkParsePageHeader(b *testing.B) {
-	_, variants := layoutVariants(b)
-	chunk, _ := firstChunk(b, variants["v2"], 1)
-	for b.Loop() {
-		if _, _, ok := parsePageHeader(chunk); !ok {
-			b.Fatal("parse failed")
-		}
-	}
 }

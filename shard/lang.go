@@ -3,346 +3,926 @@ package shard
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
-	"strings"
 	"unicode/utf8"
+	"unsafe"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/deprecated"
+	"github.com/parquet-go/parquet-go/encoding"
+	"github.com/parquet-go/parquet-go/format"
 
+	"github.com/lrstream/lrstream/internal/half"
 	"github.com/lrstream/lrstream/schema"
 )
 
-// stringArray is implemented by arrow's String, LargeString and
-// StringView arrays.
-type stringArray interface {
-	arrow.Array
-	Value(int) string
+// A language column (list<struct<role, content, style, timestamp, camera,
+// tool_calls>>) read through parquet-go: every leaf keeps its decoded
+// levels and, per value, an index into a table of values that aliases
+// the pages' buffers (a dictionary page's values enter the table once per
+// column chunk, so the indices of an episode's repeated persistent list
+// repeat too). Frames are assembled straight from the levels.
+
+// pqValueKind says how a leaf's values are written.
+type pqValueKind uint8
+
+const (
+	pqNull   pqValueKind = iota // null-typed: always null
+	pqString                    // UTF-8 / JSON text
+	pqBinary                    // bytes, written as base64
+	pqBool
+	pqInt
+	pqUint
+	pqFloat // float32 or float64 by width
+	pqFloat16
+)
+
+// pqLangLeaf is one leaf column of a language column, for one row group.
+type pqLangLeaf struct {
+	col            *parquet.Column
+	kind           pqValueKind
+	maxRep, maxDef int
+	rep, def       []byte    // per entry (nil when the max level is 0)
+	idx            []int32   // per value, into vals
+	vals           [][]byte  // the value table, aliasing page buffers
+	rowStart       []int32   // per row, first entry (nrows+1)
+	strs           []*string // str's strings, per value table entry
+	// valAt's cursor: the values before entry curE (see valAt)
+	curE, curV     int
+	entries, nulls int            // level entries, and those without a value
+	nidx           int            // values (len(idx) once read)
+	ident          bool           // while reading: idx is 0..nidx-1, not yet materialised
+	lazy           bool           // idx holds indices not checked against vals (see at)
+	pages          []parquet.Page // held while rep, def, idx or vals alias them
+	// cursors while a frame is assembled
+	cur, vcur int
 }
 
-// listArray abstracts arrow List and LargeList arrays.
-type listArray struct {
-	arr    arrow.Array
-	offs32 []int32
-	offs64 []int64
-	values arrow.Array
-}
-
-func asList(a arrow.Array) (listArray, bool) {
-	switch l := a.(type) {
-	case *array.List:
-		return listArray{arr: a, offs32: l.Offsets(), values: l.ListValues()}, true
-	case *array.LargeList:
-		return listArray{arr: a, offs64: l.Offsets(), values: l.ListValues()}, true
+func (l *pqLangLeaf) repAt(e int) int {
+	if l.rep == nil {
+		return 0
 	}
-	return listArray{}, false
+	return int(l.rep[e])
 }
 
-// bounds returns the value range of list element i; a null list is empty.
-func (l listArray) bounds(i int) (int, int) {
-	if l.arr.IsNull(i) {
-		return 0, 0
+func (l *pqLangLeaf) defAt(e int) int {
+	if l.def == nil {
+		return l.maxDef
 	}
-	if l.offs32 != nil {
-		return int(l.offs32[i]), int(l.offs32[i+1])
+	return int(l.def[e])
+}
+
+// pqNode is a node of the column's schema tree with its levels.
+type pqNode struct {
+	col              *parquet.Column
+	name             string
+	defLevel, repLvl int
+	optional         bool
+	leaf             *pqLangLeaf // leaves only
+	fields           []*pqNode   // structs
+	elem             *pqNode     // lists: the element
+	listDef, listRep int         // lists: levels of the repeated node
+	first            *pqLangLeaf // first leaf under the node
+}
+
+// pqLang is a language column of one row group.
+type pqLang struct {
+	name                             string
+	persistent                       bool
+	root                             *pqNode
+	leaves                           []*pqLangLeaf
+	rowLen                           []int32 // rows (list elements) per frame
+	row                              *pqNode // the list's element: the struct of a row (nil: null-typed)
+	role, content, style, camera, ts *pqNode
+	toolCalls                        *pqNode
+	others                           []*pqNode // fields walked and dropped
+	scratch                          jsonBuf
+	tcText                           bool // tool_calls elements are JSON text
+}
+
+func pqLeafKind(pf *parquet.File, c *parquet.Column) (pqValueKind, error) {
+	t := c.Type()
+	lt := t.LogicalType()
+	if lt == nil || lt.Value == nil {
+		lt = pqSchemaLogical(pf, c.Index())
 	}
-	return int(l.offs64[i]), int(l.offs64[i+1])
-}
-
-// langColumn decodes one language column (language_persistent or
-// language_events) of one row group.
-type langColumn struct {
-	name       string
-	persistent bool
-	list       listArray
-	// st is the struct of rows; nil when the element type is null (a file
-	// without any row), in which case every list must be empty or null.
-	st                           *array.Struct
-	role, content, style, camera stringArray // nil: missing or null-typed
-	ts32                         *array.Float32
-	ts64                         *array.Float64
-	tc                           toolCallsColumn
-}
-
-// toolCallsColumn decodes the tool_calls field.
-type toolCallsColumn struct {
-	list listArray
-	// exactly one of the following is set when list is set
-	text  stringArray // JSON text elements (list<string> or arrow.json)
-	elems arrow.Array // struct (or other) elements, written as JSON values
-}
-
-func unwrapExt(a arrow.Array) arrow.Array {
-	if e, ok := a.(array.ExtensionArray); ok {
-		return e.Storage()
+	var ltv any
+	if lt != nil {
+		ltv = lt.Value
 	}
-	return a
-}
-
-// binaryText reads a binary array's values as text (arrow.json storage
-// read back from parquet may be binary).
-type binaryText struct{ *array.Binary }
-
-func (b binaryText) Value(i int) string { return string(b.Binary.Value(i)) }
-
-type largeBinaryText struct{ *array.LargeBinary }
-
-func (b largeBinaryText) Value(i int) string { return string(b.LargeBinary.Value(i)) }
-
-// isJSONText reports whether a holds JSON text: strings, binary (the
-// parquet JSON logical type may read back as binary), or the arrow.json
-// extension type over either.
-func isJSONText(a arrow.Array) (stringArray, bool) {
-	if s, ok := isString(a); ok {
-		return s, true
-	}
-	switch b := unwrapExt(a).(type) {
-	case *array.Binary:
-		return binaryText{b}, true
-	case *array.LargeBinary:
-		return largeBinaryText{b}, true
-	}
-	return nil, false
-}
-
-// dictString reads a dictionary<int, string> array (language string leaves
-// are read as dictionaries: the indices are decoded, the strings are not
-// copied per value).
-type dictString struct {
-	*array.Dictionary
-	dict stringArray
-}
-
-func (d dictString) Value(i int) string { return d.dict.Value(d.GetValueIndex(i)) }
-
-func isString(a arrow.Array) (stringArray, bool) {
-	if d, ok := a.(*array.Dictionary); ok {
-		if s, ok := isString(d.Dictionary()); ok {
-			return dictString{Dictionary: d, dict: s}, true
+	switch v := ltv.(type) {
+	case *format.NullType:
+		return pqNull, nil
+	case *format.StringType, *format.JsonType, *format.EnumType:
+		if t.Kind() == parquet.ByteArray {
+			return pqString, nil
 		}
-		if s, ok := isJSONText(d.Dictionary()); ok {
-			return dictString{Dictionary: d, dict: s}, true
+	case *format.Float16Type:
+		if t.Kind() == parquet.FixedLenByteArray && t.Length() == 2 {
+			return pqFloat16, nil
 		}
-		return nil, false
+	case *format.IntType:
+		if v.IsSigned {
+			return pqInt, nil
+		}
+		return pqUint, nil
 	}
-	switch s := unwrapExt(a).(type) {
-	case *array.String:
-		return s, true
-	case *array.LargeString:
-		return s, true
-	case *array.StringView:
-		return s, true
+	if ct := t.ConvertedType(); ct != nil {
+		switch *ct {
+		case deprecated.UTF8, deprecated.Json, deprecated.Enum:
+			return pqString, nil
+		case deprecated.Uint8, deprecated.Uint16, deprecated.Uint32, deprecated.Uint64:
+			return pqUint, nil
+		}
 	}
-	return nil, false
+	switch t.Kind() {
+	case parquet.Boolean:
+		return pqBool, nil
+	case parquet.Int32, parquet.Int64:
+		return pqInt, nil
+	case parquet.Float, parquet.Double:
+		return pqFloat, nil
+	case parquet.ByteArray:
+		return pqBinary, nil
+	}
+	return 0, fmt.Errorf("leaf %s has unsupported type %s", c.Name(), t)
 }
 
-// newLangColumn checks the column's type and binds its arrays.
-func newLangColumn(name string, a arrow.Array) (*langColumn, error) {
-	c := &langColumn{name: name, persistent: name == schema.ColumnPersistent}
-	if a.DataType().ID() == arrow.NULL {
-		return c, nil // all null: every frame has an empty list
+// pqTypeName names the type of column c for errors.
+func pqTypeName(pf *parquet.File, c *parquet.Column) string {
+	if !c.Leaf() {
+		return "group"
 	}
-	l, ok := asList(a)
-	if !ok {
-		return nil, fmt.Errorf("unexpected type %s, want list<struct<role, content, style, ...>>", a.DataType())
+	if dt, _, err := pqDType(c.Type(), pqSchemaLogical(pf, c.Index())); err == nil {
+		return dtypeName(dt)
 	}
-	c.list = l
-	switch st := l.values.(type) {
-	case *array.Null:
-		return c, nil
-	case *array.Struct:
-		c.st = st
-	default:
-		return nil, fmt.Errorf("unexpected type %s, want list<struct<role, content, style, ...>>", a.DataType())
+	return c.Type().String()
+}
+
+// pqTree builds the node tree of c.
+func pqTree(pf *parquet.File, c *parquet.Column, def, rep int, leaves *[]*pqLangLeaf) (*pqNode, error) {
+	n := &pqNode{col: c, name: c.Name(), optional: c.Optional()}
+	if c.Optional() || c.Repeated() {
+		def++
 	}
-	stt := c.st.DataType().(*arrow.StructType)
-	for i, f := range stt.Fields() {
-		child := c.st.Field(i)
-		isNull := child.DataType().ID() == arrow.NULL
-		var err error
-		switch f.Name {
-		case "role", "content", "style", "camera":
-			if isNull {
-				continue
-			}
-			s, ok := isString(child)
-			if !ok {
-				err = fmt.Errorf("field %s has type %s, want string", f.Name, f.Type)
-				break
-			}
-			switch f.Name {
-			case "role":
-				c.role = s
-			case "content":
-				c.content = s
-			case "style":
-				c.style = s
-			case "camera":
-				c.camera = s
-			}
-		case "timestamp":
-			if isNull || !c.persistent {
-				continue
-			}
-			switch t := child.(type) {
-			case *array.Float32:
-				c.ts32 = t
-			case *array.Float64:
-				c.ts64 = t
-			default:
-				err = fmt.Errorf("field timestamp has type %s, want float32 or float64", f.Type)
-			}
-		case "tool_calls":
-			if isNull {
-				continue
-			}
-			tl, ok := asList(child)
-			if !ok {
-				err = fmt.Errorf("field tool_calls has type %s, want a list", f.Type)
-				break
-			}
-			c.tc.list = tl
-			if s, ok := isJSONText(tl.values); ok {
-				c.tc.text = s
-			} else {
-				if err2 := checkJSONable(tl.values.DataType()); err2 != nil {
-					err = fmt.Errorf("field tool_calls has type %s: %w", f.Type, err2)
-					break
-				}
-				c.tc.elems = tl.values
-			}
-		}
+	if c.Repeated() {
+		rep++
+	}
+	n.defLevel, n.repLvl = def, rep
+	if c.Leaf() {
+		kind, err := pqLeafKind(pf, c)
 		if err != nil {
 			return nil, err
 		}
+		l := &pqLangLeaf{col: c, kind: kind, maxRep: c.MaxRepetitionLevel(), maxDef: c.MaxDefinitionLevel()}
+		if l.maxRep != rep || l.maxDef != def {
+			return nil, fmt.Errorf("leaf %s: inconsistent levels", c.Name())
+		}
+		n.leaf, n.first = l, l
+		*leaves = append(*leaves, l)
+		return n, nil
 	}
-	return c, nil
+	kids := c.Columns()
+	if len(kids) == 1 && kids[0].Repeated() && !c.Repeated() {
+		// a list: group { repeated group list { element } }
+		rc := kids[0]
+		n.listDef, n.listRep = def+1, rep+1
+		if !rc.Leaf() && len(rc.Columns()) == 1 {
+			e, err := pqTree(pf, rc.Columns()[0], def+1, rep+1, leaves)
+			if err != nil {
+				return nil, err
+			}
+			n.elem = e
+		} else {
+			// legacy two-level list: the repeated node is the element
+			e, err := pqTree(pf, rc, def, rep, leaves)
+			if err != nil {
+				return nil, err
+			}
+			e.optional = false
+			n.elem = e
+		}
+		n.first = n.elem.first
+		return n, nil
+	}
+	if c.Repeated() {
+		return nil, fmt.Errorf("group %s: repeated group outside a list", c.Name())
+	}
+	for _, k := range kids {
+		f, err := pqTree(pf, k, def, rep, leaves)
+		if err != nil {
+			return nil, err
+		}
+		n.fields = append(n.fields, f)
+	}
+	if len(n.fields) == 0 {
+		return nil, fmt.Errorf("group %s has no fields", c.Name())
+	}
+	n.first = n.fields[0].first
+	return n, nil
 }
 
-// checkJSONable reports whether values of type t can be written as JSON.
-func checkJSONable(t arrow.DataType) error {
-	switch t := t.(type) {
-	case *arrow.NullType, *arrow.BooleanType,
-		*arrow.Int8Type, *arrow.Int16Type, *arrow.Int32Type, *arrow.Int64Type,
-		*arrow.Uint8Type, *arrow.Uint16Type, *arrow.Uint32Type, *arrow.Uint64Type,
-		*arrow.Float16Type, *arrow.Float32Type, *arrow.Float64Type,
-		*arrow.StringType, *arrow.LargeStringType, *arrow.StringViewType,
-		*arrow.BinaryType, *arrow.LargeBinaryType:
-		return nil
-	case *arrow.StructType:
-		for _, f := range t.Fields() {
-			if err := checkJSONable(f.Type); err != nil {
-				return err
+// pqReadLang reads language column name of row group rg.
+func pqReadLang(g *pqGroup, name string, nrows int) (_ *pqLang, err error) {
+	pf := g.pf
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("corrupt column chunk: %v", r)
+		}
+	}()
+	c := pf.Root().Column(name)
+	fl := &pqLang{name: name, persistent: name == schema.ColumnPersistent}
+	defer func() {
+		if err != nil {
+			fl.release()
+		}
+	}()
+	root, err := pqTree(pf, c, 0, 0, &fl.leaves)
+	if err != nil {
+		return nil, err
+	}
+	fl.root = root
+	for i, l := range fl.leaves {
+		if err := l.read(g); err != nil {
+			return nil, fmt.Errorf("leaf %s: %w", l.col.Name(), err)
+		}
+		if err := l.index(nrows, fl.leaves[:i]); err != nil {
+			return nil, fmt.Errorf("leaf %s: %w", l.col.Name(), err)
+		}
+	}
+	if root.leaf != nil && root.leaf.kind == pqNull {
+		fl.rowLen = make([]int32, nrows) // all null: every frame is empty
+		return fl, nil
+	}
+	if root.elem == nil || root.listRep != 1 {
+		return nil, fmt.Errorf("unexpected type %s, want list<struct<role, content, style, ...>>", pqTypeName(pf, c))
+	}
+	fl.rowLen = make([]int32, nrows)
+	l := root.first
+	for r := 0; r < nrows; r++ {
+		s, e := int(l.rowStart[r]), int(l.rowStart[r+1])
+		if l.defAt(s) < root.listDef {
+			continue
+		}
+		if l.maxRep == 1 {
+			fl.rowLen[r] = int32(e - s)
+			continue
+		}
+		n := int32(0)
+		for k := s; k < e; k++ {
+			if l.repAt(k) <= 1 {
+				n++
 			}
 		}
+		fl.rowLen[r] = n
+	}
+	row := root.elem
+	if row.leaf != nil && row.leaf.kind == pqNull {
+		return fl, nil // list<null>
+	}
+	if row.fields == nil {
+		return nil, fmt.Errorf("unexpected type list<%s>, want list<struct<role, content, style, ...>>", pqTypeName(pf, row.col))
+	}
+	fl.row = row
+	for _, f := range row.fields {
+		fl.others = append(fl.others, f)
+		switch f.name {
+		case "role", "content", "style", "camera":
+			if f.leaf == nil || (f.leaf.kind != pqString && f.leaf.kind != pqNull && f.leaf.kind != pqBinary) {
+				return nil, fmt.Errorf("field %s has type %s, want string", f.name, f.col.Type())
+			}
+			if f.leaf.kind == pqNull {
+				continue
+			}
+			fl.others = fl.others[:len(fl.others)-1]
+			*map[string]**pqNode{"role": &fl.role, "content": &fl.content, "style": &fl.style, "camera": &fl.camera}[f.name] = f
+		case "timestamp":
+			if f.leaf != nil && f.leaf.kind == pqNull || !fl.persistent {
+				continue
+			}
+			if f.leaf == nil || f.leaf.kind != pqFloat {
+				return nil, fmt.Errorf("field timestamp has type %s, want float32 or float64", f.col.Type())
+			}
+			fl.ts = f
+			fl.others = fl.others[:len(fl.others)-1]
+		case "tool_calls":
+			if f.leaf != nil && f.leaf.kind == pqNull {
+				continue
+			}
+			if f.elem == nil {
+				return nil, fmt.Errorf("field tool_calls has type %s, want a list", f.col.Type())
+			}
+			fl.toolCalls = f
+			fl.others = fl.others[:len(fl.others)-1]
+			if e := f.elem.leaf; e != nil && (e.kind == pqString || e.kind == pqBinary) {
+				fl.tcText = true
+			}
+		}
+	}
+	return fl, nil
+}
+
+// read decodes the leaf's pages. A chunk of one data page (the usual
+// case) is not copied: the leaf's levels and dictionary indices alias the
+// page's buffers, and the page is held until release. Rows and values are
+// indexed afterwards (index), once per distinct level sequence.
+func (l *pqLangLeaf) read(g *pqGroup) error {
+	pages := g.pages(l.col.Index())
+	defer pages.Close()
+	total := int(g.numValues(l.col.Index())) // for appendAlias
+	var lastDict parquet.Dictionary
+	dictBase := int32(0)
+	l.ident = true
+	for {
+		p, err := pages.ReadPage()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		l.pages = append(l.pages, p)
+		n := int(p.NumValues())
+		reps, defs := p.RepetitionLevels(), p.DefinitionLevels()
+		if (l.maxRep > 0 && len(reps) != n) || (l.maxDef > 0 && len(defs) != n) {
+			return fmt.Errorf("page of %d values has %d repetition and %d definition levels", n, len(reps), len(defs))
+		}
+		if l.maxRep > 0 && n > 0 && l.entries == 0 && reps[0] != 0 {
+			return errors.New("first value continues a row")
+		}
+		if l.maxRep > 0 && !levelsWithin(reps, l.maxRep) || l.maxDef > 0 && !levelsWithin(defs, l.maxDef) {
+			return errors.New("level out of range")
+		}
+		values := n
+		if l.maxDef > 0 {
+			values = bytes.Count(defs, []byte{byte(l.maxDef)}) // vectorised
+		}
+		l.nulls += n - values
+		if l.maxRep > 0 {
+			l.rep = appendAlias(l.rep, reps, total)
+		}
+		if l.maxDef > 0 {
+			l.def = appendAlias(l.def, defs, total)
+		}
+		l.entries += n
+		if l.kind == pqNull {
+			if values > 0 {
+				return errors.New("values in a null-typed column")
+			}
+			continue
+		}
+		if dict := p.Dictionary(); dict != nil {
+			if dict != lastDict {
+				if err := l.checkLazy(); err != nil {
+					return err
+				}
+				lastDict, dictBase = dict, int32(len(l.vals))
+				l.vals = pqTable(l.vals, dict.Page().Data(), dict.Len())
+			}
+			data := p.Data()
+			idx := data.Int32()
+			if len(idx) != values {
+				return fmt.Errorf("page has %d dictionary indices for %d values", len(idx), values)
+			}
+			if l.ident && l.nidx > 0 {
+				l.idx = identity(l.nidx) // plain pages before: materialise
+			}
+			l.ident = false
+			if dictBase == 0 {
+				// the value table is this dictionary: the indices are checked
+				// where they are used (pqLangLeaf.at), or before the table
+				// grows (checkLazy)
+				l.idx = appendAlias(l.idx, idx, total)
+				l.lazy = true
+			} else {
+				nd := int32(dict.Len())
+				if k := indexOutOf(idx, nd); k >= 0 {
+					return fmt.Errorf("dictionary index %d out of range (%d values)", idx[k], nd)
+				}
+				for _, i := range idx {
+					l.idx = append(l.idx, dictBase+i)
+				}
+			}
+			l.nidx += len(idx)
+			continue
+		}
+		if err := l.checkLazy(); err != nil {
+			return err
+		}
+		base := int32(len(l.vals))
+		l.vals = pqTable(l.vals, p.Data(), values)
+		if int(int32(len(l.vals))-base) != values {
+			return fmt.Errorf("page has %d values, levels say %d", int32(len(l.vals))-base, values)
+		}
+		if !l.ident {
+			for i := int32(0); i < int32(values); i++ {
+				l.idx = append(l.idx, base+i)
+			}
+		}
+		l.nidx += values
+	}
+	if l.ident && l.kind != pqNull {
+		l.idx = identity(l.nidx)
+	}
+	return nil
+}
+
+// index computes the leaf's row starts, sharing them with an earlier leaf
+// of the same repetition levels (the fields of a row struct usually have
+// the same).
+func (l *pqLangLeaf) index(nrows int, prev []*pqLangLeaf) error {
+	for _, o := range prev {
+		if o.entries == l.entries && bytes.Equal(o.rep, l.rep) {
+			l.rowStart = o.rowStart
+			return nil
+		}
+	}
+	if l.rep == nil {
+		if l.entries != nrows {
+			return fmt.Errorf("%d rows decoded, footer says %d", l.entries, nrows)
+		}
+		l.rowStart = identity(nrows + 1)
 		return nil
-	case *arrow.ListType:
-		return checkJSONable(t.Elem())
-	case *arrow.LargeListType:
-		return checkJSONable(t.Elem())
-	case *arrow.FixedSizeListType:
-		return checkJSONable(t.Elem())
-	case arrow.ExtensionType:
-		return checkJSONable(t.StorageType())
 	}
-	return fmt.Errorf("unsupported type %s", t)
+	l.rowStart = make([]int32, 0, nrows+1)
+	for i, r := range l.rep {
+		if r == 0 {
+			if len(l.rowStart) == nrows {
+				return fmt.Errorf("more rows than the footer's %d", nrows)
+			}
+			l.rowStart = append(l.rowStart, int32(i))
+		}
+	}
+	if len(l.rowStart) != nrows {
+		return fmt.Errorf("%d rows decoded, footer says %d", len(l.rowStart), nrows)
+	}
+	l.rowStart = append(l.rowStart, int32(l.entries))
+	return nil
 }
 
-// frameLen returns the number of rows of frame i.
-func (c *langColumn) frameLen(i int) int {
-	if c.list.arr == nil {
-		return 0
+// checkLazy checks the indices not checked yet against the value table,
+// before it grows.
+func (l *pqLangLeaf) checkLazy() error {
+	if !l.lazy {
+		return nil
 	}
-	b, e := c.list.bounds(i)
-	return e - b
+	l.lazy = false
+	if k := indexOutOf(l.idx, int32(len(l.vals))); k >= 0 {
+		return fmt.Errorf("dictionary index %d out of range (%d values)", l.idx[k], len(l.vals))
+	}
+	return nil
 }
 
-// decodeFrame decodes the rows of frame i.
-func (c *langColumn) decodeFrame(i int, buf *jsonBuf) ([]schema.Row, error) {
-	if c.list.arr == nil {
+// at returns value k of the table; an index out of range (a corrupt
+// page) panics with an error, which decodeFrame returns.
+func (l *pqLangLeaf) at(k int32) []byte {
+	if uint32(k) >= uint32(len(l.vals)) {
+		panic(fmt.Errorf("leaf %s: dictionary index %d out of range (%d values)", l.col.Name(), k, len(l.vals)))
+	}
+	return l.vals[k]
+}
+
+// valAt returns the index in idx of row r's first value: the row's first
+// entry when no entry is null, else counted from the previous call's row
+// (rows are visited in order, mostly).
+func (l *pqLangLeaf) valAt(r int) int {
+	e := int(l.rowStart[r])
+	if l.nulls == 0 {
+		return e
+	}
+	if e >= l.curE {
+		l.curV += bytes.Count(l.def[l.curE:e], []byte{byte(l.maxDef)})
+	} else {
+		l.curV -= bytes.Count(l.def[e:l.curE], []byte{byte(l.maxDef)})
+	}
+	l.curE = e
+	return l.curV
+}
+
+// release returns the leaf's pages to parquet-go's buffer pool.
+func (l *pqLangLeaf) release() {
+	for _, p := range l.pages {
+		parquet.Release(p)
+	}
+	l.pages = nil
+}
+
+// appendAlias appends s to dst: the first non-empty slice is aliased
+// (capped, so a later append copies it out).
+// The first copy is allocated for total elements (the chunk's value
+// count in the footer, bounded), so later pages append in place.
+func appendAlias[T any](dst, s []T, total int) []T {
+	if len(dst) == 0 {
+		return s[:len(s):len(s)]
+	}
+	if cap(dst) == len(dst) && total > len(dst)+len(s) && total <= pqMaxValues {
+		grown := make([]T, len(dst), total)
+		copy(grown, dst)
+		dst = grown
+	}
+	return append(dst, s...)
+}
+
+// levelsWithin reports whether every level is at most max. Levels are
+// decoded at the bit width of max, so only a max that is not 2^k-1 can
+// be exceeded. Eight levels at a time: a byte b <= 127 exceeds max iff
+// b + (127-max) has its high bit set (no carry into the next byte), and
+// a byte >= 128 has it set already.
+func levelsWithin(s []byte, max int) bool {
+	if max&(max+1) == 0 {
+		return true
+	}
+	if max > 127 {
+		for _, v := range s {
+			if int(v) > max {
+				return false
+			}
+		}
+		return true
+	}
+	k := uint64(127-max) * 0x0101010101010101
+	var acc uint64
+	for len(s) >= 8 {
+		w := binary.LittleEndian.Uint64(s)
+		acc |= w | (w + k)
+		s = s[8:]
+	}
+	for _, v := range s {
+		acc |= uint64(v) | (uint64(v) + uint64(127-max))
+	}
+	return acc&0x8080808080808080 == 0
+}
+
+// indexOutOf returns the position of the first index outside [0, n), or -1.
+func indexOutOf(idx []int32, n int32) int {
+	var m uint32 // the largest index, as unsigned (negatives are large)
+	for _, i := range idx {
+		m = max(m, uint32(i))
+	}
+	if m < uint32(n) {
+		return -1
+	}
+	for k, i := range idx {
+		if uint32(i) >= uint32(n) {
+			return k
+		}
+	}
+	return -1
+}
+
+// identity returns 0..n-1.
+func identity(n int) []int32 {
+	s := make([]int32, n)
+	for i := range s {
+		s[i] = int32(i)
+	}
+	return s
+}
+
+// pqTable appends the n values of v to the table, aliasing v's buffers.
+func pqTable(tab [][]byte, v encoding.Values, n int) [][]byte {
+	if v.Kind() == encoding.ByteArray {
+		data, offs := v.ByteArray()
+		for i := 0; i < n && i+1 < len(offs); i++ {
+			tab = append(tab, data[offs[i]:offs[i+1]:offs[i+1]])
+		}
+		return tab
+	}
+	raw, w, err := pqRaw(v, n)
+	if err != nil {
+		return tab
+	}
+	for i := 0; i < n; i++ {
+		tab = append(tab, raw[i*w:(i+1)*w:(i+1)*w])
+	}
+	return tab
+}
+
+// release returns the column's pages to parquet-go's buffer pool; the
+// rows decoded from it stay valid (they copy what they keep).
+func (fl *pqLang) release() {
+	for _, l := range fl.leaves {
+		l.release()
+	}
+}
+
+// frameLen returns the number of rows of frame r.
+func (fl *pqLang) frameLen(r int) int { return int(fl.rowLen[r]) }
+
+// sameFrames reports whether frames r1 and r2 hold identical rows.
+func (fl *pqLang) sameFrames(r1, r2 int) bool {
+	for _, l := range fl.leaves {
+		a0, a1 := int(l.rowStart[r1]), int(l.rowStart[r1+1])
+		b0, b1 := int(l.rowStart[r2]), int(l.rowStart[r2+1])
+		if a1-a0 != b1-b0 {
+			return false
+		}
+		if l.rep != nil && !bytes.Equal(l.rep[a0:a1], l.rep[b0:b1]) || l.def != nil && !bytes.Equal(l.def[a0:a1], l.def[b0:b1]) {
+			return false
+		}
+		a, b := l.valAt(r1), l.valAt(r1+1)
+		c, d := l.valAt(r2), l.valAt(r2+1)
+		va, vb := l.idx[a:b], l.idx[c:d]
+		if len(va) != len(vb) {
+			return false
+		}
+		if bytes.Equal(int32Bytes(va), int32Bytes(vb)) {
+			continue
+		}
+		for k := range va {
+			if uint32(va[k]) >= uint32(len(l.vals)) || uint32(vb[k]) >= uint32(len(l.vals)) || !bytes.Equal(l.vals[va[k]], l.vals[vb[k]]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// repeats reports whether frames r+1..end-1 all hold frame r's rows: the
+// levels and value indices of rows r..end-1 are periodic with the length
+// of row r (one comparison per buffer). false means "not proven".
+func (fl *pqLang) repeats(r, end int) bool {
+	if end-r < 2 {
+		return true
+	}
+	for _, l := range fl.leaves {
+		s, p, e := int(l.rowStart[r]), int(l.rowStart[r+1]), int(l.rowStart[end])
+		if (e-s)%max(p-s, 1) != 0 || (e-s)/max(p-s, 1) != end-r {
+			return false
+		}
+		if l.rep != nil && !periodic(l.rep[s:e], int64(p-s)) || l.def != nil && !periodic(l.def[s:e], int64(p-s)) {
+			return false
+		}
+		vs, vp, ve := l.valAt(r), l.valAt(r+1), l.valAt(end)
+		if (ve-vs)%max(vp-vs, 1) != 0 || (vp == vs && ve != vs) {
+			return false
+		}
+		if !periodic(int32Bytes(l.idx[vs:ve]), int64(4*(vp-vs))) {
+			return false
+		}
+		// periodic levels starting with one row of length p-s, ending at
+		// rowStart[end]: the rows start at the period's boundaries
+	}
+	return true
+}
+
+func int32Bytes(s []int32) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), 4*len(s))
+}
+
+// decodeFrame assembles the rows of frame r.
+func (fl *pqLang) decodeFrame(r int, buf *jsonBuf) (rows []schema.Row, err error) {
+	n := fl.frameLen(r)
+	if n == 0 {
 		return nil, nil
 	}
-	b, e := c.list.bounds(i)
-	if b == e {
-		return nil, nil
+	if fl.row == nil {
+		return nil, fmt.Errorf("%d rows of null type", n)
 	}
-	if c.st == nil {
-		return nil, fmt.Errorf("%d rows of null type", e-b)
+	defer func() {
+		if p := recover(); p != nil {
+			if e, ok := p.(error); ok {
+				rows, err = nil, fmt.Errorf("corrupt page: %w", e)
+				return
+			}
+			rows, err = nil, fmt.Errorf("corrupt levels: %v", p)
+		}
+	}()
+	for _, l := range fl.leaves {
+		l.cur, l.vcur = int(l.rowStart[r]), l.valAt(r)
 	}
-	rows := make([]schema.Row, e-b)
-	for j := b; j < e; j++ {
-		if err := c.decodeRow(j, &rows[j-b], buf); err != nil {
-			return nil, fmt.Errorf("row %d: %w", j-b, err)
+	rows = make([]schema.Row, n)
+	for j := range rows {
+		if j > 0 {
+			if l := fl.row.first; l.cur >= int(l.rowStart[r+1]) || l.repAt(l.cur) != 1 {
+				return nil, errors.New("corrupt levels: fewer rows than counted")
+			}
+		}
+		if err := fl.decodeRow(&rows[j], buf); err != nil {
+			return nil, fmt.Errorf("row %d: %w", j, err)
+		}
+	}
+	for _, l := range fl.leaves {
+		if l.cur != int(l.rowStart[r+1]) {
+			return nil, fmt.Errorf("corrupt levels: leaves disagree on the frame's rows (%s at %d, row ends at %d)", l.col.Path(), l.cur, l.rowStart[r+1])
 		}
 	}
 	return rows, nil
 }
 
-func optString(a stringArray, j int) *string {
-	if a == nil || a.IsNull(j) {
-		return nil
+// skip consumes one entry of every leaf under n (a null or empty n).
+func (n *pqNode) skip() {
+	if n.leaf != nil {
+		if n.leaf.defAt(n.leaf.cur) == n.leaf.maxDef {
+			n.leaf.vcur++
+		}
+		n.leaf.cur++
+		return
 	}
-	s := strings.Clone(a.Value(j))
-	return &s
+	if n.elem != nil {
+		n.elem.skip()
+		return
+	}
+	for _, f := range n.fields {
+		f.skip()
+	}
 }
 
-func (c *langColumn) decodeRow(j int, r *schema.Row, buf *jsonBuf) error {
-	if c.st.IsNull(j) {
+func (fl *pqLang) decodeRow(r *schema.Row, buf *jsonBuf) error {
+	row := fl.row
+	if row.optional && row.first.defAt(row.first.cur) < row.defLevel {
 		return errors.New("null row")
 	}
-	if c.role != nil && !c.role.IsNull(j) {
-		r.Role = strings.Clone(c.role.Value(j))
-	}
-	r.Content = optString(c.content, j)
-	r.Style = optString(c.style, j)
-	r.Camera = optString(c.camera, j)
-	if c.persistent {
-		switch {
-		case c.ts32 != nil && !c.ts32.IsNull(j):
-			r.Timestamp, r.HasTimestamp = float64(c.ts32.Value(j)), true
-		case c.ts64 != nil && !c.ts64.IsNull(j):
-			// LeRobot's declared feature is float32: cast, then widen.
-			r.Timestamp, r.HasTimestamp = float64(float32(c.ts64.Value(j))), true
+	if fl.role != nil {
+		if s := fl.role.str(); s != nil {
+			r.Role = *s
 		}
 	}
-	if c.tc.list.arr != nil && !c.tc.list.arr.IsNull(j) {
-		tc, err := c.tc.decode(j, buf)
-		if err != nil {
-			return fmt.Errorf("tool_calls: %w", err)
+	r.Content = fl.content.str()
+	r.Style = fl.style.str()
+	r.Camera = fl.camera.str()
+	if fl.ts != nil {
+		if v := fl.ts.value(); v != nil {
+			if len(v) == 4 {
+				r.Timestamp = float64(math.Float32frombits(binary.LittleEndian.Uint32(v)))
+			} else {
+				r.Timestamp = float64(float32(math.Float64frombits(binary.LittleEndian.Uint64(v))))
+			}
+			r.HasTimestamp = true
 		}
-		r.ToolCalls = tc
+	}
+	if tc := fl.toolCalls; tc != nil {
+		if l := tc.first; tc.optional && l.defAt(l.cur) < tc.defLevel {
+			tc.skip()
+		} else {
+			buf.b = buf.b[:0]
+			if err := buf.appendNode(tc, fl.tcText); err != nil {
+				return fmt.Errorf("tool_calls: %w", err)
+			}
+			r.ToolCalls = json.RawMessage(bytes.Clone(buf.b))
+		}
+	}
+	for _, f := range fl.others {
+		fl.scratch.b = fl.scratch.b[:0]
+		if err := fl.scratch.appendNode(f, false); err != nil {
+			return fmt.Errorf("%s: %w", f.name, err)
+		}
 	}
 	return nil
 }
 
-// decode writes row j's tool_calls as a JSON array.
-func (t *toolCallsColumn) decode(j int, buf *jsonBuf) (json.RawMessage, error) {
-	b, e := t.list.bounds(j)
-	buf.b = append(buf.b[:0], '[')
-	for k := b; k < e; k++ {
-		if k > b {
-			buf.b = append(buf.b, ',')
-		}
-		if t.text != nil {
-			if t.text.IsNull(k) {
-				buf.b = append(buf.b, "null"...)
-				continue
-			}
-			if err := buf.appendCompactJSON(t.text.Value(k)); err != nil {
-				return nil, fmt.Errorf("element %d: %w", k-b, err)
-			}
-			continue
-		}
-		if err := buf.appendValue(t.elems, k); err != nil {
-			return nil, fmt.Errorf("element %d: %w", k-b, err)
-		}
+// value consumes the next entry of leaf node n and returns its value, nil
+// when null.
+func (n *pqNode) value() []byte {
+	l := n.leaf
+	def := l.defAt(l.cur)
+	l.cur++
+	if def < l.maxDef {
+		return nil
 	}
-	buf.b = append(buf.b, ']')
-	return json.RawMessage(bytes.Clone(buf.b)), nil
+	v := l.at(l.idx[l.vcur])
+	l.vcur++
+	return v
+}
+
+// str consumes the next entry of leaf node n and returns its value as a
+// string, nil when null. The strings of a small value table (a dictionary)
+// are made once per row group and shared by the rows that hold them.
+func (n *pqNode) str() *string {
+	if n == nil {
+		return nil
+	}
+	l := n.leaf
+	def := l.defAt(l.cur)
+	l.cur++
+	if def < l.maxDef {
+		return nil
+	}
+	k := l.idx[l.vcur]
+	l.vcur++
+	v := l.at(k)
+	if len(l.vals) > pqStringCache {
+		s := string(v)
+		return &s
+	}
+	if l.strs == nil {
+		l.strs = make([]*string, len(l.vals))
+	}
+	if p := l.strs[k]; p != nil {
+		return p
+	}
+	s := string(v)
+	l.strs[k] = &s
+	return &s
+}
+
+// pqStringCache bounds the value tables whose strings str shares.
+const pqStringCache = 4096
+
+// appendNode writes the next value of n as JSON; text says list elements
+// of n are JSON text to compact.
+func (w *jsonBuf) appendNode(n *pqNode, text bool) error {
+	l := n.first
+	def := l.defAt(l.cur)
+	if n.optional && def < n.defLevel {
+		n.skip()
+		w.b = append(w.b, "null"...)
+		return nil
+	}
+	switch {
+	case n.elem != nil:
+		if def < n.listDef {
+			n.skip()
+			w.b = append(w.b, "[]"...)
+			return nil
+		}
+		w.b = append(w.b, '[')
+		for k := 0; ; k++ {
+			if k > 0 {
+				w.b = append(w.b, ',')
+			}
+			if text {
+				v := n.elem.value()
+				if v == nil {
+					w.b = append(w.b, "null"...)
+				} else if err := w.appendCompactJSON(string(v)); err != nil {
+					return fmt.Errorf("element %d: %w", k, err)
+				}
+			} else if err := w.appendNode(n.elem, false); err != nil {
+				return fmt.Errorf("element %d: %w", k, err)
+			}
+			if l.cur >= len(l.rep) || l.repAt(l.cur) != n.listRep {
+				break
+			}
+		}
+		w.b = append(w.b, ']')
+	case n.fields != nil:
+		w.b = append(w.b, '{')
+		for k, f := range n.fields {
+			if k > 0 {
+				w.b = append(w.b, ',')
+			}
+			w.appendString(f.name)
+			w.b = append(w.b, ':')
+			if err := w.appendNode(f, false); err != nil {
+				return err
+			}
+		}
+		w.b = append(w.b, '}')
+	default:
+		v := n.value()
+		if v == nil {
+			w.b = append(w.b, "null"...)
+			return nil
+		}
+		w.appendLeaf(n.leaf, v)
+	}
+	return nil
+}
+
+func (w *jsonBuf) appendLeaf(l *pqLangLeaf, v []byte) {
+	switch l.kind {
+	case pqString:
+		w.appendString(string(v))
+	case pqBinary:
+		w.appendString(base64.StdEncoding.EncodeToString(v))
+	case pqBool:
+		w.b = strconv.AppendBool(w.b, v[0] != 0)
+	case pqInt, pqUint:
+		var x uint64
+		if len(v) == 4 {
+			x = uint64(binary.LittleEndian.Uint32(v))
+			if l.kind == pqInt {
+				x = uint64(int64(int32(x)))
+			}
+		} else {
+			x = binary.LittleEndian.Uint64(v)
+		}
+		if l.kind == pqInt {
+			w.b = strconv.AppendInt(w.b, int64(x), 10)
+		} else {
+			w.b = strconv.AppendUint(w.b, x, 10)
+		}
+	case pqFloat:
+		if len(v) == 4 {
+			w.appendFloat(float64(math.Float32frombits(binary.LittleEndian.Uint32(v))))
+		} else {
+			w.appendFloat(math.Float64frombits(binary.LittleEndian.Uint64(v)))
+		}
+	case pqFloat16:
+		w.appendFloat(float64(half.ToFloat32(binary.LittleEndian.Uint16(v))))
+	default:
+		w.b = append(w.b, "null"...)
+	}
 }
 
 // jsonBuf is a reusable JSON output buffer.
@@ -365,103 +945,6 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
-}
-
-// appendValue writes element i of a as a JSON value: structs become
-// objects with every field in type order, lists arrays, nulls null.
-func (w *jsonBuf) appendValue(a arrow.Array, i int) error {
-	if a.IsNull(i) {
-		w.b = append(w.b, "null"...)
-		return nil
-	}
-	switch a := a.(type) {
-	case *array.Null:
-		w.b = append(w.b, "null"...)
-	case *array.Boolean:
-		w.b = strconv.AppendBool(w.b, a.Value(i))
-	case *array.Int8:
-		w.b = strconv.AppendInt(w.b, int64(a.Value(i)), 10)
-	case *array.Int16:
-		w.b = strconv.AppendInt(w.b, int64(a.Value(i)), 10)
-	case *array.Int32:
-		w.b = strconv.AppendInt(w.b, int64(a.Value(i)), 10)
-	case *array.Int64:
-		w.b = strconv.AppendInt(w.b, a.Value(i), 10)
-	case *array.Uint8:
-		w.b = strconv.AppendUint(w.b, uint64(a.Value(i)), 10)
-	case *array.Uint16:
-		w.b = strconv.AppendUint(w.b, uint64(a.Value(i)), 10)
-	case *array.Uint32:
-		w.b = strconv.AppendUint(w.b, uint64(a.Value(i)), 10)
-	case *array.Uint64:
-		w.b = strconv.AppendUint(w.b, a.Value(i), 10)
-	case *array.Float16:
-		w.appendFloat(float64(a.Value(i).Float32()))
-	case *array.Float32:
-		w.appendFloat(float64(a.Value(i)))
-	case *array.Float64:
-		w.appendFloat(a.Value(i))
-	case *array.String:
-		w.appendString(a.Value(i))
-	case *array.LargeString:
-		w.appendString(a.Value(i))
-	case *array.StringView:
-		w.appendString(a.Value(i))
-	case *array.Binary:
-		w.appendString(base64.StdEncoding.EncodeToString(a.Value(i)))
-	case *array.LargeBinary:
-		w.appendString(base64.StdEncoding.EncodeToString(a.Value(i)))
-	case *array.Struct:
-		st := a.DataType().(*arrow.StructType)
-		w.b = append(w.b, '{')
-		for k, f := range st.Fields() {
-			if k > 0 {
-				w.b = append(w.b, ',')
-			}
-			w.appendString(f.Name)
-			w.b = append(w.b, ':')
-			if err := w.appendValue(a.Field(k), i); err != nil {
-				return err
-			}
-		}
-		w.b = append(w.b, '}')
-	case *array.List, *array.LargeList:
-		l, _ := asList(a)
-		b, e := l.bounds(i)
-		if err := w.appendRange(l.values, b, e); err != nil {
-			return err
-		}
-	case *array.FixedSizeList:
-		n := int(a.DataType().(*arrow.FixedSizeListType).Len())
-		off := a.Offset()
-		if err := w.appendRange(a.ListValues(), (off+i)*n, (off+i+1)*n); err != nil {
-			return err
-		}
-	case array.ExtensionArray:
-		if a.ExtensionType().ExtensionName() == "arrow.json" {
-			if s, ok := isJSONText(a); ok {
-				return w.appendCompactJSON(s.Value(i))
-			}
-		}
-		return w.appendValue(a.Storage(), i)
-	default:
-		return fmt.Errorf("unsupported type %s", a.DataType())
-	}
-	return nil
-}
-
-func (w *jsonBuf) appendRange(a arrow.Array, b, e int) error {
-	w.b = append(w.b, '[')
-	for k := b; k < e; k++ {
-		if k > b {
-			w.b = append(w.b, ',')
-		}
-		if err := w.appendValue(a, k); err != nil {
-			return err
-		}
-	}
-	w.b = append(w.b, ']')
-	return nil
 }
 
 func (w *jsonBuf) appendFloat(f float64) {
@@ -516,130 +999,7 @@ func (w *jsonBuf) appendString(s string) {
 	w.b = append(w.b, '"')
 }
 
-// equalRows reports whether rows [ab, ae) and [bb, be) of the column are
-// identical (same fields, same values, same nulls). It is the cheap check
-// that lets ReadUnit decode an episode's persistent list once: one pass
-// over the offsets and one memcmp per string field.
-func (c *langColumn) equalRows(ab, ae, bb, be int) bool {
-	n := ae - ab
-	if n != be-bb {
-		return false
-	}
-	if c.st == nil || n == 0 {
-		return true
-	}
-	if !equalNulls(c.st, ab, bb, n) ||
-		!equalStrRange(c.role, ab, bb, n) || !equalStrRange(c.content, ab, bb, n) ||
-		!equalStrRange(c.style, ab, bb, n) || !equalStrRange(c.camera, ab, bb, n) {
-		return false
-	}
-	if c.ts32 != nil {
-		v := c.ts32.Float32Values()
-		for k := 0; k < n; k++ {
-			if math.Float32bits(v[ab+k]) != math.Float32bits(v[bb+k]) {
-				return false
-			}
-		}
-		if !equalNulls(c.ts32, ab, bb, n) {
-			return false
-		}
-	}
-	if c.ts64 != nil {
-		v := c.ts64.Float64Values()
-		for k := 0; k < n; k++ {
-			if math.Float64bits(v[ab+k]) != math.Float64bits(v[bb+k]) {
-				return false
-			}
-		}
-		if !equalNulls(c.ts64, ab, bb, n) {
-			return false
-		}
-	}
-	if c.tc.list.arr != nil {
-		for k := 0; k < n; k++ {
-			if !c.tc.equal(ab+k, bb+k) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// equalNulls compares the validity of n entries starting at i and j.
-func equalNulls(a arrow.Array, i, j, n int) bool {
-	if a.NullN() == 0 {
-		return true
-	}
-	for k := 0; k < n; k++ {
-		if a.IsNull(i+k) != a.IsNull(j+k) {
-			return false
-		}
-	}
-	return true
-}
-
-// equalStrRange compares n strings starting at i and j.
-func equalStrRange(a stringArray, i, j, n int) bool {
-	if a == nil {
-		return true
-	}
-	if !equalNulls(a, i, j, n) {
-		return false
-	}
-	s, ok := a.(*array.String)
-	if !ok {
-		for k := 0; k < n; k++ {
-			if !equalStr(a, i+k, j+k) {
-				return false
-			}
-		}
-		return true
-	}
-	offs := s.ValueOffsets()
-	for k := 0; k < n; k++ {
-		if offs[i+k+1]-offs[i+k] != offs[j+k+1]-offs[j+k] {
-			return false
-		}
-	}
-	buf := s.Data().Buffers()[2]
-	if buf == nil {
-		return true
-	}
-	vb := buf.Bytes()
-	return bytes.Equal(vb[offs[i]:offs[i+n]], vb[offs[j]:offs[j+n]])
-}
-
-func equalStr(a stringArray, i, j int) bool {
-	if a == nil {
-		return true
-	}
-	ni, nj := a.IsNull(i), a.IsNull(j)
-	if ni || nj {
-		return ni == nj
-	}
-	return a.Value(i) == a.Value(j)
-}
-
-func (t *toolCallsColumn) equal(i, j int) bool {
-	ni, nj := t.list.arr.IsNull(i), t.list.arr.IsNull(j)
-	if ni || nj {
-		return ni == nj
-	}
-	ab, ae := t.list.bounds(i)
-	bb, be := t.list.bounds(j)
-	if ae-ab != be-bb {
-		return false
-	}
-	if ae == ab {
-		return true
-	}
-	if t.text != nil {
-		for k := 0; k < ae-ab; k++ {
-			if !equalStr(t.text, ab+k, bb+k) {
-				return false
-			}
-		}
-		return true
-	}
-	return array.SliceEqual(t.elems, int64(ab), int64(ae), t.elems, int64(bb), int64(be))
+// periodic reports whether s repeats with period p (p > 0).
+func periodic(s []byte, p int64) bool {
+	return bytes.Equal(s[p:], s[:int64(len(s))-p])
 }

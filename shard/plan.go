@@ -35,6 +35,8 @@ type Unit struct {
 	// meta is the file's parsed footer, shared by the file's units so that
 	// ReadUnit does not parse it again.
 	meta *metadata.FileMetaData
+	// pq is the file's footer opened by parquet-go, shared by its units.
+	pq *pqFile
 }
 
 // planFile is a data file with selected episodes.
@@ -118,6 +120,7 @@ func Plan(ctx context.Context, src fetch.Source, ds *schema.Dataset, sel Selecti
 	wg.Wait()
 
 	var units []Unit
+	bufs := newReadBuffers() // the plan's units' read buffers
 	for _, f := range files {
 		if f.err != nil {
 			return nil, fileEpisodesErr(f)
@@ -128,7 +131,7 @@ func Plan(ctx context.Context, src fetch.Source, ds *schema.Dataset, sel Selecti
 		if err := checkFileEpisodes(src, ds, f); err != nil {
 			return nil, err
 		}
-		us, err := planRowGroups(src, f, sel)
+		us, err := planRowGroups(src, f, sel, bufs)
 		if err != nil {
 			return nil, err
 		}
@@ -140,20 +143,21 @@ func Plan(ctx context.Context, src fetch.Source, ds *schema.Dataset, sel Selecti
 	return units, nil
 }
 
-func planRowGroups(src fetch.Source, f *planFile, sel Selection) (units []Unit, err error) {
+func planRowGroups(src fetch.Source, f *planFile, sel Selection, bufs *readBuffers) (units []Unit, err error) {
 	defer recoverTo(&err, func(e error) error { return fileErr(src.ID(), f.path, e) })
 	md := f.meta
 	epCol := md.Schema.ColumnIndexByName("episode_index")
 	if epCol < 0 {
 		return nil, fileErr(src.ID(), f.path, errors.New("no episode_index column"))
 	}
+	pq := &pqFile{meta: md, bufs: bufs}
 	for rg := 0; rg < md.NumRowGroups(); rg++ {
 		rgm := md.RowGroup(rg)
 		if rgm.NumRows() == 0 {
 			continue
 		}
 		lo, hi, ok := episodeStats(rgm, epCol)
-		u := Unit{File: f.path, RowGroup: rg, Rows: rgm.NumRows(), meta: md}
+		u := Unit{File: f.path, RowGroup: rg, Rows: rgm.NumRows(), meta: md, pq: pq}
 		present := 0
 		for _, ep := range f.episodes {
 			if ok && (ep.Index < lo || ep.Index > hi) {

@@ -2,16 +2,16 @@ package shard
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
-	"sync/atomic"
+	"sync"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
+	"github.com/parquet-go/parquet-go"
 
 	"github.com/lrstream/lrstream/fetch"
 	"github.com/lrstream/lrstream/schema"
@@ -25,18 +25,6 @@ const (
 	ColFrameIndex   = "frame_index"
 	ColTaskIndex    = "task_index"
 )
-
-// readCounts counts, for tests, the language columns read by the
-// low-level path (fast) and the leaves read by the page path (pages).
-type readCounts struct {
-	fast, pages atomic.Int64
-}
-
-func (c *readCounts) page() {
-	if c != nil {
-		c.pages.Add(1)
-	}
-}
 
 var coreColumns = []string{ColIndex, ColTimestamp, ColEpisodeIndex, ColFrameIndex, ColTaskIndex}
 
@@ -57,20 +45,6 @@ type Options struct {
 	// info.json order; an empty non-nil slice means none. Video and image
 	// features are never decoded.
 	Features []string
-
-	// noFast disables the low-level language path (tests compare both).
-	noFast bool
-	// noPages disables the page path of the low-level readers (pages.go),
-	// leaving arrow-go's column reader (tests compare both).
-	noPages bool
-	// noRawPages makes the page path take every page from arrow-go's page
-	// reader instead of rawPages (rawpages.go; tests compare both).
-	noRawPages bool
-	// counts, when set, counts the reads of the low-level paths (tests).
-	counts *readCounts
-	// parquetGo reads through the parquet-go path (pqgo.go, pqlang.go)
-	// instead of the arrow-go paths (tests compare both).
-	parquetGo bool
 }
 
 // Batch is the decoded, columnar content of one unit: one row group,
@@ -196,194 +170,227 @@ func ReadUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 	if err != nil {
 		return nil, wrap(err)
 	}
-	if opts.parquetGo {
-		return readUnitPQ(ctx, src, ds, u, opts, feats)
-	}
-	pf, err := openParquet(ctx, src, u.File, u.meta)
+	defer recoverTo(&err, wrap)
+	return frameChecker(src, ds, &u)(readUnit(ctx, src, ds, u, feats))
+}
+
+// readUnit reads u through parquet-go: each leaf column chunk page by
+// page (decoded levels, dictionary indices), straight into the batch.
+func readUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit, feats []schema.Feature) (*Batch, error) {
+	g, f, err := pqOpen(ctx, src, &u)
 	if err != nil {
 		return nil, err
 	}
-	defer pf.Close()
-	defer recoverTo(&err, wrap)
-
-	md := pf.rdr.MetaData()
-	if u.RowGroup < 0 || u.RowGroup >= md.NumRowGroups() {
-		return nil, wrap(fmt.Errorf("row group out of range (file has %d)", md.NumRowGroups()))
+	defer f.Close()
+	pf, rg := g.pf, g.rg
+	ep := int64(-1)
+	if len(u.Episodes) == 1 {
+		ep = u.Episodes[0]
 	}
-	var pages *pageView // the page path's view of the file (pages.go)
-	if !opts.noPages {
-		pages = pf.pageView(!opts.noRawPages, opts.counts)
-		defer pages.close()
+	colErr := func(col string, err error) *Error {
+		return &Error{Dataset: src.ID(), File: u.File, RowGroup: u.RowGroup, Episode: -1, Index: -1, Column: col, Err: err}
 	}
-	present := map[string]bool{}
-	root := md.Schema.Root()
-	for i := 0; i < root.NumFields(); i++ {
-		present[root.Field(i).Name()] = true
+	if rg < 0 || rg >= len(pf.RowGroups()) {
+		return nil, &Error{Dataset: src.ID(), File: u.File, RowGroup: u.RowGroup, Episode: ep, Index: -1,
+			Err: fmt.Errorf("row group out of range (file has %d)", len(pf.RowGroups()))}
 	}
-	cols := append([]string(nil), coreColumns...)
+	root := pf.Root()
+	var cols []string
 	for _, c := range coreColumns {
-		if !present[c] {
-			return nil, wrap(fmt.Errorf("missing column %s", c))
-		}
-	}
-	for _, c := range []string{schema.ColumnPersistent, schema.ColumnEvents} {
-		if !present[c] {
-			continue
-		}
-		if !ds.Info.HasLanguage(c) {
-			return nil, &Error{Dataset: src.ID(), File: u.File, RowGroup: u.RowGroup, Episode: -1, Index: -1, Column: c,
-				Err: errors.New("language column present in the data file but not declared in meta/info.json features")}
+		if root.Column(c) == nil {
+			return nil, &Error{Dataset: src.ID(), File: u.File, RowGroup: u.RowGroup, Episode: ep, Index: -1,
+				Err: fmt.Errorf("missing column %s", c)}
 		}
 		cols = append(cols, c)
 	}
+	var langs []string
+	for _, c := range []string{schema.ColumnPersistent, schema.ColumnEvents} {
+		if root.Column(c) == nil {
+			continue
+		}
+		if !ds.Info.HasLanguage(c) {
+			return nil, colErr(c, errors.New("language column present in the data file but not declared in meta/info.json features"))
+		}
+		langs = append(langs, c)
+		cols = append(cols, c)
+	}
 	for _, f := range feats {
-		if !present[f.Name] {
-			return nil, &Error{Dataset: src.ID(), File: u.File, RowGroup: u.RowGroup, Episode: -1, Index: -1, Column: f.Name,
-				Err: errors.New("feature declared in meta/info.json is missing from the data file")}
+		if root.Column(f.Name) == nil {
+			return nil, colErr(f.Name, errors.New("feature declared in meta/info.json is missing from the data file"))
 		}
-		if !isCore(f.Name) {
-			cols = append(cols, f.Name)
+		cols = append(cols, f.Name)
+	}
+	if p, ok := f.(fetch.Prefetcher); ok {
+		if err := p.Prefetch(ctx, pqRanges(pf, rg, cols)); err != nil {
+			return nil, &Error{Dataset: src.ID(), File: u.File, RowGroup: u.RowGroup, Episode: ep, Index: -1, Err: fmt.Errorf("prefetch: %w", err)}
 		}
-	}
-	leaves := leafColumns(md, cols)
-	if p, ok := pf.f.(fetch.Prefetcher); ok {
-		if err := p.Prefetch(ctx, chunkRanges(md, leaves, []int{u.RowGroup})); err != nil {
-			return nil, wrap(fmt.Errorf("prefetch: %w", err))
+	} else {
+		var bufs *readBuffers
+		if u.pq != nil {
+			bufs = u.pq.bufs
 		}
+		m := readRanges(f, f.Size(), pqRanges(pf, rg, cols), bufs.get())
+		defer bufs.put(m.buf)
+		g.r = m
 	}
-	// Language columns of a simple shape skip pqarrow (see fastlang.go).
-	type fastPlan struct {
-		name    string
-		cols    []int
-		fields  []fastField
-		tcArrow []int
-	}
-	var fasts []fastPlan
-	if !opts.noFast {
-		for _, c := range []string{schema.ColumnPersistent, schema.ColumnEvents} {
-			if !present[c] {
-				continue
-			}
-			if fc, ff, tca, ok := planFastLang(md, c, leaves); ok {
-				fasts = append(fasts, fastPlan{c, fc, ff, tca})
-				leaves = slices.DeleteFunc(leaves, func(l int) bool {
-					return md.Schema.ColumnRoot(l).Name() == c && !slices.Contains(tca, l)
-				})
-			}
-		}
-	}
-	// Flat core columns too (pqarrow's per-column setup is significant for
-	// short row groups).
-	var flats []int
-	if !opts.noFast {
-		for _, c := range coreColumns {
-			idx := md.Schema.ColumnIndexByName(c)
-			if idx >= 0 && flatColumn(md, idx) {
-				flats = append(flats, idx)
-				leaves = slices.DeleteFunc(leaves, func(l int) bool { return l == idx })
-			}
-		}
-	}
-	arrs := make(map[string]arrow.Array, len(cols))
-	defer releaseAll(arrs)
-	owned := map[string]bool{} // arrays of fresh Go memory, see decoder.owned
-	nrows := md.RowGroup(u.RowGroup).NumRows()
-	// Numeric list features (list or fixed_size_list of float/double/
-	// int64/int32, every value present) too; anything else stays with
-	// pqarrow.
-	if !opts.noFast {
-		for _, f := range feats {
-			if isCore(f.Name) {
-				continue
-			}
-			idx := md.Schema.ColumnIndexByName(f.Name + ".list.element")
-			if idx < 0 || !slices.Contains(leaves, idx) || !listColumn(md, idx) {
-				continue
-			}
-			a, ok := readList(pf.rdr, pages, u.RowGroup, idx, nrows)
-			if !ok {
-				continue
-			}
-			arrs[f.Name], owned[f.Name] = a, true
-			leaves = slices.DeleteFunc(leaves, func(l int) bool { return l == idx })
-		}
-	}
-	if len(leaves) > 0 {
-		fr, err := pqarrow.NewFileReader(pf.rdr, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	nrows := int(pf.RowGroups()[rg].NumRows())
+	read := func(name string) (*pqColumn, error) {
+		leaf, err := pqLeaf(root, name)
 		if err != nil {
-			return nil, wrap(fmt.Errorf("parquet schema: %w", err))
+			return nil, colErr(name, err)
 		}
-		tbl, err := fr.ReadRowGroups(ctx, leaves, []int{u.RowGroup})
+		c, err := pqRead(g, leaf, nrows)
 		if err != nil {
-			return nil, wrap(fmt.Errorf("read: %w", err))
+			return nil, colErr(name, err)
 		}
-		defer tbl.Release()
-		for i := 0; i < int(tbl.NumCols()); i++ {
-			a, err := oneChunk(tbl.Column(i).Data())
-			if err != nil {
-				return nil, wrap(err)
+		return c, nil
+	}
+	b := &Batch{Seq: u.Seq, File: u.File, RowGroup: u.RowGroup}
+	// keep: the rows of the selected episodes.
+	var keep []int
+	epc, err := read(ColEpisodeIndex)
+	if err != nil {
+		return nil, err
+	}
+	eps, err := pqInts(epc)
+	if err != nil {
+		return nil, colErr(ColEpisodeIndex, err)
+	}
+	b.EpisodeIndex = eps
+	if u.Partial {
+		for i, e := range eps {
+			if containsSorted(u.Episodes, e) {
+				keep = append(keep, i)
 			}
-			arrs[tbl.Schema().Field(i).Name] = a
 		}
-		if tbl.NumRows() != nrows {
-			return nil, wrap(fmt.Errorf("%d rows decoded, footer says %d", tbl.NumRows(), nrows))
+		if len(keep) == nrows {
+			keep = nil
+		} else {
+			if keep == nil {
+				keep = []int{}
+			}
+			b.EpisodeIndex = gatherInts(eps, keep)
 		}
 	}
-	for _, idx := range flats {
-		name := md.Schema.Column(idx).Name()
-		a, err := readFlat(pf.rdr, pages, u.RowGroup, idx, nrows)
+	for _, c := range []struct {
+		name string
+		dst  *[]int64
+	}{{ColIndex, &b.Index}, {ColFrameIndex, &b.FrameIndex}, {ColTaskIndex, &b.TaskIndex}} {
+		col, err := read(c.name)
 		if err != nil {
-			return nil, &Error{Dataset: src.ID(), File: u.File, RowGroup: u.RowGroup, Episode: -1, Index: -1, Column: name, Err: err}
+			return nil, err
 		}
-		arrs[name], owned[name] = a, true
+		v, err := pqInts(col)
+		if err != nil {
+			return nil, colErr(c.name, err)
+		}
+		if keep != nil {
+			v = gatherInts(v, keep)
+		}
+		*c.dst = v
 	}
-	d := decoder{src: src, u: &u, arrs: arrs, owned: owned, n: int(nrows)}
-	defer func() {
-		for _, fl := range d.fast {
-			fl.release()
-		}
-	}()
-	for _, f := range fasts {
-		fl, err := readFastLang(pf.rdr, pages, pf.f.Size(), u.RowGroup, f.name, f.cols, f.fields, d.n)
+	ts, err := read(ColTimestamp)
+	if err != nil {
+		return nil, err
+	}
+	if b.Timestamp, err = pqFloats(ts, keep); err != nil {
+		return nil, colErr(ColTimestamp, err)
+	}
+	d := decoder{src: src, u: &u, n: nrows, keep: keep, b: b, langs: map[string]langReader{}}
+	for _, name := range langs {
+		fl, err := pqReadLang(g, name, nrows)
 		if err != nil {
-			e := d.colErr(f.name, err)
-			if len(u.Episodes) == 1 {
-				e.Episode = u.Episodes[0]
-			}
+			e := colErr(name, err)
+			e.Episode = ep
 			return nil, e
 		}
-		if len(f.tcArrow) > 0 {
-			a, ok := arrs[f.name]
-			if !ok {
-				return nil, d.colErr(f.name, errors.New("tool_calls not read"))
-			}
-			if err := fl.bindToolCalls(f.name, a, d.n); err != nil {
-				return nil, d.colErr(f.name, err)
-			}
-		}
-		if d.fast == nil {
-			d.fast = map[string]*fastLang{}
-		}
-		d.fast[f.name] = fl
-		if opts.counts != nil {
-			opts.counts.fast.Add(1)
-		}
+		defer fl.release()
+		d.langs[name] = fl
 	}
-	return frameChecker(src, ds, &u)(d.decode(feats))
+	if err := d.language(); err != nil {
+		return nil, err
+	}
+	for _, f := range feats {
+		c, err := read(f.Name)
+		if err != nil {
+			return nil, err
+		}
+		per := c.size
+		for _, d := range c.dims {
+			per *= d
+		}
+		data := c.data
+		if keep != nil {
+			data = make([]byte, 0, len(keep)*per)
+			for _, r := range keep {
+				data = append(data, c.data[r*per:(r+1)*per]...)
+			}
+		}
+		if data == nil {
+			data = []byte{}
+		}
+		b.Features = append(b.Features, FeatureData{Name: f.Name, DType: c.dtype, Shape: frameShape(f.Shape, c.dims), Data: data})
+	}
+	return b, nil
 }
 
+// pqRanges returns the byte ranges of the column chunks of the named
+// top-level columns in row group rg.
+func pqRanges(pf *parquet.File, rg int, names []string) []fetch.Range {
+	var rs []fetch.Range
+	md := pf.Metadata()
+	if rg >= len(md.RowGroups) {
+		return nil
+	}
+	for _, name := range names {
+		c := pf.Root().Column(name)
+		if c == nil {
+			continue
+		}
+		var leaves []*parquet.Column
+		var walk func(c *parquet.Column)
+		walk = func(c *parquet.Column) {
+			if c.Leaf() {
+				leaves = append(leaves, c)
+			}
+			for _, k := range c.Columns() {
+				walk(k)
+			}
+		}
+		walk(c)
+		for _, l := range leaves {
+			if l.Index() >= len(md.RowGroups[rg].Columns) {
+				continue
+			}
+			cm := md.RowGroups[rg].Columns[l.Index()].MetaData
+			off := cm.DataPageOffset
+			if cm.DictionaryPageOffset > 0 && cm.DictionaryPageOffset < off {
+				off = cm.DictionaryPageOffset
+			}
+			if off >= 0 && cm.TotalCompressedSize > 0 {
+				rs = append(rs, fetch.Range{Off: off, Len: cm.TotalCompressedSize})
+			}
+		}
+	}
+	slices.SortFunc(rs, func(a, b fetch.Range) int { return int(a.Off - b.Off) })
+	out := rs[:0]
+	for _, r := range rs {
+		if k := len(out) - 1; k >= 0 && r.Off <= out[k].Off+out[k].Len {
+			out[k].Len = max(out[k].Len, r.Off+r.Len-out[k].Off)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// decoder assembles the language columns of a batch.
 type decoder struct {
-	src  fetch.Source
-	u    *Unit
-	arrs map[string]arrow.Array
-	// owned names the arrays whose value buffers are fresh Go memory that
-	// nothing else refers to (readList's and readFlat's): a feature or
-	// frame column taking all of such a buffer keeps it instead of a copy.
-	owned map[string]bool
+	src   fetch.Source
+	u     *Unit
 	n     int
 	keep  []int // selected rows when filtering; nil = all
-	fast  map[string]*fastLang
-	langs map[string]langReader // the parquet-go path's language columns
+	langs map[string]langReader
 	b     *Batch
 }
 
@@ -395,71 +402,6 @@ func (d *decoder) frameErr(col string, i int, err error) *Error {
 	e := d.colErr(col, err)
 	e.Episode, e.Index = d.b.EpisodeIndex[i], d.b.Index[i]
 	return e
-}
-
-func (d *decoder) ints(col string) ([]int64, error) {
-	a := d.arrs[col]
-	if a.Len() != d.n {
-		return nil, d.colErr(col, fmt.Errorf("%d values for %d rows", a.Len(), d.n))
-	}
-	if i, ok := a.(*array.Int64); ok && d.owned[col] && a.NullN() == 0 && a.Data().Offset() == 0 {
-		return i.Int64Values(), nil
-	}
-	out := make([]int64, d.n)
-	if err := appendInts(out, a); err != nil {
-		return nil, d.colErr(col, fmt.Errorf("unexpected column: %w", err))
-	}
-	return out, nil
-}
-
-func (d *decoder) decode(feats []schema.Feature) (*Batch, error) {
-	u := d.u
-	b := &Batch{Seq: u.Seq, File: u.File, RowGroup: u.RowGroup}
-	d.b = b
-	var err error
-	if b.EpisodeIndex, err = d.ints(ColEpisodeIndex); err != nil {
-		return nil, err
-	}
-	if u.Partial {
-		d.keep = make([]int, 0, d.n)
-		for i, ep := range b.EpisodeIndex {
-			if containsSorted(u.Episodes, ep) {
-				d.keep = append(d.keep, i)
-			}
-		}
-		if len(d.keep) == d.n {
-			d.keep = nil
-		} else {
-			b.EpisodeIndex = gatherInts(b.EpisodeIndex, d.keep)
-		}
-	}
-	for _, c := range []struct {
-		name string
-		dst  *[]int64
-	}{{ColIndex, &b.Index}, {ColFrameIndex, &b.FrameIndex}, {ColTaskIndex, &b.TaskIndex}} {
-		v, err := d.ints(c.name)
-		if err != nil {
-			return nil, err
-		}
-		if d.keep != nil {
-			v = gatherInts(v, d.keep)
-		}
-		*c.dst = v
-	}
-	if b.Timestamp, err = d.timestamps(); err != nil {
-		return nil, err
-	}
-	if err := d.language(); err != nil {
-		return nil, err
-	}
-	for _, f := range feats {
-		fd, err := d.feature(f)
-		if err != nil {
-			return nil, err
-		}
-		b.Features = append(b.Features, fd)
-	}
-	return b, nil
 }
 
 func containsSorted(s []int64, v int64) bool {
@@ -499,60 +441,23 @@ func (d *decoder) row(i int) int {
 	return i
 }
 
-func (d *decoder) timestamps() ([]float32, error) {
-	a := d.arrs[ColTimestamp]
-	if a.Len() != d.n {
-		return nil, d.colErr(ColTimestamp, fmt.Errorf("%d values for %d rows", a.Len(), d.n))
-	}
-	if a.NullN() > 0 {
-		return nil, d.colErr(ColTimestamp, fmt.Errorf("%d null values", a.NullN()))
-	}
-	out := make([]float32, d.rows())
-	switch t := a.(type) {
-	case *array.Float32:
-		v := t.Float32Values()
-		for i := range out {
-			out[i] = v[d.row(i)]
-		}
-	case *array.Float64:
-		v := t.Float64Values()
-		for i := range out {
-			out[i] = float32(v[d.row(i)])
-		}
-	default:
-		return nil, d.colErr(ColTimestamp, fmt.Errorf("unexpected type %s, want float32", a.DataType()))
-	}
-	return out, nil
-}
-
-// langReader returns the reader of language column name, or nil when the
-// file does not have it.
-func (d *decoder) langReader(name string) (langReader, error) {
-	if d.langs != nil {
-		return d.langs[name], nil
-	}
-	if fl, ok := d.fast[name]; ok {
-		return fl, nil
-	}
-	a, ok := d.arrs[name]
-	if !ok {
-		return nil, nil
-	}
-	c, err := newLangColumn(name, a)
-	if err != nil {
-		return nil, d.colErr(name, err)
-	}
-	return c, nil
+// langReader reads a language column of a row group.
+type langReader interface {
+	// frameLen returns the number of rows of row-group row r.
+	frameLen(r int) int
+	// sameFrames reports whether rows r1 and r2 hold identical lists.
+	sameFrames(r1, r2 int) bool
+	// repeats reports whether rows r+1..end-1 all hold row r's list
+	// (false: not proven).
+	repeats(r, end int) bool
+	// decodeFrame decodes row r's list.
+	decodeFrame(r int, buf *jsonBuf) ([]schema.Row, error)
 }
 
 func (d *decoder) language() error {
 	b := d.b
 	var buf jsonBuf
-	lr, err := d.langReader(schema.ColumnPersistent)
-	if err != nil {
-		return err
-	}
-	if lr != nil {
+	if lr := d.langs[schema.ColumnPersistent]; lr != nil {
 		b.HasPersistent = true
 		b.PersistentOf = make([]int32, d.rows())
 		prevEp, prevR, prevK := int64(math.MinInt64), 0, int32(-1)
@@ -591,11 +496,7 @@ func (d *decoder) language() error {
 			}
 		}
 	}
-	lr, err = d.langReader(schema.ColumnEvents)
-	if err != nil {
-		return err
-	}
-	if lr != nil {
+	if lr := d.langs[schema.ColumnEvents]; lr != nil {
 		b.HasEvents = true
 		b.Events = make([][]schema.Row, d.rows())
 		for i := range b.Events {
@@ -611,4 +512,203 @@ func (d *decoder) language() error {
 		}
 	}
 	return nil
+}
+
+// pqFile is a data file's footer opened by parquet-go once, shared by
+// the file's units (Plan hands every unit of a file the same pqFile): the
+// schema and row groups are parsed once per file, and each ReadUnit reads
+// pages from its own open file (FileColumnChunk.PagesFrom).
+type pqFile struct {
+	meta *metadata.FileMetaData
+	once sync.Once
+	pf   *parquet.File
+	err  error
+	bufs *readBuffers // the plan's read buffers (nil: none kept)
+}
+
+// readBuffers keeps a few read buffers (memRanges) for the next units of a
+// plan: a plan keeps at most readBuffersKept, however many files it has.
+type readBuffers struct{ free chan []byte }
+
+// readBuffersKept is about one buffer per worker.
+const readBuffersKept = 4
+
+func newReadBuffers() *readBuffers {
+	return &readBuffers{free: make(chan []byte, readBuffersKept)}
+}
+
+// get returns a buffer to reuse, or nil.
+func (r *readBuffers) get() []byte {
+	if r == nil {
+		return nil
+	}
+	select {
+	case b := <-r.free:
+		return b
+	default:
+		return nil
+	}
+}
+
+// put keeps b for a later unit (nothing refers to it once the unit is
+// decoded: parquet-go copies page bytes out of it); when enough are kept,
+// b is left to the garbage collector.
+func (r *readBuffers) put(b []byte) {
+	if r == nil || b == nil {
+		return
+	}
+	select {
+	case r.free <- b:
+	default:
+	}
+}
+
+// pqGroup is one row group of an opened file: where ReadUnit reads pages.
+type pqGroup struct {
+	pf *parquet.File
+	rg int
+	r  io.ReaderAt
+}
+
+// pages returns a page reader of leaf column c's chunk.
+func (g *pqGroup) pages(c int) *parquet.FilePages {
+	return g.pf.RowGroups()[g.rg].ColumnChunks()[c].(*parquet.FileColumnChunk).PagesFrom(g.r)
+}
+
+// numValues returns the footer's value count of leaf column c's chunk.
+func (g *pqGroup) numValues(c int) int64 {
+	return g.pf.RowGroups()[g.rg].ColumnChunks()[c].NumValues()
+}
+
+// pqOptions are the options every data file is opened with: no page
+// index or bloom filters (ReadUnit reads whole column chunks), and a read
+// buffer that takes a usual column chunk in one read.
+var pqOptions = []parquet.FileOption{parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true), parquet.ReadBufferSize(256 << 10)}
+
+// pqOpen opens u's data file for reading u's row group: it is the read
+// path's one dependency on the footer. The file's parquet-go footer is
+// built once per file from the footer Plan parsed (u.pq); a unit without
+// one (not from Plan) has parquet-go read the footer from the file.
+func pqOpen(ctx context.Context, src fetch.Source, u *Unit) (*pqGroup, fetch.File, error) {
+	f, err := src.Open(ctx, u.File)
+	if err != nil {
+		return nil, nil, fileErr(src.ID(), u.File, err)
+	}
+	var pf *parquet.File
+	if u.pq != nil && u.pq.meta != nil {
+		u.pq.once.Do(func() { u.pq.pf, u.pq.err = pqFooter(ctx, u.pq.meta, f.Size()) })
+		pf, err = u.pq.pf, u.pq.err
+	} else {
+		pf, err = parquet.OpenFile(f, f.Size(), pqOptions...)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, fileErr(src.ID(), u.File, err)
+	}
+	return &pqGroup{pf: pf, rg: u.RowGroup, r: f}, f, nil
+}
+
+// pqFooter opens, with parquet-go, the footer meta re-serialized: parquet-go
+// reads it from memory, placed after a file of size bytes it never reads.
+func pqFooter(ctx context.Context, meta *metadata.FileMetaData, size int64) (pf *parquet.File, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("footer: %v", r)
+		}
+	}()
+	fm, err := meta.Serialize(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tail := binary.LittleEndian.AppendUint32(fm, uint32(len(fm)))
+	tail = append(tail, "PAR1"...)
+	r := &footerAt{f: noData{}, size: size, tail: tail}
+	return parquet.OpenFile(r, size+int64(len(tail)), append(pqOptions, parquet.SkipMagicBytes(true))...)
+}
+
+// noData is a file whose data parquet-go must not read.
+type noData struct{}
+
+func (noData) ReadAt([]byte, int64) (int, error) {
+	return 0, errors.New("footer opened without its file")
+}
+
+// memRanges serves reads inside its byte ranges from memory, others from
+// the file: a unit's column chunks are read with one ReadAt per run of
+// adjacent chunks, not a few per page.
+type memRanges struct {
+	f    io.ReaderAt
+	rs   []fetch.Range
+	bufs [][]byte
+	buf  []byte // holds bufs
+}
+
+// readRanges reads the ranges (sorted, disjoint) of f that lie inside
+// the file into buf (replaced when too small); a range that cannot be
+// read is left to the file.
+func readRanges(f io.ReaderAt, size int64, rs []fetch.Range, buf []byte) *memRanges {
+	total := int64(0)
+	for _, r := range rs {
+		if r.Off >= 0 && r.Len > 0 && r.Off+r.Len <= size {
+			total += r.Len
+		}
+	}
+	if int64(cap(buf)) < total {
+		buf = make([]byte, total)
+	}
+	buf = buf[:total]
+	m := &memRanges{f: f, buf: buf}
+	at := int64(0)
+	for _, r := range rs {
+		if r.Off < 0 || r.Len <= 0 || r.Off+r.Len > size {
+			continue
+		}
+		b := buf[at : at+r.Len : at+r.Len]
+		if n, err := f.ReadAt(b, r.Off); err != nil || n != len(b) {
+			continue
+		}
+		at += r.Len
+		m.rs, m.bufs = append(m.rs, r), append(m.bufs, b)
+	}
+	return m
+}
+
+func (m *memRanges) ReadAt(p []byte, off int64) (int, error) {
+	for i, r := range m.rs {
+		if off >= r.Off && off+int64(len(p)) <= r.Off+r.Len {
+			return copy(p, m.bufs[i][off-r.Off:]), nil
+		}
+	}
+	return m.f.ReadAt(p, off)
+}
+
+// footerAt is a file followed by a footer held in memory.
+type footerAt struct {
+	f    io.ReaderAt
+	size int64
+	tail []byte
+}
+
+func (r *footerAt) ReadAt(p []byte, off int64) (int, error) {
+	n := 0
+	if off < r.size {
+		k := min(int64(len(p)), r.size-off)
+		m, err := r.f.ReadAt(p[:k], off)
+		n += m
+		if err != nil || int64(m) < k {
+			return n, err
+		}
+	}
+	if n < len(p) {
+		t := off + int64(n) - r.size
+		if t < 0 || t >= int64(len(r.tail)) {
+			return n, io.EOF
+		}
+		m := copy(p[n:], r.tail[t:])
+		n += m
+		if n < len(p) {
+			return n, io.EOF
+		}
+	}
+	return n, nil
 }
