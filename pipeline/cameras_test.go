@@ -36,20 +36,71 @@ func needFFmpeg(t testing.TB) {
 }
 
 // videoDataset generates a small dataset with two cameras (96×64 by
-// default), several episodes per mp4.
+// default), several episodes per mp4. Datasets are generated once per
+// distinct options and copied into each test's directory (tests may break
+// their copy's files): every mp4 is an ffmpeg process, ~70 ms of CPU to
+// start, and most tests ask for the same few datasets.
 func videoDataset(t testing.TB, edit func(*datagen.Options)) string {
 	t.Helper()
 	needFFmpeg(t)
-	dir := filepath.Join(t.TempDir(), "ds")
 	o := datagen.Options{Episodes: 5, MinFrames: 12, MaxFrames: 30, FramesPerFile: 50, Density: datagen.DensityNone,
 		Dim: 2, Tasks: 2, Videos: true, VideoWidth: 96, VideoHeight: 64, Workers: 1}
 	if edit != nil {
 		edit(&o)
 	}
-	if _, err := datagen.Generate(context.Background(), dir, o); err != nil {
+	src := generatedVideos.get(t, o)
+	dir := filepath.Join(t.TempDir(), "ds")
+	if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// generatedVideos is videoDataset's cache of generated datasets, removed
+// by TestMain.
+var generatedVideos videoCache
+
+type videoCache struct {
+	mu   sync.Mutex
+	root string
+	dirs map[string]string // fmt %+v of the options → dataset
+}
+
+func (c *videoCache) get(t testing.TB, o datagen.Options) string {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := fmt.Sprintf("%+v", o)
+	if dir, ok := c.dirs[key]; ok {
+		return dir
+	}
+	if c.root == "" {
+		root, err := os.MkdirTemp("", "lrstream-pipeline-videos")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.root, c.dirs = root, map[string]string{}
+	}
+	dir := filepath.Join(c.root, fmt.Sprint(len(c.dirs)))
+	if _, err := datagen.Generate(context.Background(), dir, o); err != nil {
+		t.Fatal(err)
+	}
+	c.dirs[key] = dir
+	return dir
+}
+
+func (c *videoCache) remove() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.root != "" {
+		os.RemoveAll(c.root)
+	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	generatedVideos.remove()
+	os.Exit(code)
 }
 
 func cameraConfig(t testing.TB, dir string, spec string) (*Config, error) {
