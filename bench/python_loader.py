@@ -37,20 +37,22 @@ def bare(sock):
     samples = msgs = 0
     with connect(sock, timeout=60, epoch=0) as reader:
         for batch in reader:
-            samples += batch.size
+            idx = batch["index"]
+            samples += len(idx)
             for m in batch.get("messages") or ():
                 msgs += len(m)
-            batch["index"].sum()
+            idx.sum()
     return samples, time.perf_counter() - t0, time.process_time() - c0, 0.0
 
 
 def loader(sock, workers):
+    """workers None: the dataset iterated directly, without a DataLoader."""
     from torch.utils.data import DataLoader
 
     from lrstream_client import LRStreamDataset
 
-    ds = LRStreamDataset(sock, num_workers=workers)
-    dl = DataLoader(ds, batch_size=None, num_workers=workers)
+    ds = LRStreamDataset(sock, num_workers=workers or 0)
+    dl = ds if workers is None else DataLoader(ds, batch_size=None, num_workers=workers)
     c0, k0, t0 = time.process_time(), children_cpu(), time.perf_counter()
     samples = msgs = 0
     for batch in dl:
@@ -66,7 +68,8 @@ def loader(sock, workers):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lrstream", default="lrstream")
-    ap.add_argument("--workers", default="0,1,2", help="DataLoader num_workers values to measure")
+    ap.add_argument("--workers", default="direct,0,2",
+                    help="DataLoader num_workers values to measure; 'direct': the dataset without a DataLoader")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("serve_args", nargs="*")
@@ -84,31 +87,45 @@ def main():
         # Configurations alternate, a.rounds times; each keeps its best round
         # (least main CPU per sample): on a shared machine the load drifts.
         runs = [("bare reader", lambda: bare(sock))]
-        for w in [int(x) for x in a.workers.split(",")]:
-            runs.append((f"DataLoader num_workers={w}", lambda w=w: loader(sock, w)))
-        best = {}
+        for w in a.workers.split(","):
+            if w == "direct":
+                runs.append(("LRStreamDataset, no DataLoader", lambda: loader(sock, None)))
+            else:
+                runs.append((f"DataLoader num_workers={w}", lambda w=int(w): loader(sock, w)))
+        best, all_ = {}, {}
         for _ in range(a.rounds):
             for name, f in runs:
                 r = f()
+                all_.setdefault(name, []).append(r)
                 if name not in best or r[2] / r[0] < best[name][2] / best[name][0]:
                     best[name] = r
         rows = [(name, *best[name]) for name, _ in runs]
     finally:
         proc.terminate()
         proc.wait()
-    base = rows[0][1] / rows[0][2]
+    def median_rate(name):
+        v = sorted(n / dt for n, dt, _, _ in all_[name])
+        return v[len(v) // 2]
+
+    base, base_cpu, base_med = rows[0][1] / rows[0][2], rows[0][3] / rows[0][1], median_rate(rows[0][0])
     out = []
     for name, n, dt, cpu, wcpu in rows:
         out.append({"config": name, "samples": n, "seconds": round(dt, 3), "samples_per_sec": round(n / dt),
-                    "ratio_to_bare": round(n / dt / base, 3), "main_cpu_us_per_sample": round(cpu / n * 1e6, 3),
+                    "ratio_to_bare": round(n / dt / base, 3),
+                    "median_samples_per_sec": round(median_rate(name)),
+                    "median_ratio_to_bare": round(median_rate(name) / base_med, 3),
+                    "main_cpu_us_per_sample": round(cpu / n * 1e6, 3),
+                    "cpu_ratio": round(base_cpu / ((cpu + wcpu) / n), 3),
                     "worker_cpu_us_per_sample": round(wcpu / n * 1e6, 3)})
     if a.json:
         print(json.dumps(out, indent=1))
     else:
-        print(f"{'configuration':28} {'samples/s':>10} {'ratio':>6} {'main CPU µs/sample':>19} {'worker CPU µs/sample':>21}")
+        print(f"{'configuration':31} {'samples/s':>10} {'ratio':>6} {'median':>8} {'ratio':>6} "
+              f"{'main CPU µs/sample':>19} {'worker CPU µs/sample':>21} {'CPU ratio':>9}")
         for r in out:
-            print(f"{r['config']:28} {r['samples_per_sec']:>10} {r['ratio_to_bare']:>6} "
-                  f"{r['main_cpu_us_per_sample']:>19} {r['worker_cpu_us_per_sample']:>21}")
+            print(f"{r['config']:31} {r['samples_per_sec']:>10} {r['ratio_to_bare']:>6} "
+                  f"{r['median_samples_per_sec']:>8} {r['median_ratio_to_bare']:>6} "
+                  f"{r['main_cpu_us_per_sample']:>19} {r['worker_cpu_us_per_sample']:>21} {r['cpu_ratio']:>9}")
 
 
 if __name__ == "__main__":

@@ -41,7 +41,6 @@ from .reader import (
     RawMessages,
     StreamError,
     TruncatedStreamError,
-    _decode_columns,
     _peek_type,
     check_header,
     decode_message,
@@ -79,6 +78,27 @@ def to_torch(columns: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
+_NP_DTYPES: Dict[Any, np.dtype] = {}
+
+
+def _tensor(obj: Dict[bytes, Any]) -> torch.Tensor:
+    """A msgpack-numpy map to a writable tensor with its own memory (one copy
+    of the received bytes; the dtype is parsed once per distinct string)."""
+    t = obj[b"type"]
+    dt = _NP_DTYPES.get(t)
+    if dt is None:
+        dt = _NP_DTYPES[t] = np.dtype(t.decode() if isinstance(t, bytes) else t)
+    return torch.from_numpy(np.frombuffer(obj[b"data"], dt).reshape(obj[b"shape"]).copy())
+
+
+def _columns_to_torch(columns: Dict[str, Any]) -> Dict[str, Any]:
+    # In place: only top-level column values can be arrays.
+    for k, v in columns.items():
+        if type(v) is dict and v.get(b"nd") is True:
+            columns[k] = _tensor(v)
+    return columns
+
+
 class LRStreamBatch:
     """One batch as a DataLoader yields it: a read-only mapping from column
     name to a ``torch.Tensor`` (numeric columns; writable, own memory) or a
@@ -90,7 +110,7 @@ class LRStreamBatch:
     """
 
     __slots__ = ("raw", "uid", "epoch", "index", "per_epoch", "fingerprint", "worker", "rank", "num_workers",
-                 "world_size", "meta_key", "gen", "start", "_cols")
+                 "world_size", "meta_key", "gen", "start", "_cols", "_counted")
 
     def __init__(self, raw: bytes, uid: str, epoch: int, index: int, per_epoch: int, fingerprint: str,
                  worker: int, rank: int, num_workers: int, world_size: int, meta_key: Optional[str],
@@ -109,6 +129,7 @@ class LRStreamBatch:
         self.gen = gen  # the worker's iteration number (persistent workers iterate several times)
         self.start = start  # rank-sequence index the iteration started at
         self._cols: Optional[Dict[str, Any]] = None
+        self._counted = False
 
     def __reduce__(self):
         return (LRStreamBatch, (self.raw, self.uid, self.epoch, self.index, self.per_epoch, self.fingerprint,
@@ -123,7 +144,7 @@ class LRStreamBatch:
         if seq != self.index or msg.get("epoch") != self.epoch:
             raise ProtocolError(f"batch carries epoch {msg.get('epoch')} seq {seq}, "
                                 f"want epoch {self.epoch} index {self.index} (server without hello positions?)")
-        cols = to_torch(_decode_columns(msg["columns"], writable=True))
+        cols = _columns_to_torch(msg["columns"])
         if self.meta_key is not None:
             cols[self.meta_key] = {"epoch": self.epoch, "index": self.index, "worker": self.worker,
                                    "rank": self.rank, "size": msg.get("size")}
@@ -131,18 +152,21 @@ class LRStreamBatch:
         return cols
 
     def _use(self) -> Dict[str, Any]:
-        if self._cols is None:
-            self._cols = self._decode()
-        t = _TRACKERS.get(self.uid)
-        if t is not None and t[0] == os.getpid():
-            ds = t[1]()
-            if ds is not None:
-                ds._consumed(self)
-        return self._cols
+        cols = self._cols
+        if cols is None:
+            cols = self._cols = self._decode()
+        if not self._counted:  # the first access counts the batch as consumed (once)
+            self._counted = True
+            t = _TRACKERS.get(self.uid)
+            if t is not None and t[0] == os.getpid():
+                ds = t[1]()
+                if ds is not None:
+                    ds._consumed(self)
+        return cols
 
     # Mapping protocol (every access counts the batch as consumed).
     def __getitem__(self, key: str) -> Any:
-        return self._use()[key]
+        return (self._cols if self._counted else self._use())[key]
 
     def get(self, key: str, default: Any = None) -> Any:
         return self._use().get(key, default)
@@ -499,7 +523,8 @@ class LRStreamDataset(IterableDataset):
             self._set_pos(b.epoch + 1, 0, b.gen, (b.epoch, b.start))
         else:
             self._set_pos(b.epoch, b.index + 1, b.gen, (b.epoch, b.start))
-        self._fp.value = b.fingerprint.encode()
+        if self._fp.value != b.fingerprint.encode():
+            self._fp.value = b.fingerprint.encode()
         self._cluster = (b.num_workers, b.world_size)
 
     def state_dict(self) -> Dict[str, Any]:
