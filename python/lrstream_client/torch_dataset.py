@@ -27,6 +27,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 import weakref
@@ -222,12 +223,19 @@ except ImportError:  # pragma: no cover - older torch
     pass
 
 
-def _set_pdeathsig() -> None:  # runs in the child between fork and exec
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
+def _pdeathsig(parent: int):
+    """preexec_fn (Linux): the server gets SIGTERM when the thread that
+    spawned it ends -- with the process, whatever killed it (SIGKILL too).
+    If the parent died before prctl took effect, the child exits at once."""
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def set_pdeathsig() -> None:  # runs in the child between fork and exec
+        if libc.prctl(1, int(signal.SIGTERM), 0, 0, 0) != 0:  # PR_SET_PDEATHSIG
+            return
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return set_pdeathsig
 
 
 def _stop_server(proc: subprocess.Popen, tmpdir: str, owner: int) -> None:
@@ -373,9 +381,12 @@ class LRStreamDataset(IterableDataset):
         self.socket_path = os.path.join(tmpdir, "serve.sock")
         self._server_log = os.path.join(tmpdir, "serve.log")
         with open(self._server_log, "wb") as log:
+            # PR_SET_PDEATHSIG is tied to the spawning thread: only from the
+            # main thread (a worker thread's exit would stop the server).
+            tie = sys.platform == "linux" and threading.current_thread() is threading.main_thread()
             self._proc = subprocess.Popen([lrstream, "serve", "--socket", self.socket_path, *args],
                                           stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                          preexec_fn=_set_pdeathsig if sys.platform == "linux" else None)
+                                          preexec_fn=_pdeathsig(os.getpid()) if tie else None)
         self._server_pid = self._proc.pid
         self._finalizer = weakref.finalize(self, _stop_server, self._proc, tmpdir, self._owner)
 

@@ -188,6 +188,49 @@ def test_spawned_server_ends_with_dataset(lrstream_bin):
     assert proc.wait(10) is not None
 
 
+
+KILLED_PARENT = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, {py!r})
+    from torch.utils.data import DataLoader
+    from lrstream_client import LRStreamDataset
+    ds = LRStreamDataset(serve_args={args!r}, lrstream={bin!r})
+    it = iter(DataLoader(ds, batch_size=None, num_workers=2))
+    next(it)
+    print("SERVER", ds._server_pid, flush=True)
+    time.sleep(60)
+""")
+
+
+def test_spawned_server_ends_when_python_is_killed(lrstream_bin):
+    """SIGKILL of the training process (no finalizer, no atexit) still ends
+    the server it spawned (PR_SET_PDEATHSIG), with DataLoader workers alive."""
+    code = KILLED_PARENT.format(py=os.path.join(ROOT, "python"), args=SERVE_ARGS, bin=lrstream_bin)
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        assert line.startswith("SERVER "), line
+        pid = int(line.split()[1])
+        assert _alive(pid)
+        p.kill()
+        p.wait()
+        deadline = time.monotonic() + 10
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(pid), f"lrstream serve (pid {pid}) outlived the SIGKILLed process that spawned it"
+    finally:
+        p.kill()
+
+
+def _alive(pid):
+    """pid exists and is not a zombie (an orphan is reaped by init)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return False
+    return data[data.rindex(b")") + 2:data.rindex(b")") + 3] not in (b"Z", b"X")
+
 DDP = textwrap.dedent("""
     import os, sys, json
     sys.path.insert(0, {py!r})
