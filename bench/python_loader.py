@@ -65,12 +65,23 @@ def loader(sock, workers):
     return samples, time.perf_counter() - t0, time.process_time() - c0, children_cpu() - k0
 
 
+def stream(lrstream, args, samples):
+    """`lrstream stream ARGS > /dev/null`: the same epoch without a client
+    (its samples are the bare reader's: same dataset, flags and order)."""
+    k0, t0 = children_cpu(), time.perf_counter()
+    with open(os.devnull, "wb") as null:
+        subprocess.run([lrstream, "stream", "-q", *args], stdout=null, check=True)
+    return samples, time.perf_counter() - t0, 0.0, children_cpu() - k0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lrstream", default="lrstream")
     ap.add_argument("--workers", default="direct,0,2",
                     help="DataLoader num_workers values to measure; 'direct': the dataset without a DataLoader")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--stream", action="store_true",
+                    help="also time `lrstream stream SERVE_ARGS > /dev/null` (the server-side ceiling)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("serve_args", nargs="*")
     a = ap.parse_args()
@@ -83,21 +94,23 @@ def main():
             if os.path.exists(sock):
                 break
             time.sleep(0.05)
-        bare(sock)  # warm the server's keep index
+        warm = bare(sock)  # warm the server's keep index
         # Configurations alternate, a.rounds times; each keeps its best round
-        # (least main CPU per sample): on a shared machine the load drifts.
+        # (least CPU per sample, main process + children): on a shared machine the load drifts.
         runs = [("bare reader", lambda: bare(sock))]
         for w in a.workers.split(","):
             if w == "direct":
                 runs.append(("LRStreamDataset, no DataLoader", lambda: loader(sock, None)))
             else:
                 runs.append((f"DataLoader num_workers={w}", lambda w=int(w): loader(sock, w)))
+        if a.stream:
+            runs.append(("lrstream stream > /dev/null", lambda: stream(a.lrstream, a.serve_args, warm[0])))
         best, all_ = {}, {}
         for _ in range(a.rounds):
             for name, f in runs:
                 r = f()
                 all_.setdefault(name, []).append(r)
-                if name not in best or r[2] / r[0] < best[name][2] / best[name][0]:
+                if name not in best or (r[2] + r[3]) / r[0] < (best[name][2] + best[name][3]) / best[name][0]:
                     best[name] = r
         rows = [(name, *best[name]) for name, _ in runs]
     finally:
@@ -108,24 +121,34 @@ def main():
         return v[len(v) // 2]
 
     base, base_cpu, base_med = rows[0][1] / rows[0][2], rows[0][3] / rows[0][1], median_rate(rows[0][0])
+    st = [r for r in rows if r[0].startswith("lrstream stream")]
     out = []
     for name, n, dt, cpu, wcpu in rows:
-        out.append({"config": name, "samples": n, "seconds": round(dt, 3), "samples_per_sec": round(n / dt),
-                    "ratio_to_bare": round(n / dt / base, 3),
-                    "median_samples_per_sec": round(median_rate(name)),
-                    "median_ratio_to_bare": round(median_rate(name) / base_med, 3),
-                    "main_cpu_us_per_sample": round(cpu / n * 1e6, 3),
-                    "cpu_ratio": round(base_cpu / ((cpu + wcpu) / n), 3),
-                    "worker_cpu_us_per_sample": round(wcpu / n * 1e6, 3)})
+        is_stream = name.startswith("lrstream stream")
+        r = {"config": name, "samples": n, "seconds": round(dt, 3), "samples_per_sec": round(n / dt),
+             "ratio_to_bare": round(n / dt / base, 3),
+             "median_samples_per_sec": round(median_rate(name)),
+             "median_ratio_to_bare": round(median_rate(name) / base_med, 3),
+             "main_cpu_us_per_sample": round(cpu / n * 1e6, 3),
+             "child_cpu_us_per_sample": round(wcpu / n * 1e6, 3),
+             "cpu_ratio": None if is_stream else round(base_cpu / ((cpu + wcpu) / n), 3)}
+        if st:
+            r["ratio_to_stream"] = round(n / dt / (st[0][1] / st[0][2]), 3)
+        out.append(r)
     if a.json:
         print(json.dumps(out, indent=1))
-    else:
-        print(f"{'configuration':31} {'samples/s':>10} {'ratio':>6} {'median':>8} {'ratio':>6} "
-              f"{'main CPU µs/sample':>19} {'worker CPU µs/sample':>21} {'CPU ratio':>9}")
-        for r in out:
-            print(f"{r['config']:31} {r['samples_per_sec']:>10} {r['ratio_to_bare']:>6} "
-                  f"{r['median_samples_per_sec']:>8} {r['median_ratio_to_bare']:>6} "
-                  f"{r['main_cpu_us_per_sample']:>19} {r['worker_cpu_us_per_sample']:>21} {r['cpu_ratio']:>9}")
+        return
+    print(f"{'configuration':31} {'samples/s':>10} {'ratio':>6} {'median':>8} {'ratio':>6} "
+          f"{'main CPU µs/sample':>19} {'child CPU µs/sample':>20} {'CPU ratio':>9}"
+          + (f" {'vs stream':>9}" if st else ""))
+    for r in out:
+        print(f"{r['config']:31} {r['samples_per_sec']:>10} {r['ratio_to_bare']:>6} "
+              f"{r['median_samples_per_sec']:>8} {r['median_ratio_to_bare']:>6} "
+              f"{r['main_cpu_us_per_sample']:>19} {r['child_cpu_us_per_sample']:>20} {str(r['cpu_ratio'] or '-'):>9}"
+              + (f" {r['ratio_to_stream']:>9}" if st else ""))
+    print("ratio: best round's samples/s / the bare reader's; median: median round's; CPU ratio: the bare "
+          "reader's CPU per sample / this one's (main + workers); child CPU: DataLoader workers, or the "
+          "`lrstream stream` process and its FFmpeg children")
 
 
 if __name__ == "__main__":
