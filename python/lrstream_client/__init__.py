@@ -13,6 +13,7 @@ from .reader import (
     TruncatedStreamError,
     connect,
     decode_array,
+    decode_batch_buffer,
     hello,
     read_stream,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "TruncatedStreamError",
     "connect",
     "decode_array",
+    "decode_batch_buffer",
     "hello",
     "read_stream",
 ]

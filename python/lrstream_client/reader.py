@@ -64,11 +64,7 @@ def decode_array(obj: Dict[bytes, Any], *, writable: bool = False) -> np.ndarray
     into a numpy array. By default it is a read-only view of the received
     (immutable) bytes -- numpy refuses writes to it; ``writable=True`` gives
     a private, writable copy."""
-    dtype = obj[b"type"]
-    if isinstance(dtype, bytes):
-        dtype = dtype.decode()
-    shape = tuple(obj[b"shape"])
-    a = np.frombuffer(obj[b"data"], dtype=np.dtype(dtype)).reshape(shape)
+    a = np.frombuffer(obj[b"data"], dtype=_np_dtype(obj[b"type"])).reshape(obj[b"shape"])
     return a.copy() if writable else a
 
 
@@ -79,6 +75,204 @@ def _decode_columns(columns: Dict[str, Any], writable: bool = False) -> Dict[str
         if type(v) is dict and v.get(b"nd") is True:
             columns[k] = decode_array(v, writable=writable)
     return columns
+
+
+_NP_DTYPES: Dict[Any, np.dtype] = {}
+
+
+def _np_dtype(t: Any) -> np.dtype:
+    """numpy dtype of a msgpack-numpy type string (parsed once per string)."""
+    dt = _NP_DTYPES.get(t)
+    if dt is None:
+        try:
+            dt = np.dtype(t.decode() if isinstance(t, bytes) else t)
+        except Exception as e:  # numpy raises TypeError, ValueError, even SyntaxError
+            raise ProtocolError(f"malformed lrstream message: bad array type {t!r}: {e}") from None
+        if len(_NP_DTYPES) < 256:
+            _NP_DTYPES[t] = dt
+    return dt
+
+
+class _Fallback(Exception):
+    """The walker met something it does not parse by hand."""
+
+
+def _map_header(buf, pos: int):
+    b = buf[pos]
+    if 0x80 <= b <= 0x8F:
+        return b & 0x0F, pos + 1
+    if b == 0xDE:
+        return int.from_bytes(buf[pos + 1:pos + 3], "big"), pos + 3
+    if b == 0xDF:
+        return int.from_bytes(buf[pos + 1:pos + 5], "big"), pos + 5
+    raise _Fallback
+
+
+def _raw(buf, pos: int):
+    """A str or bin at pos: (start, end) of its bytes, and whether it is a str."""
+    b = buf[pos]
+    if 0xA0 <= b <= 0xBF:
+        return pos + 1, pos + 1 + (b & 0x1F), True
+    if b in (0xD9, 0xC4):
+        n, h = buf[pos + 1], 2
+    elif b in (0xDA, 0xC5):
+        n, h = int.from_bytes(buf[pos + 1:pos + 3], "big"), 3
+    elif b in (0xDB, 0xC6):
+        n, h = int.from_bytes(buf[pos + 1:pos + 5], "big"), 5
+    else:
+        raise _Fallback
+    return pos + h, pos + h + n, b >= 0xD9
+
+
+def _str(buf, pos: int):
+    a, e, is_str = _raw(buf, pos)
+    if not is_str:
+        raise _Fallback
+    return buf[a:e].decode(), e
+
+
+def _scalar(buf, pos: int):
+    """nil, bool, int or str at pos."""
+    b = buf[pos]
+    if b <= 0x7F:
+        return b, pos + 1
+    if b >= 0xE0:
+        return b - 0x100, pos + 1
+    if b == 0xC0:
+        return None, pos + 1
+    if b in (0xC2, 0xC3):
+        return b == 0xC3, pos + 1
+    if 0xCC <= b <= 0xD3:
+        n = 1 << ((b - 0xCC) & 3)
+        return int.from_bytes(buf[pos + 1:pos + 1 + n], "big", signed=b >= 0xD0), pos + 1 + n
+    if 0xA0 <= b <= 0xBF or 0xD9 <= b <= 0xDB:
+        return _str(buf, pos)
+    raise _Fallback
+
+
+_ND_KEYS = (b"nd", b"type", b"kind", b"shape", b"data")
+
+
+def _nd(buf, pos: int, end: int):
+    """A msgpack-numpy map at pos, its data copied once into a new array."""
+    if buf[pos] != 0x85:
+        raise _Fallback
+    pos += 1
+    fields = {}
+    for _ in range(5):
+        a, e, _ = _raw(buf, pos)
+        key = bytes(buf[a:e])
+        pos = e
+        if key == b"shape":
+            b = buf[pos]
+            if not 0x90 <= b <= 0x9F:
+                raise _Fallback
+            shape = []
+            pos += 1
+            for _ in range(b & 0x0F):
+                v, pos = _scalar(buf, pos)
+                if type(v) is not int or v < 0:
+                    raise _Fallback
+                shape.append(v)
+            fields[key] = shape
+        elif key == b"nd":
+            v, pos = _scalar(buf, pos)
+            fields[key] = v
+        elif key in (b"type", b"kind", b"data"):
+            a, e, _ = _raw(buf, pos)
+            fields[key] = (a, e)
+            pos = e
+        else:
+            raise _Fallback
+    if len(fields) != 5 or fields[b"nd"] is not True:
+        raise _Fallback
+    ka, ke = fields[b"kind"]
+    if ke != ka:  # object and structured arrays: msgpack-numpy's own path
+        raise _Fallback
+    ta, te = fields[b"type"]
+    dt = _np_dtype(bytes(buf[ta:te]))
+    shape = fields[b"shape"]
+    da, de = fields[b"data"]
+    count = 1
+    for d in shape:
+        count *= d
+    if count * dt.itemsize != de - da or de > end:
+        raise _Fallback  # the generic path reports it
+    if count == 0:
+        return np.empty(shape, dt), pos
+    return np.frombuffer(buf, dt, count, da).reshape(shape).copy(), pos
+
+
+def decode_batch_buffer(buf: Union[bytes, bytearray], start: int = 0, end: Optional[int] = None) -> Dict[str, Any]:
+    """Decode the message in ``buf[start:end]`` (a whole msgpack map) with
+    numeric columns (msgpack-numpy maps) as writable numpy arrays of their
+    own, each copied once straight from ``buf`` -- msgpack would first copy
+    every payload into a new ``bytes`` object, which for camera frames costs
+    more than the copy itself (fresh memory, page by page). Values the walker
+    does not parse by hand (message lists, ...) are decoded by msgpack."""
+    end = len(buf) if end is None else end
+    msg: Dict[str, Any] = {}
+    try:
+        n, pos = _map_header(buf, start)
+    except (_Fallback, IndexError):
+        raise ProtocolError("malformed lrstream message: not a map") from None
+    i = 0
+    cols: Optional[Dict[str, Any]] = None
+    left = 0
+    try:
+        while i < n:
+            k, p = _str(buf, pos)
+            if k == "columns":
+                left, p = _map_header(buf, p)
+                cols = {}
+                pos = p
+                while left:
+                    name, p = _str(buf, pos)
+                    cols[name], pos = _nd(buf, p, end)
+                    left -= 1
+                msg["columns"] = cols
+                cols = None
+            else:
+                msg[k], pos = _scalar(buf, p)
+            i += 1
+    except (_Fallback, IndexError):
+        # The rest, from the first value not parsed by hand, through msgpack.
+        u = msgpack.Unpacker(raw=False, max_buffer_size=MAX_MESSAGE_BYTES, max_bin_len=MAX_MESSAGE_BYTES,
+                             max_str_len=MAX_MESSAGE_BYTES)
+        with memoryview(buf) as mv:
+            u.feed(mv[pos:end])
+        try:
+            if cols is not None:
+                for _ in range(left):
+                    name = u.unpack()
+                    if type(name) is not str:
+                        raise ProtocolError(f"malformed lrstream message: column name {name!r}")
+                    cols[name] = u.unpack()
+                msg["columns"] = cols
+                i += 1
+            for _ in range(n - i):
+                k = u.unpack()
+                if type(k) is not str:
+                    raise ProtocolError(f"malformed lrstream message: key {k!r}")
+                msg[k] = u.unpack()
+            pos += u.tell()
+            cols = msg.get("columns")
+            if type(cols) is dict:  # msgpack-numpy maps the walker did not reach
+                for k, v in cols.items():
+                    if type(v) is dict and v.get(b"nd") is True and not v.get(b"kind"):
+                        try:
+                            cols[k] = decode_array(v, writable=True)
+                        except (KeyError, TypeError, ValueError) as e:
+                            raise ProtocolError(f"malformed lrstream message: column {k!r}: {e}") from e
+        except msgpack.OutOfData:
+            raise ProtocolError("malformed lrstream message: truncated") from None
+        except (msgpack.FormatError, msgpack.StackError, ValueError, TypeError) as e:
+            raise ProtocolError(f"malformed lrstream message: {e}") from e
+    if pos != end:
+        raise ProtocolError(f"malformed lrstream message: {end - pos} bytes after its end")
+    if not isinstance(msg.get("type"), str):
+        raise ProtocolError("malformed lrstream message: map without a type")
+    return msg
 
 
 def decode_message(raw: bytes) -> Dict[str, Any]:
@@ -122,7 +316,11 @@ def _peek_type(raw: bytes) -> Optional[str]:
 class RawMessages:
     """Splits a stream arriving on a socket into its messages' exact bytes,
     without decoding batches (so a DataLoader worker can hand them to the
-    main process as one ``bytes`` object each).
+    main process as one ``bytes`` object each). With ``decode``, next()
+    returns decoded messages instead: msgpack decodes them as they arrive,
+    or after :meth:`walk` (streams of large numeric columns, e.g. camera
+    frames) :func:`decode_batch_buffer` copies each array once from the
+    receive buffer.
 
     ``read_timeout`` bounds each wait for data, in seconds; ``check`` (if
     given) is called every ``poll`` seconds while waiting and may raise (it
@@ -141,7 +339,21 @@ class RawMessages:
         self._poll = poll
         self._what = what
         self._eof = False
-        self._decode = decode  # next() returns decoded messages (no raw bytes kept)
+        self._decode = decode  # next() returns decoded messages
+        self._keep = True  # received bytes are kept in _buf (raw mode, walk mode; decode mode until walk(False))
+        self._walk = False
+
+    def walk(self, on: bool) -> None:
+        """Decode mode, at a message boundary: decode the next messages with
+        :func:`decode_batch_buffer` (on) or msgpack alone (off: received
+        bytes are no longer kept)."""
+        if on:
+            if not self._keep:
+                raise ValueError("RawMessages.walk(True) after walk(False)")
+            self._walk = True
+        elif self._decode:
+            self._walk = self._keep = False
+            self._buf = bytearray()
 
     def _fill(self) -> bool:
         waited = 0.0
@@ -171,14 +383,20 @@ class RawMessages:
             return False
         self._fed = getattr(self, "_fed", 0) + n
         self._unpacker.feed(chunk)
-        if not self._decode:
+        if self._keep:
             self._buf += chunk
         return True
+
+    def _consumed(self, end: int) -> None:
+        """Drop _buf's bytes before stream offset end once they are many."""
+        if end - self._base > (1 << 22) and end - self._base > len(self._buf) // 2:
+            del self._buf[:end - self._base]
+            self._base = end
 
     def next(self) -> Any:
         """The next message's bytes (with ``decode``: the decoded message),
         None at the end of the connection, b"" after a partial message."""
-        if self._decode:
+        if self._decode and not self._walk:
             while True:
                 try:
                     msg = self._unpacker.unpack()
@@ -191,6 +409,8 @@ class RawMessages:
                 if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
                     raise ProtocolError(f"malformed lrstream message: {type(msg).__name__} without a type")
                 self._start = self._unpacker.tell()
+                if self._keep:
+                    self._consumed(self._start)
                 return msg
         while True:
             try:
@@ -204,12 +424,15 @@ class RawMessages:
             except (msgpack.FormatError, msgpack.StackError, ValueError) as e:
                 raise ProtocolError(f"malformed lrstream stream: {e}") from e
             end = self._unpacker.tell()
-            raw = bytes(self._buf[self._start - self._base:end - self._base])
+            a, b = self._start - self._base, end - self._base
+            if self._walk:
+                out: Any = decode_batch_buffer(self._buf, a, b)
+            else:
+                with memoryview(self._buf) as mv:
+                    out = bytes(mv[a:b])  # one copy (bytes(bytearray[a:b]) makes two)
             self._start = end
-            if end - self._base > (1 << 22) and end - self._base > len(self._buf) // 2:
-                del self._buf[:end - self._base]
-                self._base = end
-            return raw
+            self._consumed(end)
+            return out
 
 
 class _Available:

@@ -44,6 +44,7 @@ from .reader import (
     TruncatedStreamError,
     _peek_type,
     check_header,
+    decode_batch_buffer,
     decode_message,
     hello,
 )
@@ -93,11 +94,35 @@ def _tensor(obj: Dict[bytes, Any]) -> torch.Tensor:
 
 
 def _columns_to_torch(columns: Dict[str, Any]) -> Dict[str, Any]:
-    # In place: only top-level column values can be arrays.
+    # In place: only top-level column values can be arrays (msgpack-numpy
+    # maps, or arrays of their own from decode_batch_buffer).
     for k, v in columns.items():
         if type(v) is dict and v.get(b"nd") is True:
             columns[k] = _tensor(v)
+        elif type(v) is np.ndarray:
+            columns[k] = torch.from_numpy(v)
     return columns
+
+
+# A batch message at least this large is decoded by decode_batch_buffer
+# (numeric columns copied once from the received bytes); smaller ones by
+# msgpack alone, which is faster for message lists.
+WALK_BYTES = 1 << 20
+
+
+def _walk_stream(header: Dict[str, Any]) -> bool:
+    """Whether a stream's batches carry WALK_BYTES of numeric data (camera
+    frames, long action chunks): from the header's features and batch size."""
+    total = 0
+    for f in header.get("features") or ():
+        try:
+            n = np.dtype(f["dtype"]).itemsize
+            for d in f.get("shape") or ():
+                n *= int(d)
+        except (TypeError, ValueError, KeyError):
+            continue
+        total += n
+    return total * int(header.get("batch_size") or 1) >= WALK_BYTES
 
 
 class LRStreamBatch:
@@ -138,7 +163,13 @@ class LRStreamBatch:
                                 self.gen, self.start))
 
     def _decode(self) -> Dict[str, Any]:
-        msg = self.raw if type(self.raw) is dict else decode_message(self.raw)
+        raw = self.raw
+        if type(raw) is dict:
+            msg = raw
+        elif len(raw) >= WALK_BYTES:
+            msg = decode_batch_buffer(raw)
+        else:
+            msg = decode_message(raw)
         if msg["type"] != "batch":
             raise ProtocolError(f"expected a batch message, got {msg['type']!r}")
         seq = msg.get("seq")
@@ -618,6 +649,8 @@ class LRStreamDataset(IterableDataset):
             header = self._read_header(rm)
             if self._header is None:
                 self._header = header
+            if not in_worker:
+                rm.walk(_walk_stream(header))
             tr = header["training"]
             fp = tr["fingerprint"]
             per_epoch = int(tr["epoch_batches"]) // int(tr["consumers"]) * nw

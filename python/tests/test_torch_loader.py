@@ -140,6 +140,44 @@ def test_batches_pickle_as_bytes(server):
     assert "messages" in b and isinstance(b["messages"], list)
 
 
+
+@pytest.mark.parametrize("nw", [0, 1])
+def test_walked_batches_equal_msgpack_decoding(server, monkeypatch, nw):
+    """Batches of large numeric columns (camera frames) are decoded by
+    decode_batch_buffer (each array copied once from the received bytes):
+    forced here for every batch, the same tensors and lists as msgpack's
+    decoding; writable and private."""
+    import lrstream_client.reader as reader
+    import lrstream_client.torch_dataset as td
+
+    def first(n):
+        ds = LRStreamDataset(server)
+        ds.set_epoch(1)
+        out = []
+        for b in DataLoader(ds, batch_size=None, num_workers=nw):
+            out.append(b.to_dict())
+            if len(out) == n:
+                return out
+
+    want = first(4)
+    monkeypatch.setattr(td, "WALK_BYTES", 1)
+    walked = []
+    orig = td.decode_batch_buffer
+    counting = lambda *a: walked.append(1) or orig(*a)  # noqa: E731
+    monkeypatch.setattr(td, "decode_batch_buffer", counting)  # a worker's bytes, decoded in the main process
+    monkeypatch.setattr(reader, "decode_batch_buffer", counting)  # RawMessages in walk mode (no workers)
+    got = first(4)
+    assert walked, "decode_batch_buffer was not used"
+    for w, g in zip(want, got):
+        assert w.keys() == g.keys()
+        for k, v in w.items():
+            if isinstance(v, torch.Tensor):
+                assert g[k].dtype == v.dtype and torch.equal(g[k], v), k
+                g[k].add_(1)  # writable, and private: the next batch's data is untouched
+            else:
+                assert g[k] == v, k
+
+
 SERVER_FAIL = textwrap.dedent("""
     import os, signal, sys, time
     sys.path.insert(0, {py!r})
