@@ -331,8 +331,13 @@ class RawMessages:
                  check=None, poll: float = 0.25, what: str = "lrstream server", decode: bool = False):
         self._sock = sock
         self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=MAX_MESSAGE_BYTES)
-        self._buf = bytearray()
+        # The receive buffer, reused (fresh memory for every recv or every
+        # message costs page faults): recv_into writes at _tail; with _keep,
+        # bytes from the next message's start on stay until it is complete.
+        self._buf = bytearray(1 << 20)
+        self._mv = memoryview(self._buf)
         self._base = 0  # stream offset of _buf[0]
+        self._tail = 0  # received bytes in _buf
         self._start = 0  # stream offset of the next message
         self._read_timeout = read_timeout
         self._check = check
@@ -353,18 +358,37 @@ class RawMessages:
             self._walk = True
         elif self._decode:
             self._walk = self._keep = False
-            self._buf = bytearray()
+
+    def _room(self) -> None:
+        """Free space at the end of _buf for the next recv: drop the bytes
+        before the next message (all of them when nothing is kept), moving
+        the rest to the front, or grow _buf when a message does not fit."""
+        keep_from = self._start - self._base if self._keep else self._tail
+        live = self._tail - keep_from
+        if len(self._buf) - self._tail >= (1 << 18) and live:
+            return
+        if not live:
+            self._base += self._tail
+            self._tail = 0
+        elif live + (1 << 18) <= len(self._buf):
+            self._mv[:live] = self._mv[keep_from:self._tail]  # memmove
+            self._base += keep_from
+            self._tail = live
+        else:
+            new = bytearray(max(2 * len(self._buf), live + (1 << 20)))
+            new[:live] = self._mv[keep_from:self._tail]
+            self._mv.release()
+            self._buf, self._mv = new, memoryview(new)
+            self._base += keep_from
+            self._tail = live
 
     def _fill(self) -> bool:
         waited = 0.0
         self._sock.settimeout(self._poll)
-        if not hasattr(self, "_rbuf"):
-            self._rbuf = bytearray(1 << 20)  # reused: a fresh 1 MiB object per recv costs page faults
-            self._rview = memoryview(self._rbuf)
+        self._room()
         while True:
             try:
-                n = self._sock.recv_into(self._rbuf)
-                chunk = self._rview[:n]
+                n = self._sock.recv_into(self._mv[self._tail:])
                 break
             except ConnectionResetError:
                 # The peer died with unread bytes (e.g. SIGKILL): for the
@@ -381,17 +405,9 @@ class RawMessages:
         if not n:
             self._eof = True
             return False
-        self._fed = getattr(self, "_fed", 0) + n
-        self._unpacker.feed(chunk)
-        if self._keep:
-            self._buf += chunk
+        self._unpacker.feed(self._mv[self._tail:self._tail + n])
+        self._tail += n
         return True
-
-    def _consumed(self, end: int) -> None:
-        """Drop _buf's bytes before stream offset end once they are many."""
-        if end - self._base > (1 << 22) and end - self._base > len(self._buf) // 2:
-            del self._buf[:end - self._base]
-            self._base = end
 
     def next(self) -> Any:
         """The next message's bytes (with ``decode``: the decoded message),
@@ -402,22 +418,20 @@ class RawMessages:
                     msg = self._unpacker.unpack()
                 except msgpack.OutOfData:
                     if self._eof or not self._fill():
-                        return b"" if getattr(self, "_fed", 0) != self._start else None
+                        return b"" if self._base + self._tail != self._start else None
                     continue
                 except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError) as e:
                     raise ProtocolError(f"malformed lrstream stream: {e}") from e
                 if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
                     raise ProtocolError(f"malformed lrstream message: {type(msg).__name__} without a type")
                 self._start = self._unpacker.tell()
-                if self._keep:
-                    self._consumed(self._start)
                 return msg
         while True:
             try:
                 self._unpacker.skip()
             except msgpack.OutOfData:
                 if self._eof or not self._fill():
-                    if self._start != self._base + len(self._buf):
+                    if self._start != self._base + self._tail:
                         return b""  # a partial message: truncated
                     return None
                 continue
@@ -428,10 +442,8 @@ class RawMessages:
             if self._walk:
                 out: Any = decode_batch_buffer(self._buf, a, b)
             else:
-                with memoryview(self._buf) as mv:
-                    out = bytes(mv[a:b])  # one copy (bytes(bytearray[a:b]) makes two)
+                out = bytes(self._mv[a:b])
             self._start = end
-            self._consumed(end)
             return out
 
 
