@@ -9,7 +9,8 @@ docs/performance.md ("Python client") and docs/python.md.
 
 Everything after `--` is passed to `lrstream serve` (the training order is
 used: every configuration reads epoch 0 of the same order). Each training
-step touches what a step touches: every sample's messages and one tensor.
+step touches what a step touches: every sample's messages and two tensors
+(index, action).
 """
 
 import argparse
@@ -42,6 +43,7 @@ def bare(sock):
             for m in batch.get("messages") or ():
                 msgs += len(m)
             idx.sum()
+            batch.get("action")
     return samples, time.perf_counter() - t0, time.process_time() - c0, 0.0
 
 
@@ -61,6 +63,7 @@ def loader(sock, workers):
         for m in batch.get("messages") or ():
             msgs += len(m)
         idx.sum()
+        batch.get("action")
     del dl  # workers exit: their CPU is counted in RUSAGE_CHILDREN
     return samples, time.perf_counter() - t0, time.process_time() - c0, children_cpu() - k0
 

@@ -128,7 +128,9 @@ def _walk_stream(header: Dict[str, Any]) -> bool:
 class LRStreamBatch:
     """One batch as a DataLoader yields it: a read-only mapping from column
     name to a ``torch.Tensor`` (numeric columns; writable, own memory) or a
-    list (task, messages, ...), decoded on first access in the main process.
+    list (task, messages, ...), decoded on first access in the main process;
+    a numeric column becomes a tensor when it is first read (a training step
+    reads a few of a batch's columns).
 
     It is deliberately not a ``collections.abc.Mapping``: torch's
     ``default_convert`` would then walk every message dict in the worker.
@@ -176,7 +178,7 @@ class LRStreamBatch:
         if seq != self.index or msg.get("epoch") != self.epoch:
             raise ProtocolError(f"batch carries epoch {msg.get('epoch')} seq {seq}, "
                                 f"want epoch {self.epoch} index {self.index} (server without hello positions?)")
-        cols = _columns_to_torch(msg["columns"])
+        cols = msg["columns"]  # numeric columns become tensors when read (_column)
         if self.meta_key is not None:
             cols[self.meta_key] = {"epoch": self.epoch, "index": self.index, "worker": self.worker,
                                    "rank": self.rank, "size": msg.get("size")}
@@ -196,21 +198,31 @@ class LRStreamBatch:
                     ds._consumed(self)
         return cols
 
+    def _all(self) -> Dict[str, Any]:
+        return _columns_to_torch(self._use())
+
     # Mapping protocol (every access counts the batch as consumed).
     def __getitem__(self, key: str) -> Any:
-        return (self._cols if self._counted else self._use())[key]
+        cols = self._cols if self._counted else self._use()
+        v = cols[key]
+        t = type(v)
+        if t is dict and v.get(b"nd") is True:
+            v = cols[key] = _tensor(v)
+        elif t is np.ndarray:
+            v = cols[key] = torch.from_numpy(v)
+        return v
 
     def get(self, key: str, default: Any = None) -> Any:
-        return self._use().get(key, default)
+        return self[key] if key in self._use() else default
 
     def keys(self):
         return self._use().keys()
 
     def values(self):
-        return self._use().values()
+        return self._all().values()
 
     def items(self):
-        return self._use().items()
+        return self._all().items()
 
     def __iter__(self):
         return iter(self._use())
@@ -223,14 +235,14 @@ class LRStreamBatch:
 
     def to_dict(self) -> Dict[str, Any]:
         """The batch as a plain dict."""
-        return dict(self._use())
+        return dict(self._all())
 
     def pin_memory(self, device: Optional[str] = None) -> "LRStreamBatch":
         """DataLoader(pin_memory=True) hook: decode (in the pin-memory thread)
         and pin the tensors; does not count the batch as consumed."""
         if self._cols is None:
             self._cols = self._decode()
-        for k, v in self._cols.items():
+        for k, v in _columns_to_torch(self._cols).items():
             if isinstance(v, torch.Tensor):
                 self._cols[k] = v.pin_memory(device) if device else v.pin_memory()
         return self

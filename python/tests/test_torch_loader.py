@@ -132,6 +132,17 @@ def test_tensors_writable_and_private():
     assert b["flag"].tolist() == [7]
 
 
+def test_columns_become_tensors_once(server):
+    """A numeric column becomes a tensor when first read, once: every later
+    read (item, get, items, dict) gives that same tensor; lists stay lists."""
+    b = next(iter(DataLoader(LRStreamDataset(server), batch_size=None)))
+    idx = b["index"]
+    idx[0] = -5
+    assert b.get("index") is idx and dict(b)["index"] is idx and b.to_dict()["index"] is idx
+    assert all(isinstance(v, torch.Tensor) for k, v in b.items() if k in {f["name"] for f in LRStreamDataset(server).features})
+    assert isinstance(b["messages"], list) and b.get("no such column", 7) == 7
+    assert b["index"][0] == -5
+
 def test_batches_pickle_as_bytes(server):
     """Workers hand over raw bytes (decoded in the main process)."""
     ds = LRStreamDataset(server)
