@@ -77,6 +77,49 @@ def stream(lrstream, args, samples):
     return samples, time.perf_counter() - t0, 0.0, children_cpu() - k0
 
 
+REPLAY = """
+import os, socket, sys
+rec, path = sys.argv[1], sys.argv[2]
+size = os.path.getsize(rec)
+srv = socket.socket(socket.AF_UNIX)
+srv.bind(path)
+srv.listen(8)
+while True:
+    c, _ = srv.accept()
+    if os.fork() == 0:
+        c.recv(4096)  # the hello: every client gets the recorded stream
+        with open(rec, "rb") as f:
+            off = 0
+            while off < size:
+                off += os.sendfile(c.fileno(), f.fileno(), off, size - off)
+        os._exit(0)
+    c.close()
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
+"""
+
+
+def record(sock, path):
+    """Epoch 0 as the server sends it to one client (hello epoch 0, next 0)."""
+    import socket
+
+    from lrstream_client import hello
+
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sock)
+    s.sendall(hello(0, 1, 0, 1, epoch=0, next=0))
+    with open(path, "wb") as f:
+        while True:
+            b = s.recv(1 << 20)
+            if not b:
+                break
+            f.write(b)
+    s.close()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lrstream", default="lrstream")
@@ -85,6 +128,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--stream", action="store_true",
                     help="also time `lrstream stream SERVE_ARGS > /dev/null` (the server-side ceiling)")
+    ap.add_argument("--replay", action="store_true",
+                    help="record epoch 0 once, then serve the recording from a minimal process (sendfile): "
+                         "the client is the bottleneck, not the server's CPU (not for --workers N>0: each "
+                         "worker asks for its own share)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("serve_args", nargs="*")
     a = ap.parse_args()
@@ -98,13 +145,23 @@ def main():
                 break
             time.sleep(0.05)
         warm = bare(sock)  # warm the server's keep index
+        replay = None
+        if a.replay:
+            rec = os.path.join(tmp, "epoch0.msgpack")
+            record(sock, rec)
+            proc.terminate()
+            proc.wait()
+            sock = os.path.join(tmp, "replay.sock")
+            replay = proc = subprocess.Popen([sys.executable, "-c", REPLAY, rec, sock])
+            while not os.path.exists(sock):
+                time.sleep(0.05)
         # Configurations alternate, a.rounds times; each keeps its best round
         # (least CPU per sample, main process + children): on a shared machine the load drifts.
         runs = [("bare reader", lambda: bare(sock))]
         for w in a.workers.split(","):
             if w == "direct":
                 runs.append(("LRStreamDataset, no DataLoader", lambda: loader(sock, None)))
-            else:
+            elif replay is None or int(w) == 0:
                 runs.append((f"DataLoader num_workers={w}", lambda w=int(w): loader(sock, w)))
         if a.stream:
             runs.append(("lrstream stream > /dev/null", lambda: stream(a.lrstream, a.serve_args, warm[0])))
@@ -119,6 +176,10 @@ def main():
     finally:
         proc.terminate()
         proc.wait()
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+
     def median_rate(name):
         v = sorted(n / dt for n, dt, _, _ in all_[name])
         return v[len(v) // 2]
