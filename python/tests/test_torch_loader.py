@@ -68,6 +68,38 @@ def test_exact_checkpoint(server, kind, nw, persistent):
     assert len(one_epoch) == len(set(one_epoch)), "a frame served twice in one epoch"
 
 
+
+def test_resume_with_another_cluster(server):
+    """One rank: a mid-epoch checkpoint of 2 workers resumes exactly with 0
+    or 3. Several ranks: a mid-epoch checkpoint resumes only with the same
+    world_size and num_workers, refused with a message saying so."""
+    want = epoch_of(server, 1, 0)  # the whole epoch; W workers leave out its last B mod W batches
+    ds = LRStreamDataset(server, num_workers=2)
+    ds.set_epoch(1)
+    got = []
+    for i, b in enumerate(DataLoader(ds, batch_size=None, num_workers=2)):
+        got.append(tuple(b["index"].tolist()))
+        if i == 4:
+            break
+    state = ds.state_dict()
+    for nw in (0, 3):
+        ds = LRStreamDataset(server, num_workers=nw)
+        ds.load_state_dict(state)
+        rest = indices(DataLoader(ds, batch_size=None, num_workers=nw))
+        # the uninterrupted order of epoch 1 up to the last batch both runs serve
+        assert len(want) - 3 < len(got + rest) <= len(want), nw
+        assert got + rest == want[:len(got + rest)], nw
+    multi = dict(state, num_workers=2, world_size=2)
+    for kw, match in [(dict(world_size=1, rank=0), "world_size 2 cannot resume with world_size 1"),
+                      (dict(world_size=2, rank=0, num_workers=1), "num_workers 2 x world_size 2 cannot resume")]:
+        ds = LRStreamDataset(server, **kw)
+        ds.load_state_dict(multi)
+        with pytest.raises(ValueError, match=match):
+            next(iter(ds))
+    ds = LRStreamDataset(server, world_size=1, rank=0)
+    ds.load_state_dict(dict(multi, batches=0))  # an epoch boundary: any cluster
+    assert len(next(iter(ds))["index"]) == 8
+
 def test_break_then_continue_persistent(server):
     """persistent_workers + break: the next loop continues with the first
     batch the loop did not take (prefetched batches are not lost)."""
