@@ -135,6 +135,15 @@ def main():
     ap.add_argument("--json", action="store_true")
     ap.add_argument("serve_args", nargs="*")
     a = ap.parse_args()
+    # torch first, so that every configuration runs in the same process: the
+    # client's CPU per sample includes Python's full garbage collections,
+    # whose cost grows with the live objects (torch's import alone adds
+    # ~140k); a bare-reader round before the import would look ~1 µs/sample
+    # cheaper.
+    import torch  # noqa: F401
+
+    from lrstream_client import LRStreamDataset  # noqa: F401
+
     tmp = tempfile.mkdtemp(prefix="lrs-bench-")
     sock = os.path.join(tmp, "s.sock")
     proc = subprocess.Popen([a.lrstream, "serve", "--socket", sock, "--epochs", "0", *a.serve_args],
