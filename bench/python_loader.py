@@ -207,18 +207,19 @@ def main():
              "cpu_ratio": None if is_stream else round(base_cpu / ((cpu + wcpu) / n), 3)}
         if st:
             r["ratio_to_stream"] = round(n / dt / (st[0][1] / st[0][2]), 3)
+            r["median_ratio_to_stream"] = round(median_rate(name) / median_rate(st[0][0]), 3)
         out.append(r)
     if a.json:
         print(json.dumps(out, indent=1))
         return
     print(f"{'configuration':31} {'samples/s':>10} {'ratio':>6} {'median':>8} {'ratio':>6} "
           f"{'main CPU µs/sample':>19} {'child CPU µs/sample':>20} {'CPU ratio':>9}"
-          + (f" {'vs stream':>9}" if st else ""))
+          + (f" {'vs stream':>9} {'median':>6}" if st else ""))
     for r in out:
         print(f"{r['config']:31} {r['samples_per_sec']:>10} {r['ratio_to_bare']:>6} "
               f"{r['median_samples_per_sec']:>8} {r['median_ratio_to_bare']:>6} "
               f"{r['main_cpu_us_per_sample']:>19} {r['child_cpu_us_per_sample']:>20} {str(r['cpu_ratio'] or '-'):>9}"
-              + (f" {r['ratio_to_stream']:>9}" if st else ""))
+              + (f" {r['ratio_to_stream']:>9} {r['median_ratio_to_stream']:>6}" if st else ""))
     print("ratio: best round's samples/s / the bare reader's; median: median round's; CPU ratio: the bare "
           "reader's CPU per sample / this one's (main + workers); child CPU: DataLoader workers, or the "
           "`lrstream stream` process and its FFmpeg children")
