@@ -275,6 +275,63 @@ def decode_batch_buffer(buf: Union[bytes, bytearray], start: int = 0, end: Optio
     return msg
 
 
+def _frame(buf, pos: int, tail: int):
+    """Where the msgpack value at buf[pos:] ends, walking it in Python
+    without building it (bin and str payloads are jumped over): (end, 0),
+    or (None, need) when buf[:tail] holds only part of it -- need is an
+    offset that must be received before walking again is worthwhile."""
+    todo = 1  # values still to skip
+    while todo:
+        if pos >= tail:
+            return None, pos + 1
+        b = buf[pos]
+        todo -= 1
+        if b <= 0x7F or b >= 0xE0 or b == 0xC0 or b == 0xC2 or b == 0xC3:
+            pos += 1
+        elif b <= 0x8F:
+            todo += 2 * (b & 0x0F)
+            pos += 1
+        elif b <= 0x9F:
+            todo += b & 0x0F
+            pos += 1
+        elif b <= 0xBF:
+            pos += 1 + (b & 0x1F)
+        else:
+            h = _HEADS.get(b)
+            if h is None:
+                raise ProtocolError(f"malformed lrstream stream: byte 0x{b:02x} at offset {pos}")
+            size, kind = h
+            if pos + 1 + size > tail:
+                return None, pos + 1 + size
+            n = int.from_bytes(buf[pos + 1:pos + 1 + size], "big") if size else 0
+            if kind == "fixed":  # numbers: the payload follows the type byte
+                pos += 1 + size
+            elif kind == "fixext":
+                pos += 2 + size
+            elif kind == "raw":  # str, bin
+                pos += 1 + size + n
+            elif kind == "ext":
+                pos += 2 + size + n
+            elif kind == "array":
+                todo += n
+                pos += 1 + size
+            else:  # map
+                todo += 2 * n
+                pos += 1 + size
+    if pos > tail:
+        return None, pos
+    return pos, 0
+
+
+# type byte -> (bytes after it that hold a length or the value, kind)
+_HEADS = {0xC4: (1, "raw"), 0xC5: (2, "raw"), 0xC6: (4, "raw"), 0xC7: (1, "ext"), 0xC8: (2, "ext"),
+          0xC9: (4, "ext"), 0xCA: (4, "fixed"), 0xCB: (8, "fixed"), 0xCC: (1, "fixed"), 0xCD: (2, "fixed"),
+          0xCE: (4, "fixed"), 0xCF: (8, "fixed"), 0xD0: (1, "fixed"), 0xD1: (2, "fixed"), 0xD2: (4, "fixed"),
+          0xD3: (8, "fixed"), 0xD4: (1, "fixext"), 0xD5: (2, "fixext"), 0xD6: (4, "fixext"), 0xD7: (8, "fixext"),
+          0xD8: (16, "fixext"), 0xD9: (1, "raw"), 0xDA: (2, "raw"), 0xDB: (4, "raw"), 0xDC: (2, "array"),
+          0xDD: (4, "array"), 0xDE: (2, "map"), 0xDF: (4, "map")}
+
+
 def decode_message(raw: bytes) -> Dict[str, Any]:
     """Decode one raw message (as yielded by :class:`RawMessages`)."""
     try:
@@ -346,7 +403,9 @@ class RawMessages:
         self._eof = False
         self._decode = decode  # next() returns decoded messages
         self._keep = True  # received bytes are kept in _buf (raw mode, walk mode; decode mode until walk(False))
-        self._walk = False
+        self._walk = False  # decode mode: messages framed by _frame, decoded by decode_batch_buffer
+        self._expect = 0  # the last message's size
+        self._need = 0  # stream offset to receive before framing again (walk mode)
 
     def walk(self, on: bool) -> None:
         """Decode mode, at a message boundary: decode the next messages with
@@ -362,25 +421,23 @@ class RawMessages:
     def _room(self) -> None:
         """Free space at the end of _buf for the next recv: drop the bytes
         before the next message (all of them when nothing is kept), moving
-        the rest to the front, or grow _buf when a message does not fit."""
+        the rest to the front -- early in a message, while that is little,
+        if the message would not fit otherwise (the last one's size is the
+        guess) -- or grow _buf."""
         keep_from = self._start - self._base if self._keep else self._tail
         live = self._tail - keep_from
-        if len(self._buf) - self._tail >= (1 << 18) and live:
+        cap = len(self._buf)
+        if cap - self._tail >= (1 << 18) and (keep_from == 0 or cap - keep_from >= self._expect):
             return
-        if not live:
-            self._base += self._tail
-            self._tail = 0
-        elif live + (1 << 18) <= len(self._buf):
+        if live:
             self._mv[:live] = self._mv[keep_from:self._tail]  # memmove
-            self._base += keep_from
-            self._tail = live
-        else:
-            new = bytearray(max(2 * len(self._buf), live + (1 << 20)))
-            new[:live] = self._mv[keep_from:self._tail]
+        self._base += keep_from
+        self._tail = live
+        if cap - live < max(1 << 18, self._expect - live + (1 << 18)):
+            new = bytearray(max(2 * cap, self._expect + (1 << 20), live + (1 << 20)))
+            new[:live] = self._mv[:live]
             self._mv.release()
             self._buf, self._mv = new, memoryview(new)
-            self._base += keep_from
-            self._tail = live
 
     def _fill(self) -> bool:
         waited = 0.0
@@ -405,7 +462,8 @@ class RawMessages:
         if not n:
             self._eof = True
             return False
-        self._unpacker.feed(self._mv[self._tail:self._tail + n])
+        if not self._walk:  # walk mode frames messages itself
+            self._unpacker.feed(self._mv[self._tail:self._tail + n])
         self._tail += n
         return True
 
@@ -426,6 +484,21 @@ class RawMessages:
                     raise ProtocolError(f"malformed lrstream message: {type(msg).__name__} without a type")
                 self._start = self._unpacker.tell()
                 return msg
+        if self._walk:
+            while True:
+                a = self._start - self._base
+                if self._need <= self._base + self._tail:
+                    end, need = _frame(self._buf, a, self._tail)
+                    if end is not None:
+                        break
+                    self._need = self._base + need
+                if self._eof or not self._fill():
+                    return b"" if self._start != self._base + self._tail else None
+            msg = decode_batch_buffer(self._buf, a, end)
+            self._start = self._base + end
+            self._expect = end - a
+            self._need = 0
+            return msg
         while True:
             try:
                 self._unpacker.skip()
@@ -439,11 +512,9 @@ class RawMessages:
                 raise ProtocolError(f"malformed lrstream stream: {e}") from e
             end = self._unpacker.tell()
             a, b = self._start - self._base, end - self._base
-            if self._walk:
-                out: Any = decode_batch_buffer(self._buf, a, b)
-            else:
-                out = bytes(self._mv[a:b])
+            out = bytes(self._mv[a:b])
             self._start = end
+            self._expect = b - a
             return out
 
 

@@ -239,6 +239,25 @@ class DecodeBatchBufferTest(unittest.TestCase):
                         else:
                             self.assertEqual(g, v, k)
 
+    def test_frame(self):
+        """_frame (walk mode's framing): a whole message ends where msgpack
+        says; every prefix asks for more, never less than it has."""
+        from lrstream_client.reader import _frame
+
+        extra = {"ext": msgpack.ExtType(5, b"abc"), "fixext": msgpack.ExtType(1, b"abcd"), "f": 1.5,
+                 "big": 2**40, "neg": -2**20, "nested": [{"a": [1, None, True]}] * 20, "b": b"\x00" * 300}
+        for name, msg in {**self.cases, "every type": extra}.items():
+            with self.subTest(name):
+                raw = msgpack.packb(msg, use_bin_type=True)
+                buf = raw + b"\xc1tail"  # the next message's bytes follow
+                self.assertEqual(_frame(buf, 0, len(buf)), (len(raw), 0))
+                for cut in sorted({1, 2, 7, len(raw) // 2, len(raw) - 1, *range(0, len(raw), 97)} - {0}):
+                    end, need = _frame(raw, 0, cut)
+                    self.assertIsNone(end, cut)
+                    self.assertTrue(cut < need <= len(raw), (cut, need))
+        with self.assertRaisesRegex(lc.ProtocolError, "byte 0xc1"):
+            _frame(b"\x91\xc1", 0, 2)
+
     def test_bad_messages(self):
         raw = msgpack.packb(self.cases["camera-like"], use_bin_type=True)
         short = _nd(np.arange(4, dtype="<i8"), {b"shape": [5]})
