@@ -13,6 +13,7 @@ from .reader import (
     TruncatedStreamError,
     connect,
     decode_array,
+    decode_batch_buffer,
     hello,
     read_stream,
 )
@@ -26,16 +27,18 @@ __all__ = [
     "TruncatedStreamError",
     "connect",
     "decode_array",
+    "decode_batch_buffer",
     "hello",
     "read_stream",
+    "to_torch",
 ]
 
 __version__ = "0.1.0"
 
 
 def __getattr__(name):
-    if name == "LRStreamDataset":
-        from .torch_dataset import LRStreamDataset
+    if name in ("LRStreamDataset", "to_torch"):
+        from . import torch_dataset
 
-        return LRStreamDataset
+        return getattr(torch_dataset, name)
     raise AttributeError(f"module 'lrstream_client' has no attribute {name!r}")

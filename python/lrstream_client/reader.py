@@ -64,11 +64,7 @@ def decode_array(obj: Dict[bytes, Any], *, writable: bool = False) -> np.ndarray
     into a numpy array. By default it is a read-only view of the received
     (immutable) bytes -- numpy refuses writes to it; ``writable=True`` gives
     a private, writable copy."""
-    dtype = obj[b"type"]
-    if isinstance(dtype, bytes):
-        dtype = dtype.decode()
-    shape = tuple(obj[b"shape"])
-    a = np.frombuffer(obj[b"data"], dtype=np.dtype(dtype)).reshape(shape)
+    a = np.frombuffer(obj[b"data"], dtype=_np_dtype(obj[b"type"])).reshape(obj[b"shape"])
     return a.copy() if writable else a
 
 
@@ -79,6 +75,261 @@ def _decode_columns(columns: Dict[str, Any], writable: bool = False) -> Dict[str
         if type(v) is dict and v.get(b"nd") is True:
             columns[k] = decode_array(v, writable=writable)
     return columns
+
+
+_NP_DTYPES: Dict[Any, np.dtype] = {}
+
+
+def _np_dtype(t: Any) -> np.dtype:
+    """numpy dtype of a msgpack-numpy type string (parsed once per string)."""
+    dt = _NP_DTYPES.get(t)
+    if dt is None:
+        try:
+            dt = np.dtype(t.decode() if isinstance(t, bytes) else t)
+        except Exception as e:  # numpy raises TypeError, ValueError, even SyntaxError
+            raise ProtocolError(f"malformed lrstream message: bad array type {t!r}: {e}") from None
+        if len(_NP_DTYPES) < 256:
+            _NP_DTYPES[t] = dt
+    return dt
+
+
+class _Fallback(Exception):
+    """The walker met something it does not parse by hand."""
+
+
+def _map_header(buf, pos: int):
+    b = buf[pos]
+    if 0x80 <= b <= 0x8F:
+        return b & 0x0F, pos + 1
+    if b == 0xDE:
+        return int.from_bytes(buf[pos + 1:pos + 3], "big"), pos + 3
+    if b == 0xDF:
+        return int.from_bytes(buf[pos + 1:pos + 5], "big"), pos + 5
+    raise _Fallback
+
+
+def _raw(buf, pos: int):
+    """A str or bin at pos: (start, end) of its bytes, and whether it is a str."""
+    b = buf[pos]
+    if 0xA0 <= b <= 0xBF:
+        return pos + 1, pos + 1 + (b & 0x1F), True
+    if b in (0xD9, 0xC4):
+        n, h = buf[pos + 1], 2
+    elif b in (0xDA, 0xC5):
+        n, h = int.from_bytes(buf[pos + 1:pos + 3], "big"), 3
+    elif b in (0xDB, 0xC6):
+        n, h = int.from_bytes(buf[pos + 1:pos + 5], "big"), 5
+    else:
+        raise _Fallback
+    return pos + h, pos + h + n, b >= 0xD9
+
+
+def _str(buf, pos: int):
+    a, e, is_str = _raw(buf, pos)
+    if not is_str:
+        raise _Fallback
+    return buf[a:e].decode(), e
+
+
+def _scalar(buf, pos: int):
+    """nil, bool, int or str at pos."""
+    b = buf[pos]
+    if b <= 0x7F:
+        return b, pos + 1
+    if b >= 0xE0:
+        return b - 0x100, pos + 1
+    if b == 0xC0:
+        return None, pos + 1
+    if b in (0xC2, 0xC3):
+        return b == 0xC3, pos + 1
+    if 0xCC <= b <= 0xD3:
+        n = 1 << ((b - 0xCC) & 3)
+        return int.from_bytes(buf[pos + 1:pos + 1 + n], "big", signed=b >= 0xD0), pos + 1 + n
+    if 0xA0 <= b <= 0xBF or 0xD9 <= b <= 0xDB:
+        return _str(buf, pos)
+    raise _Fallback
+
+
+_ND_KEYS = (b"nd", b"type", b"kind", b"shape", b"data")
+
+
+def _nd(buf, pos: int, end: int):
+    """A msgpack-numpy map at pos, its data copied once into a new array."""
+    if buf[pos] != 0x85:
+        raise _Fallback
+    pos += 1
+    fields = {}
+    for _ in range(5):
+        a, e, _ = _raw(buf, pos)
+        key = bytes(buf[a:e])
+        pos = e
+        if key == b"shape":
+            b = buf[pos]
+            if not 0x90 <= b <= 0x9F:
+                raise _Fallback
+            shape = []
+            pos += 1
+            for _ in range(b & 0x0F):
+                v, pos = _scalar(buf, pos)
+                if type(v) is not int or v < 0:
+                    raise _Fallback
+                shape.append(v)
+            fields[key] = shape
+        elif key == b"nd":
+            v, pos = _scalar(buf, pos)
+            fields[key] = v
+        elif key in (b"type", b"kind", b"data"):
+            a, e, _ = _raw(buf, pos)
+            fields[key] = (a, e)
+            pos = e
+        else:
+            raise _Fallback
+    if len(fields) != 5 or fields[b"nd"] is not True:
+        raise _Fallback
+    ka, ke = fields[b"kind"]
+    if ke != ka:  # object and structured arrays: msgpack-numpy's own path
+        raise _Fallback
+    ta, te = fields[b"type"]
+    dt = _np_dtype(bytes(buf[ta:te]))
+    shape = fields[b"shape"]
+    da, de = fields[b"data"]
+    count = 1
+    for d in shape:
+        count *= d
+    if count * dt.itemsize != de - da or de > end:
+        raise _Fallback  # the generic path reports it
+    if count == 0:
+        return np.empty(shape, dt), pos
+    return np.frombuffer(buf, dt, count, da).reshape(shape).copy(), pos
+
+
+def decode_batch_buffer(buf: Union[bytes, bytearray], start: int = 0, end: Optional[int] = None) -> Dict[str, Any]:
+    """Decode the message in ``buf[start:end]`` (a whole msgpack map) with
+    numeric columns (msgpack-numpy maps) as writable numpy arrays of their
+    own, each copied once straight from ``buf`` -- msgpack would first copy
+    every payload into a new ``bytes`` object, which for camera frames costs
+    more than the copy itself (fresh memory, page by page). Values the walker
+    does not parse by hand (message lists, ...) are decoded by msgpack."""
+    end = len(buf) if end is None else end
+    msg: Dict[str, Any] = {}
+    try:
+        n, pos = _map_header(buf, start)
+    except (_Fallback, IndexError):
+        raise ProtocolError("malformed lrstream message: not a map") from None
+    i = 0
+    cols: Optional[Dict[str, Any]] = None
+    left = 0
+    try:
+        while i < n:
+            k, p = _str(buf, pos)
+            if k == "columns":
+                left, p = _map_header(buf, p)
+                cols = {}
+                pos = p
+                while left:
+                    name, p = _str(buf, pos)
+                    cols[name], pos = _nd(buf, p, end)
+                    left -= 1
+                msg["columns"] = cols
+                cols = None
+            else:
+                msg[k], pos = _scalar(buf, p)
+            i += 1
+    except (_Fallback, IndexError):
+        # The rest, from the first value not parsed by hand, through msgpack.
+        u = msgpack.Unpacker(raw=False, max_buffer_size=MAX_MESSAGE_BYTES, max_bin_len=MAX_MESSAGE_BYTES,
+                             max_str_len=MAX_MESSAGE_BYTES)
+        with memoryview(buf) as mv:
+            u.feed(mv[pos:end])
+        try:
+            if cols is not None:
+                for _ in range(left):
+                    name = u.unpack()
+                    if type(name) is not str:
+                        raise ProtocolError(f"malformed lrstream message: column name {name!r}")
+                    cols[name] = u.unpack()
+                msg["columns"] = cols
+                i += 1
+            for _ in range(n - i):
+                k = u.unpack()
+                if type(k) is not str:
+                    raise ProtocolError(f"malformed lrstream message: key {k!r}")
+                msg[k] = u.unpack()
+            pos += u.tell()
+            cols = msg.get("columns")
+            if type(cols) is dict:  # msgpack-numpy maps the walker did not reach
+                for k, v in cols.items():
+                    if type(v) is dict and v.get(b"nd") is True and not v.get(b"kind"):
+                        try:
+                            cols[k] = decode_array(v, writable=True)
+                        except (KeyError, TypeError, ValueError) as e:
+                            raise ProtocolError(f"malformed lrstream message: column {k!r}: {e}") from e
+        except msgpack.OutOfData:
+            raise ProtocolError("malformed lrstream message: truncated") from None
+        except (msgpack.FormatError, msgpack.StackError, ValueError, TypeError) as e:
+            raise ProtocolError(f"malformed lrstream message: {e}") from e
+    if pos != end:
+        raise ProtocolError(f"malformed lrstream message: {end - pos} bytes after its end")
+    if not isinstance(msg.get("type"), str):
+        raise ProtocolError("malformed lrstream message: map without a type")
+    return msg
+
+
+def _frame(buf, pos: int, tail: int):
+    """Where the msgpack value at buf[pos:] ends, walking it in Python
+    without building it (bin and str payloads are jumped over): (end, 0),
+    or (None, need) when buf[:tail] holds only part of it -- need is an
+    offset that must be received before walking again is worthwhile."""
+    todo = 1  # values still to skip
+    while todo:
+        if pos >= tail:
+            return None, pos + 1
+        b = buf[pos]
+        todo -= 1
+        if b <= 0x7F or b >= 0xE0 or b == 0xC0 or b == 0xC2 or b == 0xC3:
+            pos += 1
+        elif b <= 0x8F:
+            todo += 2 * (b & 0x0F)
+            pos += 1
+        elif b <= 0x9F:
+            todo += b & 0x0F
+            pos += 1
+        elif b <= 0xBF:
+            pos += 1 + (b & 0x1F)
+        else:
+            h = _HEADS.get(b)
+            if h is None:
+                raise ProtocolError(f"malformed lrstream stream: byte 0x{b:02x} at offset {pos}")
+            size, kind = h
+            if pos + 1 + size > tail:
+                return None, pos + 1 + size
+            n = int.from_bytes(buf[pos + 1:pos + 1 + size], "big") if size else 0
+            if kind == "fixed":  # numbers: the payload follows the type byte
+                pos += 1 + size
+            elif kind == "fixext":
+                pos += 2 + size
+            elif kind == "raw":  # str, bin
+                pos += 1 + size + n
+            elif kind == "ext":
+                pos += 2 + size + n
+            elif kind == "array":
+                todo += n
+                pos += 1 + size
+            else:  # map
+                todo += 2 * n
+                pos += 1 + size
+    if pos > tail:
+        return None, pos
+    return pos, 0
+
+
+# type byte -> (bytes after it that hold a length or the value, kind)
+_HEADS = {0xC4: (1, "raw"), 0xC5: (2, "raw"), 0xC6: (4, "raw"), 0xC7: (1, "ext"), 0xC8: (2, "ext"),
+          0xC9: (4, "ext"), 0xCA: (4, "fixed"), 0xCB: (8, "fixed"), 0xCC: (1, "fixed"), 0xCD: (2, "fixed"),
+          0xCE: (4, "fixed"), 0xCF: (8, "fixed"), 0xD0: (1, "fixed"), 0xD1: (2, "fixed"), 0xD2: (4, "fixed"),
+          0xD3: (8, "fixed"), 0xD4: (1, "fixext"), 0xD5: (2, "fixext"), 0xD6: (4, "fixext"), 0xD7: (8, "fixext"),
+          0xD8: (16, "fixext"), 0xD9: (1, "raw"), 0xDA: (2, "raw"), 0xDB: (4, "raw"), 0xDC: (2, "array"),
+          0xDD: (4, "array"), 0xDE: (2, "map"), 0xDF: (4, "map")}
 
 
 def decode_message(raw: bytes) -> Dict[str, Any]:
@@ -122,7 +373,11 @@ def _peek_type(raw: bytes) -> Optional[str]:
 class RawMessages:
     """Splits a stream arriving on a socket into its messages' exact bytes,
     without decoding batches (so a DataLoader worker can hand them to the
-    main process as one ``bytes`` object each).
+    main process as one ``bytes`` object each). With ``decode``, next()
+    returns decoded messages instead: msgpack decodes them as they arrive,
+    or after :meth:`walk` (streams of large numeric columns, e.g. camera
+    frames) :func:`decode_batch_buffer` copies each array once from the
+    receive buffer.
 
     ``read_timeout`` bounds each wait for data, in seconds; ``check`` (if
     given) is called every ``poll`` seconds while waiting and may raise (it
@@ -133,26 +388,64 @@ class RawMessages:
                  check=None, poll: float = 0.25, what: str = "lrstream server", decode: bool = False):
         self._sock = sock
         self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=MAX_MESSAGE_BYTES)
-        self._buf = bytearray()
+        # The receive buffer, reused (fresh memory for every recv or every
+        # message costs page faults): recv_into writes at _tail; with _keep,
+        # bytes from the next message's start on stay until it is complete.
+        self._buf = bytearray(1 << 20)
+        self._mv = memoryview(self._buf)
         self._base = 0  # stream offset of _buf[0]
+        self._tail = 0  # received bytes in _buf
         self._start = 0  # stream offset of the next message
         self._read_timeout = read_timeout
         self._check = check
         self._poll = poll
         self._what = what
         self._eof = False
-        self._decode = decode  # next() returns decoded messages (no raw bytes kept)
+        self._decode = decode  # next() returns decoded messages
+        self._keep = True  # received bytes are kept in _buf (raw mode, walk mode; decode mode until walk(False))
+        self._walk = False  # decode mode: messages framed by _frame, decoded by decode_batch_buffer
+        self._expect = 0  # the last message's size
+        self._need = 0  # stream offset to receive before framing again (walk mode)
+
+    def walk(self, on: bool) -> None:
+        """Decode mode, at a message boundary: decode the next messages with
+        :func:`decode_batch_buffer` (on) or msgpack alone (off: received
+        bytes are no longer kept)."""
+        if on:
+            if not self._keep:
+                raise ValueError("RawMessages.walk(True) after walk(False)")
+            self._walk = True
+        elif self._decode:
+            self._walk = self._keep = False
+
+    def _room(self) -> None:
+        """Free space at the end of _buf for the next recv: drop the bytes
+        before the next message (all of them when nothing is kept), moving
+        the rest to the front -- early in a message, while that is little,
+        if the message would not fit otherwise (the last one's size is the
+        guess) -- or grow _buf."""
+        keep_from = self._start - self._base if self._keep else self._tail
+        live = self._tail - keep_from
+        cap = len(self._buf)
+        if cap - self._tail >= (1 << 18) and (keep_from == 0 or cap - keep_from >= self._expect):
+            return
+        if live:
+            self._mv[:live] = self._mv[keep_from:self._tail]  # memmove
+        self._base += keep_from
+        self._tail = live
+        if cap - live < max(1 << 18, self._expect - live + (1 << 18)):
+            new = bytearray(max(2 * cap, self._expect + (1 << 20), live + (1 << 20)))
+            new[:live] = self._mv[:live]
+            self._mv.release()
+            self._buf, self._mv = new, memoryview(new)
 
     def _fill(self) -> bool:
         waited = 0.0
         self._sock.settimeout(self._poll)
-        if not hasattr(self, "_rbuf"):
-            self._rbuf = bytearray(1 << 20)  # reused: a fresh 1 MiB object per recv costs page faults
-            self._rview = memoryview(self._rbuf)
+        self._room()
         while True:
             try:
-                n = self._sock.recv_into(self._rbuf)
-                chunk = self._rview[:n]
+                n = self._sock.recv_into(self._mv[self._tail:])
                 break
             except ConnectionResetError:
                 # The peer died with unread bytes (e.g. SIGKILL): for the
@@ -169,22 +462,21 @@ class RawMessages:
         if not n:
             self._eof = True
             return False
-        self._fed = getattr(self, "_fed", 0) + n
-        self._unpacker.feed(chunk)
-        if not self._decode:
-            self._buf += chunk
+        if not self._walk:  # walk mode frames messages itself
+            self._unpacker.feed(self._mv[self._tail:self._tail + n])
+        self._tail += n
         return True
 
     def next(self) -> Any:
         """The next message's bytes (with ``decode``: the decoded message),
         None at the end of the connection, b"" after a partial message."""
-        if self._decode:
+        if self._decode and not self._walk:
             while True:
                 try:
                     msg = self._unpacker.unpack()
                 except msgpack.OutOfData:
                     if self._eof or not self._fill():
-                        return b"" if getattr(self, "_fed", 0) != self._start else None
+                        return b"" if self._base + self._tail != self._start else None
                     continue
                 except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError) as e:
                     raise ProtocolError(f"malformed lrstream stream: {e}") from e
@@ -192,24 +484,38 @@ class RawMessages:
                     raise ProtocolError(f"malformed lrstream message: {type(msg).__name__} without a type")
                 self._start = self._unpacker.tell()
                 return msg
+        if self._walk:
+            while True:
+                a = self._start - self._base
+                if self._need <= self._base + self._tail:
+                    end, need = _frame(self._buf, a, self._tail)
+                    if end is not None:
+                        break
+                    self._need = self._base + need
+                if self._eof or not self._fill():
+                    return b"" if self._start != self._base + self._tail else None
+            msg = decode_batch_buffer(self._buf, a, end)
+            self._start = self._base + end
+            self._expect = end - a
+            self._need = 0
+            return msg
         while True:
             try:
                 self._unpacker.skip()
             except msgpack.OutOfData:
                 if self._eof or not self._fill():
-                    if self._start != self._base + len(self._buf):
+                    if self._start != self._base + self._tail:
                         return b""  # a partial message: truncated
                     return None
                 continue
             except (msgpack.FormatError, msgpack.StackError, ValueError) as e:
                 raise ProtocolError(f"malformed lrstream stream: {e}") from e
             end = self._unpacker.tell()
-            raw = bytes(self._buf[self._start - self._base:end - self._base])
+            a, b = self._start - self._base, end - self._base
+            out = bytes(self._mv[a:b])
             self._start = end
-            if end - self._base > (1 << 22) and end - self._base > len(self._buf) // 2:
-                del self._buf[:end - self._base]
-                self._base = end
-            return raw
+            self._expect = b - a
+            return out
 
 
 class _Available:

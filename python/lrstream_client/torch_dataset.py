@@ -27,6 +27,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 import weakref
@@ -41,9 +42,9 @@ from .reader import (
     RawMessages,
     StreamError,
     TruncatedStreamError,
-    _decode_columns,
     _peek_type,
     check_header,
+    decode_batch_buffer,
     decode_message,
     hello,
 )
@@ -79,10 +80,57 @@ def to_torch(columns: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
+_NP_DTYPES: Dict[Any, np.dtype] = {}
+
+
+def _tensor(obj: Dict[bytes, Any]) -> torch.Tensor:
+    """A msgpack-numpy map to a writable tensor with its own memory (one copy
+    of the received bytes; the dtype is parsed once per distinct string)."""
+    t = obj[b"type"]
+    dt = _NP_DTYPES.get(t)
+    if dt is None:
+        dt = _NP_DTYPES[t] = np.dtype(t.decode() if isinstance(t, bytes) else t)
+    return torch.from_numpy(np.frombuffer(obj[b"data"], dt).reshape(obj[b"shape"]).copy())
+
+
+def _columns_to_torch(columns: Dict[str, Any]) -> Dict[str, Any]:
+    # In place: only top-level column values can be arrays (msgpack-numpy
+    # maps, or arrays of their own from decode_batch_buffer).
+    for k, v in columns.items():
+        if type(v) is dict and v.get(b"nd") is True:
+            columns[k] = _tensor(v)
+        elif type(v) is np.ndarray:
+            columns[k] = torch.from_numpy(v)
+    return columns
+
+
+# A batch message at least this large is decoded by decode_batch_buffer
+# (numeric columns copied once from the received bytes); smaller ones by
+# msgpack alone, which is faster for message lists.
+WALK_BYTES = 1 << 20
+
+
+def _walk_stream(header: Dict[str, Any]) -> bool:
+    """Whether a stream's batches carry WALK_BYTES of numeric data (camera
+    frames, long action chunks): from the header's features and batch size."""
+    total = 0
+    for f in header.get("features") or ():
+        try:
+            n = np.dtype(f["dtype"]).itemsize
+            for d in f.get("shape") or ():
+                n *= int(d)
+        except (TypeError, ValueError, KeyError):
+            continue
+        total += n
+    return total * int(header.get("batch_size") or 1) >= WALK_BYTES
+
+
 class LRStreamBatch:
     """One batch as a DataLoader yields it: a read-only mapping from column
     name to a ``torch.Tensor`` (numeric columns; writable, own memory) or a
-    list (task, messages, ...), decoded on first access in the main process.
+    list (task, messages, ...), decoded on first access in the main process;
+    a numeric column becomes a tensor when it is first read (a training step
+    reads a few of a batch's columns).
 
     It is deliberately not a ``collections.abc.Mapping``: torch's
     ``default_convert`` would then walk every message dict in the worker.
@@ -90,7 +138,7 @@ class LRStreamBatch:
     """
 
     __slots__ = ("raw", "uid", "epoch", "index", "per_epoch", "fingerprint", "worker", "rank", "num_workers",
-                 "world_size", "meta_key", "gen", "start", "_cols")
+                 "world_size", "meta_key", "gen", "start", "_cols", "_counted")
 
     def __init__(self, raw: bytes, uid: str, epoch: int, index: int, per_epoch: int, fingerprint: str,
                  worker: int, rank: int, num_workers: int, world_size: int, meta_key: Optional[str],
@@ -109,6 +157,7 @@ class LRStreamBatch:
         self.gen = gen  # the worker's iteration number (persistent workers iterate several times)
         self.start = start  # rank-sequence index the iteration started at
         self._cols: Optional[Dict[str, Any]] = None
+        self._counted = False
 
     def __reduce__(self):
         return (LRStreamBatch, (self.raw, self.uid, self.epoch, self.index, self.per_epoch, self.fingerprint,
@@ -116,14 +165,20 @@ class LRStreamBatch:
                                 self.gen, self.start))
 
     def _decode(self) -> Dict[str, Any]:
-        msg = self.raw if type(self.raw) is dict else decode_message(self.raw)
+        raw = self.raw
+        if type(raw) is dict:
+            msg = raw
+        elif len(raw) >= WALK_BYTES:
+            msg = decode_batch_buffer(raw)
+        else:
+            msg = decode_message(raw)
         if msg["type"] != "batch":
             raise ProtocolError(f"expected a batch message, got {msg['type']!r}")
         seq = msg.get("seq")
         if seq != self.index or msg.get("epoch") != self.epoch:
             raise ProtocolError(f"batch carries epoch {msg.get('epoch')} seq {seq}, "
                                 f"want epoch {self.epoch} index {self.index} (server without hello positions?)")
-        cols = to_torch(_decode_columns(msg["columns"], writable=True))
+        cols = msg["columns"]  # numeric columns become tensors when read (_column)
         if self.meta_key is not None:
             cols[self.meta_key] = {"epoch": self.epoch, "index": self.index, "worker": self.worker,
                                    "rank": self.rank, "size": msg.get("size")}
@@ -131,30 +186,43 @@ class LRStreamBatch:
         return cols
 
     def _use(self) -> Dict[str, Any]:
-        if self._cols is None:
-            self._cols = self._decode()
-        t = _TRACKERS.get(self.uid)
-        if t is not None and t[0] == os.getpid():
-            ds = t[1]()
-            if ds is not None:
-                ds._consumed(self)
-        return self._cols
+        cols = self._cols
+        if cols is None:
+            cols = self._cols = self._decode()
+        if not self._counted:  # the first access counts the batch as consumed (once)
+            self._counted = True
+            t = _TRACKERS.get(self.uid)
+            if t is not None and t[0] == os.getpid():
+                ds = t[1]()
+                if ds is not None:
+                    ds._consumed(self)
+        return cols
+
+    def _all(self) -> Dict[str, Any]:
+        return _columns_to_torch(self._use())
 
     # Mapping protocol (every access counts the batch as consumed).
     def __getitem__(self, key: str) -> Any:
-        return self._use()[key]
+        cols = self._cols if self._counted else self._use()
+        v = cols[key]
+        t = type(v)
+        if t is dict and v.get(b"nd") is True:
+            v = cols[key] = _tensor(v)
+        elif t is np.ndarray:
+            v = cols[key] = torch.from_numpy(v)
+        return v
 
     def get(self, key: str, default: Any = None) -> Any:
-        return self._use().get(key, default)
+        return self[key] if key in self._use() else default
 
     def keys(self):
         return self._use().keys()
 
     def values(self):
-        return self._use().values()
+        return self._all().values()
 
     def items(self):
-        return self._use().items()
+        return self._all().items()
 
     def __iter__(self):
         return iter(self._use())
@@ -167,14 +235,14 @@ class LRStreamBatch:
 
     def to_dict(self) -> Dict[str, Any]:
         """The batch as a plain dict."""
-        return dict(self._use())
+        return dict(self._all())
 
     def pin_memory(self, device: Optional[str] = None) -> "LRStreamBatch":
         """DataLoader(pin_memory=True) hook: decode (in the pin-memory thread)
         and pin the tensors; does not count the batch as consumed."""
         if self._cols is None:
             self._cols = self._decode()
-        for k, v in self._cols.items():
+        for k, v in _columns_to_torch(self._cols).items():
             if isinstance(v, torch.Tensor):
                 self._cols[k] = v.pin_memory(device) if device else v.pin_memory()
         return self
@@ -198,12 +266,19 @@ except ImportError:  # pragma: no cover - older torch
     pass
 
 
-def _set_pdeathsig() -> None:  # runs in the child between fork and exec
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
+def _pdeathsig(parent: int):
+    """preexec_fn (Linux): the server gets SIGTERM when the thread that
+    spawned it ends -- with the process, whatever killed it (SIGKILL too).
+    If the parent died before prctl took effect, the child exits at once."""
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def set_pdeathsig() -> None:  # runs in the child between fork and exec
+        if libc.prctl(1, int(signal.SIGTERM), 0, 0, 0) != 0:  # PR_SET_PDEATHSIG
+            return
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return set_pdeathsig
 
 
 def _stop_server(proc: subprocess.Popen, tmpdir: str, owner: int) -> None:
@@ -349,9 +424,12 @@ class LRStreamDataset(IterableDataset):
         self.socket_path = os.path.join(tmpdir, "serve.sock")
         self._server_log = os.path.join(tmpdir, "serve.log")
         with open(self._server_log, "wb") as log:
+            # PR_SET_PDEATHSIG is tied to the spawning thread: only from the
+            # main thread (a worker thread's exit would stop the server).
+            tie = sys.platform == "linux" and threading.current_thread() is threading.main_thread()
             self._proc = subprocess.Popen([lrstream, "serve", "--socket", self.socket_path, *args],
                                           stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                          preexec_fn=_set_pdeathsig if sys.platform == "linux" else None)
+                                          preexec_fn=_pdeathsig(os.getpid()) if tie else None)
         self._server_pid = self._proc.pid
         self._finalizer = weakref.finalize(self, _stop_server, self._proc, tmpdir, self._owner)
 
@@ -499,7 +577,8 @@ class LRStreamDataset(IterableDataset):
             self._set_pos(b.epoch + 1, 0, b.gen, (b.epoch, b.start))
         else:
             self._set_pos(b.epoch, b.index + 1, b.gen, (b.epoch, b.start))
-        self._fp.value = b.fingerprint.encode()
+        if self._fp.value != b.fingerprint.encode():
+            self._fp.value = b.fingerprint.encode()
         self._cluster = (b.num_workers, b.world_size)
 
     def state_dict(self) -> Dict[str, Any]:
@@ -582,6 +661,8 @@ class LRStreamDataset(IterableDataset):
             header = self._read_header(rm)
             if self._header is None:
                 self._header = header
+            if not in_worker:
+                rm.walk(_walk_stream(header))
             tr = header["training"]
             fp = tr["fingerprint"]
             per_epoch = int(tr["epoch_batches"]) // int(tr["consumers"]) * nw

@@ -176,5 +176,126 @@ class ReaderTest(unittest.TestCase):
         self.assertTrue(callable(lc.LRStreamDataset))
 
 
+def _nd(a, over=None):
+    a = np.ascontiguousarray(a)
+    m = {b"nd": True, b"type": a.dtype.str, b"kind": b"", b"shape": list(a.shape), b"data": a.tobytes()}
+    m.update(over or {})
+    return m
+
+
+def _msgpack_decoded(raw):
+    """The reference: msgpack, then msgpack-numpy maps as arrays."""
+    m = msgpack.unpackb(raw, raw=False)
+    for k, v in m["columns"].items():
+        if type(v) is dict and v.get(b"nd") is True and not v[b"kind"]:
+            m["columns"][k] = np.frombuffer(v[b"data"], np.dtype(v[b"type"])).reshape(v[b"shape"])
+    return m
+
+
+class DecodeBatchBufferTest(unittest.TestCase):
+    """decode_batch_buffer: the same message as msgpack's decoding, numeric
+    columns as writable arrays of their own, whatever the layout."""
+
+    big = np.arange(3 * 2 * 40 * 50, dtype=np.uint8).reshape(3, 2, 40, 50)
+    cases = {
+        "language batch": batch(4, 10, 3),
+        "camera-like": {"type": "batch", "seq": 1, "epoch": 2, "size": 3, "resume": None,
+                        "columns": {"index": _nd(np.arange(3, dtype="<i8")), "img": _nd(big),
+                                    "messages": [[{"role": "user", "content": "x"}]] * 3}},
+        "list before arrays": {"type": "batch", "seq": 0, "epoch": 0, "size": 2, "resume": "t",
+                               "columns": {"task": ["a", "b"], "s": _nd(np.ones((2, 3), "<f4"))}},
+        "columns first, keys after": {"columns": {"s": _nd(np.zeros((2, 0), "<f2"))}, "type": "batch",
+                                      "seq": 300, "epoch": -1, "size": 2, "resume": "x" * 40},
+        "many columns (map16)": {"type": "batch", "seq": 70000, "epoch": 0, "size": 1, "resume": None,
+                                 "columns": {f"c{i}": _nd(np.array([i], "<i4")) for i in range(20)}},
+        "bool, big-endian, 0-d": {"type": "batch", "seq": 0, "epoch": 0, "size": 1, "resume": None,
+                                  "columns": {"b": _nd(np.array([True, False])), "be": _nd(np.array([1.5], ">f8")),
+                                              "z": _nd(np.array(3, "<i8"))}},
+        "bin type string": {"type": "batch", "seq": 0, "epoch": 0, "size": 2, "resume": None,
+                            "columns": {"s": _nd(np.arange(2, dtype="<u2"), {b"type": b"<u2"})}},
+        "structured kind (msgpack path)": {"type": "batch", "seq": 0, "epoch": 0, "size": 1, "resume": None,
+                                           "columns": {"v": _nd(np.arange(2, dtype="<i4"), {b"kind": b"x"})}},
+        "end message": end(7),
+    }
+
+    def test_same_as_msgpack(self):
+        for name, msg in self.cases.items():
+            with self.subTest(name):
+                raw = msgpack.packb(msg, use_bin_type=True)
+                want = msgpack.unpackb(raw, raw=False) if "columns" not in msg else _msgpack_decoded(raw)
+                for buf, a, b in ((raw, 0, None), (bytearray(b"??" + raw + b"!"), 2, 2 + len(raw))):
+                    got = lc.decode_batch_buffer(buf, a, b)
+                    self.assertEqual(list(got), list(want))
+                    for k, v in want.items():
+                        if k != "columns":
+                            self.assertEqual(got[k], v, k)
+                    for k, v in (want.get("columns") or {}).items():
+                        g = got["columns"][k]
+                        if isinstance(v, np.ndarray):
+                            self.assertIsInstance(g, np.ndarray, k)
+                            self.assertTrue(g.flags.writeable and g.flags.owndata, k)
+                            self.assertEqual((g.dtype, g.shape), (v.dtype, v.shape), k)
+                            np.testing.assert_array_equal(g, v)
+                        else:
+                            self.assertEqual(g, v, k)
+
+    def test_frame(self):
+        """_frame (walk mode's framing): a whole message ends where msgpack
+        says; every prefix asks for more, never less than it has."""
+        from lrstream_client.reader import _frame
+
+        extra = {"ext": msgpack.ExtType(5, b"abc"), "fixext": msgpack.ExtType(1, b"abcd"), "f": 1.5,
+                 "big": 2**40, "neg": -2**20, "nested": [{"a": [1, None, True]}] * 20, "b": b"\x00" * 300}
+        for name, msg in {**self.cases, "every type": extra}.items():
+            with self.subTest(name):
+                raw = msgpack.packb(msg, use_bin_type=True)
+                buf = raw + b"\xc1tail"  # the next message's bytes follow
+                self.assertEqual(_frame(buf, 0, len(buf)), (len(raw), 0))
+                for cut in sorted({1, 2, 7, len(raw) // 2, len(raw) - 1, *range(0, len(raw), 97)} - {0}):
+                    end, need = _frame(raw, 0, cut)
+                    self.assertIsNone(end, cut)
+                    self.assertTrue(cut < need <= len(raw), (cut, need))
+        with self.assertRaisesRegex(lc.ProtocolError, "byte 0xc1"):
+            _frame(b"\x91\xc1", 0, 2)
+
+    def test_bad_messages(self):
+        raw = msgpack.packb(self.cases["camera-like"], use_bin_type=True)
+        short = _nd(np.arange(4, dtype="<i8"), {b"shape": [5]})
+        for name, buf, a, b, match in [
+            ("truncated", raw[:-10], 0, None, "truncated"),
+            ("cut in an array", raw[:2000], 0, None, "truncated"),
+            ("trailing bytes", raw + b"\x00", 0, None, "after its end"),
+            ("array shorter than its shape", msgpack.packb({"type": "batch", "columns": {"a": short}}), 0, None,
+             "buffer|size"),
+            ("no type", msgpack.packb({"columns": {}}), 0, None, "without a type"),
+        ]:
+            with self.subTest(name), self.assertRaisesRegex((lc.ProtocolError, ValueError), match):
+                lc.decode_batch_buffer(buf, a, b)
+
+    def test_mutated_bytes(self):
+        """Seeded byte mutations and cuts: the result is msgpack's decoding,
+        or a ProtocolError/ValueError -- never another exception."""
+        import random
+
+        rng = random.Random(14)
+        seeds = [msgpack.packb(m, use_bin_type=True) for m in self.cases.values()]
+        for i in range(600):
+            raw = bytearray(rng.choice(seeds))
+            for _ in range(rng.randint(1, 3)):
+                raw[rng.randrange(len(raw))] = rng.randrange(256)
+            if rng.random() < 0.3:
+                raw = raw[:rng.randrange(1, len(raw))]
+            raw = bytes(raw)
+            try:
+                got = lc.decode_batch_buffer(raw)
+            except (lc.ProtocolError, ValueError):
+                continue
+            try:
+                want = msgpack.unpackb(raw, raw=False)
+            except Exception as e:  # the walker accepted what msgpack refuses
+                self.fail(f"case {i}: decode_batch_buffer accepted {raw!r}, msgpack: {e}")
+            self.assertEqual(sorted(got), sorted(want), i)
+
+
 if __name__ == "__main__":
     unittest.main()

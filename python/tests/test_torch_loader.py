@@ -68,6 +68,38 @@ def test_exact_checkpoint(server, kind, nw, persistent):
     assert len(one_epoch) == len(set(one_epoch)), "a frame served twice in one epoch"
 
 
+
+def test_resume_with_another_cluster(server):
+    """One rank: a mid-epoch checkpoint of 2 workers resumes exactly with 0
+    or 3. Several ranks: a mid-epoch checkpoint resumes only with the same
+    world_size and num_workers, refused with a message saying so."""
+    want = epoch_of(server, 1, 0)  # the whole epoch; W workers leave out its last B mod W batches
+    ds = LRStreamDataset(server, num_workers=2)
+    ds.set_epoch(1)
+    got = []
+    for i, b in enumerate(DataLoader(ds, batch_size=None, num_workers=2)):
+        got.append(tuple(b["index"].tolist()))
+        if i == 4:
+            break
+    state = ds.state_dict()
+    for nw in (0, 3):
+        ds = LRStreamDataset(server, num_workers=nw)
+        ds.load_state_dict(state)
+        rest = indices(DataLoader(ds, batch_size=None, num_workers=nw))
+        # the uninterrupted order of epoch 1 up to the last batch both runs serve
+        assert len(want) - 3 < len(got + rest) <= len(want), nw
+        assert got + rest == want[:len(got + rest)], nw
+    multi = dict(state, num_workers=2, world_size=2)
+    for kw, match in [(dict(world_size=1, rank=0), "world_size 2 cannot resume with world_size 1"),
+                      (dict(world_size=2, rank=0, num_workers=1), "num_workers 2 x world_size 2 cannot resume")]:
+        ds = LRStreamDataset(server, **kw)
+        ds.load_state_dict(multi)
+        with pytest.raises(ValueError, match=match):
+            next(iter(ds))
+    ds = LRStreamDataset(server, world_size=1, rank=0)
+    ds.load_state_dict(dict(multi, batches=0))  # an epoch boundary: any cluster
+    assert len(next(iter(ds))["index"]) == 8
+
 def test_break_then_continue_persistent(server):
     """persistent_workers + break: the next loop continues with the first
     batch the loop did not take (prefetched batches are not lost)."""
@@ -132,12 +164,61 @@ def test_tensors_writable_and_private():
     assert b["flag"].tolist() == [7]
 
 
+def test_columns_become_tensors_once(server):
+    """A numeric column becomes a tensor when first read, once: every later
+    read (item, get, items, dict) gives that same tensor; lists stay lists."""
+    b = next(iter(DataLoader(LRStreamDataset(server), batch_size=None)))
+    idx = b["index"]
+    idx[0] = -5
+    assert b.get("index") is idx and dict(b)["index"] is idx and b.to_dict()["index"] is idx
+    assert all(isinstance(v, torch.Tensor) for k, v in b.items() if k in {f["name"] for f in LRStreamDataset(server).features})
+    assert isinstance(b["messages"], list) and b.get("no such column", 7) == 7
+    assert b["index"][0] == -5
+
 def test_batches_pickle_as_bytes(server):
     """Workers hand over raw bytes (decoded in the main process)."""
     ds = LRStreamDataset(server)
     b = next(iter(DataLoader(ds, batch_size=None, num_workers=1)))
     assert isinstance(b, LRStreamBatch) and isinstance(b.raw, bytes) and len(b.raw) > 0
     assert "messages" in b and isinstance(b["messages"], list)
+
+
+
+@pytest.mark.parametrize("nw", [0, 1])
+def test_walked_batches_equal_msgpack_decoding(server, monkeypatch, nw):
+    """Batches of large numeric columns (camera frames) are decoded by
+    decode_batch_buffer (each array copied once from the received bytes):
+    forced here for every batch, the same tensors and lists as msgpack's
+    decoding; writable and private."""
+    import lrstream_client.reader as reader
+    import lrstream_client.torch_dataset as td
+
+    def first(n):
+        ds = LRStreamDataset(server)
+        ds.set_epoch(1)
+        out = []
+        for b in DataLoader(ds, batch_size=None, num_workers=nw):
+            out.append(b.to_dict())
+            if len(out) == n:
+                return out
+
+    want = first(4)
+    monkeypatch.setattr(td, "WALK_BYTES", 1)
+    walked = []
+    orig = td.decode_batch_buffer
+    counting = lambda *a: walked.append(1) or orig(*a)  # noqa: E731
+    monkeypatch.setattr(td, "decode_batch_buffer", counting)  # a worker's bytes, decoded in the main process
+    monkeypatch.setattr(reader, "decode_batch_buffer", counting)  # RawMessages in walk mode (no workers)
+    got = first(4)
+    assert walked, "decode_batch_buffer was not used"
+    for w, g in zip(want, got):
+        assert w.keys() == g.keys()
+        for k, v in w.items():
+            if isinstance(v, torch.Tensor):
+                assert g[k].dtype == v.dtype and torch.equal(g[k], v), k
+                g[k].add_(1)  # writable, and private: the next batch's data is untouched
+            else:
+                assert g[k] == v, k
 
 
 SERVER_FAIL = textwrap.dedent("""
@@ -187,6 +268,49 @@ def test_spawned_server_ends_with_dataset(lrstream_bin):
     gc.collect()
     assert proc.wait(10) is not None
 
+
+
+KILLED_PARENT = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, {py!r})
+    from torch.utils.data import DataLoader
+    from lrstream_client import LRStreamDataset
+    ds = LRStreamDataset(serve_args={args!r}, lrstream={bin!r})
+    it = iter(DataLoader(ds, batch_size=None, num_workers=2))
+    next(it)
+    print("SERVER", ds._server_pid, flush=True)
+    time.sleep(60)
+""")
+
+
+def test_spawned_server_ends_when_python_is_killed(lrstream_bin):
+    """SIGKILL of the training process (no finalizer, no atexit) still ends
+    the server it spawned (PR_SET_PDEATHSIG), with DataLoader workers alive."""
+    code = KILLED_PARENT.format(py=os.path.join(ROOT, "python"), args=SERVE_ARGS, bin=lrstream_bin)
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        assert line.startswith("SERVER "), line
+        pid = int(line.split()[1])
+        assert _alive(pid)
+        p.kill()
+        p.wait()
+        deadline = time.monotonic() + 10
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(pid), f"lrstream serve (pid {pid}) outlived the SIGKILLed process that spawned it"
+    finally:
+        p.kill()
+
+
+def _alive(pid):
+    """pid exists and is not a zombie (an orphan is reaped by init)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return False
+    return data[data.rindex(b")") + 2:data.rindex(b")") + 3] not in (b"Z", b"X")
 
 DDP = textwrap.dedent("""
     import os, sys, json
