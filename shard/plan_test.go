@@ -218,16 +218,14 @@ func TestPlanSkipsFilesAndRowGroups(t *testing.T) {
 			t.Errorf("read [%d,+%d) outside the prefetched ranges %v", r.Off, r.Len, pre)
 		}
 	}
-	md := units[0].meta
+	ft := units[0].pq.footer
 	for _, p := range pre {
-		for rg := 0; rg < md.NumRowGroups(); rg++ {
+		for rg := 0; rg < ft.numRowGroups(); rg++ {
 			if rg == 3 {
 				continue
 			}
-			rgm := md.RowGroup(rg)
-			for c := 0; c < rgm.NumColumns(); c++ {
-				cc, _ := rgm.ColumnChunk(c)
-				if cc.DataPageOffset() >= p.Off && cc.DataPageOffset() < p.Off+p.Len {
+			for _, cc := range ft.rowGroup(rg).Columns {
+				if off := cc.MetaData.DataPageOffset; off >= p.Off && off < p.Off+p.Len {
 					t.Errorf("prefetch %v covers row group %d", p, rg)
 				}
 			}
