@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/lrstream/lrstream/bench/datagen"
 	"github.com/lrstream/lrstream/fetch"
 )
 
@@ -376,4 +377,25 @@ func TestPartialRowGroup(t *testing.T) {
 			t.Errorf("unit %+v not marked partial", u)
 		}
 	}
+}
+
+// BenchmarkOpenAndPlan measures the metadata layer: OpenDataset (info,
+// tasks, episodes index) and Plan (every data file's footer) of a
+// generated dataset of 300 short episodes.
+func BenchmarkOpenAndPlan(b *testing.B) {
+	src := mustDir(b, generated(b, datagen.VariantDocumented, 300, 20, 60, 11))
+	ctx := context.Background()
+	units := 0
+	for b.Loop() {
+		ds, err := OpenDataset(ctx, src)
+		if err != nil {
+			b.Fatal(err)
+		}
+		us, err := Plan(ctx, src, ds, Selection{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		units = len(us)
+	}
+	b.ReportMetric(float64(units), "units")
 }
