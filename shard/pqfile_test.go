@@ -424,9 +424,9 @@ func TestReadImageBytes(t *testing.T) {
 func TestMetadataCorruptionSweep(t *testing.T) {
 	base := metaFS(t)
 	ctx := context.Background()
-	stride := 23
+	stride := 59
 	if testing.Short() {
-		stride = 97
+		stride = 197
 	}
 	n := 0
 	for _, name := range []string{TasksPath, "meta/episodes/chunk-000/file-000.parquet"} {
