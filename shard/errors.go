@@ -60,8 +60,8 @@ func fileErr(dataset, file string, err error) *Error {
 	return &Error{Dataset: dataset, File: file, RowGroup: -1, Episode: -1, Index: -1, Err: err}
 }
 
-// panicError converts a recovered panic (arrow-go panics on some corrupt
-// inputs) into an error.
+// panicError converts a recovered panic (a parquet decoder panicking on
+// corrupt input) into an error.
 type panicError struct {
 	val   any
 	stack string

@@ -350,3 +350,16 @@ func TestCorruptionSweep(t *testing.T) {
 	}
 	t.Logf("%d corrupted files read without a panic", n)
 }
+
+// oneChunk concatenates a chunked column into one array.
+func oneChunk(c *arrow.Chunked) (arrow.Array, error) {
+	ch := c.Chunks()
+	switch len(ch) {
+	case 0:
+		return array.MakeArrayOfNull(memory.DefaultAllocator, c.DataType(), 0), nil
+	case 1:
+		ch[0].Retain()
+		return ch[0], nil
+	}
+	return array.Concatenate(ch, memory.DefaultAllocator)
+}

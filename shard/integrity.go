@@ -8,8 +8,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/apache/arrow-go/v18/parquet/metadata"
-
 	"github.com/lrstream/lrstream/fetch"
 	"github.com/lrstream/lrstream/schema"
 )
@@ -137,12 +135,8 @@ func episodeErr(src fetch.Source, e *schema.Episode, err error) *Error {
 // frame columns and every declared numeric and language feature must be
 // present (a language column missing from one file is an error like a
 // missing numeric feature, not frames silently turned task-only).
-func checkFileSchema(src fetch.Source, ds *schema.Dataset, path string, md *metadata.FileMetaData) error {
-	present := map[string]bool{}
-	root := md.Schema.Root()
-	for i := 0; i < root.NumFields(); i++ {
-		present[root.Field(i).Name()] = true
-	}
+func checkFileSchema(src fetch.Source, ds *schema.Dataset, path string, ft *footer) error {
+	present := ft.topLevel()
 	for _, c := range coreColumns {
 		if !present[c] {
 			return &Error{Dataset: src.ID(), File: path, RowGroup: -1, Episode: -1, Index: -1, Column: c, Err: errors.New("missing column (a core frame column)")}
@@ -172,25 +166,25 @@ func checkFileSchema(src fetch.Source, ds *schema.Dataset, path string, md *meta
 // does not list): each goes through ds.Inconsistent, naming episode and
 // file.
 func checkFileEpisodes(src fetch.Source, ds *schema.Dataset, f *planFile) error {
-	md := f.meta
+	ft := f.footer
 	inFile := make(map[int64]*schema.Episode, len(f.episodes))
 	var want int64
 	for _, ep := range f.episodes {
 		inFile[ep.Index] = ep
 		want += ep.ToIndex - ep.FromIndex
 	}
-	epCol := md.Schema.ColumnIndexByName(ColEpisodeIndex)
+	epCol := ft.leafIndex(ColEpisodeIndex)
 	var rows int64
 	allStats := true
 	type span struct{ lo, hi int64 }
 	var spans []span
-	for rg := 0; rg < md.NumRowGroups(); rg++ {
-		rgm := md.RowGroup(rg)
-		rows += rgm.NumRows()
-		if rgm.NumRows() == 0 {
+	for rg := 0; rg < ft.numRowGroups(); rg++ {
+		n := ft.rowGroup(rg).NumRows
+		rows += n
+		if n == 0 {
 			continue
 		}
-		lo, hi, ok := episodeStats(rgm, epCol)
+		lo, hi, ok := ft.int64Stats(rg, epCol)
 		if !ok {
 			allStats = false
 			continue

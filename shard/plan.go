@@ -7,8 +7,6 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/apache/arrow-go/v18/parquet/metadata"
-
 	"github.com/lrstream/lrstream/fetch"
 	"github.com/lrstream/lrstream/schema"
 )
@@ -32,10 +30,8 @@ type Unit struct {
 	// that are not selected: ReadUnit then keeps only frames of Episodes.
 	Partial bool
 
-	// meta is the file's parsed footer, shared by the file's units so that
-	// ReadUnit does not parse it again.
-	meta *metadata.FileMetaData
-	// pq is the file's footer opened by parquet-go, shared by its units.
+	// pq holds the file's parsed footer, shared by the file's units so
+	// that ReadUnit does not read it again, and the plan's read buffers.
 	pq *pqFile
 }
 
@@ -44,7 +40,7 @@ type planFile struct {
 	path     string
 	episodes []*schema.Episode // every indexed episode of the file
 	first    int64             // smallest dataset_from_index
-	meta     *metadata.FileMetaData
+	footer   *footer
 	err      error
 	// foreign marks the row groups holding frames of episodes the index
 	// does not assign to the file (tolerated inconsistencies): their units
@@ -108,13 +104,13 @@ func Plan(ctx context.Context, src fetch.Source, ds *schema.Dataset, sel Selecti
 		go func(f *planFile) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			pf, err := openParquet(ctx, src, f.path, nil)
+			p, err := openFile(ctx, src, f.path, nil)
 			if err != nil {
 				f.err = err
 				return
 			}
-			f.meta = pf.rdr.MetaData()
-			pf.Close()
+			p.Close()
+			f.footer = p.footer
 		}(f)
 	}
 	wg.Wait()
@@ -125,7 +121,7 @@ func Plan(ctx context.Context, src fetch.Source, ds *schema.Dataset, sel Selecti
 		if f.err != nil {
 			return nil, fileEpisodesErr(f)
 		}
-		if err := checkFileSchema(src, ds, f.path, f.meta); err != nil {
+		if err := checkFileSchema(src, ds, f.path, f.footer); err != nil {
 			return nil, err
 		}
 		if err := checkFileEpisodes(src, ds, f); err != nil {
@@ -143,21 +139,21 @@ func Plan(ctx context.Context, src fetch.Source, ds *schema.Dataset, sel Selecti
 	return units, nil
 }
 
-func planRowGroups(src fetch.Source, f *planFile, sel Selection, bufs *readBuffers) (units []Unit, err error) {
-	defer recoverTo(&err, func(e error) error { return fileErr(src.ID(), f.path, e) })
-	md := f.meta
-	epCol := md.Schema.ColumnIndexByName("episode_index")
+func planRowGroups(src fetch.Source, f *planFile, sel Selection, bufs *readBuffers) ([]Unit, error) {
+	ft := f.footer
+	epCol := ft.leafIndex(ColEpisodeIndex)
 	if epCol < 0 {
 		return nil, fileErr(src.ID(), f.path, errors.New("no episode_index column"))
 	}
-	pq := &pqFile{meta: md, bufs: bufs}
-	for rg := 0; rg < md.NumRowGroups(); rg++ {
-		rgm := md.RowGroup(rg)
-		if rgm.NumRows() == 0 {
+	pq := &pqFile{footer: ft, bufs: bufs}
+	var units []Unit
+	for rg := 0; rg < ft.numRowGroups(); rg++ {
+		rows := ft.rowGroup(rg).NumRows
+		if rows == 0 {
 			continue
 		}
-		lo, hi, ok := episodeStats(rgm, epCol)
-		u := Unit{File: f.path, RowGroup: rg, Rows: rgm.NumRows(), meta: md, pq: pq}
+		lo, hi, ok := ft.int64Stats(rg, epCol)
+		u := Unit{File: f.path, RowGroup: rg, Rows: rows, pq: pq}
 		present := 0
 		for _, ep := range f.episodes {
 			if ok && (ep.Index < lo || ep.Index > hi) {
@@ -175,27 +171,6 @@ func planRowGroups(src fetch.Source, f *planFile, sel Selection, bufs *readBuffe
 		units = append(units, u)
 	}
 	return units, nil
-}
-
-// episodeStats returns the row group's episode_index min and max when the
-// footer has them.
-func episodeStats(rgm *metadata.RowGroupMetaData, col int) (lo, hi int64, ok bool) {
-	cc, err := rgm.ColumnChunk(col)
-	if err != nil {
-		return 0, 0, false
-	}
-	if set, err := cc.StatsSet(); err != nil || !set {
-		return 0, 0, false
-	}
-	st, err := cc.Statistics()
-	if err != nil || st == nil || !st.HasMinMax() {
-		return 0, 0, false
-	}
-	s, isInt := st.(*metadata.Int64Statistics)
-	if !isInt {
-		return 0, 0, false
-	}
-	return s.Min(), s.Max(), true
 }
 
 // CheckSelection returns an error when sel matches none of the dataset's

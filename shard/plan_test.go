@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/lrstream/lrstream/bench/datagen"
 	"github.com/lrstream/lrstream/fetch"
 )
 
@@ -218,16 +219,14 @@ func TestPlanSkipsFilesAndRowGroups(t *testing.T) {
 			t.Errorf("read [%d,+%d) outside the prefetched ranges %v", r.Off, r.Len, pre)
 		}
 	}
-	md := units[0].meta
+	ft := units[0].pq.footer
 	for _, p := range pre {
-		for rg := 0; rg < md.NumRowGroups(); rg++ {
+		for rg := 0; rg < ft.numRowGroups(); rg++ {
 			if rg == 3 {
 				continue
 			}
-			rgm := md.RowGroup(rg)
-			for c := 0; c < rgm.NumColumns(); c++ {
-				cc, _ := rgm.ColumnChunk(c)
-				if cc.DataPageOffset() >= p.Off && cc.DataPageOffset() < p.Off+p.Len {
+			for _, cc := range ft.rowGroup(rg).Columns {
+				if off := cc.MetaData.DataPageOffset; off >= p.Off && off < p.Off+p.Len {
 					t.Errorf("prefetch %v covers row group %d", p, rg)
 				}
 			}
@@ -378,4 +377,25 @@ func TestPartialRowGroup(t *testing.T) {
 			t.Errorf("unit %+v not marked partial", u)
 		}
 	}
+}
+
+// BenchmarkOpenAndPlan measures the metadata layer: OpenDataset (info,
+// tasks, episodes index) and Plan (every data file's footer) of a
+// generated dataset of 300 short episodes.
+func BenchmarkOpenAndPlan(b *testing.B) {
+	src := mustDir(b, generated(b, datagen.VariantDocumented, 300, 20, 60, 11))
+	ctx := context.Background()
+	units := 0
+	for b.Loop() {
+		ds, err := OpenDataset(ctx, src)
+		if err != nil {
+			b.Fatal(err)
+		}
+		us, err := Plan(ctx, src, ds, Selection{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		units = len(us)
+	}
+	b.ReportMetric(float64(units), "units")
 }

@@ -2,15 +2,12 @@ package shard
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"slices"
-	"sync"
 
-	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/lrstream/lrstream/fetch"
@@ -514,16 +511,13 @@ func (d *decoder) language() error {
 	return nil
 }
 
-// pqFile is a data file's footer opened by parquet-go once, shared by
-// the file's units (Plan hands every unit of a file the same pqFile): the
-// schema and row groups are parsed once per file, and each ReadUnit reads
-// pages from its own open file (FileColumnChunk.PagesFrom).
+// pqFile is what a data file's units share (Plan hands every unit of a
+// file the same pqFile): the footer Plan read and checked (pqfile.go),
+// from which each ReadUnit reads pages of its own open file
+// (FileColumnChunk.PagesFrom), and the plan's read buffers.
 type pqFile struct {
-	meta *metadata.FileMetaData
-	once sync.Once
-	pf   *parquet.File
-	err  error
-	bufs *readBuffers // the plan's read buffers (nil: none kept)
+	footer *footer
+	bufs   *readBuffers // the plan's read buffers (nil: none kept)
 }
 
 // readBuffers keeps a few read buffers (memRanges) for the next units of a
@@ -580,57 +574,22 @@ func (g *pqGroup) numValues(c int) int64 {
 	return g.pf.RowGroups()[g.rg].ColumnChunks()[c].NumValues()
 }
 
-// pqOptions are the options every data file is opened with: no page
-// index or bloom filters (ReadUnit reads whole column chunks), and a read
-// buffer that takes a usual column chunk in one read.
-var pqOptions = []parquet.FileOption{parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true), parquet.ReadBufferSize(256 << 10)}
-
 // pqOpen opens u's data file for reading u's row group: it is the read
-// path's one dependency on the footer. The file's parquet-go footer is
-// built once per file from the footer Plan parsed (u.pq); a unit without
-// one (not from Plan) has parquet-go read the footer from the file.
+// path's one dependency on the footer, the one Plan read (u.pq); a unit
+// without one (not from Plan) has its footer read from the file.
 func pqOpen(ctx context.Context, src fetch.Source, u *Unit) (*pqGroup, fetch.File, error) {
-	f, err := src.Open(ctx, u.File)
+	var ft *footer
+	if u.pq != nil {
+		ft = u.pq.footer
+	}
+	p, err := openFile(ctx, src, u.File, ft)
 	if err != nil {
-		return nil, nil, fileErr(src.ID(), u.File, err)
-	}
-	var pf *parquet.File
-	if u.pq != nil && u.pq.meta != nil {
-		u.pq.once.Do(func() { u.pq.pf, u.pq.err = pqFooter(ctx, u.pq.meta, f.Size()) })
-		pf, err = u.pq.pf, u.pq.err
-	} else {
-		pf, err = parquet.OpenFile(f, f.Size(), pqOptions...)
-	}
-	if err != nil {
-		f.Close()
-		return nil, nil, fileErr(src.ID(), u.File, err)
-	}
-	return &pqGroup{pf: pf, rg: u.RowGroup, r: f}, f, nil
-}
-
-// pqFooter opens, with parquet-go, the footer meta re-serialized: parquet-go
-// reads it from memory, placed after a file of size bytes it never reads.
-func pqFooter(ctx context.Context, meta *metadata.FileMetaData, size int64) (pf *parquet.File, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("footer: %v", r)
+		if se := (*Error)(nil); errors.As(err, &se) && se.RowGroup < 0 {
+			se.RowGroup = u.RowGroup
 		}
-	}()
-	fm, err := meta.Serialize(ctx)
-	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	tail := binary.LittleEndian.AppendUint32(fm, uint32(len(fm)))
-	tail = append(tail, "PAR1"...)
-	r := &footerAt{f: noData{}, size: size, tail: tail}
-	return parquet.OpenFile(r, size+int64(len(tail)), append(pqOptions, parquet.SkipMagicBytes(true))...)
-}
-
-// noData is a file whose data parquet-go must not read.
-type noData struct{}
-
-func (noData) ReadAt([]byte, int64) (int, error) {
-	return 0, errors.New("footer opened without its file")
+	return &pqGroup{pf: p.file, rg: u.RowGroup, r: p.f}, p.f, nil
 }
 
 // memRanges serves reads inside its byte ranges from memory, others from
@@ -680,35 +639,4 @@ func (m *memRanges) ReadAt(p []byte, off int64) (int, error) {
 		}
 	}
 	return m.f.ReadAt(p, off)
-}
-
-// footerAt is a file followed by a footer held in memory.
-type footerAt struct {
-	f    io.ReaderAt
-	size int64
-	tail []byte
-}
-
-func (r *footerAt) ReadAt(p []byte, off int64) (int, error) {
-	n := 0
-	if off < r.size {
-		k := min(int64(len(p)), r.size-off)
-		m, err := r.f.ReadAt(p[:k], off)
-		n += m
-		if err != nil || int64(m) < k {
-			return n, err
-		}
-	}
-	if n < len(p) {
-		t := off + int64(n) - r.size
-		if t < 0 || t >= int64(len(r.tail)) {
-			return n, io.EOF
-		}
-		m := copy(p[n:], r.tail[t:])
-		n += m
-		if n < len(p) {
-			return n, io.EOF
-		}
-	}
-	return n, nil
 }

@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-
 	"github.com/lrstream/lrstream/fetch"
 	"github.com/lrstream/lrstream/schema"
 )
@@ -53,12 +50,12 @@ func EpisodeVideos(ctx context.Context, src fetch.Source, ds *schema.Dataset) ([
 				cols = append(cols, "videos/"+k+"/"+c)
 			}
 		}
-		arrs, err := readSmallTable(ctx, src, name, cols)
+		p, err := openTable(ctx, src, name, cols)
 		if err != nil {
 			return nil, err
 		}
-		spans, err := videoSpans(arrs, keys, name)
-		releaseAll(arrs)
+		spans, err := videoSpans(p, keys, name)
+		p.Close()
 		if err != nil {
 			return nil, fileErr(src.ID(), name, err)
 		}
@@ -67,38 +64,39 @@ func EpisodeVideos(ctx context.Context, src fetch.Source, ds *schema.Dataset) ([
 	return out, nil
 }
 
-func videoSpans(arrs map[string]arrow.Array, keys []string, name string) ([]VideoSpan, error) {
-	eps, err := int64Values(arrs["episode_index"])
+func videoSpans(p *pfile, keys []string, name string) ([]VideoSpan, error) {
+	rgs := p.allRowGroups()
+	eps, err := p.readInts("episode_index", rgs)
 	if err != nil {
 		return nil, fmt.Errorf("episode_index: %w", err)
 	}
 	var out []VideoSpan
 	for _, k := range keys {
-		get := func(c string) (arrow.Array, error) {
-			a, ok := arrs["videos/"+k+"/"+c]
-			if !ok {
-				return nil, fmt.Errorf("video feature %s: missing column videos/%s/%s", k, k, c)
+		col := func(c string) (string, error) {
+			n := "videos/" + k + "/" + c
+			if !p.has(n) {
+				return "", fmt.Errorf("video feature %s: missing column %s", k, n)
 			}
-			return a, nil
+			return n, nil
 		}
 		var ints [2][]int64
 		for i, c := range []string{"chunk_index", "file_index"} {
-			a, err := get(c)
+			n, err := col(c)
 			if err != nil {
 				return nil, err
 			}
-			if ints[i], err = int64Values(a); err != nil {
-				return nil, fmt.Errorf("videos/%s/%s: %w", k, c, err)
+			if ints[i], err = p.readInts(n, rgs); err != nil {
+				return nil, fmt.Errorf("%s: %w", n, err)
 			}
 		}
 		var fl [2][]float64
 		for i, c := range []string{"from_timestamp", "to_timestamp"} {
-			a, err := get(c)
+			n, err := col(c)
 			if err != nil {
 				return nil, err
 			}
-			if fl[i], err = floatValues(a); err != nil {
-				return nil, fmt.Errorf("videos/%s/%s: %w", k, c, err)
+			if fl[i], err = p.readFloats(n); err != nil {
+				return nil, fmt.Errorf("%s: %w", n, err)
 			}
 		}
 		for i, e := range eps {
@@ -106,22 +104,4 @@ func videoSpans(arrs map[string]arrow.Array, keys []string, name string) ([]Vide
 		}
 	}
 	return out, nil
-}
-
-// floatValues converts a non-null float array to float64s.
-func floatValues(a arrow.Array) ([]float64, error) {
-	if a.NullN() > 0 {
-		return nil, fmt.Errorf("%d null values", a.NullN())
-	}
-	switch a := a.(type) {
-	case *array.Float64:
-		return append([]float64(nil), a.Float64Values()...), nil
-	case *array.Float32:
-		out := make([]float64, a.Len())
-		for i, v := range a.Float32Values() {
-			out[i] = float64(v)
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("type %s, want a float", a.DataType())
 }

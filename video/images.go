@@ -9,13 +9,10 @@ import (
 	"image/color"
 	_ "image/jpeg" // LeRobot image features may hold JPEG bytes
 	_ "image/png"  // LeRobot writes PNG
-	"io"
 	"math"
 
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/file"
-
 	"github.com/lrstream/lrstream/fetch"
+	"github.com/lrstream/lrstream/shard"
 )
 
 // ImageSet decodes image features (dtype "image": PNG or JPEG bytes in
@@ -28,78 +25,10 @@ type ImageSet struct {
 
 // ReadImageBytes reads the encoded images of the given image features
 // from one row group of a data file: for each key, a map from the
-// sample's dataset index to its bytes (absent for a null image).
-func ReadImageBytes(ctx context.Context, src fetch.Source, name string, rowGroup int, keys []string) (out map[string]map[int64][]byte, err error) {
-	f, err := src.Open(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	defer func() {
-		if r := recover(); r != nil { // arrow-go panics on some corrupt pages
-			err = fmt.Errorf("%s row group %d: corrupt parquet: %v", name, rowGroup, r)
-		}
-	}()
-	rdr, err := file.NewParquetReader(io.NewSectionReader(f, 0, f.Size()))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	defer rdr.Close()
-	if rowGroup < 0 || rowGroup >= rdr.NumRowGroups() {
-		return nil, fmt.Errorf("%s: no row group %d", name, rowGroup)
-	}
-	rg := rdr.RowGroup(rowGroup)
-	n := rg.NumRows()
-	sch := rdr.MetaData().Schema
-	ic := sch.ColumnIndexByName("index")
-	if ic < 0 {
-		return nil, fmt.Errorf("%s: no index column", name)
-	}
-	cr, err := rg.Column(ic)
-	if err != nil {
-		return nil, fmt.Errorf("%s row group %d: index: %w", name, rowGroup, err)
-	}
-	ir, ok := cr.(*file.Int64ColumnChunkReader)
-	if !ok {
-		return nil, fmt.Errorf("%s: index column is %s, want int64", name, cr.Type())
-	}
-	index := make([]int64, n)
-	def := make([]int16, n)
-	if _, got, err := ir.ReadBatch(n, index, def, nil); err != nil || int64(got) != n {
-		return nil, fmt.Errorf("%s row group %d: index: %d of %d values (%v)", name, rowGroup, got, n, err)
-	}
-	out = map[string]map[int64][]byte{}
-	for _, k := range keys {
-		ci := sch.ColumnIndexByName(k + ".bytes")
-		if ci < 0 {
-			return nil, fmt.Errorf("%s: no column %s.bytes for image feature %s", name, k, k)
-		}
-		cr, err := rg.Column(ci)
-		if err != nil {
-			return nil, fmt.Errorf("%s row group %d: %s: %w", name, rowGroup, k, err)
-		}
-		br, ok := cr.(*file.ByteArrayColumnChunkReader)
-		if !ok {
-			return nil, fmt.Errorf("%s: column %s.bytes is %s, want binary", name, k, cr.Type())
-		}
-		maxDef := sch.Column(ci).MaxDefinitionLevel()
-		vals := make([]parquet.ByteArray, n)
-		defs := make([]int16, n)
-		_, got, err := br.ReadBatch(n, vals, defs, nil)
-		if err != nil || int64(got) != n {
-			return nil, fmt.Errorf("%s row group %d: %s: %d of %d rows (%v)", name, rowGroup, k, got, n, err)
-		}
-		m := make(map[int64][]byte, n)
-		v := 0
-		for i := int64(0); i < n; i++ {
-			if defs[i] == maxDef {
-				m[index[i]] = bytes.Clone(vals[v])
-				v++
-			}
-		}
-		out[k] = m
-	}
-	return out, nil
+// sample's dataset index to its bytes (absent for a null image). It is
+// shard.ReadImageBytes, which reads parquet for the whole project.
+func ReadImageBytes(ctx context.Context, src fetch.Source, name string, rowGroup int, keys []string) (map[string]map[int64][]byte, error) {
+	return shard.ReadImageBytes(ctx, src, name, rowGroup, keys)
 }
 
 // Fill decodes camera cam's images for the samples (episodes[i],
