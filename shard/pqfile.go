@@ -170,6 +170,9 @@ func (ft *footer) check() error {
 			if m.DictionaryPageOffset != 0 && m.DictionaryPageOffset > m.DataPageOffset {
 				return fmt.Errorf("row group %d column %s: dictionary page offset %d after data page offset %d", rg, path, m.DictionaryPageOffset, m.DataPageOffset)
 			}
+			if err := checkCodec(m.Codec); err != nil {
+				return fmt.Errorf("row group %d column %s: %w", rg, path, err)
+			}
 			off, n := chunkSpan(m)
 			if off < 0 || n < 0 || off > ft.size || n > ft.size-off || m.NumValues < 0 {
 				return fmt.Errorf("row group %d column %s: column chunk [%d, +%d) outside the %d-byte file", rg, path, off, n, ft.size)
@@ -177,6 +180,24 @@ func (ft *footer) check() error {
 		}
 	}
 	return nil
+}
+
+// checkCodec accepts the compression codecs parquet-go decodes correctly.
+// LZ4_RAW is refused: parquet-go v0.32's lz4 codec returns a new buffer
+// when the page compresses less than 3×, and its page reader keeps the
+// buffer it passed in, so such pages decode as zeros (levels fail to
+// decode, or a required column reads zeros). pyarrow's compression="lz4"
+// writes LZ4_RAW. The deprecated Hadoop-framed LZ4 and LZO are not
+// implemented by parquet-go.
+func checkCodec(c format.CompressionCodec) error {
+	switch c {
+	case format.Uncompressed, format.Snappy, format.Gzip, format.Brotli, format.Zstd:
+		return nil
+	case format.Lz4Raw:
+		return fmt.Errorf("LZ4_RAW compression is not read (parquet-go v0.32 decodes LZ4_RAW pages that compress less than 3x wrongly); rewrite the file with another codec, e.g. pyarrow's compression=\"snappy\" (LeRobot's default) or \"zstd\"")
+	default:
+		return fmt.Errorf("compression %s is not supported (snappy, gzip, brotli, zstd or none are); rewrite the file with e.g. pyarrow's compression=\"snappy\" (LeRobot's default) or \"zstd\"", c)
+	}
 }
 
 // columnPath is a column's dotted path, as errors name columns.

@@ -449,3 +449,26 @@ func TestMetadataCorruptionSweep(t *testing.T) {
 	}
 	t.Logf("%d corrupted metadata files opened without a panic", n)
 }
+
+// TestCheckCodec: the codecs parquet-go decodes correctly are accepted;
+// LZ4_RAW (decoded wrongly by parquet-go v0.32 when a page compresses less
+// than 3×), Hadoop LZ4 and LZO are refused with what to do instead.
+func TestCheckCodec(t *testing.T) {
+	for _, tc := range []struct {
+		codec format.CompressionCodec
+		want  string // "" = accepted
+	}{
+		{format.Uncompressed, ""}, {format.Snappy, ""}, {format.Gzip, ""}, {format.Brotli, ""}, {format.Zstd, ""},
+		{format.Lz4Raw, "LZ4_RAW compression is not read"},
+		{format.Lz4, "compression LZ4 is not supported"},
+		{format.LZO, "compression LZO is not supported"},
+	} {
+		err := checkCodec(tc.codec)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.codec, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "snappy")):
+			t.Errorf("%s: %v, want %q and a codec to use", tc.codec, err, tc.want)
+		}
+	}
+}

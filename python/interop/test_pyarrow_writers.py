@@ -129,6 +129,12 @@ def test_pyarrow_writer_options(lrstream_bin, tmp_path, dataset, variant):
         want_codec = {"none": "UNCOMPRESSED", "lz4": "LZ4"}.get(opts["compression"], opts["compression"].upper())
         got_codec = md.row_group(0).column(0).compression
         assert got_codec.startswith(want_codec), f"{some}: written with {got_codec}, wanted {want_codec}"
+    if opts.get("compression") == "lz4":
+        # pyarrow writes LZ4_RAW, which parquet-go v0.32 decodes wrongly when a page compresses less
+        # than 3x: lrstream refuses such files up front, naming the file, row group and column.
+        with pytest.raises(AssertionError, match=r"file-000\.parquet: row group 0 column .*LZ4_RAW compression is not read"):
+            run(lrstream_bin, dst)
+        return
     got, got_end = per_frame(run(lrstream_bin, dst))
     diffs = []
     for i in sorted(set(want) | set(got)):
