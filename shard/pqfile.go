@@ -278,6 +278,11 @@ func (ft *footer) ranges(leaves, rowGroups []int) []fetch.Range {
 			}
 		}
 	}
+	return mergeRanges(rs)
+}
+
+// mergeRanges sorts byte ranges and merges those that overlap or touch.
+func mergeRanges(rs []fetch.Range) []fetch.Range {
 	sort.Slice(rs, func(i, j int) bool { return rs[i].Off < rs[j].Off })
 	out := rs[:0]
 	for _, r := range rs {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -359,26 +358,12 @@ func pqRanges(pf *parquet.File, rg int, names []string) []fetch.Range {
 			if l.Index() >= len(md.RowGroups[rg].Columns) {
 				continue
 			}
-			cm := md.RowGroups[rg].Columns[l.Index()].MetaData
-			off := cm.DataPageOffset
-			if cm.DictionaryPageOffset > 0 && cm.DictionaryPageOffset < off {
-				off = cm.DictionaryPageOffset
-			}
-			if off >= 0 && cm.TotalCompressedSize > 0 {
-				rs = append(rs, fetch.Range{Off: off, Len: cm.TotalCompressedSize})
+			if off, n := chunkSpan(&md.RowGroups[rg].Columns[l.Index()].MetaData); n > 0 {
+				rs = append(rs, fetch.Range{Off: off, Len: n})
 			}
 		}
 	}
-	slices.SortFunc(rs, func(a, b fetch.Range) int { return int(a.Off - b.Off) })
-	out := rs[:0]
-	for _, r := range rs {
-		if k := len(out) - 1; k >= 0 && r.Off <= out[k].Off+out[k].Len {
-			out[k].Len = max(out[k].Len, r.Off+r.Len-out[k].Off)
-			continue
-		}
-		out = append(out, r)
-	}
-	return out
+	return mergeRanges(rs)
 }
 
 // decoder assembles the language columns of a batch.
