@@ -168,21 +168,11 @@ func (w *compactWalk) structure(depth int, field func(id int16, typ byte) (bool,
 // list walks a list or set header and calls elem for each element after
 // checking the element type is a struct.
 func (w *compactWalk) list(depth int, elem func() error) error {
-	h, err := w.byte()
+	et, k, err := w.listHeader()
 	if err != nil {
 		return err
 	}
-	n := uint64(h >> 4)
-	if n == 15 {
-		if n, err = w.uvarint(); err != nil {
-			return err
-		}
-	}
-	k, err := w.count(n, 1)
-	if err != nil {
-		return err
-	}
-	if et := h & 0x0f; et != tcStruct {
+	if et != tcStruct {
 		return fmt.Errorf("list of type %d, want structs", et)
 	}
 	for range k {
@@ -191,6 +181,25 @@ func (w *compactWalk) list(depth int, elem func() error) error {
 		}
 	}
 	return nil
+}
+
+// listHeader reads a list or set header: the element type and the element
+// count, checked against the bytes left (at least one byte per element).
+func (w *compactWalk) listHeader() (elemType byte, k int, err error) {
+	h, err := w.byte()
+	if err != nil {
+		return 0, 0, err
+	}
+	n := uint64(h >> 4)
+	if n == 15 {
+		if n, err = w.uvarint(); err != nil {
+			return 0, 0, err
+		}
+	}
+	if k, err = w.count(n, 1); err != nil {
+		return 0, 0, err
+	}
+	return h & 0x0f, k, nil
 }
 
 // value skips one value of type typ (a boolean inside a list or map is
@@ -224,22 +233,12 @@ func (w *compactWalk) value(typ byte, depth int) error {
 		w.off += k
 		return nil
 	case tcList, tcSet:
-		h, err := w.byte()
-		if err != nil {
-			return err
-		}
-		n := uint64(h >> 4)
-		if n == 15 {
-			if n, err = w.uvarint(); err != nil {
-				return err
-			}
-		}
-		k, err := w.count(n, 1)
+		et, k, err := w.listHeader()
 		if err != nil {
 			return err
 		}
 		for range k {
-			if err := w.value(h&0x0f, depth+1); err != nil {
+			if err := w.value(et, depth+1); err != nil {
 				return err
 			}
 		}
