@@ -13,10 +13,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/lrstream/lrstream/fetch"
+	"github.com/lrstream/lrstream/internal/testkit"
 )
 
 func inferredDir(t testing.TB) string {
@@ -125,16 +125,7 @@ func TestErrorCorruptPages(t *testing.T) {
 // rewriteColumn rewrites a data file, replacing column col by repl(col).
 func rewriteColumn(t *testing.T, path, col string, repl func(arrow.Array) arrow.Array) {
 	t.Helper()
-	f, err := file.OpenParquetFile(path, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fr, _ := pqarrow.NewFileReader(f, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
-	tbl, err := fr.ReadTable(context.Background())
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := testkit.ReadTable(t, path)
 	var fields []arrow.Field
 	var cols []arrow.Array
 	for i := 0; i < int(tbl.NumCols()); i++ {
@@ -235,16 +226,7 @@ func fuzzBase(t testing.TB) (fstest.MapFS, string) {
 // smallDataFile writes the first rows of a conformance data file (with
 // persistent tool calls) as a small parquet file, the fuzz seed.
 func smallDataFile(t testing.TB, dir string) []byte {
-	f, err := file.OpenParquetFile(filepath.Join(dir, "data/chunk-000/file-001.parquet"), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	fr, _ := pqarrow.NewFileReader(f, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
-	tbl, err := fr.ReadTable(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := testkit.ReadTable(t, filepath.Join(dir, "data/chunk-000/file-001.parquet"))
 	tr := array.NewTableReader(tbl, 6)
 	defer tr.Release()
 	tr.Next()

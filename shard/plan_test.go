@@ -11,13 +11,12 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/lrstream/lrstream/bench/datagen"
 	"github.com/lrstream/lrstream/fetch"
+	"github.com/lrstream/lrstream/internal/testkit"
 )
 
 func TestParseRanges(t *testing.T) {
@@ -296,19 +295,7 @@ func copyDataset(t *testing.T, src string) string {
 // rewriteRowGroups rewrites a data file with row groups of n rows.
 func rewriteRowGroups(t *testing.T, path string, n int64) {
 	t.Helper()
-	f, err := file.OpenParquetFile(path, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fr, err := pqarrow.NewFileReader(f, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tbl, err := fr.ReadTable(context.Background())
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := testkit.ReadTable(t, path)
 	defer tbl.Release()
 	var buf bytes.Buffer
 	props := parquet.NewWriterProperties(parquet.WithStats(true))

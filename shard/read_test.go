@@ -20,11 +20,11 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/lrstream/lrstream/bench/datagen"
 	"github.com/lrstream/lrstream/fetch"
+	"github.com/lrstream/lrstream/internal/testkit"
 )
 
 // TestReadLayouts reads the data file rewritten with other page layouts
@@ -95,16 +95,7 @@ func readVariant(t *testing.T, base fstest.MapFS, data []byte, opts Options) ([]
 // pages, codecs) and returns them by name, with the dataset's base files.
 func layoutVariants(t testing.TB) (fstest.MapFS, map[string][]byte) {
 	base, dir := fuzzBase(t)
-	f, err := file.OpenParquetFile(filepath.Join(dir, "data/chunk-000/file-001.parquet"), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	fr, _ := pqarrow.NewFileReader(f, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
-	tbl, err := fr.ReadTable(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := testkit.ReadTable(t, filepath.Join(dir, "data/chunk-000/file-001.parquet"))
 	defer tbl.Release()
 	rec := tableRecord(t, tbl)
 	v2 := parquet.WithDataPageVersion(parquet.DataPageV2)
@@ -243,16 +234,7 @@ func dtypeDataset(t testing.TB, dict bool) (fetch.Source, map[string]func(index 
 	for _, path := range names {
 		name, _ := filepath.Rel(dir, path)
 		name = filepath.ToSlash(name)
-		f, err := file.OpenParquetFile(path, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fr, _ := pqarrow.NewFileReader(f, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
-		tbl, err := fr.ReadTable(context.Background())
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		tbl := testkit.ReadTable(t, path)
 		n := int(tbl.NumRows())
 		fields := append([]arrow.Field(nil), tbl.Schema().Fields()...)
 		var arrs []arrow.Array

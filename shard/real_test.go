@@ -2,7 +2,6 @@ package shard
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"math"
 	"os"
@@ -11,9 +10,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/lrstream/lrstream/internal/testkit"
 )
 
 func realDatasets(t testing.TB) []string {
@@ -36,19 +33,7 @@ func realDatasets(t testing.TB) []string {
 // bytes.
 func fileFeatureF32(t *testing.T, path, col string) []byte {
 	t.Helper()
-	f, err := file.OpenParquetFile(path, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	fr, err := pqarrow.NewFileReader(f, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tbl, err := fr.ReadTable(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := testkit.ReadTable(t, path)
 	defer tbl.Release()
 	var out bytes.Buffer
 	for i := 0; i < int(tbl.NumCols()); i++ {

@@ -22,6 +22,27 @@ type Frames struct {
 	Values map[int64]map[string][]float32
 }
 
+// ReadTable reads the parquet file at path whole into an Arrow table
+// (through pyarrow-compatible pqarrow, independent of the reader under
+// test). The caller releases it.
+func ReadTable(t testing.TB, path string) arrow.Table {
+	t.Helper()
+	f, err := file.OpenParquetFile(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fr, err := pqarrow.NewFileReader(f, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	tbl, err := fr.ReadTable(context.Background())
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return tbl
+}
+
 // ReadFrames reads the episode index and the named float32
 // fixed_size_list features of every frame of the dataset at dir.
 func ReadFrames(t testing.TB, dir string, names ...string) Frames {
@@ -32,18 +53,7 @@ func ReadFrames(t testing.TB, dir string, names ...string) Frames {
 	}
 	out := Frames{Episode: map[int64]int64{}, Values: map[int64]map[string][]float32{}}
 	for _, path := range files {
-		r, err := file.OpenParquetFile(path, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fr, err := pqarrow.NewFileReader(r, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tbl, err := fr.ReadTable(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
+		tbl := ReadTable(t, path)
 		col := func(name string) *arrow.Chunked {
 			ix := tbl.Schema().FieldIndices(name)
 			if len(ix) != 1 {
@@ -76,7 +86,6 @@ func ReadFrames(t testing.TB, dir string, names ...string) Frames {
 			}
 		}
 		tbl.Release()
-		r.Close()
 	}
 	return out
 }
