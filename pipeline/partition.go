@@ -90,7 +90,9 @@ func partitionOrder(runs []episodeRun, keep []bool, to TrainOptions, p int, epoc
 		newOrderRNG(fmt.Sprintf("partition-%d", p), to.Seed, epoch, revision, sel))
 }
 
-// episodeSelection is the selection of exactly eps.
+// episodeSelection is the selection of exactly eps, as ranges of
+// consecutive episodes; no episode gives a selection of nothing (an empty
+// Episodes list would mean everything).
 func episodeSelection(eps []int64) shard.Selection {
 	s := slices.Clone(eps)
 	slices.Sort(s)

@@ -18,21 +18,7 @@ func shareSelection(ds *schema.Dataset, sel shard.Selection, sh Share) (shard.Se
 	if sh.NumWorkers < 1 || sh.Worker < 0 || sh.Worker >= sh.NumWorkers {
 		return sel, fmt.Errorf("invalid share: worker %d of %d", sh.Worker, sh.NumWorkers)
 	}
-	eps := ShareEpisodes(ds, sel, sh)
-	out := shard.Selection{Episodes: make(shard.Ranges, 0, 1)}
-	for _, e := range eps {
-		if k := len(out.Episodes); k > 0 && out.Episodes[k-1].Hi+1 == e {
-			out.Episodes[k-1].Hi = e
-			continue
-		}
-		out.Episodes = append(out.Episodes, shard.Range{Lo: e, Hi: e})
-	}
-	if len(out.Episodes) == 0 {
-		// An empty share: select nothing (an empty Episodes list would
-		// mean everything).
-		out.Episodes = shard.Ranges{{Lo: -1, Hi: -1}}
-	}
-	return out, nil
+	return episodeSelection(ShareEpisodes(ds, sel, sh)), nil
 }
 
 // ShareEpisodes returns the episode indices of share sh of the selection,
