@@ -264,11 +264,7 @@ func FuzzReadParquet(f *testing.F) {
 	ctx := context.Background()
 	sel, _ := ParseSelection("5-9", "")
 	f.Fuzz(func(t *testing.T, data []byte) {
-		fsys := fstest.MapFS{}
-		for k, v := range base {
-			fsys[k] = v
-		}
-		fsys["data/chunk-000/file-001.parquet"] = &fstest.MapFile{Data: data}
+		fsys := withFile(base, "data/chunk-000/file-001.parquet", data)
 		src := fetch.NewFS("fuzz", fsys)
 		ds, err := OpenDatasetWith(ctx, src, OpenOptions{Tolerate: func(error) {}}) // the seed holds the first rows only: tolerated, so the units reach ReadUnit
 		if err != nil {
@@ -284,11 +280,7 @@ func FuzzReadParquet(f *testing.F) {
 			}
 		}
 		// The same bytes as the episodes index.
-		fsys2 := fstest.MapFS{}
-		for k, v := range base {
-			fsys2[k] = v
-		}
-		fsys2["meta/episodes/chunk-000/file-000.parquet"] = &fstest.MapFile{Data: data}
+		fsys2 := withFile(base, "meta/episodes/chunk-000/file-000.parquet", data)
 		OpenDataset(ctx, fetch.NewFS("fuzz", fsys2))
 	})
 }
@@ -311,11 +303,7 @@ func TestCorruptionSweep(t *testing.T) {
 		for _, x := range []byte{0xff, 0x01} {
 			d := append([]byte(nil), seed...)
 			d[i] ^= x
-			fsys := fstest.MapFS{}
-			for k, v := range base {
-				fsys[k] = v
-			}
-			fsys["data/chunk-000/file-001.parquet"] = &fstest.MapFile{Data: d}
+			fsys := withFile(base, "data/chunk-000/file-001.parquet", d)
 			src := fetch.NewFS("sweep", fsys)
 			ds, err := OpenDatasetWith(ctx, src, OpenOptions{Tolerate: func(error) {}}) // the seed holds the first rows only: tolerated, so the units reach ReadUnit
 			if err != nil {

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/parquet"
@@ -226,4 +228,14 @@ func writeParquet(t testing.TB, rec arrow.RecordBatch, props *parquet.WriterProp
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// withFile is a copy of base with file name replaced by (or added as) data.
+func withFile(base fstest.MapFS, name string, data []byte) fstest.MapFS {
+	fsys := maps.Clone(base)
+	if fsys == nil {
+		fsys = fstest.MapFS{}
+	}
+	fsys[name] = &fstest.MapFile{Data: data}
+	return fsys
 }

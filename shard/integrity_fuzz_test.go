@@ -45,11 +45,7 @@ func FuzzTasksParquet(f *testing.F) {
 	f.Add([]byte("PAR1PAR1"))
 	ctx := context.Background()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		fsys := fstest.MapFS{}
-		for k, v := range base {
-			fsys[k] = v
-		}
-		fsys[TasksPath] = &fstest.MapFile{Data: data}
+		fsys := withFile(base, TasksPath, data)
 		ds, err := OpenDatasetWith(ctx, fetch.NewFS("fuzz", fsys), OpenOptions{Tolerate: func(error) {}})
 		if err != nil {
 			return
@@ -84,11 +80,7 @@ func FuzzEpisodesIndex(f *testing.F) {
 	dataDir := inferredDir(f)
 	ctx := context.Background()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		fsys := fstest.MapFS{}
-		for k, v := range base {
-			fsys[k] = v
-		}
-		fsys[name] = &fstest.MapFile{Data: data}
+		fsys := withFile(base, name, data)
 		ds, err := OpenDataset(ctx, fetch.NewFS("fuzz", fsys))
 		if err != nil {
 			return

@@ -434,11 +434,7 @@ func TestMetadataCorruptionSweep(t *testing.T) {
 		for i := 0; i < len(seed); i += stride {
 			d := append([]byte(nil), seed...)
 			d[i] ^= 0x5a
-			fsys := fstest.MapFS{}
-			for k, v := range base {
-				fsys[k] = v
-			}
-			fsys[name] = &fstest.MapFile{Data: d}
+			fsys := withFile(base, name, d)
 			_, err := OpenDatasetWith(ctx, fetch.NewFS("sweep", fsys), OpenOptions{Tolerate: func(error) {}})
 			var se *Error
 			if err != nil && (!errors.As(err, &se) || se.File != name && !strings.HasPrefix(se.File, EpisodesDir)) {

@@ -62,12 +62,7 @@ func TestReadLayouts(t *testing.T) {
 // errors.
 func readVariant(t *testing.T, base fstest.MapFS, data []byte, opts Options) ([]*Batch, []string) {
 	ctx := context.Background()
-	fsys := fstest.MapFS{}
-	for k, v := range base {
-		fsys[k] = v
-	}
-	fsys["data/chunk-000/file-001.parquet"] = &fstest.MapFile{Data: data}
-	src := fetch.NewFS("sweep", fsys)
+	src := fetch.NewFS("sweep", withFile(base, "data/chunk-000/file-001.parquet", data))
 	ds, err := OpenDataset(ctx, src)
 	if err != nil {
 		t.Fatal(err)
@@ -329,12 +324,7 @@ func TestReadDTypes(t *testing.T) {
 // batches and the errors of Plan and ReadUnit.
 func readTolerant(t *testing.T, base fstest.MapFS, data []byte) ([]*Batch, []error) {
 	ctx := context.Background()
-	fsys := fstest.MapFS{}
-	for k, v := range base {
-		fsys[k] = v
-	}
-	fsys["data/chunk-000/file-001.parquet"] = &fstest.MapFile{Data: data}
-	src := fetch.NewFS("sweep", fsys)
+	src := fetch.NewFS("sweep", withFile(base, "data/chunk-000/file-001.parquet", data))
 	ds, err := OpenDatasetWith(ctx, src, OpenOptions{Tolerate: func(error) {}})
 	if err != nil {
 		t.Fatal(err)
