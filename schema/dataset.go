@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -103,6 +104,18 @@ func (f Feature) IsNumeric() bool {
 		return !f.IsLanguage()
 	}
 	return false
+}
+
+// FeatureNames returns the names of the features whose dtype is one of
+// dtypes, in info.json order.
+func (in *Info) FeatureNames(dtypes ...string) []string {
+	var out []string
+	for _, f := range in.Features {
+		if slices.Contains(dtypes, f.DType) {
+			out = append(out, f.Name)
+		}
+	}
+	return out
 }
 
 // Feature returns the feature named name.

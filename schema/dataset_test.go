@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -147,6 +148,28 @@ func TestParseInfoMeaning(t *testing.T) {
 		_, err := ParseInfo([]byte(s))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s → %s: error %v, want %q", c.old, c.new, err, c.want)
+		}
+	}
+}
+
+func TestFeatureNames(t *testing.T) {
+	in := &Info{Features: []Feature{
+		{Name: "observation.images.top", DType: DTypeVideo},
+		{Name: "observation.state", DType: "float32"},
+		{Name: "observation.images.wrist", DType: DTypeImage},
+		{Name: "observation.images.side", DType: DTypeVideo},
+	}}
+	for _, tc := range []struct {
+		dtypes []string
+		want   string
+	}{
+		{[]string{DTypeVideo}, "[observation.images.top observation.images.side]"},
+		{[]string{DTypeImage}, "[observation.images.wrist]"},
+		{[]string{DTypeVideo, DTypeImage}, "[observation.images.top observation.images.wrist observation.images.side]"},
+		{[]string{"int64"}, "[]"},
+	} {
+		if got := fmt.Sprint(in.FeatureNames(tc.dtypes...)); got != tc.want {
+			t.Errorf("FeatureNames(%v) = %s, want %s", tc.dtypes, got, tc.want)
 		}
 	}
 }

@@ -26,12 +26,7 @@ type VideoSpan struct {
 // feature from the episodes index (lrstream validate checks the files).
 // An episode without the columns of a video feature is an error.
 func EpisodeVideos(ctx context.Context, src fetch.Source, ds *schema.Dataset) ([]VideoSpan, error) {
-	var keys []string
-	for _, f := range ds.Info.Features {
-		if f.DType == schema.DTypeVideo {
-			keys = append(keys, f.Name)
-		}
-	}
+	keys := ds.Info.FeatureNames(schema.DTypeVideo)
 	if len(keys) == 0 {
 		return nil, nil
 	}

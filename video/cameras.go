@@ -28,37 +28,15 @@ func (c Camera) FrameBytes() int { return c.C * c.H * c.W }
 
 // Keys returns the dataset's video features (its cameras) in info.json
 // order.
-func Keys(info *schema.Info) []string {
-	var out []string
-	for _, f := range info.Features {
-		if f.DType == schema.DTypeVideo {
-			out = append(out, f.Name)
-		}
-	}
-	return out
-}
+func Keys(info *schema.Info) []string { return info.FeatureNames(schema.DTypeVideo) }
 
 // ImageKeys returns the dataset's image features (encoded images in the
 // data files) in info.json order.
-func ImageKeys(info *schema.Info) []string {
-	var out []string
-	for _, f := range info.Features {
-		if f.DType == schema.DTypeImage {
-			out = append(out, f.Name)
-		}
-	}
-	return out
-}
+func ImageKeys(info *schema.Info) []string { return info.FeatureNames(schema.DTypeImage) }
 
 // visualKeys returns the video and image features in info.json order.
 func visualKeys(info *schema.Info) []string {
-	var out []string
-	for _, f := range info.Features {
-		if f.DType == schema.DTypeVideo || f.DType == schema.DTypeImage {
-			out = append(out, f.Name)
-		}
-	}
-	return out
+	return info.FeatureNames(schema.DTypeVideo, schema.DTypeImage)
 }
 
 // FeatureShape returns the (C, H, W) of a video feature from its info.json
