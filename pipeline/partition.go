@@ -198,6 +198,7 @@ func trainPartitioned(ctx context.Context, cfg *Config, so StreamOptions, to Tra
 	}
 	fillers := []*filler{nil}
 	hold := newHolder([]Mix{{Config: cfg, Weight: 1}}, so.KeepLanguage)
+	keeps := newKeepMemo() // keep bits of the episodes seen (keepindex.go)
 	for epoch := start.Epoch; to.Epochs == 0 || epoch < to.Epochs; epoch++ {
 		parts, frames := partitionEpisodes(cfg, to.Seed, epoch, P)
 		nbp := slices.Min(frames) / B
@@ -229,7 +230,7 @@ func trainPartitioned(ctx context.Context, cfg *Config, so StreamOptions, to Tra
 		}
 		c := *cfg
 		c.Selection = episodeSelection(mineEps)
-		idx, err := buildKeepIndex(ctx, []Mix{{Config: &c, Weight: 1}})
+		idx, err := keeps.index(ctx, &c, mineEps)
 		if err != nil {
 			return st, err
 		}

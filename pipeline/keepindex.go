@@ -1,0 +1,216 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"slices"
+)
+
+// keepMemo remembers, across the epochs of one partitioned-order stream,
+// which frames of each episode the keep index kept: 1 bit a frame, plus
+// the episode's dropped and failed counts. Rendering is deterministic, so
+// an episode's keep bits never change; an epoch whose partitions bring
+// episodes the consumer has seen before needs only the language columns
+// of the new ones, and the keep index of the epoch is assembled from the
+// plan (footers) and the memo (docs/training.md, "Storage read per
+// consumer").
+//
+// The first epoch still reads the consumer's language columns twice (once
+// here, once with its batches): the order needs every frame's keep bit
+// before its first batch, and keeping the decoded language (or the
+// rendered results) of the consumer's whole share until its frames are
+// served would hold 1/C of the dataset's language in memory.
+type keepMemo struct {
+	eps map[int64]*episodeKeep
+	// noMemo lists episodes the memo cannot describe (frames not in one
+	// run, or not in the plan's order): epochs holding one build their
+	// keep index by reading, as before.
+	noMemo map[int64]bool
+	// learned counts the frames whose language was read (tests).
+	learned int64
+}
+
+// episodeKeep is one episode's keep bits.
+type episodeKeep struct {
+	n             int64    // frames read
+	bits          []uint64 // bit i: frame i of the episode is kept
+	dropped, errs int64
+	groupUnits    []unitKey // the units of the group it was read in that list it
+}
+
+// unitKey names a unit (file and row group).
+type unitKey struct {
+	file string
+	rg   int
+}
+
+func newKeepMemo() *keepMemo {
+	return &keepMemo{eps: map[int64]*episodeKeep{}, noMemo: map[int64]bool{}}
+}
+
+// index returns the keep index of cfg's selection, which holds exactly the
+// episodes eps. Episodes the memo knows are not read again.
+func (m *keepMemo) index(ctx context.Context, cfg *Config, eps []int64) (*keepIndex, error) {
+	var unknown []int64
+	for _, e := range eps {
+		if m.eps[e] == nil {
+			unknown = append(unknown, e)
+		}
+	}
+	build := func(c *Config) (*keepIndex, error) {
+		idx, err := buildKeepIndex(ctx, []Mix{{Config: c, Weight: 1}})
+		if err == nil {
+			m.learn(idx)
+		}
+		return idx, err
+	}
+	if len(unknown) == len(eps) {
+		return build(cfg)
+	}
+	if len(unknown) > 0 {
+		c := *cfg
+		c.Selection = episodeSelection(unknown)
+		if _, err := build(&c); err != nil {
+			return nil, err
+		}
+	}
+	for _, e := range eps {
+		if m.noMemo[e] || m.eps[e] == nil {
+			return build(cfg)
+		}
+	}
+	idx, ok, err := m.assemble(ctx, cfg)
+	if err != nil || ok {
+		return idx, err
+	}
+	return build(cfg)
+}
+
+// learn records the keep bits of the episodes idx read.
+func (m *keepMemo) learn(idx *keepIndex) {
+	g := 0
+	var last int64 = -1 // the previous run's episode's from index, per group
+	lastGroup := -1
+	fromOf := map[int64]int64{}
+	for _, r := range idx.runs[0] {
+		m.learned += r.len
+		for g+1 < len(idx.units) && idx.unitStart[g+1] <= r.start {
+			g++
+		}
+		if _, seen := fromOf[r.episode]; seen || m.noMemo[r.episode] {
+			// Frames of one episode in two runs.
+			m.noMemo[r.episode] = true
+			delete(m.eps, r.episode)
+			continue
+		}
+		fromOf[r.episode] = r.start
+		if r.start+r.len > idx.unitStart[g+1] {
+			m.noMemo[r.episode] = true
+			continue
+		}
+		// Within a group, episodes must come in the order assemble puts
+		// them: ascending episode index.
+		if g == lastGroup && r.episode < last {
+			m.noMemo[r.episode] = true
+			continue
+		}
+		last, lastGroup = r.episode, g
+		k := &episodeKeep{n: r.len, bits: make([]uint64, (r.len+63)/64)}
+		for i := int64(0); i < r.len; i++ {
+			if idx.keep[r.start+i] {
+				k.bits[i/64] |= 1 << (i % 64)
+			}
+		}
+		for _, u := range idx.units[g] {
+			if slices.Contains(u.Episodes, r.episode) {
+				k.groupUnits = append(k.groupUnits, unitKey{u.File, u.RowGroup})
+			}
+		}
+		m.eps[r.episode] = k
+	}
+	// Dropped and failed frames, per episode.
+	fi := 0
+	for _, r := range idx.runs[0] {
+		k := m.eps[r.episode]
+		for p := r.start; p < r.start+r.len; p++ {
+			failed := false
+			for fi < len(idx.failed) && idx.failed[fi] < p {
+				fi++
+			}
+			if fi < len(idx.failed) && idx.failed[fi] == p {
+				failed = true
+			}
+			if k == nil || idx.keep[p] {
+				continue
+			}
+			if failed {
+				k.errs++
+			} else {
+				k.dropped++
+			}
+		}
+	}
+}
+
+// assemble builds the keep index of cfg's selection from the memo and the
+// plan (no language is read). ok is false when the plan does not group the
+// episodes as they were read (the caller then reads them).
+func (m *keepMemo) assemble(ctx context.Context, cfg *Config) (*keepIndex, bool, error) {
+	p, err := newPlanner(cfg)
+	if err != nil {
+		return nil, false, err
+	}
+	idx := &keepIndex{runs: make([][]episodeRun, 1)}
+	var pos int64
+	placed := map[int64]bool{}
+	for {
+		g, more, err := p.nextGroup(ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		if !more {
+			break
+		}
+		var eps []int64
+		for _, u := range g {
+			for _, e := range u.Episodes {
+				if !slices.Contains(eps, e) {
+					eps = append(eps, e)
+				}
+			}
+		}
+		slices.Sort(eps)
+		idx.units = append(idx.units, g)
+		idx.src = append(idx.src, 0)
+		idx.unitStart = append(idx.unitStart, pos)
+		for _, e := range eps {
+			k := m.eps[e]
+			if k == nil || placed[e] {
+				return nil, false, nil
+			}
+			placed[e] = true
+			var units []unitKey
+			for _, u := range g {
+				if slices.Contains(u.Episodes, e) {
+					units = append(units, unitKey{u.File, u.RowGroup})
+				}
+			}
+			if !slices.Equal(units, k.groupUnits) {
+				return nil, false, nil
+			}
+			idx.runs[0] = append(idx.runs[0], episodeRun{episode: e, start: pos, len: k.n})
+			for i := int64(0); i < k.n; i++ {
+				idx.keep = append(idx.keep, k.bits[i/64]&(1<<(i%64)) != 0)
+			}
+			idx.stats.Frames += k.n
+			idx.stats.Dropped += k.dropped
+			idx.stats.Errors += k.errs
+			pos += k.n
+			if pos > maxPositions {
+				return nil, false, fmt.Errorf("more than %d selected frames: a training order handles at most that many (select fewer episodes)", maxPositions)
+			}
+		}
+	}
+	idx.unitStart = append(idx.unitStart, pos)
+	return idx, true, nil
+}
