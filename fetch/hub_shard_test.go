@@ -2,12 +2,32 @@ package fetch_test
 
 import (
 	"context"
+	"os"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/lrstream/lrstream/fetch"
+	"github.com/lrstream/lrstream/internal/fakehub"
+	"github.com/lrstream/lrstream/internal/testkit"
 	"github.com/lrstream/lrstream/shard"
 )
+
+// shardHub serves a conformance dataset through internal/fakehub and
+// returns it, the options for a cache directory and mode (fast retries),
+// and the local directory.
+func shardHub(t *testing.T) (*fakehub.Hub, func(cache string, mode fetch.CacheMode) fetch.HubOptions, string) {
+	t.Helper()
+	dir := testkit.Shared(t, "conformance", "datasets", "pub_inferred_front_wrist")
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("conformance dataset not available: %v", err)
+	}
+	h := fakehub.New(t, dir, fakehub.Options{ID: "lerobot-test/pub_inferred_front_wrist", PageSize: 5})
+	return h, func(cache string, mode fetch.CacheMode) fetch.HubOptions {
+		return fetch.HubOptions{Endpoint: h.URL(), CacheDir: cache, Cache: mode,
+			Retry: fetch.RetryPolicy{MaxAttempts: 5, MinBackoff: 2 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, MaxWait: 10 * time.Second}}
+	}, dir
+}
 
 // readDataset decodes a whole dataset the way the pipeline does.
 func readDataset(t *testing.T, src fetch.Source, opts ...shard.Options) []*shard.Batch {
@@ -39,7 +59,8 @@ func readDataset(t *testing.T, src fetch.Source, opts ...shard.Options) []*shard
 // TestHubFramesMatchLocal: every decoded frame read through the Hub, in
 // both cache modes, equals the local read.
 func TestHubFramesMatchLocal(t *testing.T) {
-	id, options, dir, counts := fetch.FakeHubForTest(t)
+	hub, options, dir := shardHub(t)
+	id, counts := hub.ID, hub.Snapshot
 	local, err := fetch.NewDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +97,8 @@ func TestHubFramesMatchLocal(t *testing.T) {
 // TestHubStreamsOnlyProjectedColumns: with no numeric features requested
 // (language and core columns only), streaming moves less than the shards.
 func TestHubStreamsOnlyProjectedColumns(t *testing.T) {
-	id, options, dir, _ := fetch.FakeHubForTest(t)
+	hub, options, dir := shardHub(t)
+	id := hub.ID
 	local, err := fetch.NewDir(dir)
 	if err != nil {
 		t.Fatal(err)

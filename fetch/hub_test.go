@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lrstream/lrstream/internal/fakehub"
 )
 
 func mustOpenHub(t *testing.T, spec string, o HubOptions) *Hub {
@@ -33,16 +35,16 @@ func readAllCompare(t *testing.T, f *fakeHub, src Source) {
 	if err != nil {
 		t.Fatalf("List: %v", err)
 	}
-	if !reflect.DeepEqual(names, f.paths) {
-		t.Fatalf("List = %v\nwant %v", names, f.paths)
+	if !reflect.DeepEqual(names, f.Paths) {
+		t.Fatalf("List = %v\nwant %v", names, f.Paths)
 	}
 	for _, n := range names {
 		got, err := ReadAll(ctx, src, n)
 		if err != nil {
 			t.Fatalf("ReadAll(%s): %v", n, err)
 		}
-		if !bytes.Equal(got, f.files[n].data) {
-			t.Fatalf("%s: bytes differ from the local file (%d vs %d bytes)", n, len(got), len(f.files[n].data))
+		if !bytes.Equal(got, f.Files[n].Data) {
+			t.Fatalf("%s: bytes differ from the local file (%d vs %d bytes)", n, len(got), len(f.Files[n].Data))
 		}
 	}
 }
@@ -55,7 +57,7 @@ func checkCacheLayout(t *testing.T, f *fakeHub, cache string, want []string) {
 		t.Fatalf("refs/main = %q, %v; want %s", ref, err, fakeSHA)
 	}
 	for _, n := range want {
-		ff := f.files[n]
+		ff := f.Files[n]
 		lp := filepath.Join(repo, "snapshots", fakeSHA, filepath.FromSlash(n))
 		target, err := os.Readlink(lp)
 		if err != nil {
@@ -64,9 +66,9 @@ func checkCacheLayout(t *testing.T, f *fakeHub, cache string, want []string) {
 		if filepath.IsAbs(target) {
 			t.Fatalf("%s: absolute symlink %s", n, target)
 		}
-		hash := ff.sha1
-		if ff.lfs {
-			hash = ff.sha256
+		hash := ff.SHA1
+		if ff.LFS {
+			hash = ff.SHA256
 		}
 		depth := strings.Count(n, "/")
 		wantTarget := strings.Repeat("../", depth+2) + "blobs/" + hash
@@ -74,7 +76,7 @@ func checkCacheLayout(t *testing.T, f *fakeHub, cache string, want []string) {
 			t.Fatalf("%s -> %s, want %s", n, target, wantTarget)
 		}
 		data, err := os.ReadFile(lp)
-		if err != nil || !bytes.Equal(data, ff.data) {
+		if err != nil || !bytes.Equal(data, ff.Data) {
 			t.Fatalf("%s: blob content wrong (%v)", n, err)
 		}
 		if _, err := os.Stat(filepath.Join(cache, ".locks", "datasets--"+fakeOrg+"--"+fakeName, hash+".lock")); err != nil {
@@ -96,7 +98,7 @@ func noIncomplete(t *testing.T, cache string) {
 
 func TestHubCacheFull(t *testing.T) {
 	f := newFakeHub(t)
-	f.token = fakeToken
+	f.Token = fakeToken
 	cache := t.TempDir()
 	var prog bytes.Buffer
 	o := f.options(t, cache, CacheFull)
@@ -106,40 +108,40 @@ func TestHubCacheFull(t *testing.T) {
 		t.Fatalf("ID/Revision = %s/%s", h.ID(), h.Revision())
 	}
 	readAllCompare(t, f, h)
-	c := f.snapshot()
-	t.Logf("cache=full cold: %d files, requests by kind %v, hub stats %+v", len(f.paths), c, h.Stats())
-	nEntries := len(f.paths) + 9 // 9 directories in this dataset
-	if c["revision"] != 1 || c["tree"] > (nEntries+f.pageSize-1)/f.pageSize+1 || c["resolve"] != len(f.paths) {
+	c := f.Snapshot()
+	t.Logf("cache=full cold: %d files, requests by kind %v, hub stats %+v", len(f.Paths), c, h.Stats())
+	nEntries := len(f.Paths) + 9 // 9 directories in this dataset
+	if c["revision"] != 1 || c["tree"] > (nEntries+f.PageSize-1)/f.PageSize+1 || c["resolve"] != len(f.Paths) {
 		t.Errorf("unexpected request counts %v", c)
 	}
 	nLFS := 0
-	for _, ff := range f.files {
-		if ff.lfs {
+	for _, ff := range f.Files {
+		if ff.LFS {
 			nLFS++
 		}
 	}
 	if c["cdn"] != nLFS {
 		t.Errorf("cdn requests = %d, want %d", c["cdn"], nLFS)
 	}
-	if f.cdnAuth != 0 || f.seenHeaders["cdn"] != "" {
-		t.Fatalf("the Authorization header reached the CDN host %d times", f.cdnAuth)
+	if f.CDNAuth != 0 || f.SeenAuth["cdn"] != "" {
+		t.Fatalf("the Authorization header reached the CDN host %d times", f.CDNAuth)
 	}
-	if f.seenHeaders["resolve"] != "Bearer "+fakeToken {
+	if f.SeenAuth["resolve"] != "Bearer "+fakeToken {
 		t.Fatalf("the token was not sent to the hub host")
 	}
-	if f.unpinned != 0 {
-		t.Fatalf("%d requests were not pinned to the commit", f.unpinned)
+	if f.Unpinned != 0 {
+		t.Fatalf("%d requests were not pinned to the commit", f.Unpinned)
 	}
-	checkCacheLayout(t, f, cache, f.paths)
+	checkCacheLayout(t, f, cache, f.Paths)
 	if !strings.Contains(prog.String(), "ETA") || !strings.HasSuffix(prog.String(), "\n") {
 		t.Errorf("progress output = %q", prog.String())
 	}
 
 	// Warm cache: only the revision and the listing hit the network.
-	before := f.snapshot()
+	before := f.Snapshot()
 	h2 := mustOpenHub(t, fakeID+"@main", f.options(t, cache, CacheFull))
 	readAllCompare(t, f, h2)
-	after := f.snapshot()
+	after := f.Snapshot()
 	t.Logf("cache=full warm: requests revision=%d tree=%d resolve=%d cdn=%d, stats %+v",
 		after["revision"]-before["revision"], after["tree"]-before["tree"], after["resolve"]-before["resolve"], after["cdn"]-before["cdn"], h2.Stats())
 	if after["resolve"] != before["resolve"] || after["cdn"] != before["cdn"] {
@@ -148,15 +150,15 @@ func TestHubCacheFull(t *testing.T) {
 
 	// Open without List: one tree request for the parent directory
 	// describes the file and its siblings.
-	before = f.snapshot()
+	before = f.Snapshot()
 	cache2 := t.TempDir()
 	h3 := mustOpenHub(t, fakeID, f.options(t, cache2, CacheFull))
 	for _, n := range []string{"meta/info.json", "meta/stats.json", "meta/tasks.parquet"} {
-		if got, err := ReadAll(context.Background(), h3, n); err != nil || !bytes.Equal(got, f.files[n].data) {
+		if got, err := ReadAll(context.Background(), h3, n); err != nil || !bytes.Equal(got, f.Files[n].Data) {
 			t.Fatalf("ReadAll(%s) = %v", n, err)
 		}
 	}
-	after = f.snapshot()
+	after = f.Snapshot()
 	if d := after["tree"] - before["tree"]; d != 1 {
 		t.Errorf("opening 3 files of meta/ cost %d tree requests, want 1", d)
 	}
@@ -170,15 +172,15 @@ func TestHubCacheNone(t *testing.T) {
 	cache := t.TempDir()
 	h := mustOpenHub(t, fakeID, f.options(t, cache, CacheNone))
 	readAllCompare(t, f, h)
-	c := f.snapshot()
+	c := f.Snapshot()
 	t.Logf("cache=none: requests by kind %v, stats %+v", c, h.Stats())
-	if c["resolve"] != len(f.paths) {
-		t.Errorf("resolve requests = %d, want one per file (%d)", c["resolve"], len(f.paths))
+	if c["resolve"] != len(f.Paths) {
+		t.Errorf("resolve requests = %d, want one per file (%d)", c["resolve"], len(f.Paths))
 	}
 	// Shards are not cached; metadata is.
 	blobs, _ := os.ReadDir(filepath.Join(cache, RepoFolderName(fakeID), "blobs"))
 	var meta []string
-	for _, p := range f.paths {
+	for _, p := range f.Paths {
 		if !isShard(p) {
 			meta = append(meta, p)
 		}
@@ -206,7 +208,7 @@ func TestHubPrefetchCoalescesAndFooter(t *testing.T) {
 	o.PrefetchConcurrency = 3
 	h := mustOpenHub(t, fakeID, o)
 	name := "data/chunk-000/file-001.parquet"
-	want := f.files[name].data
+	want := f.Files[name].Data
 	size := int64(len(want))
 	ctx := context.Background()
 	fi, err := h.Open(ctx, name)
@@ -216,7 +218,7 @@ func TestHubPrefetchCoalescesAndFooter(t *testing.T) {
 	defer fi.Close()
 
 	// Footer: the 8-byte trailer, then the footer itself: one request.
-	base := f.count("cdn")
+	base := f.Count("cdn")
 	buf := make([]byte, 8)
 	if _, err := fi.ReadAt(buf, size-8); err != nil || !bytes.Equal(buf, want[size-8:]) {
 		t.Fatalf("trailer: %v", err)
@@ -225,7 +227,7 @@ func TestHubPrefetchCoalescesAndFooter(t *testing.T) {
 	if _, err := fi.ReadAt(buf, size-908); err != nil || !bytes.Equal(buf, want[size-908:size-8]) {
 		t.Fatalf("footer: %v", err)
 	}
-	if n := f.count("cdn") - base; n != 1 {
+	if n := f.Count("cdn") - base; n != 1 {
 		t.Errorf("footer reads cost %d requests, want 1", n)
 	}
 
@@ -236,16 +238,16 @@ func TestHubPrefetchCoalescesAndFooter(t *testing.T) {
 		{Off: 30000, Len: 20000},   // 20000 > 8192 -> 3 pieces
 		{Off: size - 100, Len: 50}, // already in the footer span
 	}
-	base = f.count("cdn")
+	base = f.Count("cdn")
 	if err := fi.(Prefetcher).Prefetch(ctx, ranges); err != nil {
 		t.Fatal(err)
 	}
-	prefetchReqs := f.count("cdn") - base
+	prefetchReqs := f.Count("cdn") - base
 	t.Logf("prefetch of %d ranges: %d requests", len(ranges), prefetchReqs)
 	if prefetchReqs != 5 {
 		t.Errorf("prefetch issued %d requests, want 5 (1 merged + 1 merged + 3 split)", prefetchReqs)
 	}
-	base = f.count("cdn")
+	base = f.Count("cdn")
 	for _, r := range ranges {
 		b := make([]byte, r.Len)
 		if _, err := fi.ReadAt(b, r.Off); err != nil || !bytes.Equal(b, want[r.Off:r.Off+r.Len]) {
@@ -262,7 +264,7 @@ func TestHubPrefetchCoalescesAndFooter(t *testing.T) {
 	if _, err := fi.ReadAt(b, 10000); err != nil || !bytes.Equal(b, want[10000:10010]) {
 		t.Fatal(err)
 	}
-	if n := f.count("cdn") - base; n != 1 {
+	if n := f.Count("cdn") - base; n != 1 {
 		t.Errorf("reads after prefetch cost %d requests, want 1", n)
 	}
 	// Reading past the end returns io.EOF with the available bytes.
@@ -271,32 +273,30 @@ func TestHubPrefetchCoalescesAndFooter(t *testing.T) {
 		t.Fatalf("ReadAt at end = %d, %v", n, err)
 	}
 	// Prefetch again the same ranges: nothing to fetch.
-	base = f.count("cdn")
-	if err := fi.(Prefetcher).Prefetch(ctx, ranges[:2]); err != nil || f.count("cdn") != base {
-		t.Errorf("re-prefetch cost %d requests (%v)", f.count("cdn")-base, err)
+	base = f.Count("cdn")
+	if err := fi.(Prefetcher).Prefetch(ctx, ranges[:2]); err != nil || f.Count("cdn") != base {
+		t.Errorf("re-prefetch cost %d requests (%v)", f.Count("cdn")-base, err)
 	}
-	if f.cdnAuth != 0 {
+	if f.CDNAuth != 0 {
 		t.Fatal("Authorization reached the CDN")
 	}
 	// After the first redirect, range requests go straight to the CDN.
-	if n := f.count("resolve"); n != 1 {
+	if n := f.Count("resolve"); n != 1 {
 		t.Errorf("%d resolve requests for one streamed file, want 1", n)
 	}
 	// An expired CDN signature sends the next request back to the Hub.
-	f.mu.Lock()
-	f.sigsValidAt = f.sigs + 1
-	f.mu.Unlock()
+	f.ExpireSignatures()
 	b = make([]byte, 100)
 	if _, err := fi.ReadAt(b, 12345); err != nil || !bytes.Equal(b, want[12345:12445]) {
 		t.Fatalf("read after the CDN URL expired: %v", err)
 	}
-	if n := f.count("resolve"); n != 2 {
+	if n := f.Count("resolve"); n != 2 {
 		t.Errorf("%d resolve requests after expiry, want 2", n)
 	}
-	if _, err := fi.ReadAt(b, 23456); err != nil || !bytes.Equal(b, want[23456:23556]) || f.count("resolve") != 2 {
-		t.Fatalf("read with the fresh CDN URL: %v (resolve requests %d)", err, f.count("resolve"))
+	if _, err := fi.ReadAt(b, 23456); err != nil || !bytes.Equal(b, want[23456:23556]) || f.Count("resolve") != 2 {
+		t.Fatalf("read with the fresh CDN URL: %v (resolve requests %d)", err, f.Count("resolve"))
 	}
-	t.Logf("streamed file: %d resolve + %d CDN requests in all", f.count("resolve"), f.count("cdn"))
+	t.Logf("streamed file: %d resolve + %d CDN requests in all", f.Count("resolve"), f.Count("cdn"))
 }
 
 func TestCoalesce(t *testing.T) {
@@ -314,13 +314,13 @@ func TestCoalesce(t *testing.T) {
 
 func TestHubFaultsRecover(t *testing.T) {
 	f := newFakeHub(t)
-	f.token = fakeToken
-	f.addFault(&fault{kind: "revision", n: 1, status: 429, headers: map[string]string{"Retry-After": "1"}})
-	f.addFault(&fault{kind: "tree", n: 2, status: 500})
-	f.addFault(&fault{kind: "tree", n: 1, status: 503, headers: map[string]string{"RateLimit": `"api";r=0;t=0`}})
-	f.addFault(&fault{kind: "cdn", n: 2, drop: true})      // LFS downloads cut mid-body
-	f.addFault(&fault{kind: "resolve", n: 3, status: 502}) // hub errors on resolve
-	f.addFault(&fault{kind: "resolve", n: 1, drop: true})  // a non-LFS body cut
+	f.Token = fakeToken
+	f.AddFault(&fakehub.Fault{Kind: "revision", N: 1, Status: 429, Headers: map[string]string{"Retry-After": "1"}})
+	f.AddFault(&fakehub.Fault{Kind: "tree", N: 2, Status: 500})
+	f.AddFault(&fakehub.Fault{Kind: "tree", N: 1, Status: 503, Headers: map[string]string{"RateLimit": `"api";r=0;t=0`}})
+	f.AddFault(&fakehub.Fault{Kind: "cdn", N: 2, Drop: true})      // LFS downloads cut mid-body
+	f.AddFault(&fakehub.Fault{Kind: "resolve", N: 3, Status: 502}) // hub errors on resolve
+	f.AddFault(&fakehub.Fault{Kind: "resolve", N: 1, Drop: true})  // a non-LFS body cut
 	start := time.Now()
 	cache := t.TempDir()
 	h := mustOpenHub(t, fakeID, f.options(t, cache, CacheFull))
@@ -328,14 +328,14 @@ func TestHubFaultsRecover(t *testing.T) {
 		t.Errorf("Retry-After: 1 not honoured (resolved after %v)", el)
 	}
 	readAllCompare(t, f, h)
-	t.Logf("faults, cache=full: requests %v, stats %+v", f.snapshot(), h.Stats())
+	t.Logf("faults, cache=full: requests %v, stats %+v", f.Snapshot(), h.Stats())
 	if h.Stats().Retries < 8 {
 		t.Errorf("retries = %d, want >= 8", h.Stats().Retries)
 	}
-	checkCacheLayout(t, f, cache, f.paths)
+	checkCacheLayout(t, f, cache, f.Paths)
 
 	// Streaming: a range body cut in the middle resumes.
-	f.addFault(&fault{kind: "cdn", n: 2, drop: true})
+	f.AddFault(&fakehub.Fault{Kind: "cdn", N: 2, Drop: true})
 	o := f.options(t, t.TempDir(), CacheNone)
 	o.FooterSize = 512
 	h2 := mustOpenHub(t, fakeID, o)
@@ -346,36 +346,36 @@ func TestHubFaultsRecover(t *testing.T) {
 	}
 	defer fi.Close()
 	b := make([]byte, 20000)
-	if _, err := fi.ReadAt(b, 1000); err != nil || !bytes.Equal(b, f.files[name].data[1000:21000]) {
+	if _, err := fi.ReadAt(b, 1000); err != nil || !bytes.Equal(b, f.Files[name].Data[1000:21000]) {
 		t.Fatalf("ReadAt after a dropped connection: %v", err)
 	}
 	if err := fi.(Prefetcher).Prefetch(context.Background(), []Range{{Off: 30000, Len: 5000}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fi.ReadAt(b[:5000], 30000); err != nil || !bytes.Equal(b[:5000], f.files[name].data[30000:35000]) {
+	if _, err := fi.ReadAt(b[:5000], 30000); err != nil || !bytes.Equal(b[:5000], f.Files[name].Data[30000:35000]) {
 		t.Fatalf("prefetched read after a drop: %v", err)
 	}
 	t.Logf("faults, cache=none: stats %+v", h2.Stats())
-	if f.cdnAuth != 0 {
+	if f.CDNAuth != 0 {
 		t.Fatal("Authorization reached the CDN")
 	}
 }
 
 func TestHubServerIgnoresRange(t *testing.T) {
 	f := newFakeHub(t)
-	f.ignoreRange = true
+	f.IgnoreRange = true
 	o := f.options(t, t.TempDir(), CacheNone)
 	o.FooterSize = 1024
 	h := mustOpenHub(t, fakeID, o)
 	readAllCompare(t, f, h)
 	name := "data/chunk-000/file-000.parquet"
-	want := f.files[name].data
+	want := f.Files[name].Data
 	fi, err := h.Open(context.Background(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fi.Close()
-	base := f.count("cdn")
+	base := f.Count("cdn")
 	b := make([]byte, 8)
 	if _, err := fi.ReadAt(b, int64(len(want)-8)); err != nil || !bytes.Equal(b, want[len(want)-8:]) {
 		t.Fatal(err)
@@ -389,8 +389,8 @@ func TestHubServerIgnoresRange(t *testing.T) {
 			t.Fatalf("ReadAt(%d): %v", off, err)
 		}
 	}
-	n := f.count("cdn") - base
-	t.Logf("server ignoring Range: %d request(s) for footer + prefetch + 4 reads; all files: %v", n, f.snapshot())
+	n := f.Count("cdn") - base
+	t.Logf("server ignoring Range: %d request(s) for footer + prefetch + 4 reads; all files: %v", n, f.Snapshot())
 	if n != 1 {
 		t.Errorf("got %d requests, want 1 (the whole body read once)", n)
 	}
@@ -398,8 +398,8 @@ func TestHubServerIgnoresRange(t *testing.T) {
 
 func TestHubWrongETagRejected(t *testing.T) {
 	f := newFakeHub(t)
-	f.wrongEtag["meta/info.json"] = true
-	f.corrupt["meta/tasks.parquet"] = true
+	f.WrongEtag["meta/info.json"] = true
+	f.Corrupt["meta/tasks.parquet"] = true
 	cache := t.TempDir()
 	h := mustOpenHub(t, fakeID, f.options(t, cache, CacheFull))
 	for _, n := range []string{"meta/info.json", "meta/tasks.parquet"} {
@@ -408,10 +408,10 @@ func TestHubWrongETagRejected(t *testing.T) {
 			t.Fatalf("Open(%s) = %v, want ErrHashMismatch", n, err)
 		}
 		t.Logf("rejected: %v", err)
-		ff := f.files[n]
+		ff := f.Files[n]
 		repo := filepath.Join(cache, RepoFolderName(fakeID))
 		for _, p := range []string{
-			filepath.Join(repo, "blobs", ff.sha1), filepath.Join(repo, "blobs", ff.sha256),
+			filepath.Join(repo, "blobs", ff.SHA1), filepath.Join(repo, "blobs", ff.SHA256),
 			filepath.Join(repo, "snapshots", fakeSHA, filepath.FromSlash(n)),
 		} {
 			if _, err := os.Lstat(p); err == nil {
@@ -421,8 +421,8 @@ func TestHubWrongETagRejected(t *testing.T) {
 	}
 	noIncomplete(t, cache)
 	// Streaming a corrupted file whole (server ignoring Range) is checked too.
-	f.ignoreRange = true
-	f.corrupt["data/chunk-000/file-000.parquet"] = true
+	f.IgnoreRange = true
+	f.Corrupt["data/chunk-000/file-000.parquet"] = true
 	h2 := mustOpenHub(t, fakeID, f.options(t, t.TempDir(), CacheNone))
 	fi, err := h2.Open(context.Background(), "data/chunk-000/file-000.parquet")
 	if err != nil {
@@ -436,16 +436,16 @@ func TestHubWrongETagRejected(t *testing.T) {
 
 func TestHubRetryBudgetError(t *testing.T) {
 	f := newFakeHub(t)
-	f.token = fakeToken
-	f.addFault(&fault{kind: "resolve", n: -1, status: 503})
+	f.Token = fakeToken
+	f.AddFault(&fakehub.Fault{Kind: "resolve", N: -1, Status: 503})
 	h := mustOpenHub(t, fakeID, f.options(t, t.TempDir(), CacheFull))
-	before := f.count("resolve")
+	before := f.Count("resolve")
 	_, err := h.Open(context.Background(), "meta/info.json")
 	if err == nil {
 		t.Fatal("Open succeeded against a failing server")
 	}
 	msg := err.Error()
-	t.Logf("budget error: %s (%d attempts)", msg, f.count("resolve")-before)
+	t.Logf("budget error: %s (%d attempts)", msg, f.Count("resolve")-before)
 	if !errors.Is(err, ErrRetryBudget) {
 		t.Errorf("error does not match ErrRetryBudget")
 	}
@@ -453,7 +453,7 @@ func TestHubRetryBudgetError(t *testing.T) {
 	if !errors.As(err, &he) || he.StatusCode != 503 || he.Attempts != 5 {
 		t.Errorf("HTTPError = %+v", he)
 	}
-	for _, s := range []string{f.hub.URL + "/datasets/" + fakeID + "/resolve/" + fakeSHA + "/meta/info.json", "503"} {
+	for _, s := range []string{f.Server.URL + "/datasets/" + fakeID + "/resolve/" + fakeSHA + "/meta/info.json", "503"} {
 		if !strings.Contains(msg, s) {
 			t.Errorf("error %q does not name %q", msg, s)
 		}
@@ -461,13 +461,13 @@ func TestHubRetryBudgetError(t *testing.T) {
 	if strings.Contains(msg, fakeToken) {
 		t.Fatal("the token appears in the error")
 	}
-	if n := f.count("resolve") - before; n != 5 {
+	if n := f.Count("resolve") - before; n != 5 {
 		t.Errorf("%d attempts, want 5", n)
 	}
 
 	// A rate limit that resets later than the budget allows ends at once.
 	f2 := newFakeHub(t)
-	f2.addFault(&fault{kind: "revision", n: -1, status: 429, headers: map[string]string{"RateLimit": `"api";r=0;t=3600`}})
+	f2.AddFault(&fakehub.Fault{Kind: "revision", N: -1, Status: 429, Headers: map[string]string{"RateLimit": `"api";r=0;t=3600`}})
 	start := time.Now()
 	_, err = OpenHub(context.Background(), fakeID, f2.options(t, t.TempDir(), CacheFull))
 	if !errors.Is(err, ErrRetryBudget) || time.Since(start) > 2*time.Second || !strings.Contains(err.Error(), "429") {
@@ -477,7 +477,7 @@ func TestHubRetryBudgetError(t *testing.T) {
 
 	// Private dataset without a token: a clear 401.
 	f3 := newFakeHub(t)
-	f3.token = fakeToken
+	f3.Token = fakeToken
 	o := f3.options(t, t.TempDir(), CacheFull)
 	o.Token = ""
 	_, err = OpenHub(context.Background(), fakeID, o)
@@ -497,8 +497,8 @@ func TestHubOffline(t *testing.T) {
 	cache := t.TempDir()
 	h := mustOpenHub(t, fakeID, f.options(t, cache, CacheFull))
 	readAllCompare(t, f, h)
-	f.hub.Close()
-	f.cdn.Close()
+	f.Server.Close()
+	f.CDN.Close()
 
 	o := f.options(t, cache, CacheFull)
 	o.Offline = true
@@ -536,7 +536,7 @@ func TestHubOffline(t *testing.T) {
 func TestHubRejectsPathTraversal(t *testing.T) {
 	for _, bad := range []string{"../../../etc/passwd", "data/../../x", "/etc/passwd", `data\..\x`, "data/./x", "a//b", "nul\x00byte"} {
 		f := newFakeHub(t)
-		f.extraTree = []map[string]any{{"type": "file", "oid": strings.Repeat("a", 40), "size": 1, "path": bad}}
+		f.ExtraTree = []map[string]any{{"type": "file", "oid": strings.Repeat("a", 40), "size": 1, "path": bad}}
 		h := mustOpenHub(t, fakeID, f.options(t, t.TempDir(), CacheFull))
 		_, err := h.List(context.Background(), "")
 		if !errors.Is(err, ErrUnsafePath) {
@@ -548,13 +548,13 @@ func TestHubRejectsPathTraversal(t *testing.T) {
 	}
 	// A bad blob hash (it names a cache file) is rejected too.
 	f := newFakeHub(t)
-	f.extraTree = []map[string]any{{"type": "file", "oid": "../../x", "size": 1, "path": "zzz"}}
+	f.ExtraTree = []map[string]any{{"type": "file", "oid": "../../x", "size": 1, "path": "zzz"}}
 	h := mustOpenHub(t, fakeID, f.options(t, t.TempDir(), CacheFull))
 	if _, err := h.List(context.Background(), ""); !errors.Is(err, ErrUnsafePath) {
 		t.Fatalf("bad oid: %v", err)
 	}
 	// An entry outside the listed directory.
-	f.extraTree = []map[string]any{{"type": "file", "oid": strings.Repeat("a", 40), "size": 1, "path": "other/x"}}
+	f.ExtraTree = []map[string]any{{"type": "file", "oid": strings.Repeat("a", 40), "size": 1, "path": "other/x"}}
 	if _, err := h.List(context.Background(), "meta"); !errors.Is(err, ErrUnsafePath) {
 		t.Fatalf("entry outside dir: %v", err)
 	}
@@ -574,13 +574,13 @@ func TestHubConcurrentProcessesShareCache(t *testing.T) {
 				errs <- err
 				return
 			}
-			for _, n := range f.paths {
+			for _, n := range f.Paths {
 				got, err := ReadAll(context.Background(), h, n)
 				if err != nil {
 					errs <- err
 					return
 				}
-				if !bytes.Equal(got, f.files[n].data) {
+				if !bytes.Equal(got, f.Files[n].Data) {
 					errs <- errors.New(n + ": bytes differ")
 					return
 				}
@@ -592,10 +592,10 @@ func TestHubConcurrentProcessesShareCache(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	checkCacheLayout(t, f, cache, f.paths)
-	c := f.snapshot()
-	t.Logf("4 concurrent sources on one cache: requests %v (files: %d)", c, len(f.paths))
-	if c["resolve"] > 2*len(f.paths) {
+	checkCacheLayout(t, f, cache, f.Paths)
+	c := f.Snapshot()
+	t.Logf("4 concurrent sources on one cache: requests %v (files: %d)", c, len(f.Paths))
+	if c["resolve"] > 2*len(f.Paths) {
 		t.Errorf("resolve requests = %d: the lock did not prevent duplicate downloads", c["resolve"])
 	}
 }
@@ -604,20 +604,20 @@ func TestHubResumesIncomplete(t *testing.T) {
 	f := newFakeHub(t)
 	cache := t.TempDir()
 	name := "data/chunk-000/file-000.parquet"
-	ff := f.files[name]
+	ff := f.Files[name]
 	blobs := filepath.Join(cache, RepoFolderName(fakeID), "blobs")
 	os.MkdirAll(blobs, 0o755)
-	os.WriteFile(filepath.Join(blobs, ff.sha256+".incomplete"), ff.data[:10000], 0o644)
+	os.WriteFile(filepath.Join(blobs, ff.SHA256+".incomplete"), ff.Data[:10000], 0o644)
 	h := mustOpenHub(t, fakeID, f.options(t, cache, CacheFull))
 	got, err := ReadAll(context.Background(), h, name)
-	if err != nil || !bytes.Equal(got, ff.data) {
+	if err != nil || !bytes.Equal(got, ff.Data) {
 		t.Fatalf("resume: %v", err)
 	}
-	if f.ranged["cdn"] != 1 {
-		t.Errorf("resume used %d range requests, want 1", f.ranged["cdn"])
+	if f.Ranged["cdn"] != 1 {
+		t.Errorf("resume used %d range requests, want 1", f.Ranged["cdn"])
 	}
-	if st := h.Stats(); st.BytesFetched >= int64(len(ff.data)) {
-		t.Errorf("resume fetched %d bytes, want < %d", st.BytesFetched, len(ff.data))
+	if st := h.Stats(); st.BytesFetched >= int64(len(ff.Data)) {
+		t.Errorf("resume fetched %d bytes, want < %d", st.BytesFetched, len(ff.Data))
 	}
 }
 
@@ -627,16 +627,16 @@ func TestHubReusesPythonCache(t *testing.T) {
 	f := newFakeHub(t)
 	cache := t.TempDir()
 	repo := filepath.Join(cache, RepoFolderName(fakeID))
-	ff := f.files["meta/info.json"]
+	ff := f.Files["meta/info.json"]
 	os.MkdirAll(filepath.Join(repo, "blobs"), 0o755)
-	os.WriteFile(filepath.Join(repo, "blobs", ff.sha1), ff.data, 0o644)
+	os.WriteFile(filepath.Join(repo, "blobs", ff.SHA1), ff.Data, 0o644)
 	os.MkdirAll(filepath.Join(repo, "snapshots", fakeSHA, "meta"), 0o755)
-	os.Symlink("../../../blobs/"+ff.sha1, filepath.Join(repo, "snapshots", fakeSHA, "meta", "info.json"))
+	os.Symlink("../../../blobs/"+ff.SHA1, filepath.Join(repo, "snapshots", fakeSHA, "meta", "info.json"))
 	os.MkdirAll(filepath.Join(repo, "refs"), 0o755)
 	os.WriteFile(filepath.Join(repo, "refs", "main"), []byte(fakeSHA), 0o644)
 	h := mustOpenHub(t, fakeID+"@"+fakeSHA, f.options(t, cache, CacheFull))
 	got, err := ReadAll(context.Background(), h, "meta/info.json")
-	if err != nil || !bytes.Equal(got, ff.data) {
+	if err != nil || !bytes.Equal(got, ff.Data) {
 		t.Fatal(err)
 	}
 	if st := h.Stats(); st.Requests != 0 || st.CacheHits != 1 {

@@ -156,10 +156,10 @@ func TestHubListMemoised(t *testing.T) {
 	if _, err := h.List(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
-	n := f.count("tree")
+	n := f.Count("tree")
 	meta, err := h.List(ctx, "meta")
-	if err != nil || len(meta) != 4 || f.count("tree") != n {
-		t.Fatalf("List(meta) = %v, %v after %d extra requests", meta, err, f.count("tree")-n)
+	if err != nil || len(meta) != 4 || f.Count("tree") != n {
+		t.Fatalf("List(meta) = %v, %v after %d extra requests", meta, err, f.Count("tree")-n)
 	}
 	if missing, err := h.List(ctx, "nope"); err != nil || len(missing) != 0 {
 		t.Fatalf("List(nope) = %v, %v", missing, err)
@@ -217,10 +217,10 @@ func TestOpenDataset(t *testing.T) {
 func TestHubUnreachableAndCancelled(t *testing.T) {
 	f := newFakeHub(t)
 	o := f.options(t, t.TempDir(), CacheFull)
-	f.hub.Close()
+	f.Server.Close()
 	start := time.Now()
 	_, err := OpenHub(context.Background(), fakeID, o)
-	if err == nil || !errors.Is(err, ErrRetryBudget) || !strings.Contains(err.Error(), f.hub.URL+"/api/datasets/"+fakeID+"/revision/main") {
+	if err == nil || !errors.Is(err, ErrRetryBudget) || !strings.Contains(err.Error(), f.Server.URL+"/api/datasets/"+fakeID+"/revision/main") {
 		t.Fatalf("unreachable hub: %v", err)
 	}
 	t.Logf("unreachable: %v (after %v)", err, time.Since(start).Round(time.Millisecond))

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"github.com/lrstream/lrstream/internal/fakehub"
 )
 
 func TestMaterializeDir(t *testing.T) {
@@ -72,7 +74,7 @@ func TestMaterializeFS(t *testing.T) {
 
 func TestMaterializeHub(t *testing.T) {
 	f := newFakeHub(t)
-	f.token = fakeToken
+	f.Token = fakeToken
 	const shard = "data/chunk-001/file-000.parquet"
 	ctx := context.Background()
 
@@ -90,16 +92,16 @@ func TestMaterializeHub(t *testing.T) {
 		if st, err := os.Lstat(p); err != nil || st.Mode()&os.ModeSymlink == 0 {
 			t.Fatalf("snapshot entry is not a symlink into blobs/: %v", err)
 		}
-		if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, f.files[shard].data) {
+		if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, f.Files[shard].Data) {
 			t.Fatalf("content differs: %v", err)
 		}
 		checkCacheLayout(t, f, cache, []string{shard})
 		// Warm: no request.
-		before := f.snapshot()
+		before := f.Snapshot()
 		if p2, _, err := Materialize(ctx, h, shard); err != nil || p2 != p {
 			t.Fatalf("warm Materialize = %s, %v", p2, err)
 		}
-		if after := f.snapshot(); after["resolve"] != before["resolve"] {
+		if after := f.Snapshot(); after["resolve"] != before["resolve"] {
 			t.Fatal("warm Materialize downloaded again")
 		}
 	})
@@ -107,7 +109,7 @@ func TestMaterializeHub(t *testing.T) {
 	t.Run("none", func(t *testing.T) {
 		cache := t.TempDir()
 		h := mustOpenHub(t, fakeID, f.options(t, cache, CacheNone))
-		f.addFault(&fault{kind: "cdn", n: 1, drop: true}) // resumed with Range
+		f.AddFault(&fakehub.Fault{Kind: "cdn", N: 1, Drop: true}) // resumed with Range
 		p, release, err := Materialize(ctx, h, shard)
 		if err != nil {
 			t.Fatal(err)
@@ -115,7 +117,7 @@ func TestMaterializeHub(t *testing.T) {
 		if strings.HasPrefix(p, cache) {
 			t.Fatalf("--cache none materialized into the cache: %s", p)
 		}
-		if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, f.files[shard].data) {
+		if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, f.Files[shard].Data) {
 			t.Fatalf("content differs: %v", err)
 		}
 		if st, _ := os.Stat(p); st.Mode().Perm() != 0o600 {
@@ -125,7 +127,7 @@ func TestMaterializeHub(t *testing.T) {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("release left %s", p)
 		}
-		if _, err := os.Stat(filepath.Join(cache, RepoFolderName(fakeID), "blobs", f.files[shard].sha256)); err == nil {
+		if _, err := os.Stat(filepath.Join(cache, RepoFolderName(fakeID), "blobs", f.Files[shard].SHA256)); err == nil {
 			t.Fatal("--cache none wrote the shard's blob")
 		}
 		// Metadata is cached whole even under --cache none.
@@ -147,10 +149,10 @@ func TestMaterializeHub(t *testing.T) {
 
 	t.Run("corrupt", func(t *testing.T) {
 		h := mustOpenHub(t, fakeID, f.options(t, t.TempDir(), CacheNone))
-		f.mu.Lock()
-		f.corrupt[shard] = true
-		f.mu.Unlock()
-		defer func() { f.mu.Lock(); delete(f.corrupt, shard); f.mu.Unlock() }()
+		f.Mu.Lock()
+		f.Corrupt[shard] = true
+		f.Mu.Unlock()
+		defer func() { f.Mu.Lock(); delete(f.Corrupt, shard); f.Mu.Unlock() }()
 		if _, _, err := Materialize(ctx, h, shard); !errors.Is(err, ErrHashMismatch) {
 			t.Fatalf("corrupt shard: %v, want ErrHashMismatch", err)
 		}

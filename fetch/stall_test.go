@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lrstream/lrstream/internal/fakehub"
 )
 
 // stallOptions are fake-Hub options with a short progress deadline.
@@ -24,19 +26,19 @@ func TestHubStalledTransferResumes(t *testing.T) {
 	const shard = "data/chunk-001/file-000.parquet"
 	t.Run("full", func(t *testing.T) {
 		f := newFakeHub(t)
-		f.addFault(&fault{kind: "revision", n: 1, stall: true}) // a JSON body stalls
-		f.addFault(&fault{kind: "cdn", n: 2, stall: true})      // an LFS download stalls twice
-		f.addFault(&fault{kind: "resolve", n: 1, stall: true})  // a non-LFS download stalls
+		f.AddFault(&fakehub.Fault{Kind: "revision", N: 1, Stall: true}) // a JSON body stalls
+		f.AddFault(&fakehub.Fault{Kind: "cdn", N: 2, Stall: true})      // an LFS download stalls twice
+		f.AddFault(&fakehub.Fault{Kind: "resolve", N: 1, Stall: true})  // a non-LFS download stalls
 		o := stallOptions(t, f, CacheFull, 5)
 		h := mustOpenHub(t, fakeID, o)
 		ctx := context.Background()
 		for _, n := range []string{"meta/info.json", shard} { // info.json first: it takes the resolve stall
 			got, err := ReadAll(ctx, h, n)
-			if err != nil || !bytes.Equal(got, f.files[n].data) {
+			if err != nil || !bytes.Equal(got, f.Files[n].Data) {
 				t.Fatalf("%s after stalls: %v", n, err)
 			}
 		}
-		if c := f.snapshot(); c["cdn-range"] < 2 || c["resolve-range"] < 1 {
+		if c := f.Snapshot(); c["cdn-range"] < 2 || c["resolve-range"] < 1 {
 			t.Errorf("stalled downloads were not resumed with Range requests: %v", c)
 		}
 		if r := h.Stats().Retries; r < 4 {
@@ -49,17 +51,17 @@ func TestHubStalledTransferResumes(t *testing.T) {
 		o := stallOptions(t, f, CacheNone, 5)
 		o.FooterSize = 512
 		h := mustOpenHub(t, fakeID, o)
-		f.addFault(&fault{kind: "cdn", n: 2, stall: true})
+		f.AddFault(&fakehub.Fault{Kind: "cdn", N: 2, Stall: true})
 		fi, err := h.Open(context.Background(), shard)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer fi.Close()
 		b := make([]byte, 20000)
-		if _, err := fi.ReadAt(b, 1000); err != nil || !bytes.Equal(b, f.files[shard].data[1000:21000]) {
+		if _, err := fi.ReadAt(b, 1000); err != nil || !bytes.Equal(b, f.Files[shard].Data[1000:21000]) {
 			t.Fatalf("range read after stalls: %v", err)
 		}
-		if c := f.snapshot(); c["cdn-range"] < 3 {
+		if c := f.Snapshot(); c["cdn-range"] < 3 {
 			t.Errorf("cdn range requests = %d, want >= 3 (two stalled, one resumed)", c["cdn-range"])
 		}
 	})
@@ -70,11 +72,11 @@ func TestHubStalledTransferGivesUp(t *testing.T) {
 	for _, mode := range []CacheMode{CacheFull, CacheNone} {
 		t.Run(string(mode), func(t *testing.T) {
 			f := newFakeHub(t)
-			f.token = fakeToken
+			f.Token = fakeToken
 			o := stallOptions(t, f, mode, 3)
 			o.StallTimeout = 50 * time.Millisecond
 			h := mustOpenHub(t, fakeID, o)
-			f.addFault(&fault{kind: "cdn", n: -1, stall: true})
+			f.AddFault(&fakehub.Fault{Kind: "cdn", N: -1, Stall: true})
 			start := time.Now()
 			fi, err := h.Open(context.Background(), shard)
 			if err == nil {
@@ -90,7 +92,7 @@ func TestHubStalledTransferGivesUp(t *testing.T) {
 			if !errors.Is(err, ErrStalled) || !errors.Is(err, ErrRetryBudget) {
 				t.Errorf("error does not match ErrStalled and ErrRetryBudget: %v", err)
 			}
-			if want := f.hub.URL + "/datasets/" + fakeID + "/resolve/" + fakeSHA + "/" + shard; !strings.Contains(msg, want) {
+			if want := f.Server.URL + "/datasets/" + fakeID + "/resolve/" + fakeSHA + "/" + shard; !strings.Contains(msg, want) {
 				t.Errorf("error does not name %s", want)
 			}
 			if strings.Contains(msg, fakeToken) || strings.Contains(msg, "X-Amz-Signature") {
@@ -102,7 +104,7 @@ func TestHubStalledTransferGivesUp(t *testing.T) {
 			if mode == CacheFull {
 				// The partial download stays for a later resume, but never
 				// as a visible blob or snapshot file.
-				blob := filepath.Join(o.CacheDir, RepoFolderName(fakeID), "blobs", f.files[shard].sha256)
+				blob := filepath.Join(o.CacheDir, RepoFolderName(fakeID), "blobs", f.Files[shard].SHA256)
 				if _, err := os.Stat(blob); err == nil {
 					t.Fatal("a stalled download became a blob")
 				}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lrstream/lrstream/internal/fakehub"
 )
 
 // closedEndpoint is an http URL on a loopback port nothing listens on.
@@ -54,18 +56,18 @@ func TestHubUnreachableFallsBackToCache(t *testing.T) {
 	}{
 		{"connection refused", fakeID, closedEndpoint(t), nil, 0},
 		{"no such host", fakeID + "@main", "http://hub.invalid", noDNS(), 0},
-		{"hub down (503 until the budget ends)", fakeID, f.hub.URL, nil, 503},
+		{"hub down (503 until the budget ends)", fakeID, f.Server.URL, nil, 503},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if c.status != 0 {
-				f.addFault(&fault{kind: "revision", n: 5, status: c.status})
+				f.AddFault(&fakehub.Fault{Kind: "revision", N: 5, Status: c.status})
 			}
 			var logs bytes.Buffer
 			o := f.options(t, cache, CacheFull)
 			o.Endpoint, o.Transport = c.endpoint, c.transport
 			o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			before := f.snapshot()
+			before := f.Snapshot()
 			start := time.Now()
 			h, err := OpenHub(context.Background(), c.spec, o)
 			el := time.Since(start)
@@ -82,7 +84,7 @@ func TestHubUnreachableFallsBackToCache(t *testing.T) {
 				t.Errorf("no warning about the fallback: %q", logs.String())
 			}
 			readAllCompare(t, f, h)
-			if after := f.snapshot(); after["tree"] != before["tree"] || after["resolve"] != before["resolve"] {
+			if after := f.Snapshot(); after["tree"] != before["tree"] || after["resolve"] != before["resolve"] {
 				t.Errorf("the fallback source went back to the network: %v -> %v", before, after)
 			}
 		})

@@ -3,167 +3,28 @@ package pipeline
 import (
 	"bytes"
 	"context"
-	"crypto/sha1"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io/fs"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/lrstream/lrstream"
 	"github.com/lrstream/lrstream/bench/datagen"
 	"github.com/lrstream/lrstream/fetch"
+	"github.com/lrstream/lrstream/internal/fakehub"
 	"github.com/lrstream/lrstream/render"
 	"github.com/lrstream/lrstream/shard"
 	"github.com/lrstream/lrstream/sink"
 )
 
-// miniHub serves a local dataset directory with the Hub's paths and
-// headers (the subset fetch.Hub uses: revision, tree, resolve with LFS
-// redirects for parquet and mp4 files, ranges), counting the GETs of
-// each file. fetch's own tests cover the protocol and its faults.
-type miniHub struct {
-	srv   *httptest.Server
-	id    string
-	sha   string
-	files map[string][]byte
-	paths []string
-	mu    sync.Mutex
-	gets  map[string]int // full or ranged GETs per path
-}
-
-func newMiniHub(t *testing.T, dir, id string) *miniHub {
-	t.Helper()
-	h := &miniHub{id: id, sha: strings.Repeat("ab", 20), files: map[string][]byte{}, gets: map[string]int{}}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		b, err := os.ReadFile(p)
-		h.files[filepath.ToSlash(rel)] = b
-		h.paths = append(h.paths, filepath.ToSlash(rel))
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(h.paths)
-	h.srv = httptest.NewServer(http.HandlerFunc(h.serve))
-	t.Cleanup(h.srv.Close)
-	return h
-}
-
-func lfs(p string) bool { return strings.HasSuffix(p, ".parquet") || strings.HasSuffix(p, ".mp4") }
-
-func hashes(b []byte) (string, string) {
-	s2 := sha256.Sum256(b)
-	h1 := sha1.New()
-	fmt.Fprintf(h1, "blob %d\x00", len(b))
-	h1.Write(b)
-	return hex.EncodeToString(h1.Sum(nil)), hex.EncodeToString(s2[:])
-}
-
-func (h *miniHub) serve(w http.ResponseWriter, r *http.Request) {
-	api, resolve := "/api/datasets/"+h.id+"/", "/datasets/"+h.id+"/resolve/"
-	switch p := r.URL.Path; {
-	case strings.HasPrefix(p, api+"revision/"):
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{"id": h.id, "sha": h.sha})
-	case strings.HasPrefix(p, api+"tree/"):
-		_, dir, _ := strings.Cut(strings.TrimPrefix(p, api+"tree/"), "/")
-		dir = strings.Trim(dir, "/")
-		recursive := r.URL.Query().Get("recursive") == "true"
-		entries := []map[string]any{}
-		dirs := map[string]bool{}
-		for _, f := range h.paths {
-			if dir != "" && !strings.HasPrefix(f, dir+"/") {
-				continue
-			}
-			rel := strings.TrimPrefix(f, dir+"/")
-			if i := strings.Index(rel, "/"); i >= 0 && !recursive {
-				d := rel[:i]
-				if dir != "" {
-					d = dir + "/" + d
-				}
-				dirs[d] = true
-				continue
-			}
-			s1, s2 := hashes(h.files[f])
-			e := map[string]any{"type": "file", "oid": s1, "size": len(h.files[f]), "path": f}
-			if lfs(f) {
-				e["lfs"] = map[string]any{"oid": s2, "size": len(h.files[f]), "pointerSize": 134}
-			}
-			entries = append(entries, e)
-		}
-		for d := range dirs {
-			entries = append(entries, map[string]any{"type": "directory", "oid": strings.Repeat("d", 40), "size": 0, "path": d})
-		}
-		if len(entries) == 0 {
-			w.Header().Set("X-Error-Code", "EntryNotFound")
-			http.Error(w, dir+" does not exist", 404)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(entries)
-	case strings.HasPrefix(p, resolve):
-		_, f, _ := strings.Cut(strings.TrimPrefix(p, resolve), "/")
-		b, ok := h.files[f]
-		if !ok {
-			w.Header().Set("X-Error-Code", "EntryNotFound")
-			http.Error(w, f+" does not exist", 404)
-			return
-		}
-		s1, s2 := hashes(b)
-		w.Header().Set("X-Repo-Commit", h.sha)
-		if lfs(f) {
-			w.Header().Set("X-Linked-Etag", `"`+s2+`"`)
-			w.Header().Set("X-Linked-Size", fmt.Sprint(len(b)))
-			w.Header().Set("ETag", `"`+s2+`"`)
-			w.Header().Set("Location", h.srv.URL+"/blobs/"+f)
-			w.WriteHeader(http.StatusFound)
-			return
-		}
-		w.Header().Set("ETag", `"`+s1+`"`)
-		h.content(w, r, f, b)
-	case strings.HasPrefix(p, "/blobs/"):
-		f := strings.TrimPrefix(p, "/blobs/")
-		b, ok := h.files[f]
-		if !ok {
-			http.Error(w, "no such blob", 404)
-			return
-		}
-		h.content(w, r, f, b)
-	default:
-		w.Header().Set("X-Error-Code", "RepoNotFound")
-		http.Error(w, "Repository not found", 404)
-	}
-}
-
-func (h *miniHub) content(w http.ResponseWriter, r *http.Request, f string, b []byte) {
-	if r.Method == http.MethodGet {
-		h.mu.Lock()
-		h.gets[f]++
-		h.mu.Unlock()
-	}
-	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(b))
-}
-
-// videosFetched returns the mp4 files GET from the hub.
-func (h *miniHub) videosFetched() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+// videosFetched returns the mp4 files GET from the fake Hub.
+func videosFetched(h *fakehub.Hub) []string {
+	_, gets := h.Served()
 	var out []string
-	for f := range h.gets {
+	for f := range gets {
 		if strings.HasSuffix(f, ".mp4") {
 			out = append(out, f)
 		}
@@ -226,9 +87,9 @@ func TestCamerasHub(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			tmp := t.TempDir()
 			t.Setenv("TMPDIR", tmp)
-			hub := newMiniHub(t, dir, "org/cams")
+			hub := fakehub.New(t, dir, fakehub.Options{ID: "org/cams"})
 			cache := t.TempDir()
-			src, err := fetch.OpenDataset(context.Background(), "org/cams", fetch.HubOptions{Endpoint: hub.srv.URL, CacheDir: cache, Cache: mode})
+			src, err := fetch.OpenDataset(context.Background(), "org/cams", fetch.HubOptions{Endpoint: hub.URL(), CacheDir: cache, Cache: mode})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -260,7 +121,7 @@ func TestCamerasHub(t *testing.T) {
 				fmt.Sprintf("videos/observation.images.front/chunk-000/file-%03d.mp4", last.DataFile),
 				fmt.Sprintf("videos/observation.images.wrist/chunk-000/file-%03d.mp4", last.DataFile),
 			}
-			if f := hub.videosFetched(); fmt.Sprint(f) != fmt.Sprint(wantFiles) {
+			if f := videosFetched(hub); fmt.Sprint(f) != fmt.Sprint(wantFiles) {
 				t.Fatalf("video files downloaded %v, want %v (the selected episodes' only)", f, wantFiles)
 			}
 			var cached []string
