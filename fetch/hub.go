@@ -277,10 +277,13 @@ type HubStats struct {
 	BytesFetched int64
 	// CacheHits is the number of files opened from the local cache.
 	CacheHits int64
+	// SideHits is the number of side cache entries (parquet footers) read
+	// from the local cache instead of the files (SideCache).
+	SideHits int64
 }
 
 type hubStats struct {
-	requests, retries, bytes, cacheHits atomic.Int64
+	requests, retries, bytes, cacheHits, sideHits atomic.Int64
 }
 
 // Hub is a Source reading a dataset repository on the Hugging Face Hub,
@@ -496,6 +499,7 @@ func (h *Hub) Stats() HubStats {
 		Retries:      h.stats.retries.Load(),
 		BytesFetched: h.stats.bytes.Load(),
 		CacheHits:    h.stats.cacheHits.Load(),
+		SideHits:     h.stats.sideHits.Load(),
 	}
 }
 

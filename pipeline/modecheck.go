@@ -23,7 +23,7 @@ type LanguageCoverage struct {
 // CheckLanguage computes cfg's LanguageCoverage.
 func CheckLanguage(ctx context.Context, cfg *Config) (LanguageCoverage, error) {
 	cov := LanguageCoverage{FirstWithout: -1, FirstWithoutEpisode: -1}
-	units, err := shard.Plan(ctx, cfg.Source, cfg.Dataset, cfg.Selection)
+	units, err := shard.PlanWith(ctx, cfg.Source, cfg.Dataset, cfg.Selection, shard.PlanOptions{Footers: cfg.Footers})
 	if err != nil {
 		return cov, err
 	}

@@ -65,6 +65,12 @@ type Config struct {
 	// after the pre-pass; 0 for endless --epochs 0).
 	ProgressTotal func(total int64)
 
+	// Footers shares data-file footers between the streams of a process
+	// (the clients of `serve`) and, through the Hub's cache, the processes
+	// of a node; nil gives each plan its own (shard.Footers). Plans never
+	// pin footers for the whole run either way.
+	Footers *shard.Footers
+
 	// filesPerSegment overrides defaultFilesPerSegment (tests).
 	filesPerSegment int
 	// minPieceRows overrides minPieceRows (tests).
@@ -191,7 +197,11 @@ const defaultFilesPerSegment = 2
 // on a copy of the dataset restricted to the episodes indexed in a
 // segment's files plans exactly those files' units (each file's units
 // depend only on the file's indexed episodes, the selection and its
-// footer), and only reads their footers.
+// footer), and only reads their footers. The units do not hold their
+// footers: they find them in the planner's shard.Footers (the config's,
+// shared by the process), which keeps those being read and a bounded
+// number of others, so a training order holding every unit of its
+// selection does not hold every footer.
 type planner struct {
 	cfg      *Config
 	sel      shard.Selection
@@ -200,6 +210,7 @@ type planner struct {
 	units    []shard.Unit       // planned, not yet handed out
 	ahead    chan planned       // the next segment's plan, when started
 	pending  []shard.Unit       // the group being assembled (nextGroup)
+	footers  *shard.Footers     // where the units find their footers
 }
 
 func newPlanner(cfg *Config) (*planner, error) {
@@ -215,7 +226,11 @@ func newPlanner(cfg *Config) (*planner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &planner{cfg: cfg, sel: sel, segments: segs}, nil
+	footers := cfg.Footers
+	if footers == nil {
+		footers = shard.NewFooters(0)
+	}
+	return &planner{cfg: cfg, sel: sel, segments: segs, footers: footers}, nil
 }
 
 // planSegments lists the data files holding a selected episode in
@@ -301,7 +316,7 @@ func (p *planner) planAhead(ctx context.Context) {
 	ch := make(chan planned, 1) // never blocks: the goroutine cannot leak
 	p.ahead = ch
 	go func() {
-		units, err := shard.Plan(ctx, p.cfg.Source, &ds, p.sel)
+		units, err := shard.PlanWith(ctx, p.cfg.Source, &ds, p.sel, shard.PlanOptions{Footers: p.footers})
 		ch <- planned{units, err}
 	}()
 }

@@ -41,6 +41,7 @@ type planFile struct {
 	episodes []*schema.Episode // every indexed episode of the file
 	first    int64             // smallest dataset_from_index
 	footer   *footer
+	release  func() // the footer's, when read through a Footers
 	err      error
 	// foreign marks the row groups holding frames of episodes the index
 	// does not assign to the file (tolerated inconsistencies): their units
@@ -56,6 +57,20 @@ const footerParallelism = 8
 // opened or read; Plan only reads the footers of the files it keeps. A
 // selection matching no episode gives an empty plan (see CheckSelection).
 func Plan(ctx context.Context, src fetch.Source, ds *schema.Dataset, sel Selection) ([]Unit, error) {
+	return PlanWith(ctx, src, ds, sel, PlanOptions{})
+}
+
+// PlanOptions are Plan's options.
+type PlanOptions struct {
+	// Footers, when set, is where footers are read through (shared with
+	// the process's other plans and reads) and where the units find them:
+	// the units do not hold their footers (see Footers). Without it each
+	// unit holds its file's footer.
+	Footers *Footers
+}
+
+// PlanWith is Plan with options.
+func PlanWith(ctx context.Context, src fetch.Source, ds *schema.Dataset, sel Selection, o PlanOptions) ([]Unit, error) {
 	byPath := map[string]*planFile{}
 	var files []*planFile
 	nsel := 0
@@ -104,6 +119,10 @@ func Plan(ctx context.Context, src fetch.Source, ds *schema.Dataset, sel Selecti
 		go func(f *planFile) {
 			defer wg.Done()
 			defer func() { <-sem }()
+			if o.Footers != nil {
+				f.footer, f.release, f.err = o.Footers.open(ctx, src, f.path)
+				return
+			}
 			p, err := openFile(ctx, src, f.path, nil)
 			if err != nil {
 				f.err = err
@@ -114,6 +133,13 @@ func Plan(ctx context.Context, src fetch.Source, ds *schema.Dataset, sel Selecti
 		}(f)
 	}
 	wg.Wait()
+	defer func() {
+		for _, f := range files {
+			if f.release != nil {
+				f.release()
+			}
+		}
+	}()
 
 	var units []Unit
 	bufs := newReadBuffers() // the plan's units' read buffers
@@ -127,7 +153,7 @@ func Plan(ctx context.Context, src fetch.Source, ds *schema.Dataset, sel Selecti
 		if err := checkFileEpisodes(src, ds, f); err != nil {
 			return nil, err
 		}
-		us, err := planRowGroups(src, f, sel, bufs)
+		us, err := planRowGroups(src, f, sel, bufs, o.Footers)
 		if err != nil {
 			return nil, err
 		}
@@ -139,13 +165,16 @@ func Plan(ctx context.Context, src fetch.Source, ds *schema.Dataset, sel Selecti
 	return units, nil
 }
 
-func planRowGroups(src fetch.Source, f *planFile, sel Selection, bufs *readBuffers) ([]Unit, error) {
+func planRowGroups(src fetch.Source, f *planFile, sel Selection, bufs *readBuffers, store *Footers) ([]Unit, error) {
 	ft := f.footer
 	epCol := ft.leafIndex(ColEpisodeIndex)
 	if epCol < 0 {
 		return nil, fileErr(src.ID(), f.path, errors.New("no episode_index column"))
 	}
 	pq := &pqFile{footer: ft, bufs: bufs}
+	if store != nil {
+		pq = &pqFile{store: store, bufs: bufs} // the units find the footer in the store
+	}
 	var units []Unit
 	for rg := 0; rg < ft.numRowGroups(); rg++ {
 		rows := ft.rowGroup(rg).NumRows

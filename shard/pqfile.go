@@ -28,8 +28,9 @@ type footer struct {
 	file *parquet.File
 	// size is the file's length in bytes.
 	size int64
-	// raw is the footer's thrift bytes.
-	raw []byte
+	// raw is the footer's thrift bytes; tail is raw followed by its
+	// length and "PAR1" (what a footer cache keeps).
+	raw, tail []byte
 	// leaves lists the leaf columns in schema order (leaf i is column
 	// chunk i of every row group).
 	leaves []*parquet.Column
@@ -85,7 +86,22 @@ func readFooter(f io.ReaderAt, size int64) (ft *footer, err error) {
 	if _, err := f.ReadAt(tail[:flen], size-n); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("reading the footer: %w", err)
 	}
-	raw := tail[n-8-flen : n-8]
+	return parseFooter(tail, size)
+}
+
+// parseFooter parses and checks a file's tail: its footer, the footer's
+// 4-byte length and "PAR1" (what readFooter reads, or a footer cache
+// kept).
+func parseFooter(tail []byte, size int64) (ft *footer, err error) {
+	n := int64(len(tail))
+	if n < 8 || string(tail[n-4:]) != "PAR1" {
+		return nil, errors.New("not a parquet footer (no \"PAR1\" at its end)")
+	}
+	flen := int64(binary.LittleEndian.Uint32(tail[n-8:]))
+	if flen != n-8 || flen > size-12 {
+		return nil, fmt.Errorf("corrupt footer: footer length %d for %d footer bytes of a %d-byte file", flen, n-8, size)
+	}
+	raw := tail[:flen]
 	shape, err := checkFooterThrift(raw)
 	if err != nil {
 		return nil, err
@@ -102,7 +118,7 @@ func readFooter(f io.ReaderAt, size int64) (ft *footer, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("parquet footer: %w", err)
 	}
-	ft = &footer{file: pf, size: size, raw: raw}
+	ft = &footer{file: pf, size: size, raw: raw, tail: tail}
 	if err := ft.check(); err != nil {
 		return nil, err
 	}

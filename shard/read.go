@@ -502,6 +502,7 @@ func (d *decoder) language() error {
 // (FileColumnChunk.PagesFrom), and the plan's read buffers.
 type pqFile struct {
 	footer *footer
+	store  *Footers     // where the footer is, when footer is nil (footers.go)
 	bufs   *readBuffers // the plan's read buffers (nil: none kept)
 }
 
@@ -563,11 +564,7 @@ func (g *pqGroup) numValues(c int) int64 {
 // path's one dependency on the footer, the one Plan read (u.pq); a unit
 // without one (not from Plan) has its footer read from the file.
 func pqOpen(ctx context.Context, src fetch.Source, u *Unit) (*pqGroup, fetch.File, error) {
-	var ft *footer
-	if u.pq != nil {
-		ft = u.pq.footer
-	}
-	p, err := openFile(ctx, src, u.File, ft)
+	p, err := openUnitFile(ctx, src, u)
 	if err != nil {
 		if se := (*Error)(nil); errors.As(err, &se) && se.RowGroup < 0 {
 			se.RowGroup = u.RowGroup

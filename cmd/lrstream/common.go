@@ -275,6 +275,7 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 		Source: src, Dataset: ds, Recipe: rec, Mode: mode, NoTaskAug: f.noTaskAug,
 		Selection: sel, Features: features, SkipErrors: f.onError == "skip", MaxErrors: f.maxErrors, Workers: f.workers,
 		Deltas: deltas, Tolerance: f.tolerance,
+		Footers: shard.NewFooters(0), // shared by serve's clients (docs/training.md, "Storage")
 	}
 	if !f.noBatchCheck {
 		// Refuse --mode drop before the first batch rather than after

@@ -1,0 +1,242 @@
+package shard
+
+import (
+	"container/list"
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/lrstream/lrstream/fetch"
+)
+
+// Footers shares the parsed footers of data files between the plans and
+// unit reads of one process — every stream of a `serve` process, every
+// epoch of a training stream — and, through a source's side cache
+// (fetch.SideCache: the Hub's cache folder), between the processes of a
+// node: a footer is fetched from storage once per node.
+//
+// It holds a parsed footer while a plan or a unit read uses it, and keeps
+// up to Keep bytes (estimated) of footers no read uses, least recently
+// used first out; units planned with a Footers (PlanOptions) refer to
+// their file's footer through it instead of holding it, so a run's plan
+// does not pin every footer. A footer dropped and needed again is read
+// again: from the side cache for remote files, from the file otherwise.
+// It is safe for concurrent use.
+type Footers struct {
+	keep int64
+
+	mu   sync.Mutex
+	m    map[string]*footerEntry
+	lru  *list.List // unused entries, least recently used first
+	kept int64      // cost of the entries in lru
+
+	reads, sideHits, hits atomic.Int64
+}
+
+// DefaultFooterKeep is the default Footers bound on footers no read uses:
+// 64 MiB, about 37 files of a 100k-frame row-group-per-episode dataset.
+const DefaultFooterKeep = 64 << 20
+
+// footerKind is the side cache kind of footers.
+const footerKind = "footers"
+
+type footerEntry struct {
+	key  string
+	done chan struct{}
+	ft   *footer
+	err  error
+	refs int
+	el   *list.Element
+	cost int64
+}
+
+// NewFooters returns a footer store keeping up to keep bytes of unused
+// parsed footers (0: DefaultFooterKeep; negative: none).
+func NewFooters(keep int64) *Footers {
+	if keep == 0 {
+		keep = DefaultFooterKeep
+	}
+	return &Footers{keep: max(keep, 0), m: map[string]*footerEntry{}, lru: list.New()}
+}
+
+// FooterStats counts a Footers' work.
+type FooterStats struct {
+	// Reads are footers read from files, SideHits footers read from a
+	// side cache, Hits footers found parsed in memory.
+	Reads, SideHits, Hits int64
+	// Held is the number of footers in memory, Kept the estimated bytes
+	// of those no read uses.
+	Held int
+	Kept int64
+}
+
+// Stats returns the store's counters.
+func (s *Footers) Stats() FooterStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return FooterStats{Reads: s.reads.Load(), SideHits: s.sideHits.Load(), Hits: s.hits.Load(), Held: len(s.m), Kept: s.kept}
+}
+
+// footerCost estimates a parsed footer's memory: the parsed metadata takes
+// about four times its thrift bytes.
+func footerCost(ft *footer) int64 { return 4*int64(len(ft.tail)) + 4096 }
+
+// acquire returns the footer of f (name in src), reading it (or its side
+// cache entry) when no other user has it, and a release function to call
+// once done with it.
+func (s *Footers) acquire(ctx context.Context, src fetch.Source, name string, f fetch.File) (*footer, func(), error) {
+	key := src.ID() + "\x00" + src.Revision() + "\x00" + name + "\x00" + strconv.FormatInt(f.Size(), 10)
+	s.mu.Lock()
+	e := s.m[key]
+	if e == nil {
+		e = &footerEntry{key: key, done: make(chan struct{}), refs: 1}
+		s.m[key] = e
+		s.mu.Unlock()
+		e.ft, e.err = s.load(src, name, f)
+		if e.err != nil {
+			s.mu.Lock()
+			delete(s.m, key)
+			s.mu.Unlock()
+		} else {
+			e.cost = footerCost(e.ft)
+		}
+		close(e.done)
+	} else {
+		e.refs++
+		if e.el != nil {
+			s.lru.Remove(e.el)
+			e.el = nil
+			s.kept -= e.cost
+		}
+		s.mu.Unlock()
+		s.hits.Add(1)
+		select {
+		case <-e.done:
+		case <-ctx.Done():
+			s.release(e)
+			return nil, nil, ctx.Err()
+		}
+	}
+	if e.err != nil {
+		s.release(e)
+		return nil, nil, e.err
+	}
+	var once sync.Once
+	return e.ft, func() { once.Do(func() { s.release(e) }) }, nil
+}
+
+// release drops one use of e; an unused footer joins the LRU, and the
+// least recently used ones beyond the bound are dropped.
+func (s *Footers) release(e *footerEntry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e.refs--
+	if e.refs > 0 || e.err != nil || s.m[e.key] != e {
+		return
+	}
+	e.el = s.lru.PushBack(e)
+	s.kept += e.cost
+	for s.kept > s.keep && s.lru.Len() > 0 {
+		old := s.lru.Remove(s.lru.Front()).(*footerEntry)
+		old.el = nil
+		s.kept -= old.cost
+		delete(s.m, old.key)
+	}
+}
+
+// load reads f's footer. A remote file's (one that takes range requests)
+// comes from the source's side cache when it is there, and goes into it
+// when it is read: the cache key is the file's identity at the pinned
+// revision (name and size at a commit), and an entry is checked like a
+// footer read from the file (parseFooter) before it is used.
+func (s *Footers) load(src fetch.Source, name string, f fetch.File) (*footer, error) {
+	size := f.Size()
+	sc, side := src.(fetch.SideCache)
+	if _, remote := f.(fetch.Prefetcher); !remote {
+		side = false
+	}
+	if side {
+		if tail, ok := sc.ReadSide(footerKind, name, size); ok {
+			if ft, err := parseFooter(tail, size); err == nil {
+				s.sideHits.Add(1)
+				return ft, nil
+			}
+		}
+	}
+	ft, err := readFooter(f, size)
+	if err != nil {
+		return nil, err
+	}
+	s.reads.Add(1)
+	if side {
+		sc.WriteSide(footerKind, name, size, ft.tail)
+	}
+	return ft, nil
+}
+
+// open opens name and returns its footer with the release function.
+func (s *Footers) open(ctx context.Context, src fetch.Source, name string) (*footer, func(), error) {
+	f, err := src.Open(ctx, name)
+	if err != nil {
+		return nil, nil, fileErr(src.ID(), name, err)
+	}
+	defer f.Close()
+	ft, release, err := s.acquire(ctx, src, name, f)
+	if err != nil {
+		return nil, nil, fileErr(src.ID(), name, err)
+	}
+	return ft, release, nil
+}
+
+// openUnitFile opens u's data file with its footer: the footer Plan kept
+// in the unit, or the store's (released when the returned file is
+// closed), or, for a unit not from Plan, the file's own.
+func openUnitFile(ctx context.Context, src fetch.Source, u *Unit) (*pfile, error) {
+	if u.pq == nil || u.pq.store == nil {
+		var ft *footer
+		if u.pq != nil {
+			ft = u.pq.footer
+		}
+		return openFile(ctx, src, u.File, ft)
+	}
+	f, err := src.Open(ctx, u.File)
+	if err != nil {
+		return nil, fileErr(src.ID(), u.File, err)
+	}
+	ft, release, err := u.pq.store.acquire(ctx, src, u.File, f)
+	if err != nil {
+		f.Close()
+		return nil, fileErr(src.ID(), u.File, err)
+	}
+	return &pfile{footer: ft, f: releasingFile(f, release), src: src, name: u.File}, nil
+}
+
+// releasingFile wraps f so that closing it also releases its footer; the
+// wrapper is a fetch.Prefetcher when f is.
+func releasingFile(f fetch.File, release func()) fetch.File {
+	r := &releaseOnClose{File: f, release: release}
+	if p, ok := f.(fetch.Prefetcher); ok {
+		return &releaseOnClosePrefetch{releaseOnClose: r, p: p}
+	}
+	return r
+}
+
+type releaseOnClose struct {
+	fetch.File
+	release func()
+}
+
+func (r *releaseOnClose) Close() error {
+	r.release()
+	return r.File.Close()
+}
+
+type releaseOnClosePrefetch struct {
+	*releaseOnClose
+	p fetch.Prefetcher
+}
+
+func (r *releaseOnClosePrefetch) Prefetch(ctx context.Context, ranges []fetch.Range) error {
+	return r.p.Prefetch(ctx, ranges)
+}
