@@ -2,16 +2,11 @@ package pipeline
 
 import (
 	"context"
-	"encoding/binary"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 
-	"github.com/lrstream/lrstream/bench/datagen"
 	"github.com/lrstream/lrstream/fetch"
 	"github.com/lrstream/lrstream/render"
 	"github.com/lrstream/lrstream/sink"
@@ -267,157 +262,6 @@ func TestPartitionedReadsOnlyItsShare(t *testing.T) {
 			all = units
 		} else if units != all {
 			t.Fatalf("C=%d: consumers open %d row groups in all, one consumer %d", C, units, all)
-		}
-	}
-}
-
-// storageCount counts what one consumer reads from its source: bytes of
-// data files' footers and of their row groups.
-type storageCount struct {
-	footer, data atomic.Int64
-	tails        map[string]int64 // file -> footer bytes (with the length and magic)
-}
-
-type storageSource struct {
-	fetch.Source
-	c *storageCount
-}
-
-func (s storageSource) Open(ctx context.Context, name string) (fetch.File, error) {
-	f, err := s.Source.Open(ctx, name)
-	if err != nil || !strings.HasPrefix(name, "data/") {
-		return f, err
-	}
-	return storageFile{f, s.c, f.Size() - s.c.tails[name]}, nil
-}
-
-type storageFile struct {
-	fetch.File
-	c      *storageCount
-	footer int64 // offset where the footer starts
-}
-
-func (f storageFile) ReadAt(p []byte, off int64) (int, error) {
-	n, err := f.File.ReadAt(p, off)
-	end := off + int64(n)
-	if end > f.footer {
-		from := max(off, f.footer)
-		f.c.footer.Add(end - from)
-		end = from
-	}
-	if end > off {
-		f.c.data.Add(end - off)
-	}
-	return n, err
-}
-
-// footerTails returns each data file's footer size (parquet: footer,
-// 4-byte length, "PAR1").
-func footerTails(t *testing.T, dir string) map[string]int64 {
-	t.Helper()
-	out := map[string]int64{}
-	err := filepath.WalkDir(filepath.Join(dir, "data"), func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, path)
-		out[filepath.ToSlash(rel)] = int64(binary.LittleEndian.Uint32(b[len(b)-8:])) + 8
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// TestStorageBytesPerConsumer measures, as consumers grow 1 → 64, the
-// bytes each consumer reads from storage (the source: what a Hub range
-// stream fetches) and the frames it decodes, for both orders: the
-// partitioned order's consumers read about 1/C each and 1× in total
-// (plus every file's footer per consumer), the global order's C× in
-// total. go test -run TestStorageBytesPerConsumer -v prints the table of
-// docs/training.md.
-func TestStorageBytesPerConsumer(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "ds")
-	if _, err := datagen.Generate(context.Background(), dir, datagen.Options{Episodes: 128, MinFrames: 40, MaxFrames: 60,
-		FramesPerFile: 1200, Cameras: []string{}, Dim: 6, Tasks: 3, Seed: 2, Workers: 1}); err != nil {
-		t.Fatal(err)
-	}
-	tails := footerTails(t, dir)
-	base := datasetConfig(t, dir, demoConfig(t, render.ModeFallback).Recipe)
-	so := StreamOptions{BatchSize: 4}
-	var total int64
-	for _, e := range base.Dataset.Episodes {
-		total += e.Length
-	}
-	type result struct {
-		data, footer, maxData, maxFrames, served int64
-	}
-	run := func(order string, C int) result {
-		var r result
-		for c := 0; c < C; c++ {
-			cnt := &storageCount{tails: tails}
-			cfg := *base
-			cfg.Source = storageSource{base.Source, cnt}
-			cfg.Workers = 1
-			to := TrainOptions{Shuffle: true, Seed: 1, BufferSize: 256, Epochs: 1, Order: order, Partitions: 64,
-				Consumers: C, Consumer: c, WorldSize: C}
-			st, err := Train(context.Background(), &cfg, so, to, sink.Discard())
-			if err != nil {
-				t.Fatalf("%s C=%d consumer %d: %v", order, C, c, err)
-			}
-			r.data += cnt.data.Load()
-			r.footer += cnt.footer.Load()
-			r.maxData = max(r.maxData, cnt.data.Load())
-			r.maxFrames = max(r.maxFrames, st.Frames)
-			r.served += st.Frames
-		}
-		return r
-	}
-	// The projected columns, read once: a plain pass.
-	plain := &storageCount{tails: tails}
-	pc := *base
-	pc.Source = storageSource{base.Source, plain}
-	if _, err := Stream(context.Background(), &pc, so, sink.Discard()); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%d frames, %d data files, projected columns %d bytes (a plain pass); bytes of row groups read (× one consumer's), footer bytes, frames served", total, len(tails), plain.data.Load())
-	one := run(OrderPartitioned, 1)
-	gone := run(OrderGlobal, 1)
-	// A consumer reads the language columns twice (the keep index, then
-	// its batches) and the other projected columns once.
-	ratio := float64(one.data) / float64(plain.data.Load())
-	t.Logf("one consumer reads %.2f× the projected columns", ratio)
-	if ratio < 1 || ratio > 2 {
-		t.Errorf("one consumer reads %.2f× the projected columns, want 1-2×", ratio)
-	}
-	t.Logf("| consumers | partitioned: total | per consumer (max) | footers | frames per consumer (max) | global: total | per consumer (max) |")
-	for _, C := range []int{1, 2, 8, 64} {
-		p := run(OrderPartitioned, C)
-		var g result
-		if C <= 2 { // the global order's cost is C× one consumer's: two points show it
-			g = run(OrderGlobal, C)
-		}
-		t.Logf("| %d | %d (%.2f×) | %d (%.3f×) | %d | %d (%.3f of %d) | %d (%.2f×) | %d |", C,
-			p.data, float64(p.data)/float64(one.data), p.maxData, float64(p.maxData)/float64(one.data), p.footer,
-			p.maxFrames, float64(p.maxFrames)/float64(one.served), one.served,
-			g.data, float64(g.data)/float64(gone.data), g.maxData)
-		// Every consumer's row groups together are read about once...
-		if float64(p.data) > 1.05*float64(one.data) {
-			t.Errorf("partitioned C=%d: %d row group bytes in all, one consumer reads %d", C, p.data, one.data)
-		}
-		// ... each consumer reads and serves about 1/C (partitions are
-		// balanced by frames, not bytes: 1.5/C allows for that).
-		if float64(p.maxData) > 1.5*float64(one.data)/float64(C) || float64(p.maxFrames) > 1.5*float64(one.served)/float64(C) {
-			t.Errorf("partitioned C=%d: a consumer reads %d bytes and serves %d frames, one consumer %d and %d", C, p.maxData, p.maxFrames, one.data, one.served)
-		}
-		// The global order: every consumer reads nearly everything.
-		if C > 1 && g.data != 0 && float64(g.data) < 0.8*float64(C)*float64(gone.data) {
-			t.Errorf("global C=%d: %d bytes in all, expected about %d× %d", C, g.data, C, gone.data)
 		}
 	}
 }

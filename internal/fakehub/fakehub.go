@@ -98,6 +98,8 @@ type Hub struct {
 	// path, Bytes the body bytes served per path.
 	Gets  map[string]int
 	Bytes map[string]int64
+	// Spans are the byte ranges served per path, in order.
+	Spans map[string][]Span
 	// CDNAuth counts requests reaching the CDN with an Authorization
 	// header; Unpinned tree/resolve requests not pinned to SHA.
 	CDNAuth, Unpinned int
@@ -122,6 +124,7 @@ func New(t testing.TB, dir string, o Options) *Hub {
 		ID: o.ID, SHA: o.SHA, PageSize: o.PageSize,
 		Files: map[string]*File{}, ByHash: map[string]*File{},
 		Counts: map[string]int{}, Ranged: map[string]int{}, Gets: map[string]int{}, Bytes: map[string]int64{},
+		Spans: map[string][]Span{},
 		WrongEtag: map[string]bool{}, Corrupt: map[string]bool{}, SeenAuth: map[string]string{},
 	}
 	if h.SHA == "" {
@@ -190,6 +193,21 @@ func (h *Hub) Snapshot() map[string]int {
 	return m
 }
 
+// Span is a byte range served: Len bytes from Off.
+type Span struct{ Off, Len int64 }
+
+// ServedSpans returns the byte ranges served per path since the last
+// ResetServed.
+func (h *Hub) ServedSpans() map[string][]Span {
+	h.Mu.Lock()
+	defer h.Mu.Unlock()
+	out := make(map[string][]Span, len(h.Spans))
+	for k, v := range h.Spans {
+		out[k] = append([]Span(nil), v...)
+	}
+	return out
+}
+
 // Served returns the body bytes served per path since the last
 // ResetServed, and the content requests per path.
 func (h *Hub) Served() (map[string]int64, map[string]int) {
@@ -212,6 +230,7 @@ func (h *Hub) ResetServed() {
 	defer h.Mu.Unlock()
 	clear(h.Bytes)
 	clear(h.Gets)
+	clear(h.Spans)
 }
 
 // ExpireSignatures makes every CDN URL issued so far expired.
@@ -389,6 +408,7 @@ func (h *Hub) serveBytes(w http.ResponseWriter, r *http.Request, f *File, fl *Fa
 	w.Header().Set("Content-Type", "application/octet-stream")
 	status := http.StatusOK
 	body := data
+	var off int64
 	if rng := r.Header.Get("Range"); rng != "" && !ignore {
 		start, end, ok := ParseRange(rng, int64(len(data)))
 		if !ok {
@@ -397,6 +417,7 @@ func (h *Hub) serveBytes(w http.ResponseWriter, r *http.Request, f *File, fl *Fa
 			return
 		}
 		body = data[start : end+1]
+		off = start
 		status = http.StatusPartialContent
 		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, end, len(data)))
 	}
@@ -409,6 +430,7 @@ func (h *Hub) serveBytes(w http.ResponseWriter, r *http.Request, f *File, fl *Fa
 		h.Mu.Lock()
 		h.Gets[f.Path]++
 		h.Bytes[f.Path] += int64(n)
+		h.Spans[f.Path] = append(h.Spans[f.Path], Span{Off: off, Len: int64(n)})
 		h.Mu.Unlock()
 	}
 	if fl != nil && fl.Stall {
