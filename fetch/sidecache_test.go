@@ -2,8 +2,8 @@ package fetch
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"context"
+	"crypto/sha256"
 	"os"
 	"path/filepath"
 	"strings"

@@ -124,7 +124,7 @@ func New(t testing.TB, dir string, o Options) *Hub {
 		ID: o.ID, SHA: o.SHA, PageSize: o.PageSize,
 		Files: map[string]*File{}, ByHash: map[string]*File{},
 		Counts: map[string]int{}, Ranged: map[string]int{}, Gets: map[string]int{}, Bytes: map[string]int64{},
-		Spans: map[string][]Span{},
+		Spans:     map[string][]Span{},
 		WrongEtag: map[string]bool{}, Corrupt: map[string]bool{}, SeenAuth: map[string]string{},
 	}
 	if h.SHA == "" {
