@@ -3,6 +3,8 @@ package shard
 import (
 	"container/list"
 	"context"
+	"encoding/binary"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -16,13 +18,15 @@ import (
 // (fetch.SideCache: the Hub's cache folder), between the processes of a
 // node: a footer is fetched from storage once per node.
 //
-// It holds a parsed footer while a plan or a unit read uses it, and keeps
-// up to Keep bytes (estimated) of footers no read uses, least recently
-// used first out; units planned with a Footers (PlanOptions) refer to
-// their file's footer through it instead of holding it, so a run's plan
-// does not pin every footer. A footer dropped and needed again is read
-// again: from the side cache for remote files, from the file otherwise.
-// It is safe for concurrent use.
+// It holds a parsed footer while a plan uses it, and keeps a bounded
+// number of bytes (estimated) of footers no plan uses, least recently
+// used first out. Units planned with a Footers (PlanOptions) do not hold
+// their file's footer: each keeps the footer of its own row group alone
+// (the file's schema and that row group's column chunks, a few KiB in
+// thrift bytes), parsed when the unit is read, so a run's plan does not
+// pin every file's footer. A footer dropped and needed again (by another
+// plan: the next epoch's) is read again: from the side cache for remote
+// files, from the file otherwise. It is safe for concurrent use.
 type Footers struct {
 	keep int64
 
@@ -189,54 +193,56 @@ func (s *Footers) open(ctx context.Context, src fetch.Source, name string) (*foo
 	return ft, release, nil
 }
 
-// openUnitFile opens u's data file with its footer: the footer Plan kept
-// in the unit, or the store's (released when the returned file is
-// closed), or, for a unit not from Plan, the file's own.
-func openUnitFile(ctx context.Context, src fetch.Source, u *Unit) (*pfile, error) {
-	if u.pq == nil || u.pq.store == nil {
+// openUnitFile opens u's data file with its footer and returns the index
+// of u's row group in it: the footer Plan kept in the unit, or, for units
+// planned through a Footers, the unit's own footer holding its row group
+// alone (unitTail), or, for a unit not from Plan, the file's own.
+func openUnitFile(ctx context.Context, src fetch.Source, u *Unit) (*pfile, int, error) {
+	if u.meta == nil {
 		var ft *footer
 		if u.pq != nil {
 			ft = u.pq.footer
 		}
-		return openFile(ctx, src, u.File, ft)
+		p, err := openFile(ctx, src, u.File, ft)
+		return p, u.RowGroup, err
 	}
 	f, err := src.Open(ctx, u.File)
 	if err != nil {
-		return nil, fileErr(src.ID(), u.File, err)
+		return nil, 0, fileErr(src.ID(), u.File, err)
 	}
-	ft, release, err := u.pq.store.acquire(ctx, src, u.File, f)
-	if err != nil {
+	fail := func(err error) (*pfile, int, error) {
 		f.Close()
-		return nil, fileErr(src.ID(), u.File, err)
+		return nil, 0, fileErr(src.ID(), u.File, err)
 	}
-	return &pfile{footer: ft, f: releasingFile(f, release), src: src, name: u.File}, nil
-}
-
-// releasingFile wraps f so that closing it also releases its footer; the
-// wrapper is a fetch.Prefetcher when f is.
-func releasingFile(f fetch.File, release func()) fetch.File {
-	r := &releaseOnClose{File: f, release: release}
-	if p, ok := f.(fetch.Prefetcher); ok {
-		return &releaseOnClosePrefetch{releaseOnClose: r, p: p}
+	if u.pq != nil && f.Size() != u.pq.size {
+		return fail(fmt.Errorf("file changed: %d bytes, %d when its footer was read", f.Size(), u.pq.size))
 	}
-	return r
+	ft, err := parseFooter(u.meta, f.Size())
+	if err != nil {
+		return fail(err)
+	}
+	return &pfile{footer: ft, f: f, src: src, name: u.File}, 0, nil
 }
 
-type releaseOnClose struct {
-	fetch.File
-	release func()
-}
-
-func (r *releaseOnClose) Close() error {
-	r.release()
-	return r.File.Close()
-}
-
-type releaseOnClosePrefetch struct {
-	*releaseOnClose
-	p fetch.Prefetcher
-}
-
-func (r *releaseOnClosePrefetch) Prefetch(ctx context.Context, ranges []fetch.Range) error {
-	return r.p.Prefetch(ctx, ranges)
+// unitTail returns the tail (footer, its length, "PAR1") of a footer that
+// is ft's with row group rg alone: what a unit planned through a Footers
+// keeps instead of its file's footer (a few KiB, not the file's every row
+// group), parsed when the unit is read.
+func (ft *footer) unitTail(rg int) []byte {
+	l, sp := ft.shape.rgList, ft.shape.rgSpans[rg]
+	b := make([]byte, 0, l[0]+1+sp[1]-sp[0]+len(ft.raw)-l[1]+8)
+	b = append(b, ft.raw[:l[0]]...)
+	b = append(b, 1<<4|tcStruct) // a list of one struct
+	if ord := ft.shape.rgOrdinals[rg]; ord[0] >= 0 {
+		// Its ordinal becomes 0, its place in the list (parquet-go
+		// checks it): a zigzag varint of one byte.
+		b = append(b, ft.raw[sp[0]:ord[0]]...)
+		b = append(b, 0)
+		b = append(b, ft.raw[ord[1]:sp[1]]...)
+	} else {
+		b = append(b, ft.raw[sp[0]:sp[1]]...)
+	}
+	b = append(b, ft.raw[l[1]:]...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(b)))
+	return append(b, "PAR1"...)
 }

@@ -93,8 +93,8 @@ func TestFootersShared(t *testing.T) {
 					return
 				}
 				for _, u := range units {
-					if u.pq == nil || u.pq.footer != nil {
-						t.Errorf("unit %s/%d holds its footer", u.File, u.RowGroup)
+					if u.pq == nil || u.pq.footer != nil || u.meta == nil {
+						t.Errorf("unit %s/%d holds its file's footer", u.File, u.RowGroup)
 					}
 					b, err := ReadUnit(ctx, src, ds, u, Options{})
 					if err != nil {
@@ -150,12 +150,13 @@ func TestFootersShared(t *testing.T) {
 		src := newSide()
 		store := NewFooters(-1)
 		read(t, src, store, 1)
+		read(t, src, store, 1) // the next epoch's plan
 		st := store.Stats()
 		if st.Held != 0 || st.Kept != 0 {
 			t.Fatalf("a store keeping nothing holds %d footers (%d bytes) after the run", st.Held, st.Kept)
 		}
 		// Dropped footers come back from the side cache.
-		if st.Reads != int64(len(files)) || st.SideHits == 0 {
+		if st.Reads != int64(len(files)) || st.SideHits != int64(len(files)) {
 			t.Fatalf("%d footers read from the files, %d from the side cache, for %d files", st.Reads, st.SideHits, len(files))
 		}
 	})
@@ -178,4 +179,34 @@ func mustFooter(t *testing.T, src fetch.Source, name string) *footer {
 	}
 	defer p.Close()
 	return p.footer
+}
+
+// TestUnitFootersConformance: units planned through a Footers, each
+// reading with its own row group's footer (unitTail), decode every
+// conformance dataset exactly as units holding their file's footer.
+func TestUnitFootersConformance(t *testing.T) {
+	ctx := context.Background()
+	for _, dir := range conformanceDatasets(t) {
+		src := mustDir(t, dir)
+		ds, want := readAll(t, src, Selection{}, Options{})
+		units, err := PlanWith(ctx, src, ds, Selection{}, PlanOptions{Footers: NewFooters(-1)})
+		if err != nil {
+			t.Fatalf("%s: %v", dir, err)
+		}
+		if len(units) != len(want) {
+			t.Fatalf("%s: %d units, want %d", dir, len(units), len(want))
+		}
+		for i, u := range units {
+			if u.meta == nil || len(u.meta) >= int(u.pq.size) {
+				t.Fatalf("%s: unit %d has no footer of its own", dir, i)
+			}
+			b, err := ReadUnit(ctx, src, ds, u, Options{})
+			if err != nil {
+				t.Fatalf("%s: %v", dir, err)
+			}
+			if !reflect.DeepEqual(b, want[i]) {
+				t.Fatalf("%s %s row group %d: decoded differently with its own footer", dir, u.File, u.RowGroup)
+			}
+		}
+	}
 }

@@ -31,8 +31,11 @@ type Unit struct {
 	Partial bool
 
 	// pq holds the file's parsed footer, shared by the file's units so
-	// that ReadUnit does not read it again, and the plan's read buffers.
-	pq *pqFile
+	// that ReadUnit does not read it again, and the plan's read buffers;
+	// or, planned through a Footers, the file's size, and meta the footer
+	// of the unit's row group alone (see unitTail).
+	pq   *pqFile
+	meta []byte
 }
 
 // planFile is a data file with selected episodes.
@@ -172,8 +175,11 @@ func planRowGroups(src fetch.Source, f *planFile, sel Selection, bufs *readBuffe
 		return nil, fileErr(src.ID(), f.path, errors.New("no episode_index column"))
 	}
 	pq := &pqFile{footer: ft, bufs: bufs}
+	if store != nil && len(ft.shape.rgSpans) != ft.numRowGroups() {
+		return nil, fileErr(src.ID(), f.path, fmt.Errorf("corrupt footer: %d row groups parsed, %d walked", ft.numRowGroups(), len(ft.shape.rgSpans)))
+	}
 	if store != nil {
-		pq = &pqFile{store: store, bufs: bufs} // the units find the footer in the store
+		pq = &pqFile{size: ft.size, bufs: bufs} // each unit keeps its row group's footer
 	}
 	var units []Unit
 	for rg := 0; rg < ft.numRowGroups(); rg++ {
@@ -197,6 +203,9 @@ func planRowGroups(src fetch.Source, f *planFile, sel Selection, bufs *readBuffe
 			continue
 		}
 		u.Partial = !sel.All() && (!ok || len(u.Episodes) < present || hi-lo+1 > int64(present)) || f.foreign[rg]
+		if store != nil {
+			u.meta = ft.unitTail(rg)
+		}
 		units = append(units, u)
 	}
 	return units, nil

@@ -31,6 +31,8 @@ type footer struct {
 	// raw is the footer's thrift bytes; tail is raw followed by its
 	// length and "PAR1" (what a footer cache keeps).
 	raw, tail []byte
+	// shape is what the thrift walk learnt (row groups' byte spans).
+	shape footerShape
 	// leaves lists the leaf columns in schema order (leaf i is column
 	// chunk i of every row group).
 	leaves []*parquet.Column
@@ -106,6 +108,9 @@ func parseFooter(tail []byte, size int64) (ft *footer, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(shape.rgSpans) > 0 && (shape.rgList[0] <= 0 || shape.rgList[1] > len(raw)) {
+		return nil, errors.New("corrupt footer: row groups outside the footer")
+	}
 	for rg, c := range shape.rgColumns {
 		if c != shape.leaves {
 			return nil, fmt.Errorf("row group %d: %d column chunks for %d columns", rg, c, shape.leaves)
@@ -118,7 +123,7 @@ func parseFooter(tail []byte, size int64) (ft *footer, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("parquet footer: %w", err)
 	}
-	ft = &footer{file: pf, size: size, raw: raw, tail: tail}
+	ft = &footer{file: pf, size: size, raw: raw, tail: tail, shape: shape}
 	if err := ft.check(); err != nil {
 		return nil, err
 	}

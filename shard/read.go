@@ -502,7 +502,7 @@ func (d *decoder) language() error {
 // (FileColumnChunk.PagesFrom), and the plan's read buffers.
 type pqFile struct {
 	footer *footer
-	store  *Footers     // where the footer is, when footer is nil (footers.go)
+	size   int64        // the file's size, when footer is nil (units keep their row group's, footers.go)
 	bufs   *readBuffers // the plan's read buffers (nil: none kept)
 }
 
@@ -564,14 +564,14 @@ func (g *pqGroup) numValues(c int) int64 {
 // path's one dependency on the footer, the one Plan read (u.pq); a unit
 // without one (not from Plan) has its footer read from the file.
 func pqOpen(ctx context.Context, src fetch.Source, u *Unit) (*pqGroup, fetch.File, error) {
-	p, err := openUnitFile(ctx, src, u)
+	p, rg, err := openUnitFile(ctx, src, u)
 	if err != nil {
 		if se := (*Error)(nil); errors.As(err, &se) && se.RowGroup < 0 {
 			se.RowGroup = u.RowGroup
 		}
 		return nil, nil, err
 	}
-	return &pqGroup{pf: p.file, rg: u.RowGroup, r: p.f}, p.f, nil
+	return &pqGroup{pf: p.file, rg: rg, r: p.f}, p.f, nil
 }
 
 // memRanges serves reads inside its byte ranges from memory, others from

@@ -10,6 +10,12 @@ import (
 type footerShape struct {
 	leaves    int
 	rgColumns []int
+	// rgList is the byte range of the row_groups list (its header
+	// included), rgSpans each row group's, rgOrdinals the range of each
+	// row group's ordinal value ({-1, -1}: none).
+	rgList     [2]int
+	rgSpans    [][2]int
+	rgOrdinals [][2]int
 }
 
 // maxFooterDepth bounds struct nesting in a footer (parquet's own nests
@@ -41,9 +47,26 @@ func checkFooterThrift(b []byte) (footerShape, error) {
 				})
 			})
 		case id == 4 && typ == tcList: // row_groups: list<RowGroup>
+			if shape.rgSpans != nil || shape.rgList[1] != 0 {
+				return false, errors.New("row_groups given twice")
+			}
+			shape.rgList[0] = w.off
+			defer func() { shape.rgList[1] = w.off }()
+			shape.rgSpans = [][2]int{}
 			return true, w.list(1, func() error {
+				start, ord := w.off, [2]int{-1, -1}
+				defer func() {
+					shape.rgSpans = append(shape.rgSpans, [2]int{start, w.off})
+					shape.rgOrdinals = append(shape.rgOrdinals, ord)
+				}()
 				cols := 0
 				err := w.structure(2, func(id int16, typ byte) (bool, error) {
+					if id == 7 && typ == tcI16 { // ordinal
+						ord[0] = w.off
+						_, err := w.uvarint()
+						ord[1] = w.off
+						return true, err
+					}
 					if id != 1 || typ != tcList { // columns: list<ColumnChunk>
 						return false, nil
 					}
