@@ -80,9 +80,14 @@ func (m *keepMemo) index(ctx context.Context, cfg *Config, eps []int64) (*keepIn
 		}
 	}
 	idx, ok, err := m.assemble(ctx, cfg)
-	if err != nil || ok {
-		return idx, err
+	if err != nil {
+		return nil, err
 	}
+	if ok && !(cfg.SkipErrors && cfg.MaxErrors > 0 && idx.stats.Errors > cfg.MaxErrors) {
+		return idx, nil
+	}
+	// Not assembled, or more failed frames than --max-errors allows: read,
+	// so that the error names a frame as it always did.
 	return build(cfg)
 }
 
