@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -195,8 +196,8 @@ func (s *Footers) open(ctx context.Context, src fetch.Source, name string) (*foo
 
 // openUnitFile opens u's data file with its footer and returns the index
 // of u's row group in it: the footer Plan kept in the unit, or, for units
-// planned through a Footers, the unit's own footer holding its row group
-// alone (unitTail), or, for a unit not from Plan, the file's own.
+// planned through a Footers, a footer of its row group alone (unitTail),
+// or, for a unit not from Plan, the file's own.
 func openUnitFile(ctx context.Context, src fetch.Source, u *Unit) (*pfile, int, error) {
 	if u.meta == nil {
 		var ft *footer
@@ -214,35 +215,43 @@ func openUnitFile(ctx context.Context, src fetch.Source, u *Unit) (*pfile, int, 
 		f.Close()
 		return nil, 0, fileErr(src.ID(), u.File, err)
 	}
-	if u.pq != nil && f.Size() != u.pq.size {
+	if f.Size() != u.pq.size {
 		return fail(fmt.Errorf("file changed: %d bytes, %d when its footer was read", f.Size(), u.pq.size))
 	}
-	ft, err := parseFooter(u.meta, f.Size())
+	ft, err := parseFooter(unitTail(u.pq.head, u.meta, u.pq.foot), f.Size())
 	if err != nil {
 		return fail(err)
 	}
 	return &pfile{footer: ft, f: f, src: src, name: u.File}, 0, nil
 }
 
-// unitTail returns the tail (footer, its length, "PAR1") of a footer that
-// is ft's with row group rg alone: what a unit planned through a Footers
-// keeps instead of its file's footer (a few KiB, not the file's every row
-// group), parsed when the unit is read.
-func (ft *footer) unitTail(rg int) []byte {
-	l, sp := ft.shape.rgList, ft.shape.rgSpans[rg]
-	b := make([]byte, 0, l[0]+1+sp[1]-sp[0]+len(ft.raw)-l[1]+8)
-	b = append(b, ft.raw[:l[0]]...)
-	b = append(b, 1<<4|tcStruct) // a list of one struct
-	if ord := ft.shape.rgOrdinals[rg]; ord[0] >= 0 {
-		// Its ordinal becomes 0, its place in the list (parquet-go
-		// checks it): a zigzag varint of one byte.
-		b = append(b, ft.raw[sp[0]:ord[0]]...)
-		b = append(b, 0)
-		b = append(b, ft.raw[ord[1]:sp[1]]...)
-	} else {
-		b = append(b, ft.raw[sp[0]:sp[1]]...)
+// unitRowGroup returns row group rg's thrift struct with its ordinal set
+// to 0 (its place in a list of one; parquet-go checks it): what a unit
+// planned through a Footers keeps of its file's footer, with the footer's
+// bytes before and after the row_groups list shared by the file's units
+// (pqFile.head, pqFile.foot; see unitTail).
+func (ft *footer) unitRowGroup(rg int) []byte {
+	sp := ft.shape.rgSpans[rg]
+	ord := ft.shape.rgOrdinals[rg]
+	if ord[0] < 0 {
+		return slices.Clone(ft.raw[sp[0]:sp[1]])
 	}
-	b = append(b, ft.raw[l[1]:]...)
+	b := make([]byte, 0, sp[1]-sp[0])
+	b = append(b, ft.raw[sp[0]:ord[0]]...)
+	b = append(b, 0) // zigzag 0: one byte
+	return append(b, ft.raw[ord[1]:sp[1]]...)
+}
+
+// unitTail returns the tail (footer, its length, "PAR1") of the footer of
+// one row group: head (the file's footer up to its row_groups list), a
+// list of the one row group, foot (the rest of the footer). It is parsed
+// when the unit is read.
+func unitTail(head, rowGroup, foot []byte) []byte {
+	b := make([]byte, 0, len(head)+1+len(rowGroup)+len(foot)+8)
+	b = append(b, head...)
+	b = append(b, 1<<4|tcStruct) // a list of one struct
+	b = append(b, rowGroup...)
+	b = append(b, foot...)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(b)))
 	return append(b, "PAR1"...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 
@@ -32,8 +33,9 @@ type Unit struct {
 
 	// pq holds the file's parsed footer, shared by the file's units so
 	// that ReadUnit does not read it again, and the plan's read buffers;
-	// or, planned through a Footers, the file's size, and meta the footer
-	// of the unit's row group alone (see unitTail).
+	// or, planned through a Footers, the file's size and the footer's
+	// bytes around its row groups, and meta the unit's row group's
+	// metadata (see unitTail).
 	pq   *pqFile
 	meta []byte
 }
@@ -179,7 +181,10 @@ func planRowGroups(src fetch.Source, f *planFile, sel Selection, bufs *readBuffe
 		return nil, fileErr(src.ID(), f.path, fmt.Errorf("corrupt footer: %d row groups parsed, %d walked", ft.numRowGroups(), len(ft.shape.rgSpans)))
 	}
 	if store != nil {
-		pq = &pqFile{size: ft.size, bufs: bufs} // each unit keeps its row group's footer
+		// Each unit keeps its row group's part of the footer; the rest
+		// is the file's units' (copied: the footer itself is let go).
+		l := ft.shape.rgList
+		pq = &pqFile{size: ft.size, bufs: bufs, head: slices.Clone(ft.raw[:l[0]]), foot: slices.Clone(ft.raw[l[1]:])}
 	}
 	var units []Unit
 	for rg := 0; rg < ft.numRowGroups(); rg++ {
@@ -204,7 +209,7 @@ func planRowGroups(src fetch.Source, f *planFile, sel Selection, bufs *readBuffe
 		}
 		u.Partial = !sel.All() && (!ok || len(u.Episodes) < present || hi-lo+1 > int64(present)) || f.foreign[rg]
 		if store != nil {
-			u.meta = ft.unitTail(rg)
+			u.meta = ft.unitRowGroup(rg)
 		}
 		units = append(units, u)
 	}

@@ -503,6 +503,8 @@ func (d *decoder) language() error {
 type pqFile struct {
 	footer *footer
 	size   int64        // the file's size, when footer is nil (units keep their row group's, footers.go)
+	head   []byte       // the footer before its row_groups list, when footer is nil
+	foot   []byte       // the footer after its row_groups list, when footer is nil
 	bufs   *readBuffers // the plan's read buffers (nil: none kept)
 }
 
