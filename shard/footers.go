@@ -22,10 +22,10 @@ import (
 // It holds a parsed footer while a plan uses it, and keeps a bounded
 // number of bytes (estimated) of footers no plan uses, least recently
 // used first out. Units planned with a Footers (PlanOptions) do not hold
-// their file's footer: each keeps the footer of its own row group alone
-// (the file's schema and that row group's column chunks, a few KiB in
-// thrift bytes), parsed when the unit is read, so a run's plan does not
-// pin every file's footer. A footer dropped and needed again (by another
+// their file's footer: each keeps its row group's thrift bytes (a few
+// KiB), the footer's other bytes are shared by the file's units, and a
+// unit's read parses a footer of its row group alone (unitTail), so a
+// run's plan does not pin every file's parsed footer. A footer dropped and needed again (by another
 // plan: the next epoch's) is read again: from the side cache for remote
 // files, from the file otherwise. It is safe for concurrent use.
 type Footers struct {
