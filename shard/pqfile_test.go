@@ -199,11 +199,29 @@ func FuzzReadFooter(f *testing.F) {
 		if err != nil {
 			return
 		}
+		if len(ft.shape.rgSpans) != ft.numRowGroups() {
+			t.Fatalf("thrift walk found %d row groups, parquet-go %d", len(ft.shape.rgSpans), ft.numRowGroups())
+		}
+		l := ft.shape.rgList
 		for rg := 0; rg < ft.numRowGroups(); rg++ {
 			for _, r := range ft.ranges(allLeaves(ft), []int{rg}) {
 				if r.Off < 0 || r.Len < 0 || r.Off+r.Len > int64(len(data)) {
 					t.Fatalf("row group %d: range %+v outside the %d-byte file", rg, r, len(data))
 				}
+			}
+			// The footer of this row group alone (what a unit planned
+			// through a Footers reads with) parses to the same row group.
+			one, err := parseFooter(unitTail(ft.raw[:l[0]], ft.unitRowGroup(rg), ft.raw[l[1]:]), int64(len(data)))
+			if err != nil {
+				t.Fatalf("row group %d alone: %v", rg, err)
+			}
+			if one.numRowGroups() != 1 || len(one.leaves) != len(ft.leaves) {
+				t.Fatalf("row group %d alone: %d row groups, %d leaves", rg, one.numRowGroups(), len(one.leaves))
+			}
+			a, b := *ft.rowGroup(rg), *one.rowGroup(0)
+			a.Ordinal, b.Ordinal = 0, 0
+			if !reflect.DeepEqual(a, b) {
+				t.Fatalf("row group %d alone parses differently", rg)
 			}
 		}
 	})
