@@ -14,8 +14,8 @@ import (
 // SideCache is implemented by sources that keep small data derived from
 // their files — parquet footers — in their on-disk cache, where the other
 // processes of the node and later runs find it. An entry is the data of
-// one file at the source's pinned revision: the same name and size at the
-// same commit is the same content.
+// one file at the source's pinned revision: the same name, size and
+// listed content hash at the same commit is the same content.
 type SideCache interface {
 	// ReadSide returns the data kept for (kind, name, size), or false when
 	// there is none (or it is damaged).
@@ -43,11 +43,22 @@ func (c *repoCache) sideDir(kind string) string {
 	return filepath.Join(c.dir, "lrstream-"+kind)
 }
 
-// sideKey is the entry's file name: a hash of its identity, so no remote
-// name can make it escape the directory.
-func sideKey(kind, sha, name string, size int64) string {
-	h := sha256.Sum256([]byte(kind + "\x00" + sha + "\x00" + name + "\x00" + strconv.FormatInt(size, 10)))
+// sideKey is the entry's file name: a hash of its identity (kind, commit,
+// path, size, and the listed content hash — the ETag — when the source has
+// listed the file), so no remote name can make it escape the directory.
+func sideKey(kind, sha, name string, size int64, etag string) string {
+	h := sha256.Sum256([]byte(kind + "\x00" + sha + "\x00" + name + "\x00" + strconv.FormatInt(size, 10) + "\x00" + etag))
 	return hex.EncodeToString(h[:])
+}
+
+// listedHash returns the content hash the listing gave for name, or "".
+func (h *Hub) listedHash(name string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e, ok := h.entries[name]; ok {
+		return e.blobHash()
+	}
+	return ""
 }
 
 // ReadSide returns the side cache entry of (kind, name, size) at the
@@ -56,7 +67,7 @@ func (h *Hub) ReadSide(kind, name string, size int64) ([]byte, bool) {
 	if ValidateRemotePath(name) != nil || ValidateRemotePath(kind) != nil {
 		return nil, false
 	}
-	p := filepath.Join(h.cache.sideDir(kind), sideKey(kind, h.sha, name, size))
+	p := filepath.Join(h.cache.sideDir(kind), sideKey(kind, h.sha, name, size, h.listedHash(name)))
 	b, err := os.ReadFile(p)
 	if err != nil {
 		return nil, false
@@ -112,7 +123,7 @@ func (h *Hub) writeSide(kind, name string, size int64, data []byte) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(dir, sideKey(kind, h.sha, name, size)))
+		err = os.Rename(tmp.Name(), filepath.Join(dir, sideKey(kind, h.sha, name, size, h.listedHash(name))))
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
