@@ -332,6 +332,103 @@ _HEADS = {0xC4: (1, "raw"), 0xC5: (2, "raw"), 0xC6: (4, "raw"), 0xC7: (1, "ext")
           0xDD: (4, "array"), 0xDE: (2, "map"), 0xDF: (4, "map")}
 
 
+# Walk mode (RawMessages.walk): array payloads at least this large are
+# received straight into their array's memory (recv_into / readinto), so
+# that the kernel's copy is the only one; smaller ones are copied from the
+# receive buffer.
+DIRECT_BYTES = 1 << 16
+# Walk mode reads the rest of a message (everything but those payloads) in
+# reads of at most this many bytes, so that little of a following payload
+# lands in the receive buffer (what does is copied from there).
+WALK_READ = 1 << 17
+
+
+# A stream whose batches carry at least this many bytes of numeric data
+# (camera frames, long action chunks; from the header) is read in walk mode
+# (RawMessages.walk, StreamReader).
+WALK_BYTES = 1 << 20
+
+
+def walk_stream(header: Dict[str, Any], walk_bytes: int = WALK_BYTES) -> bool:
+    """Whether a stream's batches carry walk_bytes of numeric data (camera
+    frames, long action chunks): from the header's features and batch size."""
+    total = 0
+    for f in header.get("features") or ():
+        try:
+            n = np.dtype(f["dtype"]).itemsize
+            for d in f.get("shape") or ():
+                n *= int(d)
+        except (TypeError, ValueError, KeyError):
+            continue
+        total += n
+    return total * int(header.get("batch_size") or 1) >= walk_bytes
+
+
+class _More(Exception):
+    """The bytes received so far end inside the value being parsed."""
+
+
+class _Short(Exception):
+    """The stream ended inside a message."""
+
+
+def _nd_head(buf, pos: int, tail: int):
+    """The head of a msgpack-numpy map at buf[pos:tail] in lrstream's
+    layout (keys nd, type, kind, shape, data; empty kind; fixarray shape of
+    ints): (dtype, shape, payload size, payload offset). Raises _More when
+    buf[:tail] ends inside the head, _Fallback for any other layout."""
+
+    def need(e: int) -> None:
+        if e > tail:
+            raise _More
+
+    need(pos + 1)
+    if buf[pos] != 0x85:
+        raise _Fallback
+    p = pos + 1
+    dt = shape = None
+    for key in _ND_KEYS:
+        need(p + 1)
+        a, e, _ = _raw(buf, p)
+        need(e)
+        if buf[a:e] != key:
+            raise _Fallback
+        p = e
+        need(p + 1)
+        if key == b"nd":
+            if buf[p] != 0xC3:
+                raise _Fallback
+            p += 1
+        elif key == b"shape":
+            b = buf[p]
+            if not 0x90 <= b <= 0x9F:
+                raise _Fallback
+            p += 1
+            shape = []
+            for _ in range(b & 0x0F):
+                need(p + 1)
+                b = buf[p]
+                if b > 0x7F and not 0xCC <= b <= 0xCF:
+                    raise _Fallback
+                need(p + 1 + (0 if b <= 0x7F else 1 << (b - 0xCC)))
+                v, p = _scalar(buf, p)
+                shape.append(v)
+        else:
+            a, e, _ = _raw(buf, p)
+            if key == b"data":
+                need(a)
+                return dt, shape, e - a, a
+            need(e)
+            if key == b"type":
+                dt = _np_dtype(bytes(buf[a:e]))
+                if dt.hasobject or dt.itemsize == 0:
+                    raise _Fallback
+            elif e != a:  # kind: object and structured arrays take msgpack-numpy's path
+                raise _Fallback
+            p = e
+    raise _Fallback  # not reached: the loop returns at data
+
+
 def decode_message(raw: bytes) -> Dict[str, Any]:
     """Decode one raw message (as yielded by :class:`RawMessages`)."""
     try:
@@ -371,31 +468,40 @@ def _peek_type(raw: bytes) -> Optional[str]:
 
 
 class RawMessages:
-    """Splits a stream arriving on a socket into its messages' exact bytes,
-    without decoding batches (so a DataLoader worker can hand them to the
-    main process as one ``bytes`` object each). With ``decode``, next()
-    returns decoded messages instead: msgpack decodes them as they arrive,
-    or after :meth:`walk` (streams of large numeric columns, e.g. camera
-    frames) :func:`decode_batch_buffer` copies each array once from the
-    receive buffer.
+    """Splits a stream arriving on a socket (or a pipe, a file: any binary
+    file object with ``readinto``) into its messages' exact bytes, without
+    decoding batches (so a DataLoader worker can hand them to the main
+    process as one ``bytes`` object each). With ``decode``, next() returns
+    decoded messages instead: msgpack decodes them as they arrive, or after
+    :meth:`walk` (streams of large numeric columns, e.g. camera frames) the
+    reader walks each message as it arrives and receives every large array
+    payload straight into the memory of a new numpy array (``recv_into`` /
+    ``readinto``): the kernel's copy is the only one.
 
-    ``read_timeout`` bounds each wait for data, in seconds; ``check`` (if
-    given) is called every ``poll`` seconds while waiting and may raise (it
-    checks that the server is still alive and not stopped).
+    ``read_timeout`` bounds each wait for data on a socket, in seconds;
+    ``check`` (if given) is called every ``poll`` seconds while waiting and
+    may raise (it checks that the server is still alive and not stopped).
+    A file object waits as its reads do.
     """
 
-    def __init__(self, sock: socket.socket, *, read_timeout: Optional[float] = None,
+    def __init__(self, sock: Any, *, read_timeout: Optional[float] = None,
                  check=None, poll: float = 0.25, what: str = "lrstream server", decode: bool = False):
         self._sock = sock
+        if isinstance(sock, socket.socket):
+            self._readinto = None
+            sock.settimeout(poll)
+        else:  # a file: readinto1 returns what one read gives (a pipe: what has arrived)
+            self._readinto = getattr(sock, "readinto1", None) or sock.readinto
         self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=MAX_MESSAGE_BYTES)
         # The receive buffer, reused (fresh memory for every recv or every
         # message costs page faults): recv_into writes at _tail; with _keep,
-        # bytes from the next message's start on stay until it is complete.
+        # bytes from the next message's start on stay until it is complete
+        # (walk mode: from the walk's position on).
         self._buf = bytearray(1 << 20)
         self._mv = memoryview(self._buf)
         self._base = 0  # stream offset of _buf[0]
         self._tail = 0  # received bytes in _buf
-        self._start = 0  # stream offset of the next message
+        self._start = 0  # stream offset of the next message (walk mode: of the walk)
         self._read_timeout = read_timeout
         self._check = check
         self._poll = poll
@@ -403,66 +509,76 @@ class RawMessages:
         self._eof = False
         self._decode = decode  # next() returns decoded messages
         self._keep = True  # received bytes are kept in _buf (raw mode, walk mode; decode mode until walk(False))
-        self._walk = False  # decode mode: messages framed by _frame, decoded by decode_batch_buffer
-        self._expect = 0  # the last message's size
-        self._need = 0  # stream offset to receive before framing again (walk mode)
+        self._walk = False  # decode mode: messages walked as they arrive, arrays received into their memory
+        self._expect = 0  # the last message's size (raw mode)
 
     def walk(self, on: bool) -> None:
-        """Decode mode, at a message boundary: decode the next messages with
-        :func:`decode_batch_buffer` (on) or msgpack alone (off: received
-        bytes are no longer kept)."""
+        """Decode mode, at a message boundary: walk the next messages as
+        they arrive, receiving large array payloads straight into their
+        arrays (on), or decode them with msgpack alone (off: received bytes
+        are no longer kept)."""
         if on:
             if not self._keep:
                 raise ValueError("RawMessages.walk(True) after walk(False)")
             self._walk = True
+            self._expect = 0
         elif self._decode:
             self._walk = self._keep = False
 
-    def _room(self) -> None:
-        """Free space at the end of _buf for the next recv: drop the bytes
-        before the next message (all of them when nothing is kept), moving
-        the rest to the front -- early in a message, while that is little,
-        if the message would not fit otherwise (the last one's size is the
-        guess) -- or grow _buf."""
+    def _room(self, want: int = 0) -> None:
+        """Free space at the end of _buf for the next read (at least want
+        bytes): drop the bytes before the next message (all of them when
+        nothing is kept), moving the rest to the front -- early in a
+        message, while that is little, if the message would not fit
+        otherwise (the last one's size is the guess) -- or grow _buf."""
         keep_from = self._start - self._base if self._keep else self._tail
         live = self._tail - keep_from
         cap = len(self._buf)
-        if cap - self._tail >= (1 << 18) and (keep_from == 0 or cap - keep_from >= self._expect):
+        room = max(1 << 18, want)
+        if cap - self._tail >= room and (keep_from == 0 or cap - keep_from >= self._expect):
             return
         if live:
             self._mv[:live] = self._mv[keep_from:self._tail]  # memmove
         self._base += keep_from
         self._tail = live
-        if cap - live < max(1 << 18, self._expect - live + (1 << 18)):
-            new = bytearray(max(2 * cap, self._expect + (1 << 20), live + (1 << 20)))
+        if cap - live < max(room, self._expect - live + (1 << 18)):
+            new = bytearray(max(2 * cap, self._expect + (1 << 20), live + room + (1 << 20)))
             new[:live] = self._mv[:live]
             self._mv.release()
             self._buf, self._mv = new, memoryview(new)
 
-    def _fill(self) -> bool:
+    def _recv(self, mv: memoryview) -> int:
+        """One read into mv: the bytes read, 0 at the end of the stream."""
+        if self._readinto is not None:
+            return self._readinto(mv) or 0
         waited = 0.0
-        self._sock.settimeout(self._poll)
-        self._room()
         while True:
             try:
-                n = self._sock.recv_into(self._mv[self._tail:])
-                break
+                return self._sock.recv_into(mv)
             except ConnectionResetError:
                 # The peer died with unread bytes (e.g. SIGKILL): for the
                 # reader that is an end of stream; the caller reports a
                 # truncated stream and why (the server's state).
-                n = 0
-                break
+                return 0
             except socket.timeout:
                 waited += self._poll
                 if self._check is not None:
                     self._check(waited)
                 if self._read_timeout is not None and waited >= self._read_timeout:
                     raise TimeoutError(f"{self._what} sent nothing for {self._read_timeout:g} s (read_timeout)") from None
+
+    def _fill(self, want: int = 0) -> bool:
+        """Receive more bytes at _tail (walk mode: at most max(want,
+        WALK_READ)); False at the end of the stream."""
+        self._room(want)
+        stop = len(self._buf)
+        if self._walk:
+            stop = min(stop, self._tail + max(want, WALK_READ))
+        n = self._recv(self._mv[self._tail:stop])
         if not n:
             self._eof = True
             return False
-        if not self._walk:  # walk mode frames messages itself
+        if not self._walk:  # walk mode parses the bytes itself
             self._unpacker.feed(self._mv[self._tail:self._tail + n])
         self._tail += n
         return True
@@ -470,7 +586,13 @@ class RawMessages:
     def next(self) -> Any:
         """The next message's bytes (with ``decode``: the decoded message),
         None at the end of the connection, b"" after a partial message."""
-        if self._decode and not self._walk:
+        if self._walk:
+            first = self._start
+            try:
+                return self._walk_message()
+            except _Short:
+                return b"" if self._base + self._tail != first else None
+        if self._decode:
             while True:
                 try:
                     msg = self._unpacker.unpack()
@@ -484,21 +606,6 @@ class RawMessages:
                     raise ProtocolError(f"malformed lrstream message: {type(msg).__name__} without a type")
                 self._start = self._unpacker.tell()
                 return msg
-        if self._walk:
-            while True:
-                a = self._start - self._base
-                if self._need <= self._base + self._tail:
-                    end, need = _frame(self._buf, a, self._tail)
-                    if end is not None:
-                        break
-                    self._need = self._base + need
-                if self._eof or not self._fill():
-                    return b"" if self._start != self._base + self._tail else None
-            msg = decode_batch_buffer(self._buf, a, end)
-            self._start = self._base + end
-            self._expect = end - a
-            self._need = 0
-            return msg
         while True:
             try:
                 self._unpacker.skip()
@@ -517,16 +624,150 @@ class RawMessages:
             self._expect = b - a
             return out
 
+    # -- walk mode: a message parsed as it arrives -------------------------
+    def _have(self, n: int) -> int:
+        """Receive until n bytes from the walk's position are in _buf; their
+        offset in _buf. Raises _Short at the end of the stream."""
+        while True:
+            a = self._start - self._base
+            have = self._tail - a
+            if have >= n:
+                return a
+            if self._eof or not self._fill(n - have):
+                raise _Short
 
-class _Available:
-    """File adapter whose read(n) returns the bytes available now (at most
-    n, at least 1 unless EOF) instead of blocking until n bytes arrived, so a
-    batch is handed over as soon as it is complete on a live pipe."""
+    def _map_len(self) -> Optional[int]:
+        """The size of the map at the walk's position (its head consumed), or
+        None if the value there is not a map."""
+        a = self._have(1)
+        b = self._buf[a]
+        if 0x80 <= b <= 0x8F:
+            self._start += 1
+            return b & 0x0F
+        if b in (0xDE, 0xDF):
+            h = 3 if b == 0xDE else 5
+            a = self._have(h)
+            self._start += h
+            return int.from_bytes(self._buf[a + 1:a + h], "big")
+        return None
 
-    __slots__ = ("read",)
+    def _value(self) -> Any:
+        """The msgpack value at the walk's position, decoded by msgpack."""
+        while True:
+            a = self._start - self._base
+            end, need = _frame(self._buf, a, self._tail)
+            if end is not None:
+                break
+            self._have(need - a)
+        try:
+            v = msgpack.unpackb(self._mv[a:end], raw=False, max_bin_len=MAX_MESSAGE_BYTES,
+                                max_str_len=MAX_MESSAGE_BYTES)
+        except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError) as e:
+            raise ProtocolError(f"malformed lrstream message: {e}") from e
+        self._start += end - a
+        return v
 
-    def __init__(self, f):
-        self.read = getattr(f, "read1", None) or f.read
+    def _column(self, name: str) -> Any:
+        """A column's value: a msgpack-numpy map in lrstream's layout becomes
+        a new array, its payload received into the array's memory (a large
+        one straight from the kernel); anything else is decoded by msgpack."""
+        a = self._have(1)
+        while True:
+            try:
+                dt, shape, size, p = _nd_head(self._buf, a, self._tail)
+                break
+            except (_More, IndexError):
+                a = self._have(self._tail - a + 64)
+            except _Fallback:
+                v = self._value()
+                if type(v) is dict and v.get(b"nd") is True and not v.get(b"kind"):
+                    try:
+                        v = decode_array(v, writable=True)
+                    except (KeyError, TypeError, ValueError) as e:
+                        raise ProtocolError(f"malformed lrstream message: column {name!r}: {e}") from e
+                return v
+        count = 1
+        for d in shape:
+            count *= d
+        if count * dt.itemsize != size:
+            raise ProtocolError(f"malformed lrstream message: column {name!r}: {size} bytes of data for "
+                                f"shape {shape} of {dt.str}")
+        self._start += p - a
+        arr = np.empty(shape, dt)
+        if not size:
+            return arr
+        dst = memoryview(arr.reshape(-1).view(np.uint8))
+        if size < DIRECT_BYTES:
+            a = self._have(size)
+            dst[:] = self._mv[a:a + size]
+            self._start += size
+            return arr
+        a = self._start - self._base
+        k = min(self._tail - a, size)
+        dst[:k] = self._mv[a:a + k]  # what the last read of the walk brought
+        if k == size:
+            self._start += size
+            return arr
+        # The rest straight from the kernel into the array. _buf is empty
+        # now (everything received was the array's); the stream continues
+        # after the payload.
+        got = k
+        while got < size:
+            n = self._recv(dst[got:])
+            if not n:
+                self._eof = True
+                self._base += self._tail + (got - k)
+                self._tail = 0
+                raise _Short
+            got += n
+        self._base += self._tail + (size - k)
+        self._tail = 0
+        self._start = self._base
+        return arr
+
+    def _walk_message(self) -> Dict[str, Any]:
+        n = self._map_len()
+        if n is None:
+            raise ProtocolError("malformed lrstream message: not a map")
+        msg: Dict[str, Any] = {}
+        for _ in range(n):
+            k = self._value()
+            if type(k) is not str:
+                raise ProtocolError(f"malformed lrstream message: key {k!r}")
+            if k != "columns":
+                msg[k] = self._value()
+                continue
+            left = self._map_len()
+            if left is None:
+                msg[k] = self._value()
+                continue
+            cols: Dict[str, Any] = {}
+            for _ in range(left):
+                name = self._value()
+                if type(name) is not str:
+                    raise ProtocolError(f"malformed lrstream message: column name {name!r}")
+                cols[name] = self._column(name)
+            msg[k] = cols
+        if not isinstance(msg.get("type"), str):
+            raise ProtocolError("malformed lrstream message: map without a type")
+        return msg
+
+
+class _Prefixed:
+    """File adapter: read(n) returns the given bytes first, then what the
+    file's read1 (or read) gives."""
+
+    __slots__ = ("_head", "_read")
+
+    def __init__(self, head: bytes, f):
+        self._head = head
+        self._read = getattr(f, "read1", None) or f.read
+
+    def read(self, n: int) -> bytes:
+        if self._head:
+            h, self._head = self._head[:n], self._head[n:]
+            return h
+        return self._read(n)
 
 
 Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, BinaryIO, socket.socket]
@@ -544,6 +785,13 @@ class StreamReader:
     counts once the stream is exhausted. An ``error`` message raises
     :class:`StreamError`; a stream that stops before ``end`` raises
     :class:`TruncatedStreamError`.
+
+    Numeric columns are read-only numpy arrays over the bytes msgpack
+    received, except in streams whose batches carry at least
+    ``WALK_BYTES`` of numeric data (camera frames; from the header) read
+    from a file object with ``readinto`` (pipes, files, sockets): there each
+    array is a writable array of its own, large payloads received straight
+    into it (see :class:`RawMessages`).
     """
 
     def __init__(self, source: Source, *, read_size: int = 1 << 20):
@@ -560,15 +808,22 @@ class StreamReader:
         else:
             f = source
         self._file = f
-        self._unpacker = msgpack.Unpacker(
-            _Available(f),
-            raw=False,
-            read_size=read_size,
-            max_buffer_size=MAX_MESSAGE_BYTES,
-        )
+        self._read_size = read_size
+        self._unpacker: Optional[msgpack.Unpacker] = None
+        # Files with readinto: the header is read by RawMessages, which
+        # then walks the batches of a stream of camera frames.
+        self._raw: Optional[RawMessages] = None
+        if hasattr(f, "readinto1") or hasattr(f, "readinto"):
+            self._raw = RawMessages(f, decode=True)
+        else:
+            self._unpacker = self._msgpack(b"")
         self._header: Optional[Dict[str, Any]] = None
         self.end: Optional[Dict[str, Any]] = None
         self._done = False
+
+    def _msgpack(self, head: bytes) -> msgpack.Unpacker:
+        return msgpack.Unpacker(_Prefixed(head, self._file), raw=False, read_size=self._read_size,
+                                max_buffer_size=MAX_MESSAGE_BYTES)
 
     # -- context manager -------------------------------------------------
     def __enter__(self) -> "StreamReader":
@@ -585,14 +840,22 @@ class StreamReader:
 
     # -- reading ---------------------------------------------------------
     def _next_message(self) -> Optional[Dict[str, Any]]:
-        try:
-            msg = next(self._unpacker)
-        except StopIteration:
-            return None
-        except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError) as e:
-            raise ProtocolError(f"malformed lrstream stream: {e}") from e
-        if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
-            raise ProtocolError(f"malformed lrstream message: {type(msg).__name__} without a type")
+        if self._unpacker is None:
+            msg = self._raw.next()
+            if not isinstance(msg, dict):  # None: the end; b"": a partial message
+                if msg == b"":
+                    self._done = True
+                    raise TruncatedStreamError("lrstream stream ended inside a message (truncated)")
+                return None
+        else:
+            try:
+                msg = next(self._unpacker)
+            except StopIteration:
+                return None
+            except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError) as e:
+                raise ProtocolError(f"malformed lrstream stream: {e}") from e
+            if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
+                raise ProtocolError(f"malformed lrstream message: {type(msg).__name__} without a type")
         if msg["type"] == "error":
             self._done = True
             raise StreamError(msg.get("message", "unknown error"))
@@ -607,6 +870,13 @@ class StreamReader:
             if msg is None:
                 raise TruncatedStreamError("lrstream stream ended before its header")
             self._header = check_header(msg)
+            rm = self._raw
+            if rm is not None:
+                if walk_stream(self._header):
+                    rm.walk(True)
+                else:  # msgpack reads the rest, from the bytes after the header
+                    self._unpacker = self._msgpack(bytes(rm._mv[rm._start - rm._base:rm._tail]))
+                    self._raw = None
         return self._header
 
     def __iter__(self) -> Iterator[Batch]:

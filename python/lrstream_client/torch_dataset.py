@@ -47,7 +47,9 @@ from .reader import (
     decode_batch_buffer,
     decode_message,
     hello,
+    walk_stream,
 )
+from . import reader as _reader
 
 # Main-process position trackers, by dataset uid: (owner pid, dataset
 # weakref). Batches decoded in another process (a worker) never count.
@@ -105,24 +107,10 @@ def _columns_to_torch(columns: Dict[str, Any]) -> Dict[str, Any]:
 
 
 # A batch message at least this large is decoded by decode_batch_buffer
-# (numeric columns copied once from the received bytes); smaller ones by
-# msgpack alone, which is faster for message lists.
-WALK_BYTES = 1 << 20
-
-
-def _walk_stream(header: Dict[str, Any]) -> bool:
-    """Whether a stream's batches carry WALK_BYTES of numeric data (camera
-    frames, long action chunks): from the header's features and batch size."""
-    total = 0
-    for f in header.get("features") or ():
-        try:
-            n = np.dtype(f["dtype"]).itemsize
-            for d in f.get("shape") or ():
-                n *= int(d)
-        except (TypeError, ValueError, KeyError):
-            continue
-        total += n
-    return total * int(header.get("batch_size") or 1) >= WALK_BYTES
+# (numeric columns copied once from the received bytes; a worker's batches)
+# or walked as it arrives (no workers); smaller ones by msgpack alone, which
+# is faster for message lists.
+WALK_BYTES = _reader.WALK_BYTES
 
 
 class LRStreamBatch:
@@ -662,7 +650,7 @@ class LRStreamDataset(IterableDataset):
             if self._header is None:
                 self._header = header
             if not in_worker:
-                rm.walk(_walk_stream(header))
+                rm.walk(walk_stream(header, WALK_BYTES))
             tr = header["training"]
             fp = tr["fingerprint"]
             per_epoch = int(tr["epoch_batches"]) // int(tr["consumers"]) * nw

@@ -297,5 +297,217 @@ class DecodeBatchBufferTest(unittest.TestCase):
             self.assertEqual(sorted(got), sorted(want), i)
 
 
+def camera_stream(batches=3, n=4, h=240, w=320, seed=5):
+    """A stream of camera batches (two uint8 (n, 3, h, w) columns, 1.8 MB
+    per batch by default: walk mode, between small numeric and message
+    columns) in lrstream's layout, and its messages."""
+    from _util import nd
+
+    rng = np.random.default_rng(seed)
+    feats = [{"name": "index", "dtype": "<i8", "shape": []}, {"name": "observation.state", "dtype": "<f4", "shape": [3]},
+             {"name": "observation.images.top", "dtype": "|u1", "shape": [3, h, w]},
+             {"name": "observation.images.wrist", "dtype": "|u1", "shape": [3, h, w]}]
+    msgs = [header(features=feats, batch_size=n)]
+    for i in range(batches):
+        m = batch(i, i * n, n)
+        cols = m["columns"]
+        m["columns"] = {"index": cols["index"], "observation.state": cols["observation.state"],
+                        "observation.images.top": nd(rng.integers(0, 256, (n, 3, h, w), dtype=np.uint8)),
+                        "observation.images.wrist": nd(rng.integers(0, 256, (n, 3, h, w), dtype=np.uint8)),
+                        **{k: v for k, v in cols.items() if k not in ("index", "observation.state")}}
+        msgs.append(m)
+    msgs.append(end(batches * n))
+    return pack(*msgs), msgs
+
+
+class WalkReceiveTest(unittest.TestCase):
+    """Walk mode (streams of camera frames): each message is parsed as it
+    arrives and large array payloads are received straight into their own
+    arrays. The batches equal decode_batch_buffer's (the previous decoder)
+    exactly, whatever the read sizes; arrays are writable, private, never
+    views of the receive buffer; a cut stream never yields a partial batch."""
+
+    raw, msgs = camera_stream()
+
+    def want(self, raw=None, msgs=None):
+        """The previous decoder's batches: decode_batch_buffer per message."""
+        raw, msgs = (self.raw, self.msgs) if raw is None else (raw, msgs)
+        out, pos = [], 0
+        for m in msgs:
+            n = len(msgpack.packb(m, use_bin_type=True))
+            out.append(lc.decode_batch_buffer(raw, pos, pos + n))
+            pos += n
+        return out[1:-1]
+
+    def assert_same(self, got, want):
+        self.assertEqual(len(got), len(want))
+        for g, w in zip(got, want):
+            self.assertEqual(list(g), list(w["columns"]))
+            for k, v in w["columns"].items():
+                if isinstance(v, np.ndarray):
+                    self.assertTrue(g[k].flags.writeable and g[k].flags.owndata, k)
+                    self.assertEqual((g[k].dtype, g[k].shape), (v.dtype, v.shape), k)
+                    np.testing.assert_array_equal(g[k], v, k)
+                else:
+                    self.assertEqual(g[k], v, k)
+
+    def walk_socket(self, data, chunk, direct=None):
+        """RawMessages over a socket in walk mode, the peer writing data in
+        random pieces of at most chunk bytes: (batches, end or b"" or None,
+        reads that landed in an array's memory)."""
+        import random
+
+        from lrstream_client import reader
+
+        a, b = socket.socketpair()
+
+        def write():
+            rng, i = random.Random(chunk), 0
+            try:
+                while i < len(data):
+                    k = rng.randint(1, chunk)
+                    b.sendall(data[i:i + k])
+                    i += k
+            finally:
+                b.close()
+
+        t = threading.Thread(target=write)
+        t.start()
+        into_arrays = []
+        rm = reader.RawMessages(a, decode=True, read_timeout=20)
+        recv = rm._recv
+        rm._recv = lambda mv: (into_arrays.append(1) if isinstance(mv.obj, np.ndarray) else None) or recv(mv)
+        old = reader.DIRECT_BYTES
+        if direct is not None:
+            reader.DIRECT_BYTES = direct
+        try:
+            got, last = [], None
+            h = rm.next()
+            if isinstance(h, dict):
+                self.assertEqual(h["type"], "header")
+                rm.walk(True)
+                while True:
+                    m = rm.next()
+                    if not isinstance(m, dict) or m["type"] != "batch":
+                        last = m
+                        break
+                    bufs = np.frombuffer(rm._buf, np.uint8)
+                    for k, v in m["columns"].items():
+                        if isinstance(v, np.ndarray):
+                            self.assertFalse(np.shares_memory(v, bufs), k)
+                    got.append(m["columns"])
+            else:
+                last = h
+        finally:
+            reader.DIRECT_BYTES = old
+            t.join()
+            a.close()
+        return got, last, len(into_arrays)
+
+    def test_same_as_previous_decoder(self):
+        want = self.want()
+        for chunk in (1 << 20, 65536, 1000):
+            with self.subTest(chunk=chunk):
+                got, last, direct = self.walk_socket(self.raw, chunk)
+                self.assert_same(got, want)
+                self.assertEqual(last["type"], "end")
+                self.assertGreater(direct, 0, "no payload was received into its array")
+        raw, msgs = camera_stream(h=6, w=10)
+        for chunk, direct in ((1, 1), (3, 1), (5, None), (50, 1)):  # every array head split anywhere
+            with self.subTest(chunk=chunk, direct=direct):
+                got, last, _ = self.walk_socket(raw, chunk, direct=direct)
+                self.assert_same(got, self.want(raw, msgs))
+                self.assertEqual(last["type"], "end")
+
+    def test_stream_reader_pipe_and_file(self):
+        """StreamReader walks camera streams from a pipe, a file, bytes."""
+        want = self.want()
+        r, w = os.pipe()
+        t = threading.Thread(target=_write_all, args=(w, self.raw))
+        t.start()
+        with os.fdopen(r, "rb") as f:
+            reader = lc.StreamReader(f)
+            got = [dict(b) for b in reader]
+            self.assertIsNotNone(reader._raw, "the pipe was not read in walk mode")
+        t.join()
+        self.assert_same(got, want)
+        self.assertEqual(reader.end["samples"], 12)
+        with tempfile.NamedTemporaryFile() as tf:
+            tf.write(self.raw)
+            tf.flush()
+            self.assert_same([dict(b) for b in lc.StreamReader(tf.name)], want)
+        self.assert_same([dict(b) for b in lc.StreamReader(self.raw)], want)
+
+    def test_batches_are_private(self):
+        """A batch's arrays keep their values when later batches are read
+        and written to (nothing is a view of a reused buffer)."""
+        reader = lc.StreamReader(io.BufferedReader(io.BytesIO(self.raw), 4096))
+        it = iter(reader)
+        first = next(it)
+        keep = {k: v.copy() for k, v in first.items() if isinstance(v, np.ndarray)}
+        for b in it:
+            for v in b.values():
+                if isinstance(v, np.ndarray):
+                    v[...] = 0
+                    self.assertFalse(any(np.shares_memory(v, f) for f in keep.values()))
+        for k, v in keep.items():
+            np.testing.assert_array_equal(first[k], v, k)
+
+    def test_truncated(self):
+        """Cut anywhere (inside a payload, an array's head, a message list,
+        between messages): the complete batches before the cut, then
+        TruncatedStreamError (b"" from RawMessages); never a partial batch."""
+        sizes = [len(msgpack.packb(m, use_bin_type=True)) for m in self.msgs]
+        starts = np.cumsum([0] + sizes)
+        b1 = int(starts[1])  # the first batch
+        img = self.raw.index(b"\xc6", b1 + 100)  # the first image's bin32 head
+        cuts = {"in the header": 5, "after the header": b1, "in a batch's map head": b1 + 1,
+                "in an array head": img - 3, "in a bin head": img + 2, "at a payload's start": img + 5,
+                "in the first payload": img + 5 + 1000, "in the second payload": int(starts[2]) - 20000,
+                "in the messages": int(starts[2]) - 30, "before the end": int(starts[-2]),
+                "in the end": len(self.raw) - 1}
+        want = self.want()
+        for name, cut in cuts.items():
+            complete = int(np.searchsorted(starts, cut, side="right")) - 2  # batches entirely before the cut
+            with self.subTest(name):
+                got, last, _ = self.walk_socket(self.raw[:cut], 1 << 16)
+                self.assertEqual(last, None if cut in starts else b"")  # the end of the connection, or a partial message
+                self.assert_same(got, want[:max(0, complete)])
+                seen = []
+                with self.assertRaises(lc.TruncatedStreamError):
+                    for bt in lc.StreamReader(self.raw[:cut]):
+                        seen.append(bt)
+                self.assert_same(seen, want[:max(0, complete)])
+
+    def test_mutated_bytes(self):
+        """Seeded byte mutations in the message heads: the walk gives the
+        previous decoder's result, or a ProtocolError / ValueError /
+        TruncatedStreamError -- never another exception, never a hang."""
+        import random
+
+        rng = random.Random(12)
+        b1 = len(msgpack.packb(self.msgs[0], use_bin_type=True))
+        heads = [i for i in range(b1, len(self.raw)) if i < b1 + 400 or self.raw[i] in (0xC6, 0x85, 0x94)]
+        for i in range(150):
+            raw = bytearray(self.raw)
+            for _ in range(rng.randint(1, 2)):
+                raw[rng.choice(heads)] = rng.randrange(256)
+            raw = bytes(raw)
+            try:
+                got = [dict(b) for b in lc.StreamReader(raw)]
+            except (lc.ProtocolError, ValueError, lc.StreamError):
+                continue
+            try:
+                want = [m["columns"] for m in msgpack.Unpacker(io.BytesIO(raw), raw=False) if m.get("type") == "batch"]
+            except Exception as e:  # the walk accepted what msgpack refuses
+                self.fail(f"case {i}: the walk accepted a stream msgpack refuses: {e}")
+            self.assertEqual([sorted(g) for g in got], [sorted(w) for w in want], i)
+
+
+def _write_all(fd, data):
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
 if __name__ == "__main__":
     unittest.main()

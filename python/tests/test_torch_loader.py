@@ -184,12 +184,14 @@ def test_batches_pickle_as_bytes(server):
 
 
 
-@pytest.mark.parametrize("nw", [0, 1])
-def test_walked_batches_equal_msgpack_decoding(server, monkeypatch, nw):
-    """Batches of large numeric columns (camera frames) are decoded by
-    decode_batch_buffer (each array copied once from the received bytes):
-    forced here for every batch, the same tensors and lists as msgpack's
-    decoding; writable and private."""
+@pytest.mark.parametrize("nw,direct", [(0, 1), (0, 1 << 16), (1, 1)])
+def test_walked_batches_equal_msgpack_decoding(server, monkeypatch, nw, direct):
+    """Batches of large numeric columns (camera frames) are walked as they
+    arrive, array payloads received straight into their arrays (no
+    workers; every payload of at least `direct` bytes), or decoded from a
+    worker's bytes by decode_batch_buffer (each array copied once): forced
+    here for every batch, the same tensors and lists as msgpack's decoding;
+    writable and private."""
     import lrstream_client.reader as reader
     import lrstream_client.torch_dataset as td
 
@@ -204,13 +206,15 @@ def test_walked_batches_equal_msgpack_decoding(server, monkeypatch, nw):
 
     want = first(4)
     monkeypatch.setattr(td, "WALK_BYTES", 1)
+    monkeypatch.setattr(reader, "DIRECT_BYTES", direct)
     walked = []
     orig = td.decode_batch_buffer
     counting = lambda *a: walked.append(1) or orig(*a)  # noqa: E731
     monkeypatch.setattr(td, "decode_batch_buffer", counting)  # a worker's bytes, decoded in the main process
-    monkeypatch.setattr(reader, "decode_batch_buffer", counting)  # RawMessages in walk mode (no workers)
+    orig_walk = reader.RawMessages._walk_message
+    monkeypatch.setattr(reader.RawMessages, "_walk_message", lambda self: walked.append(1) or orig_walk(self))
     got = first(4)
-    assert walked, "decode_batch_buffer was not used"
+    assert walked, "neither the walk nor decode_batch_buffer was used"
     for w, g in zip(want, got):
         assert w.keys() == g.keys()
         for k, v in w.items():
