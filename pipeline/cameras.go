@@ -97,9 +97,6 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 			videoKeys = append(videoKeys, k)
 			continue
 		}
-		if o.ResizeH > 0 || o.ResizeW > 0 {
-			return fmt.Errorf("--resize: image feature %s: resizing image features is not supported yet (choose video cameras with --cameras)", k)
-		}
 		c, h, w, err := video.FeatureShape(f)
 		if err != nil {
 			return err
@@ -108,7 +105,10 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 			return fmt.Errorf("camera %s: %d channels; lrstream decodes RGB (3) cameras", k, c)
 		}
 		if images == nil {
-			images = &video.ImageSet{Source: cfg.Source}
+			images = &video.ImageSet{Source: cfg.Source, Resize: o.ResizeH > 0 && o.ResizeW > 0}
+		}
+		if images.Resize {
+			h, w = o.ResizeH, o.ResizeW
 		}
 		images.Cameras = append(images.Cameras, video.Camera{Key: k, C: c, H: h, W: w})
 	}

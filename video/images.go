@@ -21,6 +21,11 @@ import (
 type ImageSet struct {
 	Source  fetch.Source
 	Cameras []Camera
+	// Resize, when set, resizes every image to its camera's H×W (--resize;
+	// bilinear with antialiasing, as torchvision's resize: see resize.go),
+	// whatever its size. Without it an image must have the size info.json
+	// declares.
+	Resize bool
 }
 
 // ReadImageBytes reads the encoded images of the given image features
@@ -41,7 +46,7 @@ func (s *ImageSet) Fill(file string, cam int, episodes, index []int64, encoded m
 	fb := c.FrameBytes()
 	for i, idx := range index {
 		out := dst[i*fb : (i+1)*fb]
-		err := decodeImage(encoded[idx], encoded != nil && encoded[idx] != nil, c, out)
+		err := decodeImage(encoded[idx], encoded != nil && encoded[idx] != nil, c, s.Resize, out)
 		if err != nil {
 			clear(out)
 			fail(i, &FrameError{File: file, Camera: c.Key, Episode: episodes[i], Index: idx,
@@ -50,7 +55,9 @@ func (s *ImageSet) Fill(file string, cam int, episodes, index []int64, encoded m
 	}
 }
 
-func decodeImage(b []byte, present bool, c Camera, dst []byte) error {
+// decodeImage decodes one encoded image into dst (c's CHW frame): at its
+// own size, which must be c's, or with resize at any size, resized to c's.
+func decodeImage(b []byte, present bool, c Camera, resize bool, dst []byte) error {
 	if !present {
 		return errors.New("no image (null)")
 	}
@@ -59,37 +66,54 @@ func decodeImage(b []byte, present bool, c Camera, dst []byte) error {
 		return fmt.Errorf("decoding image: %w", err)
 	}
 	r := img.Bounds()
-	if r.Dx() != c.W || r.Dy() != c.H {
-		return fmt.Errorf("%s image is %dx%d, info.json says %dx%d", format, r.Dx(), r.Dy(), c.W, c.H)
+	w, h := r.Dx(), r.Dy()
+	if w == c.W && h == c.H {
+		toPlanes(img, dst)
+		return nil
 	}
-	n := c.W * c.H
+	if !resize {
+		return fmt.Errorf("%s image is %dx%d, info.json says %dx%d (use --resize HxW to resize)", format, w, h, c.W, c.H)
+	}
+	if w == 0 || h == 0 {
+		return fmt.Errorf("%s image is %dx%d: nothing to resize", format, w, h)
+	}
+	src := make([]byte, 3*w*h)
+	toPlanes(img, src)
+	resizePlanes(src, 3, h, w, dst, c.H, c.W)
+	return nil
+}
+
+// toPlanes writes img's RGB pixels into dst as three planes (CHW).
+func toPlanes(img image.Image, dst []byte) {
+	r := img.Bounds()
+	w, h := r.Dx(), r.Dy()
+	n := w * h
 	R, G, B := dst[:n], dst[n:2*n], dst[2*n:3*n]
 	switch m := img.(type) {
 	case *image.RGBA:
-		for y := 0; y < c.H; y++ {
-			row := m.Pix[(y)*m.Stride : y*m.Stride+4*c.W]
-			for x := 0; x < c.W; x++ {
-				p := y*c.W + x
+		for y := 0; y < h; y++ {
+			row := m.Pix[y*m.Stride : y*m.Stride+4*w]
+			for x := 0; x < w; x++ {
+				p := y*w + x
 				R[p], G[p], B[p] = row[4*x], row[4*x+1], row[4*x+2]
 			}
 		}
 	case *image.NRGBA:
 		// PIL's convert("RGB") drops alpha without premultiplying.
-		for y := 0; y < c.H; y++ {
-			row := m.Pix[y*m.Stride : y*m.Stride+4*c.W]
-			for x := 0; x < c.W; x++ {
-				p := y*c.W + x
+		for y := 0; y < h; y++ {
+			row := m.Pix[y*m.Stride : y*m.Stride+4*w]
+			for x := 0; x < w; x++ {
+				p := y*w + x
 				R[p], G[p], B[p] = row[4*x], row[4*x+1], row[4*x+2]
 			}
 		}
 	default:
-		for y := 0; y < c.H; y++ {
-			for x := 0; x < c.W; x++ {
-				p := y*c.W + x
+		for y := 0; y < h; y++ {
+			for x := 0; x < w; x++ {
+				p := y*w + x
 				col := color.NRGBAModel.Convert(img.At(r.Min.X+x, r.Min.Y+y)).(color.NRGBA)
 				R[p], G[p], B[p] = col.R, col.G, col.B
 			}
 		}
 	}
-	return nil
 }

@@ -48,7 +48,7 @@ func TestDecodeImage(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dst := make([]byte, tc.cam.FrameBytes())
-			err := decodeImage(tc.data, tc.present, tc.cam, dst)
+			err := decodeImage(tc.data, tc.present, tc.cam, false, dst)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want %q", err, tc.wantErr)
