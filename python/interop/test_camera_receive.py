@@ -1,0 +1,140 @@
+"""The Python client receives camera frames straight into the tensors it
+hands over (docs/python.md, "How it works"): on a dataset written by
+LeRobot's writer (image features, 240x320, two cameras: 3.7 MB per batch of
+8, so the client walks the batches), the tensors of LRStreamDataset
+(DataLoader with 0 and 2 workers) and StreamReader's arrays over a pipe are
+the pixels of ``lrstream stream`` decoded by msgpack, each its own memory
+(batches received later, or written to, do not change earlier ones), and a
+stream cut inside a frame raises instead of yielding a partial batch.
+
+Needs go (to build lrstream); no FFmpeg (image features are PNG bytes).
+"""
+
+import io
+import os
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+import msgpack
+import numpy as np
+import pytest
+
+from lrstream_client.reader import StreamReader, TruncatedStreamError, decode_array, walk_stream
+from make_lerobot_dataset import CAMERAS, make_dataset
+
+ROOT = Path(__file__).resolve().parents[2]
+RECIPE = ROOT / "testdata" / "demo-recipe.yaml"
+H, W = 240, 320
+
+
+@pytest.fixture(scope="module")
+def lrstream_bin(tmp_path_factory) -> Path:
+    if shutil.which("go") is None:
+        pytest.fail("go not found") if os.environ.get("CI") else pytest.skip("go not found")
+    out = tmp_path_factory.mktemp("bin") / "lrstream"
+    subprocess.run(["go", "build", "-o", str(out), "./cmd/lrstream"], cwd=ROOT, check=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    return make_dataset(tmp_path_factory.mktemp("ds") / "image", annotate_mode="none", codec="image",
+                        height=H, width=W, episodes=3, fps=30, repo_id="lrstream/camera_receive")
+
+
+ARGS = ["--mode", "fallback", "--batch-size", "8"]
+
+
+@pytest.fixture(scope="module")
+def recorded(lrstream_bin, dataset):
+    """`lrstream stream` bytes, and every sample's frames decoded by msgpack."""
+    p = subprocess.run([str(lrstream_bin), "stream", "--dataset", str(dataset), "--recipe", str(RECIPE), *ARGS],
+                       capture_output=True, check=True)
+    frames = {}
+    msgs = list(msgpack.Unpacker(io.BytesIO(p.stdout), raw=False, max_buffer_size=1 << 30))
+    assert walk_stream(msgs[0]), "the stream is too small to be walked"
+    for m in msgs:
+        if m["type"] == "batch":
+            cols = {k: decode_array(m["columns"][k]) for k in ["index", *CAMERAS]}
+            for i, idx in enumerate(cols["index"]):
+                frames[int(idx)] = {k: cols[k][i] for k in CAMERAS}
+    assert msgs[-1]["type"] == "end" and len(frames) == msgs[-1]["samples"]
+    return p.stdout, frames
+
+
+def check_private(batches, frames, to_numpy):
+    """Every batch holds its samples' frames; writing to later batches does
+    not change earlier ones."""
+    for b in batches:
+        for i, idx in enumerate(to_numpy(b["index"])):
+            for k in CAMERAS:
+                np.testing.assert_array_equal(to_numpy(b[k])[i], frames[int(idx)][k], f"index {idx} {k}")
+    for b in batches[1:]:
+        for k in CAMERAS:
+            to_numpy(b[k])[...] = 0
+    for i, idx in enumerate(to_numpy(batches[0]["index"])):
+        for k in CAMERAS:
+            np.testing.assert_array_equal(to_numpy(batches[0][k])[i], frames[int(idx)][k])
+
+
+@pytest.mark.parametrize("nw", [0, 2])
+def test_loader_tensors(lrstream_bin, dataset, recorded, nw):
+    import torch
+    from torch.utils.data import DataLoader
+
+    from lrstream_client import LRStreamDataset
+
+    _, frames = recorded
+    ds = LRStreamDataset(serve_args=["--dataset", str(dataset), "--recipe", str(RECIPE), *ARGS, "--shuffle"],
+                         lrstream=str(lrstream_bin), num_workers=nw)
+    try:
+        batches = []
+        for b in DataLoader(ds, batch_size=None, num_workers=nw):
+            for k in CAMERAS:
+                t = b[k]
+                assert isinstance(t, torch.Tensor) and t.dtype == torch.uint8 and t.shape[1:] == (3, H, W)
+            batches.append(b)
+        seen = [int(i) for b in batches for i in b["index"]]
+        assert len(batches) == len(ds) and len(set(seen)) == len(seen)  # an epoch: all 5 batches, or 4 with 2 workers
+        check_private(batches, frames, lambda t: t.numpy())
+    finally:
+        ds.close()
+
+
+def test_stream_reader_pipe(lrstream_bin, dataset, recorded):
+    _, frames = recorded
+    p = subprocess.Popen([str(lrstream_bin), "stream", "--dataset", str(dataset), "--recipe", str(RECIPE), *ARGS],
+                         stdout=subprocess.PIPE)
+    with StreamReader(p.stdout) as r:
+        batches = list(r)
+        assert r.end["samples"] == len(frames)
+    assert p.wait() == 0
+    for b in batches:
+        for k in CAMERAS:
+            assert b[k].flags.writeable and b[k].flags.owndata
+    check_private(batches, frames, lambda a: a)
+
+
+def test_cut_inside_a_frame(recorded):
+    """A pipe that ends inside a camera payload: the complete batches, then
+    TruncatedStreamError; the partial batch is never yielded."""
+    raw, frames = recorded
+    first = raw.index(b"observation.images")  # in the header
+    second_batch = raw.index(b"\xa5batch", raw.index(b"\xa5batch") + 1)
+    cut = raw.index(CAMERAS[1].encode(), second_batch) + 5000  # inside the second batch's second camera
+    r, w = os.pipe()
+
+    def write():
+        with os.fdopen(w, "wb") as f:
+            f.write(raw[:cut])
+
+    t = threading.Thread(target=write)
+    t.start()
+    got = []
+    with os.fdopen(r, "rb") as f, pytest.raises(TruncatedStreamError, match="truncated"):
+        for b in StreamReader(f):
+            got.append(b)
+    t.join()
+    assert first < second_batch and len(got) == 1
