@@ -78,18 +78,52 @@ func newAxisFilter(in, out int) axisFilter {
 	return f
 }
 
-// apply computes one output sample from the samples at src[start*step],
-// src[(start+1)*step], ...
-func (f *axisFilter) apply(i int, src []byte, off, step int) byte {
-	acc := int32(1) << (f.precision - 1)
-	ws := f.weights[i*f.k : i*f.k+f.size[i]]
-	p := off + f.start[i]*step
-	for _, w := range ws {
-		acc += int32(src[p]) * w
-		p += step
+// horizontal filters each of the rows of in (row length len(in)/rows)
+// into the rows of out (row length len(f.start)).
+func (f *axisFilter) horizontal(in, out []byte, rows int) {
+	sw, dw := len(in)/rows, len(f.start)
+	bias := int32(1) << (f.precision - 1)
+	for y := 0; y < rows; y++ {
+		row, dst := in[y*sw:(y+1)*sw], out[y*dw:(y+1)*dw]
+		for x := range dst {
+			n := f.size[x]
+			ws := f.weights[x*f.k : x*f.k+n]
+			px := row[f.start[x] : f.start[x]+n]
+			px = px[:len(ws)] // no bounds checks below
+			acc := bias
+			for j, w := range ws {
+				acc += int32(px[j]) * w
+			}
+			dst[x] = clamp8(acc >> f.precision)
+		}
 	}
-	acc >>= f.precision
-	return byte(min(max(acc, 0), 255))
+}
+
+// vertical filters the columns of in (rows of width w) into out (len(f.start)
+// rows of width w), a whole output row at a time; acc is scratch of w.
+func (f *axisFilter) vertical(in, out []byte, w int, acc []int32) {
+	bias := int32(1) << (f.precision - 1)
+	for y := range f.start {
+		for x := range acc {
+			acc[x] = bias
+		}
+		n := f.size[y]
+		for j, wt := range f.weights[y*f.k : y*f.k+n] {
+			row := in[(f.start[y]+j)*w : (f.start[y]+j+1)*w]
+			row = row[:len(acc)] // no bounds checks below
+			for x, v := range row {
+				acc[x] += int32(v) * wt
+			}
+		}
+		dst := out[y*w : (y+1)*w]
+		for x, a := range acc {
+			dst[x] = clamp8(a >> f.precision)
+		}
+	}
+}
+
+func clamp8(v int32) byte {
+	return byte(min(max(v, 0), 255))
 }
 
 // resizePlanes resizes c planes of sh×sw bytes in src into c planes of
@@ -102,30 +136,19 @@ func resizePlanes(src []byte, c, sh, sw int, dst []byte, dh, dw int) {
 	if sw != dw && sh != dh {
 		tmp = make([]byte, sh*dw)
 	}
+	acc := make([]int32, dw)
 	for ch := 0; ch < c; ch++ {
 		in := src[ch*sh*sw : (ch+1)*sh*sw]
 		out := dst[ch*dh*dw : (ch+1)*dh*dw]
-		mid := in // sh × dw after the horizontal pass
-		if sw != dw {
-			mid = out
-			if sh != dh {
-				mid = tmp
-			}
-			for y := 0; y < sh; y++ {
-				row := mid[y*dw : (y+1)*dw]
-				for x := range row {
-					row[x] = hf.apply(x, in, y*sw, 1)
-				}
-			}
-		}
-		if sh != dh {
-			for y := 0; y < dh; y++ {
-				row := out[y*dw : (y+1)*dw]
-				for x := range row {
-					row[x] = vf.apply(y, mid, x, dw)
-				}
-			}
-		} else if sw == dw {
+		switch {
+		case sw != dw && sh != dh:
+			hf.horizontal(in, tmp, sh)
+			vf.vertical(tmp, out, dw, acc)
+		case sw != dw:
+			hf.horizontal(in, out, sh)
+		case sh != dh:
+			vf.vertical(in, out, dw, acc)
+		default:
 			copy(out, in)
 		}
 	}

@@ -177,3 +177,14 @@ func TestDecodeImageResize(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkResizePlanes: one 480×640 RGB frame to 224×224 (the usual
+// --resize of a LeRobot camera).
+func BenchmarkResizePlanes(b *testing.B) {
+	src := pattern(3, 480, 640)
+	dst := make([]byte, 3*224*224)
+	b.SetBytes(int64(len(src)))
+	for b.Loop() {
+		resizePlanes(src, 3, 480, 640, dst, 224, 224)
+	}
+}
