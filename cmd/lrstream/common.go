@@ -73,7 +73,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	}
 	f.camerasDefault = def
 	fs.StringVar(&f.cameras, "cameras", def, "camera frames in the batches: auto (the cameras whose video files exist), all, none, or KEY,KEY... (docs/video.md; needs FFmpeg)")
-	fs.StringVar(&f.resize, "resize", "", "resize camera frames to HxW, e.g. 224x224 (bilinear; default: the dataset's size)")
+	fs.StringVar(&f.resize, "resize", "", "resize camera frames to HxW, e.g. 224x224 (bilinear: FFmpeg for videos, torchvision-exact for image features, see docs/video.md; default: the dataset's size)")
 	fs.Int64Var(&f.pieceMB, "piece-mb", pipeline.DefaultPieceBytes>>20, "MiB of decoded camera frames per decoding job: longer episodes are decoded in pieces; in flight at most (workers+1) pieces (docs/video.md, Memory)")
 	fs.StringVar(&f.download, "download", "full", "Hub data shards: full (download whole files into the Hugging Face cache, reused by later runs) or none (stream byte ranges, nothing cached; camera videos go to temporary files removed after use)")
 	fs.StringVar(&f.cache, "cache", "", "old spelling of --download (full|none); not a directory: see --cache-dir")
