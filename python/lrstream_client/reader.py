@@ -689,7 +689,7 @@ class RawMessages:
         count = 1
         for d in shape:
             count *= d
-        if count * dt.itemsize != size:
+        if count * dt.itemsize != size or size > MAX_MESSAGE_BYTES:
             raise ProtocolError(f"malformed lrstream message: column {name!r}: {size} bytes of data for "
                                 f"shape {shape} of {dt.str}")
         self._start += p - a

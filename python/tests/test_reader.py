@@ -479,6 +479,24 @@ class WalkReceiveTest(unittest.TestCase):
                         seen.append(bt)
                 self.assert_same(seen, want[:max(0, complete)])
 
+    def test_bad_messages(self):
+        """Malformed batches in a walked stream: a ProtocolError naming what
+        is wrong."""
+        from _util import nd
+
+        h = self.msgs[0]
+        short = nd(np.arange(4, dtype="<i8"))
+        short[b"shape"] = [5]
+        for name, bad, match in [
+            ("array shorter than its shape", {"type": "batch", "columns": {"a": short}}, r"32 bytes of data for shape \[5\] of <i8"),
+            ("not a map", [1, 2], "not a map"),
+            ("column name not a str", {"type": "batch", "columns": {1: nd(np.zeros(2))}}, "column name 1"),
+            ("no type", {"columns": {}}, "without a type"),
+            ("bad dtype", {"type": "batch", "columns": {"a": {**nd(np.zeros(2)), b"type": "<zz"}}}, "bad array type"),
+        ]:
+            with self.subTest(name), self.assertRaisesRegex(lc.ProtocolError, match):
+                list(lc.StreamReader(pack(h, bad, end(0))))
+
     def test_mutated_bytes(self):
         """Seeded byte mutations in the message heads: the walk gives the
         previous decoder's result, or a ProtocolError / ValueError /
