@@ -280,12 +280,19 @@ def _frame(buf, pos: int, tail: int):
     without building it (bin and str payloads are jumped over): (end, 0),
     or (None, need) when buf[:tail] holds only part of it -- need is an
     offset that must be received before walking again is worthwhile."""
-    todo = 1  # values still to skip
+    end, need, _, _ = _frame_from(buf, pos, tail, 1)
+    return end, need
+
+
+def _frame_from(buf, pos: int, tail: int, todo: int):
+    """_frame, resumable: walks todo values from pos. Returns (end, 0, end,
+    0) when they are complete in buf[:tail], else (None, need, pos', todo'):
+    the walk continues from pos' with todo' values once need is received
+    (the values before pos' are not walked again)."""
     while todo:
         if pos >= tail:
-            return None, pos + 1
+            return None, pos + 1, pos, todo
         b = buf[pos]
-        todo -= 1
         if b <= 0x7F or b >= 0xE0 or b == 0xC0 or b == 0xC2 or b == 0xC3:
             pos += 1
         elif b <= 0x8F:
@@ -302,7 +309,7 @@ def _frame(buf, pos: int, tail: int):
                 raise ProtocolError(f"malformed lrstream stream: byte 0x{b:02x} at offset {pos}")
             size, kind = h
             if pos + 1 + size > tail:
-                return None, pos + 1 + size
+                return None, pos + 1 + size, pos, todo
             n = int.from_bytes(buf[pos + 1:pos + 1 + size], "big") if size else 0
             if kind == "fixed":  # numbers: the payload follows the type byte
                 pos += 1 + size
@@ -318,9 +325,10 @@ def _frame(buf, pos: int, tail: int):
             else:  # map
                 todo += 2 * n
                 pos += 1 + size
+        todo -= 1
     if pos > tail:
-        return None, pos
-    return pos, 0
+        return None, pos, pos, 0
+    return pos, 0, pos, 0
 
 
 # type byte -> (bytes after it that hold a length or the value, kind)
@@ -653,11 +661,13 @@ class RawMessages:
 
     def _value(self) -> Any:
         """The msgpack value at the walk's position, decoded by msgpack."""
+        at, todo = self._start, 1  # where the framing walk resumes (stream offset), values left
         while True:
             a = self._start - self._base
-            end, need = _frame(self._buf, a, self._tail)
+            end, need, p, todo = _frame_from(self._buf, at - self._base, self._tail, todo)
             if end is not None:
                 break
+            at = self._base + p
             self._have(need - a)
         try:
             v = msgpack.unpackb(self._mv[a:end], raw=False, max_bin_len=MAX_MESSAGE_BYTES,

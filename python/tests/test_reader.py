@@ -242,7 +242,7 @@ class DecodeBatchBufferTest(unittest.TestCase):
     def test_frame(self):
         """_frame (walk mode's framing): a whole message ends where msgpack
         says; every prefix asks for more, never less than it has."""
-        from lrstream_client.reader import _frame
+        from lrstream_client.reader import _frame, _frame_from
 
         extra = {"ext": msgpack.ExtType(5, b"abc"), "fixext": msgpack.ExtType(1, b"abcd"), "f": 1.5,
                  "big": 2**40, "neg": -2**20, "nested": [{"a": [1, None, True]}] * 20, "b": b"\x00" * 300}
@@ -255,6 +255,10 @@ class DecodeBatchBufferTest(unittest.TestCase):
                     end, need = _frame(raw, 0, cut)
                     self.assertIsNone(end, cut)
                     self.assertTrue(cut < need <= len(raw), (cut, need))
+                    # resumed where it stopped, over the whole buffer: the same end
+                    _, _, p, todo = _frame_from(raw, 0, cut, 1)
+                    self.assertLessEqual(p, need)
+                    self.assertEqual(_frame_from(buf, p, len(buf), todo)[0], len(raw), cut)
         with self.assertRaisesRegex(lc.ProtocolError, "byte 0xc1"):
             _frame(b"\x91\xc1", 0, 2)
 
