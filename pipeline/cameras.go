@@ -129,6 +129,10 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 			if workerCount(cfg) > 1 {
 				d.Threads = 1
 			}
+			// Processes kept between segments: the next piece of each
+			// camera's file continues in the process that decoded the
+			// previous one (docs/video.md, "Decoding").
+			d.MaxIdle = 2 * len(videoKeys)
 			return d, nil
 		}
 	}
@@ -153,8 +157,16 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 	if err != nil {
 		return err
 	}
-	if mat != nil {
-		set.ReleaseFiles = mat.Close
+	closer, _ := dec.(interface{ Close() error })
+	if mat != nil || closer != nil {
+		set.ReleaseFiles = func() {
+			if closer != nil {
+				_ = closer.Close() // the processes kept for later segments
+			}
+			if mat != nil {
+				mat.Close()
+			}
+		}
 	}
 	cfg.Cameras = set
 	return nil

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,21 +19,58 @@ import (
 	"github.com/lrstream/lrstream/internal/pipesize"
 )
 
-// FFmpeg is a Decoder running the ffmpeg executable, one process per
-// segment: it seeks once (-ss before -i: to the keyframe at or before Start,
-// then decodes and discards up to Start), keeps the file's timestamps
-// (-copyts, -fps_mode passthrough: no frame is duplicated or dropped), and
-// writes RGB24 frames to a pipe while the showinfo filter logs each frame's
-// exact pts and time base on stderr. The RGB conversion uses swscale's
-// bilinear flags, which is what PyAV's frame.to_ndarray(format="rgb24")
-// uses (LeRobot's pyav backend): the pixels are identical.
+// FFmpeg is a Decoder running the ffmpeg executable. A process seeks once
+// (-ss before -i: to the keyframe at or before the segment's start, then
+// decodes and discards up to it), keeps the file's timestamps (-copyts,
+// -fps_mode passthrough: no frame is duplicated or dropped), and writes
+// RGB24 frames to a pipe while the showinfo filter logs each frame's exact
+// pts and time base on stderr. The RGB conversion uses swscale's bilinear
+// flags, which is what PyAV's frame.to_ndarray(format="rgb24") uses
+// (LeRobot's pyav backend): the pixels are identical.
+//
+// A process decodes on to the end of its file: when a segment is done it
+// is kept (at most MaxIdle of them) and the next segment of the same file
+// that starts at or after the frames it has read (at most MaxSkip seconds
+// ahead) continues from it, without a new process or seek; a segment whose
+// predecessor in the file is being decoded waits for it. Either way a
+// segment gets exactly the frames of the file with Start <= pts <= End,
+// chosen by lrstream from the frames' timestamps. Close ends the kept
+// processes.
+//
+// An FFmpeg must not be copied after first use.
 type FFmpeg struct {
 	// Path is the ffmpeg executable.
 	Path string
 	// Threads is ffmpeg's decoder thread count (-threads); 0 lets FFmpeg
 	// choose.
 	Threads int
+	// MaxIdle is how many processes are kept between segments (0:
+	// DefaultMaxIdle; negative: none, one process per segment).
+	MaxIdle int
+	// MaxSkip is how many seconds of video a kept process may decode and
+	// discard to reach a later segment's start (0: DefaultMaxSkip).
+	MaxSkip float64
+
+	mu      sync.Mutex
+	live    []*stream     // running processes, busy or kept
+	waiters []*Segment    // segments waiting for a busy process
+	changed chan struct{} // closed when a process is released
+	tick    uint64
+	started int // processes started (tests)
 }
+
+// DefaultMaxIdle is FFmpeg.MaxIdle's default.
+const DefaultMaxIdle = 4
+
+// DefaultMaxSkip is FFmpeg.MaxSkip's default: decoding and discarding two
+// seconds of 30 fps video costs about what a new process and its seek do.
+const DefaultMaxSkip = 2.0
+
+// seekSlack is how far before a segment's start a new process seeks:
+// lrstream, not FFmpeg's rounding of -ss, decides which frames are at or
+// after the start, so a kept process and a new one give a segment the
+// same frames.
+const seekSlack = 0.001
 
 // NewFFmpeg finds the ffmpeg executable on PATH. Its absence is an error
 // wrapping ErrNoFFmpeg, which says how to install it and how to skip
@@ -44,16 +83,16 @@ func NewFFmpeg() (*FFmpeg, error) {
 	return &FFmpeg{Path: p}, nil
 }
 
-// Args returns the ffmpeg command line (without the executable) decoding
-// seg.
+// Args returns the ffmpeg command line (without the executable) of a
+// process starting at seg (it decodes to the end of the file).
 func (d *FFmpeg) Args(seg Segment) []string {
-	start := max(seg.Start, 0)
+	start := max(seg.Start-seekSlack, 0)
 	args := []string{"-nostdin", "-hide_banner", "-nostats", "-loglevel", "info", "-xerror"}
 	if d.Threads > 0 {
 		args = append(args, "-threads", strconv.Itoa(d.Threads))
 	}
 	args = append(args,
-		"-ss", formatSeconds(start), "-to", formatSeconds(max(seg.End, start)), "-copyts",
+		"-ss", formatSeconds(start), "-copyts",
 		"-i", seg.Path, "-map", "0:v:0", "-an", "-sn", "-dn")
 	vf := "showinfo=checksum=0"
 	if seg.Width > 0 && seg.Height > 0 {
@@ -74,96 +113,388 @@ type frameInfo struct {
 }
 
 // Decode implements Decoder.
-func (d *FFmpeg) Decode(parent context.Context, seg Segment, fn func(Frame) error) error {
+func (d *FFmpeg) Decode(ctx context.Context, seg Segment, fn func(Frame) error) error {
 	if _, err := os.Stat(seg.Path); err != nil {
 		return fmt.Errorf("video file: %w", err)
 	}
-	ctx, cancel := context.WithCancel(parent)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, d.Path, d.Args(seg)...)
+	s, err := d.acquire(ctx, seg)
+	if err != nil {
+		return err
+	}
+	keep, err := s.segment(ctx, seg, fn)
+	if cerr := ctx.Err(); cerr != nil {
+		keep, err = false, cerr
+	}
+	d.release(s, keep)
+	return err
+}
+
+// Close ends the processes kept for later segments. The decoder stays
+// usable: later segments start new processes.
+func (d *FFmpeg) Close() error {
+	d.mu.Lock()
+	var idle []*stream
+	live := d.live[:0]
+	for _, s := range d.live {
+		if s.busy {
+			live = append(live, s)
+		} else {
+			idle = append(idle, s)
+		}
+	}
+	clear(d.live[len(live):])
+	d.live = live
+	d.mu.Unlock()
+	for _, s := range idle {
+		s.stop()
+	}
+	return nil
+}
+
+func (d *FFmpeg) maxIdle() int {
+	if d.MaxIdle == 0 {
+		return DefaultMaxIdle
+	}
+	return max(d.MaxIdle, 0)
+}
+
+func (d *FFmpeg) maxSkip() float64 {
+	if d.MaxSkip <= 0 {
+		return DefaultMaxSkip
+	}
+	return d.MaxSkip
+}
+
+// acquire returns a process for seg: a kept one that can continue to it,
+// the one decoding its predecessor in the file once that is done, or a new
+// one.
+func (d *FFmpeg) acquire(ctx context.Context, seg Segment) (*stream, error) {
+	d.mu.Lock()
+	var waiting *Segment
+	unwait := func() {
+		if waiting != nil {
+			d.waiters = slices.DeleteFunc(d.waiters, func(w *Segment) bool { return w == waiting })
+			d.notify() // waiters that deferred to this one
+			waiting = nil
+		}
+	}
+	for d.maxIdle() > 0 {
+		if s := d.kept(seg, waiting); s != nil {
+			unwait()
+			s.busy, s.seg = true, seg
+			d.mu.Unlock()
+			return s, nil
+		}
+		if !d.worthWaiting(seg) {
+			break
+		}
+		if waiting == nil {
+			waiting = &seg
+			d.waiters = append(d.waiters, waiting)
+		}
+		if d.changed == nil {
+			d.changed = make(chan struct{})
+		}
+		ch := d.changed
+		d.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			d.mu.Lock()
+			unwait()
+			d.mu.Unlock()
+			return nil, ctx.Err()
+		}
+		d.mu.Lock()
+	}
+	unwait()
+	s := &stream{path: seg.Path, w: seg.Width, h: seg.Height, from: seg.Start, gone: math.Inf(-1), busy: true, seg: seg}
+	d.live = append(d.live, s)
+	d.started++
+	d.mu.Unlock()
+	if err := s.start(d); err != nil {
+		d.mu.Lock()
+		d.live = slices.DeleteFunc(d.live, func(x *stream) bool { return x == s })
+		d.notify()
+		d.mu.Unlock()
+		return nil, err
+	}
+	return s, nil
+}
+
+// kept returns the kept process that can continue to seg with the least
+// to skip, unless a waiting segment (other than self) earlier in the file
+// can use it.
+func (d *FFmpeg) kept(seg Segment, self *Segment) *stream {
+	var best *stream
+	for _, s := range d.live {
+		if s.busy || !s.serves(seg, d.maxSkip()) || (best != nil && s.last() <= best.last()) {
+			continue
+		}
+		earlier := false
+		for _, w := range d.waiters {
+			if w != self && w.Start < seg.Start && s.serves(*w, d.maxSkip()) {
+				earlier = true
+				break
+			}
+		}
+		if !earlier {
+			best = s
+		}
+	}
+	return best
+}
+
+// worthWaiting reports whether a process busy with a segment before seg in
+// the same file (or kept for an earlier waiting segment) will likely be
+// able to continue to seg.
+func (d *FFmpeg) worthWaiting(seg Segment) bool {
+	for _, s := range d.live {
+		if !s.sameVideo(seg) {
+			continue
+		}
+		if !s.busy {
+			if s.serves(seg, d.maxSkip()) {
+				return true // kept for an earlier waiting segment
+			}
+			continue
+		}
+		if s.from <= seg.Start && s.seg.Start < seg.Start && seg.Start-s.seg.End <= d.maxSkip() {
+			return true
+		}
+	}
+	return false
+}
+
+// release hands back s after a segment: kept for later segments when keep
+// (ending the least recently used kept process beyond MaxIdle), else ended.
+func (d *FFmpeg) release(s *stream, keep bool) {
+	var end []*stream
+	d.mu.Lock()
+	s.busy = false
+	d.tick++
+	s.used = d.tick
+	if !keep || d.maxIdle() == 0 {
+		d.live = slices.DeleteFunc(d.live, func(x *stream) bool { return x == s })
+		end = append(end, s)
+	}
+	for {
+		idle, oldest := 0, -1
+		for i, x := range d.live {
+			if !x.busy {
+				idle++
+				if oldest < 0 || x.used < d.live[oldest].used {
+					oldest = i
+				}
+			}
+		}
+		if idle <= d.maxIdle() {
+			break
+		}
+		end = append(end, d.live[oldest])
+		d.live = slices.Delete(d.live, oldest, oldest+1)
+	}
+	d.notify()
+	d.mu.Unlock()
+	for _, x := range end {
+		x.stop()
+	}
+}
+
+// notify wakes the segments waiting in acquire. d.mu is held.
+func (d *FFmpeg) notify() {
+	if d.changed != nil {
+		close(d.changed)
+		d.changed = nil
+	}
+}
+
+// stream is one running ffmpeg process decoding a file from a start on.
+type stream struct {
+	path  string
+	w, h  int
+	from  float64 // the start of the segment it was started for
+	cmd   *exec.Cmd
+	out   *os.File // the frames' pipe
+	infos chan frameInfo
+	log   tail
+	halt  context.CancelFunc // stops the stderr reader's sends
+	errs  sync.WaitGroup     // the stderr reader
+	// reaped and werr: wait's outcome.
+	reaped sync.Once
+	werr   error
+	// The last frames read, oldest first, in the two buffers frames
+	// alternate between: a later segment starting at or before them gets
+	// them again. gone is the latest pts read and no longer held (-Inf:
+	// none).
+	bufs   [2][]byte
+	k      int
+	recent [2]Frame
+	n      int
+	gone   float64
+	// Guarded by FFmpeg.mu.
+	busy bool
+	seg  Segment // the segment being decoded, while busy
+	used uint64  // when last released (LRU)
+}
+
+func (s *stream) sameVideo(seg Segment) bool {
+	return s.path == seg.Path && s.w == seg.Width && s.h == seg.Height
+}
+
+// last is the pts of the last frame read (the start before any).
+func (s *stream) last() float64 {
+	if s.n > 0 {
+		return s.recent[s.n-1].PTS
+	}
+	return s.from
+}
+
+// serves reports whether the kept process s can give seg exactly the
+// frames a new process would: it started at or before seg, every frame it
+// read at or after seg.Start is still held, and it is at most maxSkip
+// seconds before seg.
+func (s *stream) serves(seg Segment, maxSkip float64) bool {
+	return s.sameVideo(seg) && s.from <= seg.Start && s.gone < seg.Start && seg.Start-s.last() <= maxSkip
+}
+
+// start starts the process.
+func (s *stream) start(d *FFmpeg) error {
+	cmd := exec.Command(d.Path, d.Args(Segment{Path: s.path, Start: s.from, Width: s.w, Height: s.h})...)
 	// The frames' pipe, made here (not StdoutPipe) to enlarge its kernel
 	// buffer: a whole frame fits, so ffmpeg writes it without waiting for
 	// lrstream to read, and lrstream reads it in fewer calls.
-	stdout, pw, err := os.Pipe()
+	out, pw, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("ffmpeg pipe: %w", err)
 	}
-	defer stdout.Close()
-	pipesize.Grow(stdout, pipesize.MiB)
+	pipesize.Grow(out, pipesize.MiB)
 	cmd.Stdout = pw
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		pw.Close()
+		out.Close()
 		return err
 	}
 	err = cmd.Start()
 	pw.Close() // the child has its copy; EOF comes when it exits
 	if err != nil {
+		out.Close()
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("%w (%v)", ErrNoFFmpeg, err)
 		}
 		return fmt.Errorf("start ffmpeg: %w", err)
 	}
-	infos := make(chan frameInfo, 64)
-	var log tail
-	var wg sync.WaitGroup
-	wg.Add(1)
+	ctx, halt := context.WithCancel(context.Background())
+	s.cmd, s.out, s.halt = cmd, out, halt
+	s.infos = make(chan frameInfo, 64)
+	s.errs.Add(1)
 	go func() {
-		defer wg.Done()
-		defer close(infos)
-		parseStderr(ctx, stderr, infos, &log)
+		defer s.errs.Done()
+		defer close(s.infos)
+		parseStderr(ctx, stderr, s.infos, &s.log)
 	}()
-	ferr := readFrames(stdout, infos, fn)
-	if ferr != nil {
-		cancel() // stop ffmpeg; the stderr reader then sees EOF
-	}
-	// Drain so the stderr goroutine ends, then reap the process.
-	for range infos {
-	}
-	_, _ = io.Copy(io.Discard, stdout)
-	wg.Wait()
-	werr := cmd.Wait()
-	if err := parent.Err(); err != nil {
-		return err
-	}
-	if ferr != nil {
-		if errors.Is(ferr, ErrStop) {
-			return nil
-		}
-		return ferr
-	}
-	if werr != nil {
-		return fmt.Errorf("ffmpeg: %v: %s", werr, log.String())
-	}
 	return nil
+}
+
+// stop ends the process and reaps it; it returns the process's exit error.
+func (s *stream) stop() error {
+	s.halt()
+	_ = s.cmd.Process.Kill()
+	return s.wait()
+}
+
+// wait reaps the process once its stderr is read to the end (once; later
+// calls return the same error).
+func (s *stream) wait() error {
+	s.reaped.Do(func() {
+		for range s.infos {
+		}
+		s.errs.Wait()
+		s.out.Close()
+		s.werr = s.cmd.Wait()
+	})
+	return s.werr
+}
+
+// read reads the next frame into the buffer of the older held frame.
+func (s *stream) read() (Frame, bool, error) {
+	fi, ok := <-s.infos
+	if !ok {
+		return Frame{}, false, nil
+	}
+	n := fi.w * fi.h * 3
+	if n <= 0 {
+		return Frame{}, false, fmt.Errorf("ffmpeg reported a %dx%d frame", fi.w, fi.h)
+	}
+	if s.n == 2 {
+		s.gone = max(s.gone, s.recent[0].PTS)
+		s.recent[0], s.n = s.recent[1], 1
+	}
+	s.k ^= 1 // the buffer not holding recent[s.n-1]
+	if cap(s.bufs[s.k]) < n {
+		s.bufs[s.k] = make([]byte, n)
+	}
+	buf := s.bufs[s.k][:n]
+	if _, err := io.ReadFull(s.out, buf); err != nil {
+		return Frame{}, false, fmt.Errorf("frame at %.6f s: reading pixels: %w", fi.pts, err)
+	}
+	f := Frame{PTS: fi.pts, Width: fi.w, Height: fi.h, Pix: buf}
+	s.recent[s.n] = f
+	s.n++
+	return f, true, nil
+}
+
+// segment hands fn the frames with seg.Start <= pts <= seg.End: the held
+// ones, then new ones, until fn returns ErrStop, a later frame comes or
+// the file ends. keep says whether the process can serve later segments.
+func (s *stream) segment(ctx context.Context, seg Segment, fn func(Frame) error) (keep bool, err error) {
+	kill := context.AfterFunc(ctx, func() { _ = s.cmd.Process.Kill() })
+	defer func() {
+		if !kill() {
+			keep = false // cancelled: the process is being killed
+		}
+	}()
+	deliver := func(f Frame) (done bool, err error) {
+		if f.PTS < seg.Start {
+			return false, nil
+		}
+		if f.PTS > seg.End {
+			return true, nil
+		}
+		if err := fn(f); err != nil {
+			if errors.Is(err, ErrStop) {
+				return true, nil
+			}
+			return true, err
+		}
+		return false, nil
+	}
+	for i := 0; i < s.n; i++ {
+		if done, err := deliver(s.recent[i]); done || err != nil {
+			return err == nil, err
+		}
+	}
+	for {
+		f, ok, err := s.read()
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			// The end of the file, or of the process.
+			if werr := s.wait(); werr != nil {
+				return false, fmt.Errorf("ffmpeg: %v: %s", werr, s.log.String())
+			}
+			return false, nil
+		}
+		if done, err := deliver(f); done || err != nil {
+			return err == nil, err
+		}
+	}
 }
 
 // ErrStop, returned by a Decode callback, ends decoding early without error.
 var ErrStop = errors.New("stop decoding")
-
-// readFrames reads one frame from r per showinfo report.
-func readFrames(r io.Reader, infos <-chan frameInfo, fn func(Frame) error) error {
-	var bufs [2][]byte
-	k := 0
-	for fi := range infos {
-		n := fi.w * fi.h * 3
-		if n <= 0 {
-			return fmt.Errorf("ffmpeg reported a %dx%d frame", fi.w, fi.h)
-		}
-		k ^= 1
-		if cap(bufs[k]) < n {
-			bufs[k] = make([]byte, n)
-		}
-		buf := bufs[k][:n]
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return fmt.Errorf("frame at %.6f s: reading pixels: %w", fi.pts, err)
-		}
-		if err := fn(Frame{PTS: fi.pts, Width: fi.w, Height: fi.h, Pix: buf}); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // parseStderr sends each showinfo frame report to infos and keeps the
 // other lines' tail in log.

@@ -3,10 +3,12 @@ package video
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -204,4 +206,153 @@ func TestFFmpegBadInput(t *testing.T) {
 			t.Fatalf("error %v, want context.Canceled", err)
 		}
 	})
+}
+
+// decodeAll decodes seg with d and returns copies of its frames; stop,
+// when positive, returns ErrStop at that frame (as Select does once its
+// queries are decided).
+func decodeAll(t *testing.T, d Decoder, seg Segment, stop int) []Frame {
+	t.Helper()
+	var got []Frame
+	err := d.Decode(context.Background(), seg, func(f Frame) error {
+		f.Pix = append([]byte(nil), f.Pix...)
+		got = append(got, f)
+		if len(got) == stop {
+			return ErrStop
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func sameFrames(t *testing.T, what string, got, want []Frame) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d frames, want %d", what, len(got), len(want))
+	}
+	for i := range got {
+		if got[i].PTS != want[i].PTS || string(got[i].Pix) != string(want[i].Pix) {
+			t.Fatalf("%s: frame %d at %.6f differs from a new process's frame at %.6f", what, i, got[i].PTS, want[i].PTS)
+		}
+	}
+}
+
+// TestFFmpegKeep: a process kept between segments gives every segment
+// exactly the frames (timestamps and pixels) a new process per segment
+// gives — consecutive, overlapping, backwards, far ahead, resized, stopped
+// early — and consecutive segments of a file share one process.
+func TestFFmpegKeep(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	const fps = 30.0
+	at := func(i int) float64 { return float64(i) / fps }
+	for _, codec := range []string{"libx264", "libsvtav1"} {
+		t.Run(codec, func(t *testing.T) {
+			p := makeVideo(t, dir, codec+".mp4", codec, 96, 64, 30, 240, 20)
+			seg := func(first, last int) Segment {
+				return Segment{Path: p, Start: at(first) - 1/fps, End: at(last) + 1/fps}
+			}
+			steps := []struct {
+				name string
+				seg  Segment
+				stop int // ErrStop at this frame (0: none)
+				// started: processes started so far by the kept decoder.
+				started int
+			}{
+				{"first piece, stopped after the frame past it", seg(0, 29), 31, 1},
+				{"next piece", seg(30, 59), 32, 1},
+				{"next piece, to its end", seg(60, 89), 0, 1},
+				{"overlapping its predecessor's last frames", seg(91, 100), 0, 1},
+				{"overlapping further back: new process", seg(80, 85), 0, 2},
+				{"after a gap within MaxSkip", seg(140, 150), 0, 2},
+				{"backwards: new process", seg(10, 12), 0, 3},
+				{"far ahead: new process", seg(225, 228), 0, 4},
+				{"resized: new process", Segment{Path: p, Start: at(211), End: at(215), Width: 32, Height: 16}, 0, 5},
+				{"on to past the end of the file", seg(231, 260), 0, 5},
+			}
+			kept := &FFmpeg{Path: "ffmpeg", Threads: 1}
+			fresh := &FFmpeg{Path: "ffmpeg", Threads: 1, MaxIdle: -1}
+			defer kept.Close()
+			for _, st := range steps {
+				want := decodeAll(t, fresh, st.seg, st.stop)
+				got := decodeAll(t, kept, st.seg, st.stop)
+				sameFrames(t, st.name, got, want)
+				if len(want) == 0 {
+					t.Fatalf("%s: no frames", st.name)
+				}
+				if kept.started != st.started {
+					t.Fatalf("%s: %d processes started, want %d", st.name, kept.started, st.started)
+				}
+			}
+			if fresh.started != len(steps) || len(fresh.live) != 0 {
+				t.Fatalf("MaxIdle -1: %d processes started, %d kept; want %d, 0", fresh.started, len(fresh.live), len(steps))
+			}
+			kept.Close()
+			if len(kept.live) != 0 {
+				t.Fatalf("%d processes after Close", len(kept.live))
+			}
+		})
+	}
+}
+
+// TestFFmpegKeepConcurrent: workers decoding consecutive pieces of two
+// files at once, as the pipeline does (each worker a piece of both
+// cameras), get a new process's frames, and each file is decoded by about
+// one process: a piece waits for the process decoding its predecessor.
+func TestFFmpegKeepConcurrent(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	files := []string{
+		makeVideo(t, dir, "a.mp4", "libsvtav1", 96, 64, 30, 150, 2),
+		makeVideo(t, dir, "b.mp4", "libx264", 64, 48, 30, 150, 30),
+	}
+	const pieces, rows = 5, 30
+	seg := func(f, k int) Segment {
+		return Segment{Path: files[f], Start: float64(k*rows-1) / 30, End: float64(k*rows+rows) / 30}
+	}
+	fresh := &FFmpeg{Path: "ffmpeg", Threads: 1, MaxIdle: -1}
+	want := make([][][]Frame, len(files))
+	for f := range files {
+		for k := range pieces {
+			want[f] = append(want[f], decodeAll(t, fresh, seg(f, k), rows+1))
+		}
+	}
+	kept := &FFmpeg{Path: "ffmpeg", Threads: 1}
+	defer kept.Close()
+	got := make([][][]Frame, len(files))
+	for f := range got {
+		got[f] = make([][]Frame, pieces)
+	}
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range jobs {
+				for f := range files {
+					got[f][k] = decodeAll(t, kept, seg(f, k), rows+1)
+				}
+			}
+		}()
+	}
+	for k := range pieces {
+		jobs <- k
+	}
+	close(jobs)
+	wg.Wait()
+	for f := range files {
+		for k := range pieces {
+			sameFrames(t, fmt.Sprintf("file %d piece %d", f, k), got[f][k], want[f][k])
+		}
+	}
+	// One process per file, plus one whenever a piece overtook its
+	// predecessor (it then seeks on its own): never one per piece.
+	if kept.started > 2*len(files) {
+		t.Fatalf("%d processes for %d pieces of %d files", kept.started, pieces, len(files))
+	}
+	t.Logf("%d processes for %d pieces of %d files", kept.started, pieces, len(files))
 }
