@@ -117,12 +117,14 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 		return nil
 	}
 	newDec := o.NewDecoder
+	var ff *video.FFmpeg // the default decoder
 	if newDec == nil {
 		newDec = func() (video.Decoder, error) {
 			d, err := video.NewFFmpeg()
 			if err != nil {
 				return nil, err
 			}
+			ff = d
 			// The workers decode segments in parallel: one decoder
 			// thread each keeps FFmpeg from oversubscribing the cores
 			// (frame threading costs CPU); one worker lets FFmpeg thread.
@@ -169,6 +171,12 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 		}
 	}
 	cfg.Cameras = set
+	if ff != nil {
+		// Pieces whose --delta-timestamps windows overlap by the halo
+		// share a process when it holds the overlap.
+		before, after := cameraHalo(cfg)
+		ff.Hold = before + after + 2
+	}
 	return nil
 }
 

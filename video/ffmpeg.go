@@ -50,6 +50,11 @@ type FFmpeg struct {
 	// MaxSkip is how many seconds of video a kept process may decode and
 	// discard to reach a later segment's start (0: DefaultMaxSkip).
 	MaxSkip float64
+	// Hold is how many of the last frames read a process holds (at least
+	// 2, the default) for a later segment that starts at or before them:
+	// segments overlapping by k frames can share a process with Hold k+2.
+	// Each held frame is 3×W×H bytes.
+	Hold int
 
 	mu      sync.Mutex
 	live    []*stream     // running processes, busy or kept
@@ -208,7 +213,8 @@ func (d *FFmpeg) acquire(ctx context.Context, seg Segment) (*stream, error) {
 		d.mu.Lock()
 	}
 	unwait()
-	s := &stream{path: seg.Path, w: seg.Width, h: seg.Height, from: seg.Start, gone: math.Inf(-1), busy: true, seg: seg}
+	s := &stream{path: seg.Path, w: seg.Width, h: seg.Height, from: seg.Start, gone: math.Inf(-1), busy: true, seg: seg,
+		hold: max(d.Hold, 2)}
 	d.live = append(d.live, s)
 	d.started++
 	d.mu.Unlock()
@@ -323,14 +329,11 @@ type stream struct {
 	// reaped and werr: wait's outcome.
 	reaped sync.Once
 	werr   error
-	// The last frames read, oldest first, in the two buffers frames
-	// alternate between: a later segment starting at or before them gets
-	// them again. gone is the latest pts read and no longer held (-Inf:
-	// none).
-	bufs   [2][]byte
-	k      int
-	recent [2]Frame
-	n      int
+	// recent holds the last frames read (at most hold), oldest first: a
+	// later segment starting at or before them gets them again. gone is
+	// the latest pts read and no longer held (-Inf: none).
+	recent []Frame
+	hold   int
 	gone   float64
 	// Guarded by FFmpeg.mu.
 	busy bool
@@ -344,8 +347,8 @@ func (s *stream) sameVideo(seg Segment) bool {
 
 // last is the pts of the last frame read (the start before any).
 func (s *stream) last() float64 {
-	if s.n > 0 {
-		return s.recent[s.n-1].PTS
+	if n := len(s.recent); n > 0 {
+		return s.recent[n-1].PTS
 	}
 	return s.from
 }
@@ -427,21 +430,23 @@ func (s *stream) read() (Frame, bool, error) {
 	if n <= 0 {
 		return Frame{}, false, fmt.Errorf("ffmpeg reported a %dx%d frame", fi.w, fi.h)
 	}
-	if s.n == 2 {
+	var buf []byte
+	if len(s.recent) == s.hold {
+		// The oldest held frame's buffer (delivered at least two
+		// callbacks ago) takes the new frame.
 		s.gone = max(s.gone, s.recent[0].PTS)
-		s.recent[0], s.n = s.recent[1], 1
+		buf = s.recent[0].Pix
+		s.recent = append(s.recent[:0], s.recent[1:]...)
 	}
-	s.k ^= 1 // the buffer not holding recent[s.n-1]
-	if cap(s.bufs[s.k]) < n {
-		s.bufs[s.k] = make([]byte, n)
+	if cap(buf) < n {
+		buf = make([]byte, n)
 	}
-	buf := s.bufs[s.k][:n]
+	buf = buf[:n]
 	if _, err := io.ReadFull(s.out, buf); err != nil {
 		return Frame{}, false, fmt.Errorf("frame at %.6f s: reading pixels: %w", fi.pts, err)
 	}
 	f := Frame{PTS: fi.pts, Width: fi.w, Height: fi.h, Pix: buf}
-	s.recent[s.n] = f
-	s.n++
+	s.recent = append(s.recent, f)
 	return f, true, nil
 }
 
@@ -470,7 +475,7 @@ func (s *stream) segment(ctx context.Context, seg Segment, fn func(Frame) error)
 		}
 		return false, nil
 	}
-	for i := 0; i < s.n; i++ {
+	for i := range s.recent {
 		if done, err := deliver(s.recent[i]); done || err != nil {
 			return err == nil, err
 		}

@@ -259,32 +259,36 @@ func TestFFmpegKeep(t *testing.T) {
 				name string
 				seg  Segment
 				stop int // ErrStop at this frame (0: none)
-				// started: processes started so far by the kept decoder.
-				started int
+				// started and startedHeld: processes started so far
+				// by the kept decoders holding 2 and 12 frames.
+				started, startedHeld int
 			}{
-				{"first piece, stopped after the frame past it", seg(0, 29), 31, 1},
-				{"next piece", seg(30, 59), 32, 1},
-				{"next piece, to its end", seg(60, 89), 0, 1},
-				{"overlapping its predecessor's last frames", seg(91, 100), 0, 1},
-				{"overlapping further back: new process", seg(80, 85), 0, 2},
-				{"after a gap within MaxSkip", seg(140, 150), 0, 2},
-				{"backwards: new process", seg(10, 12), 0, 3},
-				{"far ahead: new process", seg(225, 228), 0, 4},
-				{"resized: new process", Segment{Path: p, Start: at(211), End: at(215), Width: 32, Height: 16}, 0, 5},
-				{"on to past the end of the file", seg(231, 260), 0, 5},
+				{"first piece, stopped after the frame past it", seg(0, 29), 31, 1, 1},
+				{"next piece", seg(30, 59), 32, 1, 1},
+				{"next piece, to its end", seg(60, 89), 0, 1, 1},
+				{"overlapping its predecessor's last frame", seg(91, 100), 0, 1, 1},
+				{"overlapping by five frames: within Hold 12", seg(97, 110), 0, 2, 1},
+				{"overlapping further back: new process", seg(80, 85), 0, 3, 2},
+				{"after a gap within MaxSkip", seg(140, 150), 0, 3, 2},
+				{"backwards: new process", seg(10, 12), 0, 4, 3},
+				{"far ahead: new process", seg(225, 228), 0, 5, 4},
+				{"resized: new process", Segment{Path: p, Start: at(211), End: at(215), Width: 32, Height: 16}, 0, 6, 5},
+				{"on to past the end of the file", seg(231, 260), 0, 6, 5},
 			}
 			kept := &FFmpeg{Path: "ffmpeg", Threads: 1}
+			held := &FFmpeg{Path: "ffmpeg", Threads: 1, Hold: 12}
 			fresh := &FFmpeg{Path: "ffmpeg", Threads: 1, MaxIdle: -1}
 			defer kept.Close()
+			defer held.Close()
 			for _, st := range steps {
 				want := decodeAll(t, fresh, st.seg, st.stop)
-				got := decodeAll(t, kept, st.seg, st.stop)
-				sameFrames(t, st.name, got, want)
 				if len(want) == 0 {
 					t.Fatalf("%s: no frames", st.name)
 				}
-				if kept.started != st.started {
-					t.Fatalf("%s: %d processes started, want %d", st.name, kept.started, st.started)
+				sameFrames(t, st.name, decodeAll(t, kept, st.seg, st.stop), want)
+				sameFrames(t, st.name+" (Hold 12)", decodeAll(t, held, st.seg, st.stop), want)
+				if kept.started != st.started || held.started != st.startedHeld {
+					t.Fatalf("%s: %d and %d processes started, want %d and %d", st.name, kept.started, held.started, st.started, st.startedHeld)
 				}
 			}
 			if fresh.started != len(steps) || len(fresh.live) != 0 {
