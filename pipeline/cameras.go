@@ -117,30 +117,31 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 		return nil
 	}
 	newDec := o.NewDecoder
-	var ff *video.FFmpeg // the default decoder
 	if newDec == nil {
 		newDec = func() (video.Decoder, error) {
 			d, err := video.NewFFmpeg()
 			if err != nil {
 				return nil, err
 			}
-			ff = d
 			// The workers decode segments in parallel: one decoder
 			// thread each keeps FFmpeg from oversubscribing the cores
 			// (frame threading costs CPU); one worker lets FFmpeg thread.
 			if workerCount(cfg) > 1 {
 				d.Threads = 1
 			}
-			// Processes kept between segments: the next piece of each
-			// camera's file continues in the process that decoded the
-			// previous one (docs/video.md, "Decoding").
-			d.MaxIdle = 2 * len(videoKeys)
 			return d, nil
 		}
 	}
 	dec, err := newDec()
 	if err != nil {
 		return err
+	}
+	ff, _ := dec.(*video.FFmpeg)
+	if ff != nil && ff.MaxIdle == 0 {
+		// Processes kept between segments: the next piece of each
+		// camera's file continues in the process that decoded the
+		// previous one (docs/video.md, "Decoding").
+		ff.MaxIdle = 2 * len(videoKeys)
 	}
 	loc := o.Locate
 	var mat *video.Materializer

@@ -5,6 +5,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -411,6 +414,76 @@ func TestCameraPiecesRechunked(t *testing.T) {
 			if segs[1] <= segs[0] {
 				t.Fatalf("%d segments in pieces, %d whole: the pieces were not cut", segs[1], segs[0])
 			}
+		})
+	}
+}
+
+// TestCameraPiecesShareProcesses: consecutive pieces of a camera's file
+// continue in the ffmpeg process that decoded the previous piece — with
+// and without --delta-timestamps camera windows overlapping the pieces —
+// instead of one process per piece, and give the bytes of whole episodes.
+func TestCameraPiecesShareProcesses(t *testing.T) {
+	t.Parallel()
+	dir := piecesDataset(t)
+	ffmpeg, err := exec.LookPath("ffmpeg")
+	if err != nil {
+		t.Skip(err) // TestMain requires it under CI
+	}
+	const rows = 7
+	for _, d := range []string{"", "observation.images.front=-2/30,0,1/30"} {
+		t.Run(fmt.Sprintf("%q", d), func(t *testing.T) {
+			// An ffmpeg that logs each start.
+			bin := t.TempDir()
+			log := filepath.Join(bin, "starts")
+			script := "#!/bin/sh\necho start >> '" + log + "'\nexec '" + ffmpeg + "' \"$@\"\n"
+			if err := os.WriteFile(filepath.Join(bin, "ffmpeg"), []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := cameraConfig(t, dir, "none")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Deltas, err = ParseDeltaTimestamps(d); err != nil {
+				t.Fatal(err)
+			}
+			err = SetupCameras(context.Background(), cfg, CameraOptions{Spec: "observation.images.front", NewDecoder: func() (video.Decoder, error) {
+				return &video.FFmpeg{Path: filepath.Join(bin, "ffmpeg"), Threads: 1}, nil
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.PieceBytes, cfg.minPieceRows = 1, rows
+			got, _, err := streamBytes(cfg, 8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			whole, _ := pieceConfig(t, dir, 0, d, nil)
+			want, _, err := streamBytes(whole, 8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("pieces sharing processes: %d bytes, whole episodes: %d bytes; they differ", len(got), len(want))
+			}
+			files, _, err := cfg.Cameras.Files(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pieces int
+			for _, e := range cfg.Dataset.Episodes {
+				pieces += pieceCount(int(e.Length), rows)
+			}
+			b, err := os.ReadFile(log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// One process per file, plus one when a worker's piece
+			// overtook its predecessor's.
+			starts := strings.Count(string(b), "start")
+			if starts > 2*len(files) || starts >= pieces {
+				t.Fatalf("%d ffmpeg processes for %d pieces of %d files", starts, pieces, len(files))
+			}
+			t.Logf("%d ffmpeg processes for %d pieces of %d files", starts, pieces, len(files))
 		})
 	}
 }
