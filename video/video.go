@@ -30,9 +30,10 @@ type Frame struct {
 	Pix           []byte
 }
 
-// Decoder decodes the frames of one segment sequentially, from one seek,
-// and calls fn with each in presentation order. It stops at fn's first
-// error and returns it. Implementations are safe for concurrent use.
+// Decoder decodes the frames of one segment sequentially, from at most one
+// seek (FFmpeg continues a kept process without any), and calls fn with
+// each in presentation order. It stops at fn's first error and returns it
+// (ErrStop: without error). Implementations are safe for concurrent use.
 type Decoder interface {
 	Decode(ctx context.Context, seg Segment, fn func(Frame) error) error
 }
