@@ -143,6 +143,13 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 		// previous one (docs/video.md, "Decoding").
 		ff.MaxIdle = 2 * len(videoKeys)
 	}
+	if ff != nil && ff.Lanes == 0 {
+		// With fewer cameras than workers, a camera's file is decoded by
+		// several processes at once (one piece each) so that every
+		// worker decodes; with at least as many cameras as workers the
+		// workers interleave the cameras and each file needs one.
+		ff.Lanes = (workerCount(cfg) + len(videoKeys) - 1) / len(videoKeys)
+	}
 	loc := o.Locate
 	var mat *video.Materializer
 	if loc == nil {

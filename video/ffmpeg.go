@@ -55,6 +55,14 @@ type FFmpeg struct {
 	// segments overlapping by k frames can share a process with Hold k+2.
 	// Each held frame is 3×W×H bytes.
 	Hold int
+	// Lanes is how many processes may decode one file at once (0: 1): a
+	// segment whose predecessor in the file is being decoded waits for
+	// that process only when the file has Lanes processes decoding, else
+	// it starts its own. One lane costs no process starts but decodes a
+	// file's segments one after the other; more lanes let more cores
+	// decode one file (few cameras, many workers) at one process start
+	// and seek per segment that cannot wait.
+	Lanes int
 
 	mu      sync.Mutex
 	live    []*stream     // running processes, busy or kept
@@ -184,7 +192,7 @@ func (d *FFmpeg) acquire(ctx context.Context, seg Segment) (*stream, error) {
 		}
 	}
 	for d.maxIdle() > 0 {
-		if s := d.kept(seg, waiting); s != nil {
+		if s := d.kept(seg); s != nil {
 			unwait()
 			s.busy, s.seg = true, seg
 			d.mu.Unlock()
@@ -229,32 +237,31 @@ func (d *FFmpeg) acquire(ctx context.Context, seg Segment) (*stream, error) {
 }
 
 // kept returns the kept process that can continue to seg with the least
-// to skip, unless a waiting segment (other than self) earlier in the file
-// can use it.
-func (d *FFmpeg) kept(seg Segment, self *Segment) *stream {
+// to skip, unless a waiting segment earlier in the file can use it.
+func (d *FFmpeg) kept(seg Segment) *stream {
 	var best *stream
 	for _, s := range d.live {
-		if s.busy || !s.serves(seg, d.maxSkip()) || (best != nil && s.last() <= best.last()) {
+		if s.busy || !s.serves(seg, d.maxSkip()) || (best != nil && s.last() <= best.last()) || d.reserved(s, seg) {
 			continue
 		}
-		earlier := false
-		for _, w := range d.waiters {
-			if w != self && w.Start < seg.Start && s.serves(*w, d.maxSkip()) {
-				earlier = true
-				break
-			}
-		}
-		if !earlier {
-			best = s
-		}
+		best = s
 	}
 	return best
 }
 
-// worthWaiting reports whether a process busy with a segment before seg in
-// the same file (or kept for an earlier waiting segment) will likely be
-// able to continue to seg.
+// worthWaiting reports whether the file's lanes are all decoding and a
+// process busy with a segment before seg in the same file (or kept for an
+// earlier waiting segment) will likely be able to continue to seg.
 func (d *FFmpeg) worthWaiting(seg Segment) bool {
+	busy := 0 // the file's processes decoding, or kept for an earlier waiter
+	for _, s := range d.live {
+		if s.sameVideo(seg) && (s.busy || d.reserved(s, seg)) {
+			busy++
+		}
+	}
+	if busy < max(d.Lanes, 1) {
+		return false // a free lane: decode in parallel
+	}
 	for _, s := range d.live {
 		if !s.sameVideo(seg) {
 			continue
@@ -266,6 +273,20 @@ func (d *FFmpeg) worthWaiting(seg Segment) bool {
 			continue
 		}
 		if s.from <= seg.Start && s.seg.Start < seg.Start && seg.Start-s.seg.End <= d.maxSkip() {
+			return true
+		}
+	}
+	return false
+}
+
+// reserved reports whether the kept process s can continue to a waiting
+// segment before seg.
+func (d *FFmpeg) reserved(s *stream, seg Segment) bool {
+	if s.busy {
+		return false
+	}
+	for _, w := range d.waiters {
+		if w.Start < seg.Start && s.serves(*w, d.maxSkip()) {
 			return true
 		}
 	}

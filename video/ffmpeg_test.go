@@ -304,8 +304,9 @@ func TestFFmpegKeep(t *testing.T) {
 
 // TestFFmpegKeepConcurrent: workers decoding consecutive pieces of two
 // files at once, as the pipeline does (each worker a piece of both
-// cameras), get a new process's frames, and each file is decoded by about
-// one process: a piece waits for the process decoding its predecessor.
+// cameras), get a new process's frames. With one lane a file is decoded
+// by about one process (a piece waits for the process decoding its
+// predecessor); with two, pieces may also start their own.
 func TestFFmpegKeepConcurrent(t *testing.T) {
 	needFFmpeg(t)
 	dir := t.TempDir()
@@ -324,39 +325,49 @@ func TestFFmpegKeepConcurrent(t *testing.T) {
 			want[f] = append(want[f], decodeAll(t, fresh, seg(f, k), rows+1))
 		}
 	}
-	kept := &FFmpeg{Path: "ffmpeg", Threads: 1}
-	defer kept.Close()
-	got := make([][][]Frame, len(files))
-	for f := range got {
-		got[f] = make([][]Frame, pieces)
-	}
-	jobs := make(chan int)
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := range jobs {
-				for f := range files {
-					got[f][k] = decodeAll(t, kept, seg(f, k), rows+1)
+	for _, tc := range []struct {
+		lanes int
+		most  int // processes at most
+	}{
+		// One per file, plus one whenever a piece overtook its
+		// predecessor (it then seeks on its own).
+		{1, 2 * len(files)},
+		{2, pieces * len(files)},
+	} {
+		t.Run(fmt.Sprintf("lanes %d", tc.lanes), func(t *testing.T) {
+			kept := &FFmpeg{Path: "ffmpeg", Threads: 1, Lanes: tc.lanes}
+			defer kept.Close()
+			got := make([][][]Frame, len(files))
+			for f := range got {
+				got[f] = make([][]Frame, pieces)
+			}
+			jobs := make(chan int)
+			var wg sync.WaitGroup
+			for range 2 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for k := range jobs {
+						for f := range files {
+							got[f][k] = decodeAll(t, kept, seg(f, k), rows+1)
+						}
+					}
+				}()
+			}
+			for k := range pieces {
+				jobs <- k
+			}
+			close(jobs)
+			wg.Wait()
+			for f := range files {
+				for k := range pieces {
+					sameFrames(t, fmt.Sprintf("file %d piece %d", f, k), got[f][k], want[f][k])
 				}
 			}
-		}()
+			if kept.started > tc.most {
+				t.Fatalf("%d processes for %d pieces of %d files, want at most %d", kept.started, pieces, len(files), tc.most)
+			}
+			t.Logf("%d processes for %d pieces of %d files", kept.started, pieces, len(files))
+		})
 	}
-	for k := range pieces {
-		jobs <- k
-	}
-	close(jobs)
-	wg.Wait()
-	for f := range files {
-		for k := range pieces {
-			sameFrames(t, fmt.Sprintf("file %d piece %d", f, k), got[f][k], want[f][k])
-		}
-	}
-	// One process per file, plus one whenever a piece overtook its
-	// predecessor (it then seeks on its own): never one per piece.
-	if kept.started > 2*len(files) {
-		t.Fatalf("%d processes for %d pieces of %d files", kept.started, pieces, len(files))
-	}
-	t.Logf("%d processes for %d pieces of %d files", kept.started, pieces, len(files))
 }
