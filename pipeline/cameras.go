@@ -144,11 +144,14 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 		ff.MaxIdle = 2 * len(videoKeys)
 	}
 	if ff != nil && ff.Lanes == 0 {
-		// With fewer cameras than workers, a camera's file is decoded by
-		// several processes at once (one piece each) so that every
-		// worker decodes; with at least as many cameras as workers the
-		// workers interleave the cameras and each file needs one.
-		ff.Lanes = (workerCount(cfg) + len(videoKeys) - 1) / len(videoKeys)
+		// A file decoded by one process at a time keeps about 4/3 of a
+		// core busy (ffmpeg's decode and conversion, and a third of a
+		// core for lrstream's reading, transpose and batching): with
+		// more cores than that per camera, a camera's file is decoded
+		// by several processes at once (a piece each) so that the cores
+		// keep decoding; with fewer, the workers interleave the cameras
+		// and each file needs one (docs/video.md, "Decoding").
+		ff.Lanes = max(1, 3*workerCount(cfg)/(4*len(videoKeys)))
 	}
 	loc := o.Locate
 	var mat *video.Materializer
@@ -197,9 +200,13 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 // whose camera window holds a frame that cannot — becomes a failed render
 // (counted and skipped with SkipErrors, else the stream's error, naming
 // file, camera, episode, index and timestamps).
-func attachFrames(ctx context.Context, cfg *Config, gr *groupRead, c *Chunk, lo, hi int) error {
+func attachFrames(ctx context.Context, cfg *Config, gr *groupRead, c *Chunk, lo, hi, piece int) error {
 	if cfg.Cameras == nil && cfg.Images == nil {
 		return nil
+	}
+	turn := gr.turn // the piece's turn (plan order): see pieceTurn
+	if turn != nil {
+		defer turn.finish(piece) // also on failure: the next piece goes on
 	}
 	whole := gr.c
 	wb := whole.Batch
@@ -251,6 +258,11 @@ func attachFrames(ctx context.Context, cfg *Config, gr *groupRead, c *Chunk, lo,
 				cf.PTS[i] = math.NaN()
 			}
 			errs := make([]error, n)
+			if turn != nil && k == 0 {
+				if err := turn.wait(ctx, piece); err != nil {
+					return err
+				}
+			}
 			err := set.Fill(ctx, k, wb.EpisodeIndex[flo:fhi], wb.Index[flo:fhi], wb.Timestamp[flo:fhi], data, func(i int, err error) {
 				errs[i] = err
 				mark(flo+i, err)
@@ -259,6 +271,9 @@ func attachFrames(ctx context.Context, cfg *Config, gr *groupRead, c *Chunk, lo,
 					cf.File[r-lo], cf.PTS[r-lo] = file, pts
 				}
 			})
+			if turn != nil && k == 0 {
+				turn.finish(piece)
+			}
 			if err != nil {
 				return err
 			}

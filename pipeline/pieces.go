@@ -9,6 +9,7 @@ import (
 
 	"github.com/lrstream/lrstream/schema"
 	"github.com/lrstream/lrstream/shard"
+	"github.com/lrstream/lrstream/video"
 )
 
 // With camera columns, a unit group (whole episodes: a row group, as
@@ -105,6 +106,55 @@ type groupRead struct {
 	// and dataset index.
 	enc map[string]map[int64][]byte
 	err error
+	// turn, when set (plan order), makes the group's pieces decode
+	// their first camera in piece order (see pieceTurn).
+	turn *pieceTurn
+}
+
+// pieceTurn makes piece k of a group start decoding its first camera only
+// once piece k-1 has decoded its own. The pieces of a group wait for its
+// read together and then race to the decoder; when a camera's file has
+// one lane (video.FFmpeg.Lanes) piece k would wait for piece k-1's process
+// anyway, and if it won the race it would start a process of its own,
+// leaving piece k-1 to start another. Only for plan order, where every
+// piece of a group is decoded and piece k-1 is handed to a worker before
+// piece k.
+type pieceTurn struct {
+	mu   sync.Mutex
+	done int           // pieces whose first camera is decoded (or failed)
+	wake chan struct{} // closed when done grows
+}
+
+// wait blocks until the pieces before k have had their turn.
+func (t *pieceTurn) wait(ctx context.Context, k int) error {
+	for {
+		t.mu.Lock()
+		if t.done >= k {
+			t.mu.Unlock()
+			return nil
+		}
+		if t.wake == nil {
+			t.wake = make(chan struct{})
+		}
+		ch := t.wake
+		t.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// finish records that piece k had its turn.
+func (t *pieceTurn) finish(k int) {
+	t.mu.Lock()
+	t.done = max(t.done, k+1)
+	if t.wake != nil {
+		close(t.wake)
+		t.wake = nil
+	}
+	t.mu.Unlock()
 }
 
 // get reads and renders g once.
@@ -158,14 +208,14 @@ func decodePiece(ctx context.Context, cfg *Config, pc piece) (*Chunk, error) {
 	}
 	if pc.n <= 1 {
 		// The whole group: frames are attached to the group's chunk.
-		if err := attachFrames(ctx, cfg, pc.gr, whole, 0, total); err != nil {
+		if err := attachFrames(ctx, cfg, pc.gr, whole, 0, total, 0); err != nil {
 			return nil, err
 		}
 		return whole, nil
 	}
 	lo, hi := pieceRange(total, pc.n, pc.k)
 	c := &Chunk{Unit: whole.Unit, Batch: sliceBatch(whole.Batch, lo, hi), Results: whole.Results[lo:hi:hi], Tasks: whole.Tasks[lo:hi:hi]}
-	if err := attachFrames(ctx, cfg, pc.gr, c, lo, hi); err != nil {
+	if err := attachFrames(ctx, cfg, pc.gr, c, lo, hi, pc.k); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -214,6 +264,11 @@ func (f *pieceFeed) nextPiece(ctx context.Context) (piece, bool, error) {
 			return piece{}, ok, err
 		}
 		f.cur = piece{g: g, gr: &groupRead{}, n: pieceCount(int(indexedLength(f.cfg.Dataset, g)), f.rows), want: -1}
+		if set := f.cfg.Cameras; set != nil && f.cur.n > 1 {
+			if ff, ok := set.Decoder.(*video.FFmpeg); ok && ff.Lanes <= 1 {
+				f.cur.gr.turn = &pieceTurn{}
+			}
+		}
 		return f.cur, true, nil
 	}
 	f.cur.k++

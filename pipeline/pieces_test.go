@@ -487,3 +487,36 @@ func TestCameraPiecesShareProcesses(t *testing.T) {
 		})
 	}
 }
+
+// TestPieceTurn: piece k's turn comes once the pieces before it had
+// theirs (in any order of finishing), and a cancelled wait returns.
+func TestPieceTurn(t *testing.T) {
+	var turn pieceTurn
+	if err := turn.wait(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan int, 3)
+	for _, k := range []int{2, 1} {
+		go func() {
+			if err := turn.wait(context.Background(), k); err == nil {
+				got <- k
+			}
+		}()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancelled := make(chan error, 1)
+	go func() { cancelled <- turn.wait(ctx, 5) }()
+	turn.finish(0)
+	if k := <-got; k != 1 {
+		t.Fatalf("piece %d's turn came first, want 1", k)
+	}
+	turn.finish(1)
+	if k := <-got; k != 2 {
+		t.Fatalf("piece %d's turn came, want 2", k)
+	}
+	turn.finish(0) // finishing again changes nothing
+	cancel()
+	if err := <-cancelled; err == nil {
+		t.Fatal("a cancelled wait returned no error")
+	}
+}
