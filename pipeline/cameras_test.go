@@ -501,6 +501,15 @@ func (d *countingDecoder) Decode(ctx context.Context, seg video.Segment, fn func
 	return d.Decoder.Decode(ctx, seg, fn)
 }
 
+// Close ends the wrapped decoder's kept processes, as the pipeline does
+// for an unwrapped *video.FFmpeg at the end of a run.
+func (d *countingDecoder) Close() error {
+	if c, ok := d.Decoder.(interface{ Close() error }); ok {
+		return c.Close()
+	}
+	return nil
+}
+
 // TestCameraShareDecodesOnlyItsEpisodes: a worker share decodes the
 // segments of its own episodes only, one decode (seek) per episode and
 // camera.

@@ -200,6 +200,14 @@ type dropDecoder struct {
 	drop  []float64
 }
 
+// Close ends the wrapped decoder's kept processes.
+func (d dropDecoder) Close() error {
+	if c, ok := d.Decoder.(interface{ Close() error }); ok {
+		return c.Close()
+	}
+	return nil
+}
+
 func (d dropDecoder) Decode(ctx context.Context, seg video.Segment, fn func(video.Frame) error) error {
 	return d.Decoder.Decode(ctx, seg, func(f video.Frame) error {
 		if strings.Contains(seg.Path, d.match) {
