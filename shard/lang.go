@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 	"unsafe"
@@ -53,6 +54,7 @@ type pqLangLeaf struct {
 	vals           [][]byte  // the value table, aliasing page buffers
 	rowStart       []int32   // per row, first entry (nrows+1)
 	strs           []*string // str's strings, per value table entry
+	cache          *stringCache
 	// valAt's cursor: the values before entry curE (see valAt)
 	curE, curV     int
 	entries, nulls int            // level entries, and those without a value
@@ -249,6 +251,7 @@ func pqReadLang(g *pqGroup, name string, nrows int) (_ *pqLang, err error) {
 	}
 	fl.root = root
 	for i, l := range fl.leaves {
+		l.cache = g.strs
 		if err := l.read(g); err != nil {
 			return nil, fmt.Errorf("leaf %s: %w", l.col.Name(), err)
 		}
@@ -589,6 +592,7 @@ func identity(n int) []int32 {
 func pqTable(tab [][]byte, v encoding.Values, n int) [][]byte {
 	if v.Kind() == encoding.ByteArray {
 		data, offs := v.ByteArray()
+		tab = slices.Grow(tab, max(min(n, len(offs)-1), 0))
 		for i := 0; i < n && i+1 < len(offs); i++ {
 			tab = append(tab, data[offs[i]:offs[i+1]:offs[i+1]])
 		}
@@ -598,6 +602,7 @@ func pqTable(tab [][]byte, v encoding.Values, n int) [][]byte {
 	if err != nil {
 		return tab
 	}
+	tab = slices.Grow(tab, n)
 	for i := 0; i < n; i++ {
 		tab = append(tab, raw[i*w:(i+1)*w:(i+1)*w])
 	}
@@ -820,9 +825,9 @@ func (n *pqNode) str() *string {
 	if p := l.strs[k]; p != nil {
 		return p
 	}
-	s := string(v)
-	l.strs[k] = &s
-	return &s
+	p := l.cache.get(v)
+	l.strs[k] = p
+	return p
 }
 
 // pqStringCache bounds the value tables whose strings str shares.

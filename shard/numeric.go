@@ -155,17 +155,30 @@ type pqLevels struct {
 	count    []int
 	dims     []int // -1 until the first list at that depth closes
 	rows     int
+	// the slices' memory for up to pqSmallDepth-1 nested lists (a reader
+	// per column chunk: no allocation for the usual shapes)
+	smallInts [3 * pqSmallDepth]int
+	smallOpen [pqSmallDepth]bool
 }
 
-func newPQLevels(leaf *parquet.Column, root *parquet.Column) (*pqLevels, error) {
-	l := &pqLevels{maxRep: leaf.MaxRepetitionLevel(), maxDef: leaf.MaxDefinitionLevel()}
-	l.nonEmpty = make([]int, l.maxRep+1)
+const pqSmallDepth = 4
+
+// init sets l up for leaf column leaf of the schema under root.
+func (l *pqLevels) init(leaf *parquet.Column, root *parquet.Column) error {
+	l.maxRep, l.maxDef = leaf.MaxRepetitionLevel(), leaf.MaxDefinitionLevel()
+	n := l.maxRep + 1
+	ints, open := l.smallInts[:], l.smallOpen[:]
+	if n > pqSmallDepth {
+		ints, open = make([]int, 3*n), make([]bool, n)
+	}
+	l.nonEmpty, l.count, l.dims = ints[:n:n], ints[n:2*n:2*n], ints[2*n:3*n:3*n]
+	l.open = open[:n:n]
 	def, rep := 0, 0
 	c := root
 	for _, name := range leaf.Path() {
 		c = c.Column(name)
 		if c == nil {
-			return nil, errors.New("column path not found")
+			return errors.New("column path not found")
 		}
 		switch {
 		case c.Optional():
@@ -173,16 +186,16 @@ func newPQLevels(leaf *parquet.Column, root *parquet.Column) (*pqLevels, error) 
 		case c.Repeated():
 			def++
 			rep++
+			if rep >= n {
+				return errors.New("inconsistent repetition levels")
+			}
 			l.nonEmpty[rep] = def
 		}
 	}
-	l.open = make([]bool, l.maxRep+1)
-	l.count = make([]int, l.maxRep+1)
-	l.dims = make([]int, l.maxRep+1)
 	for k := range l.dims {
 		l.dims[k] = -1
 	}
-	return l, nil
+	return nil
 }
 
 // closeFrom closes the open lists at depths k..maxRep.
@@ -246,8 +259,8 @@ func pqRead(g *pqGroup, leaf *parquet.Column, nrows int) (_ *pqColumn, err error
 	if err != nil {
 		return nil, err
 	}
-	lv, err := newPQLevels(leaf, g.pf.Root())
-	if err != nil {
+	var lv pqLevels
+	if err := lv.init(leaf, g.pf.Root()); err != nil {
 		return nil, err
 	}
 	// out.data grows by append: a page's values are copied into memory
@@ -552,8 +565,13 @@ func pqFloats(c *pqColumn, keep []int) ([]float32, error) {
 	if keep != nil {
 		n = len(keep)
 	}
-	out := make([]float32, n)
 	f4 := c.dtype == "<f4"
+	if f4 && keep == nil && len(c.data) == 4*n && n > 0 {
+		if p := unsafe.Pointer(unsafe.SliceData(c.data)); uintptr(p)%4 == 0 {
+			return unsafe.Slice((*float32)(p), n), nil // the column's own memory
+		}
+	}
+	out := make([]float32, n)
 	for i := range out {
 		r := i
 		if keep != nil {

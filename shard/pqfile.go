@@ -176,6 +176,10 @@ func (ft *footer) check() error {
 			return fmt.Errorf("corrupt schema: leaf %s has index %d, want %d", columnPath(c), c.Index(), i)
 		}
 	}
+	paths := make([]string, len(ft.leaves)) // once per leaf, not per row group
+	for i, c := range ft.leaves {
+		paths[i] = columnPath(c)
+	}
 	for rg := range md.RowGroups {
 		g := &md.RowGroups[rg]
 		if g.NumRows < 0 {
@@ -183,7 +187,7 @@ func (ft *footer) check() error {
 		}
 		for i := range g.Columns {
 			cc := &g.Columns[i]
-			path := columnPath(ft.leaves[i])
+			path := paths[i]
 			if cc.FilePath != "" {
 				return fmt.Errorf("row group %d column %s: column chunk in another file (%q) is not supported", rg, path, cc.FilePath)
 			}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
+	"sync"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -217,7 +219,7 @@ func readUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 		cols = append(cols, f.Name)
 	}
 	if p, ok := f.(fetch.Prefetcher); ok {
-		if err := p.Prefetch(ctx, pqRanges(pf, rg, cols)); err != nil {
+		if err := p.Prefetch(ctx, pqRanges(g.ft, rg, cols)); err != nil {
 			return nil, &Error{Dataset: src.ID(), File: u.File, RowGroup: u.RowGroup, Episode: ep, Index: -1, Err: fmt.Errorf("prefetch: %w", err)}
 		}
 	} else {
@@ -225,7 +227,7 @@ func readUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 		if u.pq != nil {
 			bufs = u.pq.bufs
 		}
-		m := readRanges(f, f.Size(), pqRanges(pf, rg, cols), bufs.get())
+		m := readRanges(f, f.Size(), pqRanges(g.ft, rg, cols), bufs.get())
 		defer bufs.put(m.buf)
 		g.r = m
 	}
@@ -332,35 +334,19 @@ func readUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 
 // pqRanges returns the byte ranges of the column chunks of the named
 // top-level columns in row group rg.
-func pqRanges(pf *parquet.File, rg int, names []string) []fetch.Range {
-	var rs []fetch.Range
-	md := pf.Metadata()
+func pqRanges(ft *footer, rg int, names []string) []fetch.Range {
+	md := ft.file.Metadata()
 	if rg >= len(md.RowGroups) {
 		return nil
 	}
-	for _, name := range names {
-		c := pf.Root().Column(name)
-		if c == nil {
+	cols := md.RowGroups[rg].Columns
+	rs := make([]fetch.Range, 0, len(ft.leaves))
+	for i, c := range ft.leaves {
+		if i >= len(cols) || !slices.Contains(names, c.Path()[0]) {
 			continue
 		}
-		var leaves []*parquet.Column
-		var walk func(c *parquet.Column)
-		walk = func(c *parquet.Column) {
-			if c.Leaf() {
-				leaves = append(leaves, c)
-			}
-			for _, k := range c.Columns() {
-				walk(k)
-			}
-		}
-		walk(c)
-		for _, l := range leaves {
-			if l.Index() >= len(md.RowGroups[rg].Columns) {
-				continue
-			}
-			if off, n := chunkSpan(&md.RowGroups[rg].Columns[l.Index()].MetaData); n > 0 {
-				rs = append(rs, fetch.Range{Off: off, Len: n})
-			}
+		if off, n := chunkSpan(&cols[i].MetaData); n > 0 {
+			rs = append(rs, fetch.Range{Off: off, Len: n})
 		}
 	}
 	return mergeRanges(rs)
@@ -506,6 +492,49 @@ type pqFile struct {
 	head   []byte       // the footer before its row_groups list, when footer is nil
 	foot   []byte       // the footer after its row_groups list, when footer is nil
 	bufs   *readBuffers // the plan's read buffers (nil: none kept)
+	strs   stringCache  // language strings shared by the file's units
+}
+
+// stringCache shares the strings of a file's language values between the
+// units that read it: the same roles, styles, cameras and texts recur in
+// every row group (one dictionary per column chunk), and each row group
+// would make them again. The strings are immutable; the rows of every
+// batch point at them. Bounded: at most stringCacheMax strings and
+// stringCacheBytes bytes per file.
+type stringCache struct {
+	mu    sync.Mutex
+	m     map[string]*string
+	bytes int
+}
+
+const (
+	stringCacheMax   = 4096
+	stringCacheBytes = 1 << 20
+)
+
+// get returns a string holding v, shared when the cache has or can take it.
+func (c *stringCache) get(v []byte) *string {
+	if c == nil || len(v) > stringCacheBytes/16 {
+		s := string(v)
+		return &s
+	}
+	c.mu.Lock()
+	p := c.m[string(v)]
+	if p == nil && len(c.m) < stringCacheMax && c.bytes+len(v) <= stringCacheBytes {
+		if c.m == nil {
+			c.m = make(map[string]*string)
+		}
+		s := string(v)
+		p = &s
+		c.m[s] = p
+		c.bytes += len(s)
+	}
+	c.mu.Unlock()
+	if p == nil {
+		s := string(v)
+		p = &s
+	}
+	return p
 }
 
 // readBuffers keeps a few read buffers (memRanges) for the next units of a
@@ -547,9 +576,11 @@ func (r *readBuffers) put(b []byte) {
 
 // pqGroup is one row group of an opened file: where ReadUnit reads pages.
 type pqGroup struct {
-	pf *parquet.File
-	rg int
-	r  io.ReaderAt
+	ft   *footer
+	strs *stringCache // nil: none
+	pf   *parquet.File
+	rg   int
+	r    io.ReaderAt
 }
 
 // pages returns a page reader of leaf column c's chunk.
@@ -573,7 +604,11 @@ func pqOpen(ctx context.Context, src fetch.Source, u *Unit) (*pqGroup, fetch.Fil
 		}
 		return nil, nil, err
 	}
-	return &pqGroup{pf: p.file, rg: rg, r: p.f}, p.f, nil
+	g := &pqGroup{ft: p.footer, pf: p.file, rg: rg, r: p.f}
+	if u.pq != nil {
+		g.strs = &u.pq.strs
+	}
+	return g, p.f, nil
 }
 
 // memRanges serves reads inside its byte ranges from memory, others from
@@ -600,7 +635,7 @@ func readRanges(f io.ReaderAt, size int64, rs []fetch.Range, buf []byte) *memRan
 		buf = make([]byte, total)
 	}
 	buf = buf[:total]
-	m := &memRanges{f: f, buf: buf}
+	m := &memRanges{f: f, buf: buf, rs: make([]fetch.Range, 0, len(rs)), bufs: make([][]byte, 0, len(rs))}
 	at := int64(0)
 	for _, r := range rs {
 		if r.Off < 0 || r.Len <= 0 || r.Off+r.Len > size {

@@ -452,3 +452,89 @@ func TestReadUnitConcurrent(t *testing.T) {
 		t.Fatal("concurrent reads differ from sequential ones")
 	}
 }
+
+// TestStringCache checks the per-file language string cache: a value
+// seen again is the same string, values past the bounds are still
+// correct (just not shared), and a nil cache makes fresh strings.
+func TestStringCache(t *testing.T) {
+	long := strings.Repeat("x", stringCacheBytes/16+1)
+	for _, tc := range []struct {
+		name   string
+		cache  *stringCache
+		fill   int // distinct small strings put first
+		value  string
+		shared bool
+	}{
+		{"small value", &stringCache{}, 0, "assistant", true},
+		{"empty value", &stringCache{}, 0, "", true},
+		{"too long to keep", &stringCache{}, 0, long, false},
+		{"cache full", &stringCache{}, stringCacheMax, "user", false},
+		{"nil cache", nil, 0, "user", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for i := 0; i < tc.fill; i++ {
+				tc.cache.get([]byte(fmt.Sprint("v", i)))
+			}
+			a := tc.cache.get([]byte(tc.value))
+			b := tc.cache.get([]byte(tc.value))
+			if *a != tc.value || *b != tc.value {
+				t.Fatalf("got %q and %q, want %q", truncate(*a, 20), truncate(*b, 20), truncate(tc.value, 20))
+			}
+			if (a == b) != tc.shared {
+				t.Fatalf("shared = %v, want %v", a == b, tc.shared)
+			}
+			if tc.cache != nil && tc.cache.bytes > stringCacheBytes {
+				t.Fatalf("cache holds %d bytes, bound %d", tc.cache.bytes, stringCacheBytes)
+			}
+		})
+	}
+}
+
+// TestLanguageStringsSharedAcrossUnits checks that the units of one file
+// share the strings of their language values (stringCache) and still
+// decode the same rows as units read on their own.
+func TestLanguageStringsSharedAcrossUnits(t *testing.T) {
+	ctx := context.Background()
+	src := mustDir(t, generated(t, datagen.VariantDocumented, 4, 50, 80, 3))
+	ds, err := OpenDataset(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	units, err := Plan(ctx, src, ds, Selection{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	styles := map[string]*string{}
+	shared := 0
+	for _, u := range units {
+		b, err := ReadUnit(ctx, src, ds, u, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		alone := u
+		alone.pq = nil // no plan: the footer is read again, no cache
+		want, err := ReadUnit(ctx, src, ds, alone, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(b, want) {
+			t.Fatalf("unit %d: rows differ with and without the file's string cache", u.Seq)
+		}
+		for _, rows := range b.Persistent {
+			for _, r := range rows {
+				if r.Style == nil {
+					continue
+				}
+				if p, ok := styles[*r.Style]; ok && p != r.Style && units[0].File == u.File {
+					t.Fatalf("unit %d: style %q not shared with an earlier unit of the file", u.Seq, *r.Style)
+				} else if ok && p == r.Style {
+					shared++
+				}
+				styles[*r.Style] = r.Style
+			}
+		}
+	}
+	if shared == 0 {
+		t.Fatal("no style string shared between units")
+	}
+}
