@@ -11,6 +11,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 	"unsafe"
 
@@ -64,6 +65,21 @@ type pqLangLeaf struct {
 	pages          []parquet.Page // held while rep, def, idx or vals alias them
 	// cursors while a frame is assembled
 	cur, vcur int
+	// own holds the leaf's buffers (levels and indices of chunks of
+	// several pages, row starts), kept for its next row group (langPool)
+	own struct {
+		rep, def      []byte
+		idx, rowStart []int32
+	}
+}
+
+// reset forgets the leaf's row group, keeping its own buffers.
+func (l *pqLangLeaf) reset() {
+	clear(l.vals[:cap(l.vals)]) // no references into released pages
+	clear(l.strs[:cap(l.strs)])
+	own, vals, strs, pages, cache := l.own, l.vals[:0], l.strs[:0], l.pages[:0], l.cache
+	*l = pqLangLeaf{col: l.col, kind: l.kind, maxRep: l.maxRep, maxDef: l.maxDef}
+	l.own, l.vals, l.strs, l.pages, l.cache = own, vals, strs, pages, cache
 }
 
 func (l *pqLangLeaf) repAt(e int) int {
@@ -230,7 +246,8 @@ func pqTree(pf *parquet.File, c *parquet.Column, def, rep int, leaves *[]*pqLang
 	return n, nil
 }
 
-// pqReadLang reads language column name of row group rg.
+// pqReadLang reads language column name of row group rg. The caller
+// hands the result back with g.langs.put once the batch is built.
 func pqReadLang(g *pqGroup, name string, nrows int) (_ *pqLang, err error) {
 	pf := g.pf
 	defer func() {
@@ -238,18 +255,21 @@ func pqReadLang(g *pqGroup, name string, nrows int) (_ *pqLang, err error) {
 			err = fmt.Errorf("corrupt column chunk: %v", r)
 		}
 	}()
-	c := pf.Root().Column(name)
-	fl := &pqLang{name: name, persistent: name == schema.ColumnPersistent}
+	fl := g.langs.get(name) // the file's tree and buffers, from an earlier unit
+	if fl == nil {
+		fl = &pqLang{name: name, persistent: name == schema.ColumnPersistent}
+		root, err := pqTree(pf, pf.Root().Column(name), 0, 0, &fl.leaves)
+		if err != nil {
+			return nil, err
+		}
+		fl.root = root
+	}
 	defer func() {
 		if err != nil {
-			fl.release()
+			fl.release() // not kept: a corrupt chunk may have left anything
 		}
 	}()
-	root, err := pqTree(pf, c, 0, 0, &fl.leaves)
-	if err != nil {
-		return nil, err
-	}
-	fl.root = root
+	root, c := fl.root, fl.root.col
 	for i, l := range fl.leaves {
 		l.cache = g.strs
 		if err := l.read(g); err != nil {
@@ -259,14 +279,14 @@ func pqReadLang(g *pqGroup, name string, nrows int) (_ *pqLang, err error) {
 			return nil, fmt.Errorf("leaf %s: %w", l.col.Name(), err)
 		}
 	}
+	fl.rowLen = slices.Grow(fl.rowLen[:0], nrows)[:nrows]
+	clear(fl.rowLen)
 	if root.leaf != nil && root.leaf.kind == pqNull {
-		fl.rowLen = make([]int32, nrows) // all null: every frame is empty
-		return fl, nil
+		return fl, nil // all null: every frame is empty
 	}
 	if root.elem == nil || root.listRep != 1 {
 		return nil, fmt.Errorf("unexpected type %s, want list<struct<role, content, style, ...>>", pqTypeName(pf, c))
 	}
-	fl.rowLen = make([]int32, nrows)
 	l := root.first
 	for r := 0; r < nrows; r++ {
 		s, e := int(l.rowStart[r]), int(l.rowStart[r+1])
@@ -368,10 +388,10 @@ func (l *pqLangLeaf) read(g *pqGroup) error {
 		}
 		l.nulls += n - values
 		if l.maxRep > 0 {
-			l.rep = appendAlias(l.rep, reps, total)
+			l.rep = appendAlias(l.rep, reps, total, &l.own.rep)
 		}
 		if l.maxDef > 0 {
-			l.def = appendAlias(l.def, defs, total)
+			l.def = appendAlias(l.def, defs, total, &l.own.def)
 		}
 		l.entries += n
 		if l.kind == pqNull {
@@ -394,14 +414,14 @@ func (l *pqLangLeaf) read(g *pqGroup) error {
 				return fmt.Errorf("page has %d dictionary indices for %d values", len(idx), values)
 			}
 			if l.ident && l.nidx > 0 {
-				l.idx = identity(l.nidx) // plain pages before: materialise
+				l.idx = identity(&l.own.idx, l.nidx) // plain pages before: materialise
 			}
 			l.ident = false
 			if dictBase == 0 {
 				// the value table is this dictionary: the indices are checked
 				// where they are used (pqLangLeaf.at), or before the table
 				// grows (checkLazy)
-				l.idx = appendAlias(l.idx, idx, total)
+				l.idx = appendAlias(l.idx, idx, total, &l.own.idx)
 				l.lazy = true
 			} else {
 				nd := int32(dict.Len())
@@ -431,7 +451,7 @@ func (l *pqLangLeaf) read(g *pqGroup) error {
 		l.nidx += values
 	}
 	if l.ident && l.kind != pqNull {
-		l.idx = identity(l.nidx)
+		l.idx = identity(&l.own.idx, l.nidx)
 	}
 	return nil
 }
@@ -450,10 +470,11 @@ func (l *pqLangLeaf) index(nrows int, prev []*pqLangLeaf) error {
 		if l.entries != nrows {
 			return fmt.Errorf("%d rows decoded, footer says %d", l.entries, nrows)
 		}
-		l.rowStart = identity(nrows + 1)
+		l.rowStart = identity(&l.own.rowStart, nrows+1)
 		return nil
 	}
-	l.rowStart = make([]int32, 0, nrows+1)
+	l.rowStart = slices.Grow(l.own.rowStart[:0], nrows+1)
+	l.own.rowStart = l.rowStart
 	for i, r := range l.rep {
 		if r == 0 {
 			if len(l.rowStart) == nrows {
@@ -517,19 +538,29 @@ func (l *pqLangLeaf) release() {
 }
 
 // appendAlias appends s to dst: the first non-empty slice is aliased
-// (capped, so a later append copies it out).
-// The first copy is allocated for total elements (the chunk's value
-// count in the footer, bounded), so later pages append in place.
-func appendAlias[T any](dst, s []T, total int) []T {
+// (capped, so a later append copies it out). The copy goes to *own, the
+// leaf's buffer kept across row groups, allocated when too small for
+// total elements (the chunk's value count in the footer, bounded), so
+// later pages append in place.
+func appendAlias[T any](dst, s []T, total int, own *[]T) []T {
 	if len(dst) == 0 {
 		return s[:len(s):len(s)]
 	}
-	if cap(dst) == len(dst) && total > len(dst)+len(s) && total <= pqMaxValues {
-		grown := make([]T, len(dst), total)
-		copy(grown, dst)
-		dst = grown
+	if len(dst)+len(s) <= cap(dst) {
+		return append(dst, s...)
 	}
-	return append(dst, s...)
+	n := len(dst) + len(s)
+	if total > n && total <= pqMaxValues {
+		n = total
+	}
+	buf := (*own)[:0]
+	if cap(buf) < n {
+		// dst may be *own itself, too small: a new buffer
+		buf = make([]T, 0, max(n, 2*cap(buf)))
+	}
+	buf = append(append(buf, dst...), s...)
+	*own = buf
+	return buf
 }
 
 // levelsWithin reports whether every level is at most max. Levels are
@@ -579,12 +610,13 @@ func indexOutOf(idx []int32, n int32) int {
 	return -1
 }
 
-// identity returns 0..n-1.
-func identity(n int) []int32 {
-	s := make([]int32, n)
+// identity returns 0..n-1, in *own (grown when too small).
+func identity(own *[]int32, n int) []int32 {
+	s := slices.Grow((*own)[:0], n)[:n]
 	for i := range s {
 		s[i] = int32(i)
 	}
+	*own = s
 	return s
 }
 
@@ -614,6 +646,60 @@ func pqTable(tab [][]byte, v encoding.Values, n int) [][]byte {
 func (fl *pqLang) release() {
 	for _, l := range fl.leaves {
 		l.release()
+	}
+}
+
+// reset releases the column's pages and forgets its row group, keeping
+// the tree and the leaves' own buffers for the file's next unit.
+func (fl *pqLang) reset() {
+	fl.release()
+	for _, l := range fl.leaves {
+		l.reset()
+	}
+	clear(fl.others)
+	fl.others = fl.others[:0]
+	fl.row, fl.role, fl.content, fl.style, fl.camera, fl.ts, fl.toolCalls = nil, nil, nil, nil, nil, nil, nil
+	fl.tcText = false
+}
+
+// langPool keeps a file's language columns (their node trees and
+// buffers) between the units that read it: a unit takes one (get) and
+// hands it back when its batch is built (put).
+type langPool struct {
+	mu   sync.Mutex
+	free []*pqLang
+}
+
+// langPoolKept bounds the columns a file keeps: about two language
+// columns per worker.
+const langPoolKept = 8
+
+// get returns a kept column name of the file, or nil.
+func (p *langPool) get(name string) *pqLang {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, fl := range p.free {
+		if fl.name == name {
+			p.free = slices.Delete(p.free, i, i+1)
+			return fl
+		}
+	}
+	return nil
+}
+
+// put releases fl's pages and keeps it for a later unit of the file.
+func (p *langPool) put(fl *pqLang) {
+	fl.reset()
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.free) < langPoolKept {
+		p.free = append(p.free, fl)
 	}
 }
 
@@ -819,8 +905,9 @@ func (n *pqNode) str() *string {
 		s := string(v)
 		return &s
 	}
-	if l.strs == nil {
-		l.strs = make([]*string, len(l.vals))
+	if len(l.strs) != len(l.vals) {
+		l.strs = slices.Grow(l.strs[:0], len(l.vals))[:len(l.vals)]
+		clear(l.strs)
 	}
 	if p := l.strs[k]; p != nil {
 		return p

@@ -302,7 +302,7 @@ func readUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 			e.Episode = ep
 			return nil, e
 		}
-		defer fl.release()
+		defer g.langs.put(fl)
 		d.langs[name] = fl
 	}
 	if err := d.language(); err != nil {
@@ -493,6 +493,7 @@ type pqFile struct {
 	foot   []byte       // the footer after its row_groups list, when footer is nil
 	bufs   *readBuffers // the plan's read buffers (nil: none kept)
 	strs   stringCache  // language strings shared by the file's units
+	langs  langPool     // language columns' trees and buffers, between units
 }
 
 // stringCache shares the strings of a file's language values between the
@@ -576,11 +577,12 @@ func (r *readBuffers) put(b []byte) {
 
 // pqGroup is one row group of an opened file: where ReadUnit reads pages.
 type pqGroup struct {
-	ft   *footer
-	strs *stringCache // nil: none
-	pf   *parquet.File
-	rg   int
-	r    io.ReaderAt
+	ft    *footer
+	strs  *stringCache // nil: none
+	langs *langPool    // nil: none
+	pf    *parquet.File
+	rg    int
+	r     io.ReaderAt
 }
 
 // pages returns a page reader of leaf column c's chunk.
@@ -606,7 +608,7 @@ func pqOpen(ctx context.Context, src fetch.Source, u *Unit) (*pqGroup, fetch.Fil
 	}
 	g := &pqGroup{ft: p.footer, pf: p.file, rg: rg, r: p.f}
 	if u.pq != nil {
-		g.strs = &u.pq.strs
+		g.strs, g.langs = &u.pq.strs, &u.pq.langs
 	}
 	return g, p.f, nil
 }
@@ -632,7 +634,9 @@ func readRanges(f io.ReaderAt, size int64, rs []fetch.Range, buf []byte) *memRan
 		}
 	}
 	if int64(cap(buf)) < total {
-		buf = make([]byte, total)
+		// headroom: a kept buffer serves the next units, whose row groups
+		// are rarely all the same size
+		buf = make([]byte, total, total+total/2)
 	}
 	buf = buf[:total]
 	m := &memRanges{f: f, buf: buf, rs: make([]fetch.Range, 0, len(rs)), bufs: make([][]byte, 0, len(rs))}

@@ -491,8 +491,9 @@ func TestStringCache(t *testing.T) {
 }
 
 // TestLanguageStringsSharedAcrossUnits checks that the units of one file
-// share the strings of their language values (stringCache) and still
-// decode the same rows as units read on their own.
+// share the strings of their language values (stringCache) and, one after
+// the other, the language columns' trees and buffers (langPool), and
+// still decode the same batches as units read on their own.
 func TestLanguageStringsSharedAcrossUnits(t *testing.T) {
 	ctx := context.Background()
 	src := mustDir(t, generated(t, datagen.VariantDocumented, 4, 50, 80, 3))
