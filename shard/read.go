@@ -496,12 +496,13 @@ type pqFile struct {
 	langs  langPool     // language columns' trees and buffers, between units
 }
 
-// stringCache shares the strings of a file's language values between the
-// units that read it: the same roles, styles, cameras and texts recur in
-// every row group (one dictionary per column chunk), and each row group
-// would make them again. The strings are immutable; the rows of every
-// batch point at them. Bounded: at most stringCacheMax strings and
-// stringCacheBytes bytes per file.
+// stringCache shares the short strings of a file's language values
+// between the units that read it: the same roles, styles and cameras
+// recur in every row group (one dictionary per column chunk), and each
+// row group would make them again. Longer texts (contents) are mostly
+// distinct and are not kept: hashing them costs more than making them.
+// The strings are immutable; the rows of every batch point at them.
+// Bounded: at most stringCacheMax strings of stringCacheLen bytes per file.
 type stringCache struct {
 	mu    sync.Mutex
 	m     map[string]*string
@@ -509,19 +510,19 @@ type stringCache struct {
 }
 
 const (
-	stringCacheMax   = 4096
-	stringCacheBytes = 1 << 20
+	stringCacheMax = 1024
+	stringCacheLen = 32
 )
 
 // get returns a string holding v, shared when the cache has or can take it.
 func (c *stringCache) get(v []byte) *string {
-	if c == nil || len(v) > stringCacheBytes/16 {
+	if c == nil || len(v) > stringCacheLen {
 		s := string(v)
 		return &s
 	}
 	c.mu.Lock()
 	p := c.m[string(v)]
-	if p == nil && len(c.m) < stringCacheMax && c.bytes+len(v) <= stringCacheBytes {
+	if p == nil && len(c.m) < stringCacheMax {
 		if c.m == nil {
 			c.m = make(map[string]*string)
 		}

@@ -457,7 +457,7 @@ func TestReadUnitConcurrent(t *testing.T) {
 // seen again is the same string, values past the bounds are still
 // correct (just not shared), and a nil cache makes fresh strings.
 func TestStringCache(t *testing.T) {
-	long := strings.Repeat("x", stringCacheBytes/16+1)
+	long := strings.Repeat("x", stringCacheLen+1)
 	for _, tc := range []struct {
 		name   string
 		cache  *stringCache
@@ -483,8 +483,8 @@ func TestStringCache(t *testing.T) {
 			if (a == b) != tc.shared {
 				t.Fatalf("shared = %v, want %v", a == b, tc.shared)
 			}
-			if tc.cache != nil && tc.cache.bytes > stringCacheBytes {
-				t.Fatalf("cache holds %d bytes, bound %d", tc.cache.bytes, stringCacheBytes)
+			if tc.cache != nil && (len(tc.cache.m) > stringCacheMax || tc.cache.bytes > stringCacheMax*stringCacheLen) {
+				t.Fatalf("cache holds %d strings, %d bytes: bound %d of %d bytes", len(tc.cache.m), tc.cache.bytes, stringCacheMax, stringCacheLen)
 			}
 		})
 	}
