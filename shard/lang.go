@@ -770,8 +770,9 @@ func int32Bytes(s []int32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), 4*len(s))
 }
 
-// decodeFrame assembles the rows of frame r.
-func (fl *pqLang) decodeFrame(r int, buf *jsonBuf) (rows []schema.Row, err error) {
+// decodeFrame assembles the rows of frame r, in memory taken from the
+// front of *slab when it has room (else allocated).
+func (fl *pqLang) decodeFrame(r int, buf *jsonBuf, slab *[]schema.Row) (rows []schema.Row, err error) {
 	n := fl.frameLen(r)
 	if n == 0 {
 		return nil, nil
@@ -791,7 +792,11 @@ func (fl *pqLang) decodeFrame(r int, buf *jsonBuf) (rows []schema.Row, err error
 	for _, l := range fl.leaves {
 		l.cur, l.vcur = int(l.rowStart[r]), l.valAt(r)
 	}
-	rows = make([]schema.Row, n)
+	if slab != nil && len(*slab) >= n {
+		rows, *slab = (*slab)[:n:n], (*slab)[n:]
+	} else {
+		rows = make([]schema.Row, n)
+	}
 	for j := range rows {
 		if j > 0 {
 			if l := fl.row.first; l.cur >= int(l.rowStart[r+1]) || l.repAt(l.cur) != 1 {

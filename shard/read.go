@@ -418,8 +418,9 @@ type langReader interface {
 	// repeats reports whether rows r+1..end-1 all hold row r's list
 	// (false: not proven).
 	repeats(r, end int) bool
-	// decodeFrame decodes row r's list.
-	decodeFrame(r int, buf *jsonBuf) ([]schema.Row, error)
+	// decodeFrame decodes row r's list, into the front of *slab when it
+	// has room (nil: allocated).
+	decodeFrame(r int, buf *jsonBuf, slab *[]schema.Row) ([]schema.Row, error)
 }
 
 func (d *decoder) language() error {
@@ -449,7 +450,7 @@ func (d *decoder) language() error {
 				b.PersistentOf[i] = prevK
 				continue
 			}
-			rows, err := lr.decodeFrame(r, &buf)
+			rows, err := lr.decodeFrame(r, &buf, nil)
 			if err != nil {
 				return d.frameErr(schema.ColumnPersistent, i, err)
 			}
@@ -467,12 +468,19 @@ func (d *decoder) language() error {
 	if lr := d.langs[schema.ColumnEvents]; lr != nil {
 		b.HasEvents = true
 		b.Events = make([][]schema.Row, d.rows())
+		// the frames' rows in one allocation (most frames of an annotated
+		// episode have events)
+		total := 0
+		for i := range b.Events {
+			total += lr.frameLen(d.row(i))
+		}
+		slab := make([]schema.Row, total)
 		for i := range b.Events {
 			r := d.row(i)
 			if lr.frameLen(r) == 0 {
 				continue
 			}
-			rows, err := lr.decodeFrame(r, &buf)
+			rows, err := lr.decodeFrame(r, &buf, &slab)
 			if err != nil {
 				return d.frameErr(schema.ColumnEvents, i, err)
 			}
