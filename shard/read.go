@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -510,15 +511,15 @@ type pqFile struct {
 // row group would make them again. Longer texts (contents) are mostly
 // distinct and are not kept: hashing them costs more than making them.
 // The strings are immutable; the rows of every batch point at them.
-// Bounded: at most stringCacheMax strings of stringCacheLen bytes per file.
+// Lookups read an immutable map without locking; a new string copies it
+// (few: at most stringCacheMax strings of stringCacheLen bytes per file).
 type stringCache struct {
-	mu    sync.Mutex
-	m     map[string]*string
-	bytes int
+	m  atomic.Pointer[map[string]*string]
+	mu sync.Mutex // serialises additions
 }
 
 const (
-	stringCacheMax = 1024
+	stringCacheMax = 256
 	stringCacheLen = 32
 )
 
@@ -528,23 +529,30 @@ func (c *stringCache) get(v []byte) *string {
 		s := string(v)
 		return &s
 	}
-	c.mu.Lock()
-	p := c.m[string(v)]
-	if p == nil && len(c.m) < stringCacheMax {
-		if c.m == nil {
-			c.m = make(map[string]*string)
+	if m := c.m.Load(); m != nil {
+		if p := (*m)[string(v)]; p != nil {
+			return p
 		}
-		s := string(v)
-		p = &s
-		c.m[s] = p
-		c.bytes += len(s)
 	}
-	c.mu.Unlock()
-	if p == nil {
-		s := string(v)
-		p = &s
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var old map[string]*string
+	if m := c.m.Load(); m != nil {
+		old = *m
 	}
-	return p
+	if p := old[string(v)]; p != nil {
+		return p
+	}
+	s := string(v)
+	if len(old) < stringCacheMax {
+		m := make(map[string]*string, len(old)+1)
+		for k, p := range old {
+			m[k] = p
+		}
+		m[s] = &s
+		c.m.Store(&m)
+	}
+	return &s
 }
 
 // readBuffers keeps a few read buffers (memRanges) for the next units of a
