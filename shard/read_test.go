@@ -10,9 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -539,5 +541,51 @@ func TestLanguageStringsSharedAcrossUnits(t *testing.T) {
 	}
 	if shared == 0 {
 		t.Fatal("no style string shared between units")
+	}
+}
+
+// TestAppendAlias checks appendAlias over a chunk's pages: the first page
+// is aliased, later ones are copied into the leaf's own buffer (reused by
+// its next row group when large enough), and the result always holds
+// every page's values in order.
+func TestAppendAlias(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		own    int // capacity of the own buffer before the chunk
+		total  int // the footer's value count
+		pages  [][]int32
+		reused bool // the result lives in the own buffer given
+	}{
+		{"one page: aliased", 0, 3, [][]int32{{1, 2, 3}}, false},
+		{"two pages, no own buffer", 0, 5, [][]int32{{1, 2, 3}, {4, 5}}, false},
+		{"two pages, own buffer large enough", 8, 5, [][]int32{{1, 2, 3}, {4, 5}}, true},
+		{"three pages, own buffer too small", 4, 7, [][]int32{{1, 2, 3}, {4, 5}, {6, 7}}, false},
+		{"footer count too low", 0, 2, [][]int32{{1}, {2, 3}, {4, 5, 6}}, false},
+		{"footer count above the bound", 0, pqMaxValues + 1, [][]int32{{1}, {2}}, false},
+		{"empty first page", 0, 2, [][]int32{{}, {1, 2}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			own := make([]int32, 0, tc.own)
+			given := own
+			var got, want []int32
+			for _, p := range tc.pages {
+				page := slices.Clone(p)
+				got = appendAlias(got, page, tc.total, &own)
+				want = append(want, p...)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("got %v, want %v", got, want)
+			}
+			same := func(a, b []int32) bool { return cap(a) > 0 && unsafe.SliceData(a) == unsafe.SliceData(b) }
+			if len(tc.pages) == 1 && same(got, own) {
+				t.Fatal("a single page was copied")
+			}
+			if inGiven := same(got, given); inGiven != tc.reused {
+				t.Fatalf("result in the given own buffer = %v, want %v", inGiven, tc.reused)
+			}
+			if len(tc.pages[0]) > 0 && len(got) > len(tc.pages[0]) && !same(got, own) {
+				t.Fatal("the copy is not kept as the own buffer")
+			}
+		})
 	}
 }
