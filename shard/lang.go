@@ -690,10 +690,24 @@ func (p *langPool) get(name string) *pqLang {
 	return nil
 }
 
+// langPoolBytes bounds the buffers of a kept column: a column that read a
+// large row group is left to the garbage collector instead (its buffers
+// would stay as long as the file's units).
+const langPoolBytes = 4 << 20
+
+// bytes returns the size of the buffers fl keeps between row groups.
+func (fl *pqLang) bytes() int {
+	n := 4 * cap(fl.rowLen)
+	for _, l := range fl.leaves {
+		n += cap(l.own.rep) + cap(l.own.def) + 4*cap(l.own.idx) + 4*cap(l.own.rowStart) + 24*cap(l.vals) + 8*cap(l.strs)
+	}
+	return n
+}
+
 // put releases fl's pages and keeps it for a later unit of the file.
 func (p *langPool) put(fl *pqLang) {
 	fl.reset()
-	if p == nil {
+	if p == nil || fl.bytes() > langPoolBytes {
 		return
 	}
 	p.mu.Lock()

@@ -589,3 +589,29 @@ func TestAppendAlias(t *testing.T) {
 		})
 	}
 }
+
+// TestLangPoolBounded checks that a file keeps a language column only
+// while its buffers are small, and at most langPoolKept of them.
+func TestLangPoolBounded(t *testing.T) {
+	small := func() *pqLang { return &pqLang{name: "a", rowLen: make([]int32, 10)} }
+	big := &pqLang{name: "a", rowLen: make([]int32, langPoolBytes/4+1)}
+	var p langPool
+	p.put(big)
+	if p.get("a") != nil {
+		t.Fatal("a column with large buffers was kept")
+	}
+	for i := 0; i < langPoolKept+3; i++ {
+		p.put(small())
+	}
+	if len(p.free) != langPoolKept {
+		t.Fatalf("%d columns kept, bound %d", len(p.free), langPoolKept)
+	}
+	if p.get("b") != nil || p.get("a") == nil {
+		t.Fatal("get does not go by column name")
+	}
+	var nilPool *langPool
+	nilPool.put(small()) // no pool: released, not kept
+	if nilPool.get("a") != nil {
+		t.Fatal("a nil pool returned a column")
+	}
+}
