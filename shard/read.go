@@ -511,15 +511,18 @@ type pqFile struct {
 // row group would make them again. Longer texts (contents) are mostly
 // distinct and are not kept: hashing them costs more than making them.
 // The strings are immutable; the rows of every batch point at them.
-// Lookups read an immutable map without locking; a new string copies it
-// (few: at most stringCacheMax strings of stringCacheLen bytes per file).
+// Lookups read an immutable snapshot without locking; a string not in it
+// is looked up (and added) under the lock, and the snapshot is renewed
+// each time the strings have doubled. Bounded: stringCacheMax strings of
+// at most stringCacheLen bytes per file.
 type stringCache struct {
-	m  atomic.Pointer[map[string]*string]
-	mu sync.Mutex // serialises additions
+	snap atomic.Pointer[map[string]*string]
+	mu   sync.Mutex
+	m    map[string]*string // every string kept (the snapshot's and newer)
 }
 
 const (
-	stringCacheMax = 256
+	stringCacheMax = 1024
 	stringCacheLen = 32
 )
 
@@ -529,28 +532,30 @@ func (c *stringCache) get(v []byte) *string {
 		s := string(v)
 		return &s
 	}
-	if m := c.m.Load(); m != nil {
+	if m := c.snap.Load(); m != nil {
 		if p := (*m)[string(v)]; p != nil {
 			return p
 		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var old map[string]*string
-	if m := c.m.Load(); m != nil {
-		old = *m
-	}
-	if p := old[string(v)]; p != nil {
+	if p := c.m[string(v)]; p != nil {
 		return p
 	}
 	s := string(v)
-	if len(old) < stringCacheMax {
-		m := make(map[string]*string, len(old)+1)
-		for k, p := range old {
-			m[k] = p
+	if len(c.m) >= stringCacheMax {
+		return &s
+	}
+	if c.m == nil {
+		c.m = make(map[string]*string)
+	}
+	c.m[s] = &s
+	if old := c.snap.Load(); old == nil || len(c.m) >= 2*len(*old) {
+		snap := make(map[string]*string, len(c.m))
+		for k, p := range c.m {
+			snap[k] = p
 		}
-		m[s] = &s
-		c.m.Store(&m)
+		c.snap.Store(&snap)
 	}
 	return &s
 }

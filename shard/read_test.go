@@ -468,6 +468,7 @@ func TestStringCache(t *testing.T) {
 		shared bool
 	}{
 		{"small value", &stringCache{}, 0, "assistant", true},
+		{"after many values", &stringCache{}, stringCacheMax - 1, "user", true},
 		{"empty value", &stringCache{}, 0, "", true},
 		{"too long to keep", &stringCache{}, 0, long, false},
 		{"cache full", &stringCache{}, stringCacheMax, "user", false},
@@ -486,8 +487,20 @@ func TestStringCache(t *testing.T) {
 				t.Fatalf("shared = %v, want %v", a == b, tc.shared)
 			}
 			if tc.cache != nil {
-				if m := tc.cache.m.Load(); m != nil && len(*m) > stringCacheMax {
-					t.Fatalf("cache holds %d strings, bound %d", len(*m), stringCacheMax)
+				if n := len(tc.cache.m); n > stringCacheMax {
+					t.Fatalf("cache holds %d strings, bound %d", n, stringCacheMax)
+				}
+				if m := tc.cache.snap.Load(); m != nil && len(*m) > len(tc.cache.m) {
+					t.Fatalf("snapshot holds %d strings, the cache %d", len(*m), len(tc.cache.m))
+				}
+			}
+			if tc.cache != nil && tc.shared {
+				// every string the cache holds is found again, from the
+				// snapshot or under the lock, as the same string
+				for k, p := range tc.cache.m {
+					if q := tc.cache.get([]byte(k)); q != p {
+						t.Fatalf("%q: a second string", k)
+					}
 				}
 			}
 		})
