@@ -176,10 +176,6 @@ func (ft *footer) check() error {
 			return fmt.Errorf("corrupt schema: leaf %s has index %d, want %d", columnPath(c), c.Index(), i)
 		}
 	}
-	paths := make([]string, len(ft.leaves)) // once per leaf, not per row group
-	for i, c := range ft.leaves {
-		paths[i] = columnPath(c)
-	}
 	for rg := range md.RowGroups {
 		g := &md.RowGroups[rg]
 		if g.NumRows < 0 {
@@ -187,20 +183,20 @@ func (ft *footer) check() error {
 		}
 		for i := range g.Columns {
 			cc := &g.Columns[i]
-			path := paths[i]
+			path := func() string { return columnPath(ft.leaves[i]) } // for errors only: no string per row group × leaf
 			if cc.FilePath != "" {
-				return fmt.Errorf("row group %d column %s: column chunk in another file (%q) is not supported", rg, path, cc.FilePath)
+				return fmt.Errorf("row group %d column %s: column chunk in another file (%q) is not supported", rg, path(), cc.FilePath)
 			}
 			m := &cc.MetaData
 			if m.DictionaryPageOffset != 0 && m.DictionaryPageOffset > m.DataPageOffset {
-				return fmt.Errorf("row group %d column %s: dictionary page offset %d after data page offset %d", rg, path, m.DictionaryPageOffset, m.DataPageOffset)
+				return fmt.Errorf("row group %d column %s: dictionary page offset %d after data page offset %d", rg, path(), m.DictionaryPageOffset, m.DataPageOffset)
 			}
 			if err := checkCodec(m.Codec); err != nil {
-				return fmt.Errorf("row group %d column %s: %w", rg, path, err)
+				return fmt.Errorf("row group %d column %s: %w", rg, path(), err)
 			}
 			off, n := chunkSpan(m)
 			if off < 0 || n < 0 || off > ft.size || n > ft.size-off || m.NumValues < 0 {
-				return fmt.Errorf("row group %d column %s: column chunk [%d, +%d) outside the %d-byte file", rg, path, off, n, ft.size)
+				return fmt.Errorf("row group %d column %s: column chunk [%d, +%d) outside the %d-byte file", rg, path(), off, n, ft.size)
 			}
 		}
 	}
