@@ -24,8 +24,10 @@ import (
 // used first out. Units planned with a Footers (PlanOptions) do not hold
 // their file's footer: each keeps its row group's thrift bytes (a few
 // KiB), the footer's other bytes are shared by the file's units, and a
-// unit's read parses a footer of its row group alone (unitTail), so a
-// run's plan does not pin every file's parsed footer. A footer dropped and needed again (by another
+// unit's read parses a footer of its row group alone (unitTail) — unless
+// the store still holds its file's parsed footer (plan order, or all of a
+// dataset's footers within the bound), which it then uses — so a run's
+// plan does not pin every file's parsed footer. A footer dropped and needed again (by another
 // plan: the next epoch's) is read again: from the side cache for remote
 // files, from the file otherwise. It is safe for concurrent use.
 type Footers struct {
@@ -36,7 +38,7 @@ type Footers struct {
 	lru  *list.List // unused entries, least recently used first
 	kept int64      // cost of the entries in lru
 
-	reads, sideHits, hits atomic.Int64
+	reads, sideHits, hits, residents atomic.Int64
 }
 
 // DefaultFooterKeep is the default Footers bound on footers no read uses:
@@ -70,6 +72,9 @@ type FooterStats struct {
 	// Reads are footers read from files, SideHits footers read from a
 	// side cache, Hits footers found parsed in memory.
 	Reads, SideHits, Hits int64
+	// Resident counts unit reads that found their file's footer parsed in
+	// the store (no parse of the unit's own row group footer).
+	Resident int64
 	// Held is the number of footers in memory, Kept the estimated bytes
 	// of those no read uses.
 	Held int
@@ -80,7 +85,7 @@ type FooterStats struct {
 func (s *Footers) Stats() FooterStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return FooterStats{Reads: s.reads.Load(), SideHits: s.sideHits.Load(), Hits: s.hits.Load(), Held: len(s.m), Kept: s.kept}
+	return FooterStats{Reads: s.reads.Load(), SideHits: s.sideHits.Load(), Hits: s.hits.Load(), Resident: s.residents.Load(), Held: len(s.m), Kept: s.kept}
 }
 
 // footerCost estimates a parsed footer's memory: the parsed metadata takes
@@ -91,7 +96,7 @@ func footerCost(ft *footer) int64 { return 4*int64(len(ft.tail)) + 4096 }
 // cache entry) when no other user has it, and a release function to call
 // once done with it.
 func (s *Footers) acquire(ctx context.Context, src fetch.Source, name string, f fetch.File) (*footer, func(), error) {
-	key := src.ID() + "\x00" + src.Revision() + "\x00" + name + "\x00" + strconv.FormatInt(f.Size(), 10)
+	key := footerKey(src, name, f.Size())
 	s.mu.Lock()
 	e := s.m[key]
 	if e == nil {
@@ -129,6 +134,38 @@ func (s *Footers) acquire(ctx context.Context, src fetch.Source, name string, f 
 	}
 	var once sync.Once
 	return e.ft, func() { once.Do(func() { s.release(e) }) }, nil
+}
+
+// footerKey identifies a file's footer in a store: the source, its
+// revision, the file's name and size.
+func footerKey(src fetch.Source, name string, size int64) string {
+	return src.ID() + "\x00" + src.Revision() + "\x00" + name + "\x00" + strconv.FormatInt(size, 10)
+}
+
+// resident returns the parsed footer of name (size bytes) in src when the
+// store holds it, without reading it or taking a use of it (nil when it
+// does not, or s is nil). A parsed footer is immutable: a unit read may
+// use it after the store lets it go.
+func (s *Footers) resident(src fetch.Source, name string, size int64) *footer {
+	if s == nil {
+		return nil
+	}
+	key := footerKey(src, name, size)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.m[key]
+	if e == nil {
+		return nil
+	}
+	select {
+	case <-e.done:
+		if e.err == nil {
+			s.residents.Add(1)
+			return e.ft
+		}
+	default:
+	}
+	return nil
 }
 
 // release drops one use of e; an unused footer joins the LRU, and the
@@ -204,6 +241,12 @@ func openUnitFile(ctx context.Context, src fetch.Source, u *Unit) (*pfile, int, 
 		if u.pq != nil {
 			ft = u.pq.footer
 		}
+		p, err := openFile(ctx, src, u.File, ft)
+		return p, u.RowGroup, err
+	}
+	if ft := u.pq.store.resident(src, u.File, u.pq.size); ft != nil && u.RowGroup < ft.numRowGroups() {
+		// The file's footer is still parsed in the store (plan order,
+		// or a dataset whose footers fit its bound): no parse per unit.
 		p, err := openFile(ctx, src, u.File, ft)
 		return p, u.RowGroup, err
 	}

@@ -189,7 +189,8 @@ func TestUnitFootersConformance(t *testing.T) {
 	for _, dir := range conformanceDatasets(t) {
 		src := mustDir(t, dir)
 		ds, want := readAll(t, src, Selection{}, Options{})
-		units, err := PlanWith(ctx, src, ds, Selection{}, PlanOptions{Footers: NewFooters(-1)})
+		store := NewFooters(-1)
+		units, err := PlanWith(ctx, src, ds, Selection{}, PlanOptions{Footers: store})
 		if err != nil {
 			t.Fatalf("%s: %v", dir, err)
 		}
@@ -207,6 +208,37 @@ func TestUnitFootersConformance(t *testing.T) {
 			if !reflect.DeepEqual(b, want[i]) {
 				t.Fatalf("%s %s row group %d: decoded differently with its own footer", dir, u.File, u.RowGroup)
 			}
+		}
+		if r := store.Stats().Resident; r != 0 {
+			t.Fatalf("%s: %d reads used a resident footer; the store keeps none", dir, r)
+		}
+	}
+}
+
+// TestUnitFootersResident: units whose file's footer the store still holds
+// read through it (no parse of their own row group's footer), with the
+// same result.
+func TestUnitFootersResident(t *testing.T) {
+	ctx := context.Background()
+	for _, dir := range conformanceDatasets(t) {
+		src := mustDir(t, dir)
+		ds, want := readAll(t, src, Selection{}, Options{})
+		store := NewFooters(0)
+		units, err := PlanWith(ctx, src, ds, Selection{}, PlanOptions{Footers: store})
+		if err != nil {
+			t.Fatalf("%s: %v", dir, err)
+		}
+		for i, u := range units {
+			b, err := ReadUnit(ctx, src, ds, u, Options{})
+			if err != nil {
+				t.Fatalf("%s: %v", dir, err)
+			}
+			if !reflect.DeepEqual(b, want[i]) {
+				t.Fatalf("%s %s row group %d: decoded differently through the resident footer", dir, u.File, u.RowGroup)
+			}
+		}
+		if r := store.Stats().Resident; r != int64(len(units)) {
+			t.Fatalf("%s: %d of %d unit reads used the resident footer", dir, r, len(units))
 		}
 	}
 }

@@ -184,7 +184,7 @@ func planRowGroups(src fetch.Source, f *planFile, sel Selection, bufs *readBuffe
 		// Each unit keeps its row group's part of the footer; the rest
 		// is the file's units' (copied: the footer itself is let go).
 		l := ft.shape.rgList
-		pq = &pqFile{size: ft.size, bufs: bufs, head: slices.Clone(ft.raw[:l[0]]), foot: slices.Clone(ft.raw[l[1]:])}
+		pq = &pqFile{size: ft.size, bufs: bufs, head: slices.Clone(ft.raw[:l[0]]), foot: slices.Clone(ft.raw[l[1]:]), store: store}
 	}
 	var units []Unit
 	for rg := 0; rg < ft.numRowGroups(); rg++ {

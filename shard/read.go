@@ -500,6 +500,7 @@ type pqFile struct {
 	size   int64        // the file's size, when footer is nil (units keep their row group's, footers.go)
 	head   []byte       // the footer before its row_groups list, when footer is nil
 	foot   []byte       // the footer after its row_groups list, when footer is nil
+	store  *Footers     // the store the footer was read through, when footer is nil
 	bufs   *readBuffers // the plan's read buffers (nil: none kept)
 	strs   stringCache  // language strings shared by the file's units
 	langs  langPool     // language columns' trees and buffers, between units
