@@ -12,17 +12,17 @@ import (
 const DefaultBufferBytes = 1 << 30
 
 // heldFrameOverhead is the memory of a held frame besides its feature
-// bytes: the frame's fixed fields, slice headers and list entries.
-// Rendered samples are shared between the frames of an episode state and
-// not counted.
-const heldFrameOverhead = int64(unsafe.Sizeof(heldFrame{})) + 64
+// bytes: its record (heldFrame) and its cell in the serve ring, with
+// slack for the chunk arrays' growth. Rendered samples are shared between
+// the frames of an episode state and not counted.
+const heldFrameOverhead = int64(unsafe.Sizeof(heldFrame{})) + 8 + 24
 
 // SampleBytes is the memory one frame held by the training order takes,
 // from metadata only (so every consumer computes the same): its numeric
 // features (delta-timestamps windows included, with their pad masks), its
 // camera and image frames, and a fixed overhead.
 func SampleBytes(cfg *Config) int64 {
-	n := heldFrameOverhead + 5*24 // the core columns' slices
+	n := heldFrameOverhead
 	for _, f := range infoFeatures(cfg) {
 		size := int64(f.FrameBytes())
 		k := int64(1)
@@ -32,7 +32,7 @@ func SampleBytes(cfg *Config) int64 {
 				n += k // the pad mask
 			}
 		}
-		n += k*size + 24
+		n += k * size
 	}
 	return n + CameraBytesPerSample(cfg)
 }

@@ -8,39 +8,98 @@ import (
 
 	"github.com/lrstream/lrstream/collate"
 	"github.com/lrstream/lrstream/render"
+	"github.com/lrstream/lrstream/schema"
 )
 
-// heldFrame is a frame a consumer will serve, copied out of its decoded
-// chunk as soon as the chunk is decoded, so that the chunk (its row
-// group's columns, language rows, render results and camera frames) is
-// released at once instead of living until the shuffle order has served
-// its last frame. A shuffle buffer of N frames keeps a chunk's last
-// frames waiting about N·ln(frames per chunk) draws, so holding whole
-// chunks costs several times the buffer; holding frames costs the
-// buffer's frames.
-type heldFrame struct {
-	f    collate.Frame // Features point into data
-	data []byte
-	res  render.Result // outcome, fallback and component, for Stats
+// heldChunk holds the frames of one decoded chunk that a consumer will
+// serve, copied out as soon as the chunk is decoded, so that the chunk (its
+// row group's columns, language rows, render results and camera frames) is
+// released at once instead of living until the shuffle order has served its
+// last frame. A shuffle buffer of N frames keeps a chunk's last frames
+// waiting about N·ln(frames per chunk) draws, so holding whole chunks costs
+// several times the buffer; holding frames costs the buffer's frames.
+//
+// The frames are stored compactly, one record and one run of feature bytes
+// per frame in two arrays per chunk (about 80 bytes besides the features,
+// and no per-frame allocation, which also keeps the collector's work small).
+type heldChunk struct {
+	recs []heldFrame
+	data []byte // the features of recs[i] at data[i*stride:(i+1)*stride]
+	// sizes are the bytes of each output feature within a stride.
+	sizes  []int
+	stride int
+	sized  bool // sizes and stride are set (by the first frame held)
+	// lang holds recs[i]'s language rows with KeepLanguage.
+	lang [][2][]schema.Row
+	// errs holds the frames that cannot be served (their camera frame
+	// failed after the keep index kept them), by record.
+	errs map[int32]error
 	src  int
-	// file and rowGroup locate the frame for error messages.
+	// file and rowGroup locate the frames for error messages.
 	file     string
 	rowGroup int
-	// err is set when the frame cannot be served (its rendering or its
-	// camera frame failed after the keep index kept it).
-	err error
+}
+
+// heldFrame is one frame of a heldChunk.
+type heldFrame struct {
+	index, episode, frameIndex, task int64
+	taskName                         string
+	sample                           *schema.Sample
+	chunk                            *heldChunk
+	ts                               float32
+	n                                int32 // the record's number in chunk.recs
+	component                        int32
+	outcome                          render.Outcome
+	fallback                         bool
+}
+
+// result is the frame's render outcome, for Stats.
+func (hf *heldFrame) result() render.Result {
+	return render.Result{Outcome: hf.outcome, Fallback: hf.fallback, Component: int(hf.component)}
+}
+
+// err is set when the frame cannot be served.
+func (hf *heldFrame) err() error {
+	if hf.chunk.errs == nil {
+		return nil
+	}
+	return hf.chunk.errs[hf.n]
+}
+
+// frame fills f with hf for collation: its features point into the chunk.
+func (hf *heldFrame) frame(f *collate.Frame, names [][]string) {
+	c := hf.chunk
+	f.Index, f.EpisodeIndex, f.FrameIndex, f.TaskIndex = hf.index, hf.episode, hf.frameIndex, hf.task
+	f.Timestamp, f.Task, f.Sample = hf.ts, hf.taskName, hf.sample
+	if cap(f.Features) < len(c.sizes) {
+		f.Features = make([][]byte, len(c.sizes))
+	}
+	f.Features = f.Features[:len(c.sizes)]
+	off := int(hf.n) * c.stride
+	for k, n := range c.sizes {
+		f.Features[k] = c.data[off : off+n : off+n]
+		off += n
+	}
+	f.Strings = nil
+	if names != nil {
+		f.Strings = names[c.src]
+	}
+	f.Persistent, f.Events = nil, nil
+	if c.lang != nil {
+		f.Persistent, f.Events = c.lang[hf.n][0], c.lang[hf.n][1]
+	}
 }
 
 // holder is the frame store of one training stream, reused across
 // epochs: which served position each selected position has, the frames
-// decoded but not yet served, and a free list of frames.
+// decoded but not yet served.
 type holder struct {
 	emitAt []int32 // per position of the keep index: its serve index, or -1
 	ring   []*heldFrame
-	free   []*heldFrame
 	tmp    collate.Frame
-	names  [][]string // per source: its Strings value in a mixture
-	keep   bool       // KeepLanguage: hold the language rows too
+	out    collate.Frame // the frame being collated (batchOf)
+	names  [][]string    // per source: its Strings value in a mixture
+	keep   bool          // KeepLanguage: hold the language rows too
 	// peak is the largest number of frames held at once (for tests).
 	peak, held int
 }
@@ -55,27 +114,17 @@ func newHolder(srcs []Mix, keepLanguage bool) *holder {
 	return h
 }
 
-// get returns a cleared frame from the free list or a new one.
-func (h *holder) get() *heldFrame {
-	h.held++
+// chunk returns a new chunk for n frames. Chunks are not recycled: their
+// arrays are sized for the frames a consumer serves from one chunk, which
+// varies, and the collector frees a chunk once its last frame is served.
+func (h *holder) chunk(n int) *heldChunk {
+	h.held += n
 	h.peak = max(h.peak, h.held)
-	if n := len(h.free); n > 0 {
-		hf := h.free[n-1]
-		h.free = h.free[:n-1]
-		return hf
-	}
-	return &heldFrame{}
+	return &heldChunk{recs: make([]heldFrame, n)}
 }
 
-// put returns served frames to the free list, dropping their references
-// to samples and language rows.
-func (h *holder) put(frames []*heldFrame) {
-	for _, hf := range frames {
-		feats, data := hf.f.Features[:0], hf.data[:0]
-		*hf = heldFrame{data: data}
-		hf.f.Features = feats
-		h.free = append(h.free, hf)
-	}
+// release counts served (or dropped) frames out of the held ones.
+func (h *holder) release(frames []*heldFrame) {
 	h.held -= len(frames)
 }
 
@@ -96,50 +145,61 @@ func (h *holder) slot(i, cursor int) **heldFrame {
 	return &h.ring[i&(len(h.ring)-1)]
 }
 
-// hold copies frame j of c (source src) into a held frame.
-func (h *holder) hold(c *Chunk, j, src int, fl *filler, srcs []Mix) (*heldFrame, error) {
-	hf := h.get()
+// hold copies frame j of c (source src) into record n of hc.
+func (h *holder) hold(hc *heldChunk, n int, c *Chunk, j int, fl *filler, srcs []Mix) error {
+	hf := &hc.recs[n]
 	bt := c.Batch
-	f := &hf.f
-	f.Index, f.EpisodeIndex, f.FrameIndex, f.TaskIndex = bt.Index[j], bt.EpisodeIndex[j], bt.FrameIndex[j], bt.TaskIndex[j]
-	f.Timestamp, f.Task = bt.Timestamp[j], c.Tasks[j]
-	hf.src, hf.file, hf.rowGroup = src, c.Unit.File, c.Unit.RowGroup
+	*hf = heldFrame{
+		index: bt.Index[j], episode: bt.EpisodeIndex[j], frameIndex: bt.FrameIndex[j], task: bt.TaskIndex[j],
+		ts: bt.Timestamp[j], taskName: c.Tasks[j], chunk: hc, n: int32(n),
+	}
 	r := &c.Results[j]
-	hf.res = render.Result{Outcome: r.Outcome, Fallback: r.Fallback, Component: r.Component}
+	hf.outcome, hf.fallback, hf.component = r.Outcome, r.Fallback, int32(r.Component)
 	switch r.Outcome {
 	case render.Rendered:
-		f.Sample = r.Sample
+		hf.sample = r.Sample
 	case render.Failed:
 		// The keep index rendered this frame; only its camera frame
 		// can fail now, and the training order cannot skip it.
-		fe := c.FrameErr(srcs[src].Config.Dataset.ID, j)
-		hf.err = fmt.Errorf("%w (the training order cannot skip a frame whose camera fails: fix the video, or stream in plan order with --on-error skip)", fe)
-		return hf, nil
-	}
-	if h.names != nil {
-		f.Strings = h.names[src]
+		fe := c.FrameErr(srcs[hc.src].Config.Dataset.ID, j)
+		if hc.errs == nil {
+			hc.errs = map[int32]error{}
+		}
+		hc.errs[int32(n)] = fmt.Errorf("%w (the training order cannot skip a frame whose camera fails: fix the video, or stream in plan order with --on-error skip)", fe)
+		return nil // no features: batchOf fails on the error first
 	}
 	if err := fl.fill(&h.tmp, c, j); err != nil {
-		return hf, err
+		return err
 	}
-	data := hf.data[:0]
-	for _, v := range h.tmp.Features {
-		data = append(data, v...)
+	if !hc.sized {
+		hc.sized = true
+		hc.sizes, hc.stride = make([]int, len(h.tmp.Features)), 0
+		for k, v := range h.tmp.Features {
+			hc.sizes[k] = len(v)
+			hc.stride += len(v)
+		}
+		hc.data = make([]byte, 0, len(hc.recs)*hc.stride)
 	}
-	hf.data = data
-	if cap(f.Features) < len(h.tmp.Features) {
-		f.Features = make([][]byte, len(h.tmp.Features))
+	if at := n * hc.stride; len(hc.data) < at {
+		// Frames before this one failed: their features stay zero.
+		hc.data = append(hc.data, make([]byte, at-len(hc.data))...)
 	}
-	f.Features = f.Features[:len(h.tmp.Features)]
-	off := 0
+	if len(h.tmp.Features) != len(hc.sizes) {
+		return fmt.Errorf("%s row group %d: episode %d, index %d: %d feature values, %d for the row group's first frame", c.Unit.File, c.Unit.RowGroup, hf.episode, hf.index, len(h.tmp.Features), len(hc.sizes))
+	}
 	for k, v := range h.tmp.Features {
-		f.Features[k] = data[off : off+len(v) : off+len(v)]
-		off += len(v)
+		if len(v) != hc.sizes[k] {
+			return fmt.Errorf("%s row group %d: episode %d, index %d: feature %d has %d bytes, %d for the row group's first frame", c.Unit.File, c.Unit.RowGroup, hf.episode, hf.index, k, len(v), hc.sizes[k])
+		}
+		hc.data = append(hc.data, v...)
 	}
 	if h.keep {
-		f.Persistent, f.Events = bt.PersistentRows(j), bt.EventRows(j)
+		if hc.lang == nil {
+			hc.lang = make([][2][]schema.Row, len(hc.recs))
+		}
+		hc.lang[n] = [2][]schema.Row{bt.PersistentRows(j), bt.EventRows(j)}
 	}
-	return hf, nil
+	return nil
 }
 
 // serveBatches decodes the units that the global batches mine need, in
@@ -199,11 +259,11 @@ func serveBatches(ctx context.Context, srcs []Mix, idx *keepIndex, h *holder, or
 		// An error or cancellation: drop what is still held.
 		for i := cursor; i < cursor+len(h.ring); i++ {
 			if c := &h.ring[i&(len(h.ring)-1)]; *c != nil {
-				h.put([]*heldFrame{*c})
+				h.release([]*heldFrame{*c})
 				*c = nil
 			}
 		}
-		h.put(picks)
+		h.release(picks)
 	}()
 	return ordered(ctx, len(units), workers, chunkWindow(srcs[0].Config, workers),
 		func(ctx context.Context, i int) (*Chunk, error) {
@@ -224,17 +284,28 @@ func serveBatches(ctx context.Context, srcs []Mix, idx *keepIndex, h *holder, or
 				return err
 			}
 			src := pi.src(id)
+			cnt := 0
 			for p := lo; p < hi; p++ {
-				e := emitAt[p]
-				if e < 0 {
-					continue
+				if emitAt[p] >= 0 {
+					cnt++
 				}
-				hf, err := h.hold(c, int(p-lo), src, fillers[src], srcs)
-				if err != nil {
-					h.put([]*heldFrame{hf})
-					return err
+			}
+			if cnt > 0 {
+				hc := h.chunk(cnt)
+				hc.src, hc.file, hc.rowGroup = src, c.Unit.File, c.Unit.RowGroup
+				r := 0
+				for p := lo; p < hi; p++ {
+					e := emitAt[p]
+					if e < 0 {
+						continue
+					}
+					if err := h.hold(hc, r, c, int(p-lo), fillers[src], srcs); err != nil {
+						h.held -= cnt - r
+						return err
+					}
+					*h.slot(int(e), cursor) = &hc.recs[r]
+					r++
 				}
-				*h.slot(int(e), cursor) = hf
 			}
 			// The chunk's frames are copied: its camera buffers go back
 			// for reuse.
@@ -251,7 +322,7 @@ func serveBatches(ctx context.Context, srcs []Mix, idx *keepIndex, h *holder, or
 				k := mine[bi]
 				if int64(len(picks)) == min(B, n-k*B) {
 					err := emit(picks, k)
-					h.put(picks)
+					h.release(picks)
 					picks = picks[:0]
 					if err != nil {
 						return err
@@ -264,13 +335,14 @@ func serveBatches(ctx context.Context, srcs []Mix, idx *keepIndex, h *holder, or
 }
 
 // batchOf collates held frames into one batch.
-func batchOf(b *collate.Batcher, frames []*heldFrame) (*collate.Batch, error) {
+func (h *holder) batchOf(b *collate.Batcher, frames []*heldFrame) (*collate.Batch, error) {
 	var out *collate.Batch
+	f := &h.out
 	for i, hf := range frames {
-		if hf.err != nil {
-			return nil, hf.err
+		if err := hf.err(); err != nil {
+			return nil, err
 		}
-		f := &hf.f
+		hf.frame(f, h.names)
 		var err error
 		if i == len(frames)-1 && len(frames) < b.Config().BatchSize {
 			if _, err = b.Add(f); err == nil {
@@ -280,9 +352,11 @@ func batchOf(b *collate.Batcher, frames []*heldFrame) (*collate.Batch, error) {
 			out, err = b.Add(f)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s row group %d: episode %d, index %d: %w", hf.file, hf.rowGroup, f.EpisodeIndex, f.Index, err)
+			return nil, fmt.Errorf("%s row group %d: episode %d, index %d: %w", hf.chunk.file, hf.chunk.rowGroup, f.EpisodeIndex, f.Index, err)
 		}
 	}
+	// The frame's references go with the batch.
+	*f = collate.Frame{Features: f.Features[:0]}
 	if out == nil {
 		return nil, errors.New("internal error: batch did not complete")
 	}

@@ -276,12 +276,13 @@ func trainPartitioned(ctx context.Context, cfg *Config, so StreamOptions, to Tra
 			return fillers, nil
 		}
 		err = serveBatches(ctx, []Mix{{Config: &c, Weight: 1}}, idx, hold, order, mine, B, start, func(fr []*heldFrame, j int64) error {
-			bt, err := batchOf(b, fr)
+			bt, err := hold.batchOf(b, fr)
 			if err != nil {
 				return err
 			}
 			for _, f := range fr {
-				st.countKept(&f.res)
+				r := f.result()
+				st.countKept(&r)
 			}
 			cnt.Batches++
 			cnt.Kept += int64(bt.N)

@@ -570,7 +570,7 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 			return fillers, nil
 		}
 		err := serveBatches(ctx, srcs, idx, hold, order, mine, B, start, func(frames []*heldFrame, k int64) error {
-			bt, err := batchOf(b, frames)
+			bt, err := hold.batchOf(b, frames)
 			if err != nil {
 				return err
 			}
@@ -579,7 +579,8 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 				next = token{Version: 1, Epoch: epoch + 1, Batch: 0, Fingerprint: fp}
 			}
 			for _, f := range frames {
-				st.countKept(&f.res)
+				r := f.result()
+				st.countKept(&r)
 			}
 			cnt.Batches++
 			cnt.Kept += int64(bt.N)
