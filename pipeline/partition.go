@@ -241,8 +241,13 @@ func trainPartitioned(ctx context.Context, cfg *Config, so StreamOptions, to Tra
 			runOf[r.episode] = append(runOf[r.episode], r)
 		}
 		sel := fmt.Sprintf("%v|%v", cfg.Selection.Episodes, cfg.Selection.Exclude)
-		var orders [][]int32
-		for p := sl; p < P; p += C {
+		// This consumer's batches in order: own batch j comes from its
+		// partition j%(P/C), batch j/(P/C) of that partition. Each
+		// partition's order is copied in as soon as it is computed, so
+		// one partition's order is held besides this consumer's.
+		per := int64(P / C)
+		order := make([]int32, perCons*B)
+		for q, p := int64(0), sl; p < P; q, p = q+1, p+C {
 			var runs []episodeRun
 			for _, e := range parts[p] {
 				runs = append(runs, runOf[e]...)
@@ -251,16 +256,10 @@ func trainPartitioned(ctx context.Context, cfg *Config, so StreamOptions, to Tra
 			if int64(len(o)) < nbp*B {
 				return st, fmt.Errorf("--order partitioned: epoch %d partition %d keeps %d frames, fewer than the %d batches of %d every partition serves (frames dropped by rendering; use --mode fallback or fewer partitions)", epoch, p, len(o), nbp, B)
 			}
-			orders = append(orders, o[:nbp*B])
-		}
-		// This consumer's batches in order: own batch j comes from its
-		// partition j%(P/C), batch j/(P/C) of that partition.
-		per := int64(P / C)
-		order := make([]int32, 0, perCons*B)
-		for j := int64(0); j < perCons; j++ {
-			o := orders[j%per]
-			r := j / per
-			order = append(order, o[r*B:(r+1)*B]...)
+			for r := int64(0); r < nbp; r++ {
+				j := r*per + q
+				copy(order[j*B:(j+1)*B], o[r*B:(r+1)*B])
+			}
 		}
 		var mine []int64
 		for j := first; j < perCons; j++ {
