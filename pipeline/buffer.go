@@ -152,3 +152,27 @@ func HeldBytes(srcs []Mix, to TrainOptions) int64 {
 	}
 	return held * sample
 }
+
+// indexBytesPerFrame is what a training stream holds for each frame it
+// indexes, besides held frames: the keep flag (1 byte), the epoch order
+// (4), the serve index of each position (4) and an order being built (4).
+const indexBytesPerFrame = 13
+
+// TrainBytes estimates the memory of a training stream of srcs with to:
+// the frames it holds (HeldBytes) plus its keep index and orders,
+// indexBytesPerFrame for each frame it indexes — the whole selection in
+// the global order, its partitions' share (1/C of the frames) in the
+// partitioned one. Commands size their memory limits with it (lrstream
+// stream's soft limit, serve's budget per client); it leaves out what a
+// process shares between streams (parsed footers, decoding buffers).
+func TrainBytes(srcs []Mix, to TrainOptions) int64 {
+	var frames int64
+	for _, m := range srcs {
+		f, _ := selectedMean(m.Config)
+		frames += f
+	}
+	if to.Order == OrderPartitioned {
+		frames /= int64(max(to.Consumers, 1))
+	}
+	return HeldBytes(srcs, to) + frames*indexBytesPerFrame
+}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/lrstream/lrstream/render"
+	"github.com/lrstream/lrstream/schema"
 	"github.com/lrstream/lrstream/sink"
 )
 
@@ -94,5 +95,38 @@ func TestShuffleBufferByteBudget(t *testing.T) {
 	c.Deltas = []Delta{{Key: "action", Seconds: []float64{0, 0.1, 0.2, 0.3}}}
 	if d := SampleBytes(&c); d <= sample {
 		t.Fatalf("SampleBytes with a 4-step action window %d, without %d", d, sample)
+	}
+}
+
+// TestTrainBytes checks the training stream's memory estimate: the held
+// frames plus 13 bytes a frame indexed, the whole selection in the global
+// order and 1/C of it per consumer in the partitioned one (a 10M-frame
+// episodes index, metadata only).
+func TestTrainBytes(t *testing.T) {
+	cfg := *demoConfig(t, render.ModeFallback)
+	ds := *cfg.Dataset
+	ds.Episodes = nil
+	for i := range int64(16000) {
+		ds.Episodes = append(ds.Episodes, schema.Episode{Index: i, Length: 625})
+	}
+	cfg.Dataset = &ds
+	const frames = 16000 * 625
+	srcs := []Mix{{Config: &cfg, Weight: 1}}
+	for _, tc := range []struct {
+		name    string
+		to      TrainOptions
+		indexed int64
+	}{
+		{"global, 1 consumer", TrainOptions{Shuffle: true}, frames},
+		{"global, 8 consumers", TrainOptions{Shuffle: true, Consumers: 8}, frames},
+		{"partitioned, 1 consumer", TrainOptions{Shuffle: true, Order: OrderPartitioned}, frames},
+		{"partitioned, 8 consumers", TrainOptions{Shuffle: true, Order: OrderPartitioned, Consumers: 8}, frames / 8},
+	} {
+		held := HeldBytes(srcs, tc.to)
+		got := TrainBytes(srcs, tc.to)
+		if want := held + tc.indexed*indexBytesPerFrame; got != want {
+			t.Errorf("%s: TrainBytes %d, want %d held + %d indexed frames × %d", tc.name, got, held, tc.indexed, indexBytesPerFrame)
+		}
+		t.Logf("%s: %d MB (%d MB held)", tc.name, got>>20, held>>20)
 	}
 }

@@ -131,22 +131,24 @@ func (t *trainFlags) json() map[string]any {
 	return m
 }
 
-// trainMemoryLimit is the soft memory limit (GOMEMLIMIT) of a
-// language-only training stream. Its live set is bounded but not small:
-// the keep index and order (9 bytes a frame), the frames the shuffle
-// buffer holds, and every data file's parsed footer (the order reads row
-// groups from all files at once; ~170 MB for 10M frames). Under the
-// default GOGC of 400 the heap would grow to five times that (2 GB for
-// 10M frames); the limit makes the collector run more often instead once
-// the heap nears it (10M frames: 0.49 GB peak RSS, docs/training.md).
-const trainMemoryLimit = 448 << 20
+// trainMemoryLimit is the least soft memory limit (GOMEMLIMIT) of a
+// language-only training stream, and trainMemoryRest what the limit leaves
+// above the stream's own estimate (pipeline.TrainBytes: held frames, keep
+// index and orders) for the rest of the process: parsed footers, decoding,
+// collation and encoding. Under the default GOGC of 400 the heap would
+// grow to five times the live set (2 GB for 10M frames); the limit makes
+// the collector run more often instead once the heap nears it (10M frames:
+// under 0.5 GB peak RSS, docs/training.md "Memory").
+const (
+	trainMemoryLimit = 448 << 20
+	trainMemoryRest  = 224 << 20
+)
 
-// limitTrainMemory sets a soft memory limit of trainMemoryLimit plus the
-// frames the order holds (pipeline.HeldBytes: the buffer share and the
-// episodes being read; small for the global order, P/C × open episodes
-// for the partitioned one) for a training stream without camera or image
-// frames (whose decoded frames are memory by design: their budget is
-// --shuffle-buffer-bytes), unless GOMEMLIMIT is set.
+// limitTrainMemory sets a soft memory limit of pipeline.TrainBytes plus
+// trainMemoryRest, at least trainMemoryLimit, for a training stream
+// without camera or image frames (whose decoded frames are memory by
+// design: their budget is --shuffle-buffer-bytes), unless GOMEMLIMIT is
+// set.
 func limitTrainMemory(e *env, mix []pipeline.Mix, to pipeline.TrainOptions) {
 	if e.memoryLimit == nil || e.getenv == nil || e.getenv("GOMEMLIMIT") != "" {
 		return
@@ -156,5 +158,10 @@ func limitTrainMemory(e *env, mix []pipeline.Mix, to pipeline.TrainOptions) {
 			return
 		}
 	}
-	e.memoryLimit(trainMemoryLimit + pipeline.HeldBytes(mix, to))
+	e.memoryLimit(trainLimit(mix, to))
+}
+
+// trainLimit is the soft memory limit of a language-only training stream.
+func trainLimit(mix []pipeline.Mix, to pipeline.TrainOptions) int64 {
+	return max(trainMemoryLimit, pipeline.TrainBytes(mix, to)+trainMemoryRest)
 }
