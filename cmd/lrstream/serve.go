@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -31,7 +32,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv.log.Info("serving", "socket", socket, "max_clients", srv.lim.MaxClients, "client_buffer", srv.lim.Buffer, "write_timeout", srv.lim.WriteTimeout)
+	srv.log.Info("serving", "socket", socket, "max_clients", srv.lim.MaxClients, "client_buffer", srv.lim.Buffer, "write_timeout", srv.lim.WriteTimeout, "client_memory", srv.mem.budget)
 	return srv.serve(ctx, ln)
 }
 
@@ -51,6 +52,7 @@ func newServer(ctx context.Context, e *env, args []string) (*server, string, err
 	fs.IntVar(&lim.MaxClients, "max-clients", defaultMaxClients, "clients streamed at once; more get an in-band \"server full\" error")
 	bufSize := fs.String("client-buffer", "1MiB", "write buffer per client (whole messages; a larger batch is written directly)")
 	fs.DurationVar(&lim.WriteTimeout, "write-timeout", defaultWriteTimeout, "disconnect a client that reads nothing for this long (0: never)")
+	clientMem := fs.String("client-memory", "4GiB", "memory budget per client: a client whose stream needs more by its estimate (held frames, keep index and orders, write buffer) is refused in-band; the soft memory limit follows the clients' estimates (0: no budget; docs/training.md \"Memory\")")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: lrstream serve --socket PATH [--dataset DIR|ORG/NAME] [--recipe FILE] [flags]\n\nEach client sends a msgpack hello {worker, num_workers, rank, world_size} and\nreceives the stream of its share of the episodes (docs/wire-format.md).\nStops on SIGINT/SIGTERM.\n\nflags:")
 		fs.PrintDefaults()
@@ -78,8 +80,14 @@ func newServer(ctx context.Context, e *env, args []string) (*server, string, err
 		return nil, "", fmt.Errorf("--client-buffer %q: want a size from 1B to 1GiB", *bufSize)
 	}
 	lim.Buffer = int(n)
+	budget := int64(0)
+	if strings.TrimSpace(*clientMem) != "0" {
+		if budget, perr = prerender.ParseSize(*clientMem); perr != nil || budget < 1 {
+			return nil, "", fmt.Errorf("--client-memory %q: want a size such as 2GiB, or 0 for no budget", *clientMem)
+		}
+	}
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
-	srv := &server{lim: lim, log: log}
+	srv := &server{lim: lim, log: log, mem: &serveMemory{budget: budget}}
 	if *from != "" {
 		if err := checkReplayFlags(fs); err != nil {
 			return nil, "", err
@@ -99,8 +107,11 @@ func newServer(ctx context.Context, e *env, args []string) (*server, string, err
 		}
 		so := bf.options(&rf, tf.json())
 		cache := &pipeline.IndexCache{} // one pre-pass for all clients
+		srv.mem.setLimit = serveMemoryLimit(e, mix)
+		srv.mem.init()
+		srv.need = func(h sink.Hello) clientNeed { return liveNeed(h, mix, &tf, int64(lim.Buffer)) }
 		srv.stream = func(ctx context.Context, h sink.Hello, w *clientWriter, log *slog.Logger) error {
-			return streamLive(ctx, h, w, mix, so, &tf, cache)
+			return streamLive(ctx, h, w, mix, so, &tf, cache, srv.mem, srv.need(h))
 		}
 		log.Info("loaded", "dataset", mix[0].Config.Dataset.ID, "recipe", mix[0].Config.Recipe.Name())
 	}
@@ -143,7 +154,11 @@ func listenUnix(path string) (*net.UnixListener, error) {
 type server struct {
 	lim   serveLimits
 	stats serveStats
+	mem   *serveMemory
 	log   *slog.Logger
+	// need estimates a live client's memory from its hello (nil for a
+	// replay).
+	need func(sink.Hello) clientNeed
 	// stream streams one client's share (after its hello) to w; it
 	// returns when the stream ended.
 	stream func(ctx context.Context, h sink.Hello, w *clientWriter, log *slog.Logger) error
@@ -283,12 +298,36 @@ func streamReplay(ctx context.Context, h sink.Hello, w *clientWriter, dir string
 	return prerender.ReplayWith(ctx, dir, share, w, prerender.ReplayOptions{HeaderShare: &hs, Train: train})
 }
 
-// streamLive renders and streams a client's share.
-func streamLive(ctx context.Context, h sink.Hello, w *clientWriter, mix []pipeline.Mix, so pipeline.StreamOptions, tf *trainFlags, cache *pipeline.IndexCache) error {
+// isTraining reports whether a live client gets a training iteration
+// (otherwise a plain pass).
+func isTraining(h sink.Hello, mix []pipeline.Mix, tf *trainFlags) bool {
+	return tf.active() || h.Resume != "" || h.WorldSize > 1 || len(mix) > 1 || h.Position != nil
+}
+
+// liveNeed estimates the memory of a live client's stream: for a training
+// iteration the frames it holds and its keep index and orders
+// (pipeline.HeldBytes, pipeline.TrainBytes), and its write buffer.
+func liveNeed(h sink.Hello, mix []pipeline.Mix, tf *trainFlags, buffer int64) clientNeed {
+	n := clientNeed{buffer: buffer}
+	if isTraining(h, mix, tf) {
+		to := tf.options(h.Rank, h.WorldSize, h.Worker, h.NumWorkers, h.Resume)
+		n.held = pipeline.HeldBytes(mix, to)
+		n.index = pipeline.TrainBytes(mix, to) - n.held
+	}
+	return n
+}
+
+// streamLive renders and streams a client's share, once its memory
+// estimate fits the per-client budget (mem).
+func streamLive(ctx context.Context, h sink.Hello, w *clientWriter, mix []pipeline.Mix, so pipeline.StreamOptions, tf *trainFlags, cache *pipeline.IndexCache, mem *serveMemory, need clientNeed) error {
 	s := shareSink{sink.NewMsgpack(w), h, ctx}
-	c := *mix[0].Config
-	var err error
-	if tf.active() || h.Resume != "" || h.WorldSize > 1 || len(mix) > 1 || h.Position != nil {
+	release, err := mem.reserve(need)
+	if err != nil {
+		_ = s.Fail(err)
+		return err
+	}
+	defer release()
+	if isTraining(h, mix, tf) {
 		// Training iteration: global batches shared out round-robin.
 		to := tf.options(h.Rank, h.WorldSize, h.Worker, h.NumWorkers, h.Resume)
 		to.Position, to.Workers = h.Position, h.NumWorkers // hello "epoch"/"next": an exact start
@@ -296,10 +335,27 @@ func streamLive(ctx context.Context, h sink.Hello, w *clientWriter, mix []pipeli
 		_, err = pipeline.TrainMix(ctx, mix, so, to, s)
 	} else {
 		// A plain pass: each worker reads its own run of episodes.
+		c := *mix[0].Config
 		c.Share = pipeline.Share{Worker: h.Worker, NumWorkers: h.NumWorkers}
 		_, err = pipeline.Stream(ctx, &c, so, s)
 	}
 	return err
+}
+
+// serveMemoryLimit returns the function that sets serve's soft memory
+// limit, or nil when none is set: GOMEMLIMIT is set, or the datasets have
+// camera or image frames (decoded frames are memory by design; their
+// budget is --shuffle-buffer-bytes and --client-memory).
+func serveMemoryLimit(e *env, mix []pipeline.Mix) func(int64) int64 {
+	if e.memoryLimit == nil || e.getenv == nil || e.getenv("GOMEMLIMIT") != "" {
+		return nil
+	}
+	for _, m := range mix {
+		if pipeline.CameraBytesPerSample(m.Config) > 0 {
+			return nil
+		}
+	}
+	return e.memoryLimit
 }
 
 // shareSink writes the client's own rank and worker into the header, and

@@ -177,3 +177,78 @@ func (w *clientWriter) send(p []byte) error {
 	}
 	return nil
 }
+
+// defaultClientMemory is --client-memory: the most memory one client's
+// stream may hold by its estimate (pipeline.TrainBytes plus its write
+// buffer). A language-only client needs far less (10M frames: about 130
+// MB in the global order, 180 MB for a lone partitioned consumer); camera
+// clients hold their shuffle buffer (--shuffle-buffer-bytes) and decoded
+// episodes.
+const defaultClientMemory = 4 << 30
+
+// serveMemory accounts the memory of the clients being streamed: each
+// admitted client reserves its stream's estimate, which must fit the
+// per-client budget, and the process's soft memory limit follows the
+// reservations (trainMemoryRest above their sum, at least
+// trainMemoryLimit), like lrstream stream's.
+type serveMemory struct {
+	// budget is the per-client budget in bytes (0: none).
+	budget int64
+	// setLimit sets the soft memory limit (debug.SetMemoryLimit); nil
+	// when none is set (GOMEMLIMIT is set, camera frames, a replay).
+	setLimit func(int64) int64
+	mu       sync.Mutex
+	reserved int64
+}
+
+// clientNeed is a client stream's memory estimate, in bytes.
+type clientNeed struct{ held, index, buffer int64 }
+
+func (n clientNeed) total() int64 { return n.held + n.index + n.buffer }
+
+// init sets the soft limit of a server without clients.
+func (m *serveMemory) init() {
+	m.mu.Lock()
+	m.limit()
+	m.mu.Unlock()
+}
+
+// reserve admits a client whose stream needs about need, or refuses it when
+// need exceeds the budget. release gives the reservation back.
+func (m *serveMemory) reserve(need clientNeed) (release func(), err error) {
+	n := need.total()
+	if m.budget > 0 && n > m.budget {
+		return nil, fmt.Errorf("this client's stream needs about %s (held frames %s, keep index and orders %s, write buffer %s), more than the server's --client-memory %s: "+
+			"connect with more consumers (world size × workers), use fewer --partitions or a smaller --shuffle-buffer or --shuffle-buffer-bytes, or start the server with a larger --client-memory",
+			mib(n), mib(need.held), mib(need.index), mib(need.buffer), mib(m.budget))
+	}
+	m.mu.Lock()
+	m.reserved += n
+	m.limit()
+	m.mu.Unlock()
+	return func() {
+		m.mu.Lock()
+		m.reserved -= n
+		m.limit()
+		m.mu.Unlock()
+	}, nil
+}
+
+// limit sets the soft limit for the current reservations (m.mu held).
+func (m *serveMemory) limit() {
+	if m.setLimit != nil {
+		m.setLimit(max(trainMemoryLimit, trainMemoryRest+m.reserved))
+	}
+}
+
+// total returns the bytes reserved by the clients being streamed.
+func (m *serveMemory) total() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.reserved
+}
+
+// mib formats a byte count in MiB.
+func mib(n int64) string {
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}

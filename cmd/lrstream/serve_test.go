@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,13 +22,19 @@ import (
 // cancels it and returns serve's error.
 func startServer(t *testing.T, args ...string) (*server, string, func() error) {
 	t.Helper()
+	e, _, _ := genEnv()
+	return startServerEnv(t, e, args...)
+}
+
+// startServerEnv is startServer with the command's environment e.
+func startServerEnv(t *testing.T, e *env, args ...string) (*server, string, func() error) {
+	t.Helper()
 	sockDir, err := os.MkdirTemp("", "lrs")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(sockDir) })
 	sock := filepath.Join(sockDir, "s.sock")
-	e, _, _ := genEnv()
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, _, err := newServer(ctx, e, append([]string{"--socket", sock}, args...))
 	if err != nil {
@@ -143,6 +151,80 @@ func TestServeStalledClientsBounded(t *testing.T) {
 	waitFor(t, "the producers' goroutines to end", func() bool { return runtime.NumGoroutine() <= base })
 	if srv.stats.rejected.Load() != 1 {
 		t.Fatalf("%d clients rejected, want 1", srv.stats.rejected.Load())
+	}
+}
+
+// TestServeClientMemory: serve bounds the memory of each client by its
+// stream's estimate (held frames, keep index and orders, write buffer): a
+// client that needs more than --client-memory is refused in-band, the
+// admitted clients' reservations are each within the budget, and the soft
+// memory limit follows them (224 MiB above their sum, at least 448 MiB) and
+// returns to its floor when they leave.
+func TestServeClientMemory(t *testing.T) {
+	args := []string{"--mode", "fallback", "--shuffle", "--seed", "3", "--order", "partitioned", "--partitions", "4",
+		"--batch-size", "8", "--client-buffer", "32KiB", "--shuffle-buffer", "64", "--epochs", "0"}
+	// The estimates, from a server without a budget: one consumer holds
+	// all four partitions' open episodes, a consumer of four one.
+	probe, _, _ := startServer(t, append(args, "--client-memory", "0")...)
+	one := probe.need(sink.Hello{NumWorkers: 1, WorldSize: 1}).total()
+	four := probe.need(sink.Hello{NumWorkers: 1, WorldSize: 4, Rank: 2}).total()
+	if four <= 32<<10 || four*2 > one {
+		t.Fatalf("estimates: %d bytes for one consumer, %d for one of four: want the consumer of four to need less than half", one, four)
+	}
+	budget := (one + four) / 2
+	e, _, _ := genEnv()
+	var mu sync.Mutex
+	var limits []int64
+	e.memoryLimit = func(n int64) int64 {
+		mu.Lock()
+		limits = append(limits, n)
+		mu.Unlock()
+		return 0
+	}
+	lastLimit := func() int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(limits) == 0 {
+			return -1
+		}
+		return limits[len(limits)-1]
+	}
+	srv, sock, _ := startServerEnv(t, e, append(args, "--client-memory", fmt.Sprint(budget))...)
+	if got := lastLimit(); got != trainMemoryLimit {
+		t.Fatalf("soft limit %d before any client, want %d", got, trainMemoryLimit)
+	}
+	// A lone consumer needs more than the budget: refused in-band, saying
+	// what to change.
+	c := dialHello(t, sock, sink.Hello{NumWorkers: 1, WorldSize: 1})
+	_, err := sink.Decode(c)
+	c.Close()
+	var se *sink.StreamError
+	if !errors.As(err, &se) || !strings.Contains(se.Message, "--client-memory") || !strings.Contains(se.Message, "more consumers") {
+		t.Fatalf("a client needing %d bytes with a budget of %d: %v, want an in-band --client-memory error", one, budget, err)
+	}
+	// Four stalled consumers of four are admitted (their streams run
+	// forever, --epochs 0): each reserves its estimate, within the budget.
+	var stalled []net.Conn
+	for r := range 4 {
+		stalled = append(stalled, dialHello(t, sock, sink.Hello{NumWorkers: 1, WorldSize: 4, Rank: r}))
+	}
+	waitFor(t, "4 clients' reservations", func() bool { return srv.mem.total() == 4*four })
+	if four > budget {
+		t.Fatalf("a client reserved %d bytes, more than the budget %d", four, budget)
+	}
+	if got, want := lastLimit(), max(trainMemoryLimit, trainMemoryRest+4*four); got != want {
+		t.Fatalf("soft limit %d with 4 clients, want %d", got, want)
+	}
+	for _, c := range stalled {
+		c.Close()
+	}
+	waitFor(t, "the clients to be released", func() bool { return srv.stats.clients.Load() == 0 && srv.mem.total() == 0 })
+	if got := lastLimit(); got != trainMemoryLimit {
+		t.Fatalf("soft limit %d after the clients left, want %d", got, trainMemoryLimit)
+	}
+	// A bad budget is refused.
+	if _, _, err := newServer(t.Context(), e, []string{"--socket", "x", "--client-memory", "lots"}); err == nil || !strings.Contains(err.Error(), "--client-memory") {
+		t.Fatalf("--client-memory lots: %v", err)
 	}
 }
 
