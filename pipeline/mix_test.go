@@ -81,4 +81,10 @@ func TestMixDatasets(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "cannot be mixed") || !strings.Contains(err.Error(), "open_50") {
 		t.Fatalf("incompatible mix: %v", err)
 	}
+	// The partitioned order streams one dataset: a mixture is refused,
+	// saying what to use instead.
+	_, err = TrainMix(context.Background(), mix, StreamOptions{BatchSize: 8}, TrainOptions{Epochs: 1, Shuffle: true, Order: OrderPartitioned, Partitions: 2}, sink.Discard())
+	if err == nil || !strings.Contains(err.Error(), "--order global") || !strings.Contains(err.Error(), "Mixtures and the partitioned order") {
+		t.Fatalf("a mixture under --order partitioned: %v", err)
+	}
 }

@@ -323,4 +323,4 @@ func trainPartitioned(ctx context.Context, cfg *Config, so StreamOptions, to Tra
 	return st, s.End(e)
 }
 
-var errPartitionedMix = errors.New("--order partitioned streams one dataset (mixtures use --order global)")
+var errPartitionedMix = errors.New("--order partitioned streams one dataset: for a mixture of several --dataset use --order global (the default; every consumer reads each dataset's selection), or train on each dataset's partitioned stream separately (docs/training.md, \"Mixtures and the partitioned order\")")
