@@ -20,8 +20,8 @@ import (
 // several times the buffer; holding frames costs the buffer's frames.
 //
 // The frames are stored compactly, one record and one run of feature bytes
-// per frame in two arrays per chunk (about 80 bytes besides the features,
-// and no per-frame allocation, which also keeps the collector's work small).
+// per frame in two arrays per chunk (80 bytes besides the features, and no
+// per-frame allocation, which also keeps the collector's work small).
 type heldChunk struct {
 	recs []heldFrame
 	data []byte // the features of recs[i] at data[i*stride:(i+1)*stride]
@@ -49,13 +49,13 @@ type heldFrame struct {
 	ts                               float32
 	n                                int32 // the record's number in chunk.recs
 	component                        int32
-	outcome                          render.Outcome
+	outcome                          uint8 // a render.Outcome
 	fallback                         bool
 }
 
 // result is the frame's render outcome, for Stats.
 func (hf *heldFrame) result() render.Result {
-	return render.Result{Outcome: hf.outcome, Fallback: hf.fallback, Component: int(hf.component)}
+	return render.Result{Outcome: render.Outcome(hf.outcome), Fallback: hf.fallback, Component: int(hf.component)}
 }
 
 // err is set when the frame cannot be served.
@@ -154,7 +154,7 @@ func (h *holder) hold(hc *heldChunk, n int, c *Chunk, j int, fl *filler, srcs []
 		ts: bt.Timestamp[j], taskName: c.Tasks[j], chunk: hc, n: int32(n),
 	}
 	r := &c.Results[j]
-	hf.outcome, hf.fallback, hf.component = r.Outcome, r.Fallback, int32(r.Component)
+	hf.outcome, hf.fallback, hf.component = uint8(r.Outcome), r.Fallback, int32(r.Component)
 	switch r.Outcome {
 	case render.Rendered:
 		hf.sample = r.Sample

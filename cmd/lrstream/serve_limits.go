@@ -180,11 +180,11 @@ func (w *clientWriter) send(p []byte) error {
 
 // defaultClientMemory is --client-memory: the most memory one client's
 // stream may hold by its estimate (pipeline.TrainBytes plus its write
-// buffer). A language-only client needs far less (10M frames: about 130
-// MB in the global order, 180 MB for a lone partitioned consumer); camera
-// clients hold their shuffle buffer (--shuffle-buffer-bytes) and decoded
-// episodes.
-const defaultClientMemory = 4 << 30
+// buffer). A language-only client needs far less (10M frames: about 126
+// MiB in the global order, 172 MiB for a lone partitioned consumer); a
+// camera client holds its shuffle buffer (--shuffle-buffer-bytes, 1 GiB)
+// and decoded episodes.
+const defaultClientMemory = "4GiB"
 
 // serveMemory accounts the memory of the clients being streamed: each
 // admitted client reserves its stream's estimate, which must fit the
