@@ -226,6 +226,20 @@ func TestServeClientMemory(t *testing.T) {
 	if _, _, err := newServer(t.Context(), e, []string{"--socket", "x", "--client-memory", "lots"}); err == nil || !strings.Contains(err.Error(), "--client-memory") {
 		t.Fatalf("--client-memory lots: %v", err)
 	}
+	// With GOMEMLIMIT set the server sets no limit (the budget still holds).
+	e.getenv = func(k string) string {
+		if k == "GOMEMLIMIT" {
+			return "1GiB"
+		}
+		return ""
+	}
+	mu.Lock()
+	limits = nil
+	mu.Unlock()
+	srv2, _, _ := startServerEnv(t, e, append(args, "--client-memory", fmt.Sprint(budget))...)
+	if srv2.mem.setLimit != nil || lastLimit() != -1 {
+		t.Fatalf("GOMEMLIMIT set: the server set a soft limit (%d)", lastLimit())
+	}
 }
 
 // TestServeWriteTimeout: a client that never reads is disconnected after
