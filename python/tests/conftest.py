@@ -1,6 +1,7 @@
 """Shared fixtures: the lrstream binary built from this checkout (once per
 session) and a server on the embedded demo dataset."""
 
+import atexit
 import os
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # them (at import, before the test modules are collected).
 if not os.environ.get("LRSTREAM_FIXTURES"):
     _fixtures = tempfile.mkdtemp(prefix="lrs-fixtures-")
+    atexit.register(shutil.rmtree, _fixtures, ignore_errors=True)
     subprocess.run(["go", "test", "./sink", "-run", "^TestPythonClient$", "-count=1"], cwd=ROOT, check=True,
                    stdout=subprocess.DEVNULL, env={**os.environ, "LRSTREAM_WRITE_FIXTURES": _fixtures,
                                                    "LRSTREAM_PYTHON": sys.executable})
