@@ -96,16 +96,9 @@ func TestErrorTruncated(t *testing.T) {
 	dir := copyDataset(t, inferredDir(t))
 	src := mustDir(t, dir)
 	ctx := context.Background()
-	ds, err := OpenDataset(ctx, src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	units, err := Plan(ctx, src, ds, Selection{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ds, units := mustPlan(t, src)
 	os.WriteFile(filepath.Join(dir, units[2].File), []byte("PAR1"), 0o644)
-	_, err = ReadUnit(ctx, src, ds, units[2], Options{})
+	_, err := ReadUnit(ctx, src, ds, units[2], Options{})
 	wantErr(t, err, units[2].File, "row group 2")
 }
 

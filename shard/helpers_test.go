@@ -21,6 +21,22 @@ import (
 	"github.com/lrstream/lrstream/schema"
 )
 
+// mustPlan opens src's dataset and plans every episode, failing t on an
+// error.
+func mustPlan(t testing.TB, src fetch.Source) (*schema.Dataset, []Unit) {
+	t.Helper()
+	ctx := context.Background()
+	ds, err := OpenDataset(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	units, err := Plan(ctx, src, ds, Selection{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds, units
+}
+
 // repoRoot is the directory holding go.mod.
 func repoRoot(t testing.TB) string { return testkit.ModuleRoot(t) }
 

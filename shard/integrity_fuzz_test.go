@@ -260,14 +260,7 @@ func TestToolCallsJSONText(t *testing.T) {
 	call := `{"type": "function", "function": {"name": "say", "arguments": {"text": "Got it", "volume": 6}}}`
 	src := fetch.NewFS("t", toolCallsDataset(t, call))
 	ctx := context.Background()
-	ds, err := OpenDataset(ctx, src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	units, err := Plan(ctx, src, ds, Selection{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ds, units := mustPlan(t, src)
 	b, err := ReadUnit(ctx, src, ds, units[0], Options{})
 	if err != nil {
 		t.Fatal(err)

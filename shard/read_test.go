@@ -514,14 +514,7 @@ func TestStringCache(t *testing.T) {
 func TestLanguageStringsSharedAcrossUnits(t *testing.T) {
 	ctx := context.Background()
 	src := mustDir(t, generated(t, datagen.VariantDocumented, 4, 50, 80, 3))
-	ds, err := OpenDataset(ctx, src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	units, err := Plan(ctx, src, ds, Selection{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ds, units := mustPlan(t, src)
 	styles := map[string]*string{}
 	shared := 0
 	for _, u := range units {

@@ -32,12 +32,10 @@ def _need(tool: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def lrstream_bin(tmp_path_factory) -> Path:
-    _need("go")
+def lrstream_bin(lrstream_bin):
+    """The session's lrstream binary (conftest.py), once FFmpeg is known to be there."""
     _need("ffmpeg")
-    out = tmp_path_factory.mktemp("bin") / "lrstream"
-    subprocess.run(["go", "build", "-o", str(out), "./cmd/lrstream"], cwd=ROOT, check=True)
-    return out
+    return lrstream_bin
 
 
 @pytest.fixture(scope="module", params=["av1", "h264", "image"])

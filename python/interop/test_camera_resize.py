@@ -11,8 +11,6 @@ Needs go (to build lrstream); no FFmpeg (image features are PNG bytes).
 """
 
 import io
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -26,15 +24,6 @@ from make_lerobot_dataset import CAMERAS, make_dataset
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "testdata" / "demo-recipe.yaml"
 H, W = 64, 96
-
-
-@pytest.fixture(scope="module")
-def lrstream_bin(tmp_path_factory) -> Path:
-    if shutil.which("go") is None:
-        pytest.fail("go not found") if os.environ.get("CI") else pytest.skip("go not found")
-    out = tmp_path_factory.mktemp("bin") / "lrstream"
-    subprocess.run(["go", "build", "-o", str(out), "./cmd/lrstream"], cwd=ROOT, check=True)
-    return out
 
 
 @pytest.fixture(scope="module")
