@@ -9,6 +9,7 @@ import (
 	"github.com/lrstream/lrstream/collate"
 	"github.com/lrstream/lrstream/render"
 	"github.com/lrstream/lrstream/schema"
+	"github.com/lrstream/lrstream/video"
 )
 
 // heldChunk holds the frames of one decoded chunk that a consumer will
@@ -158,14 +159,26 @@ func (h *holder) hold(hc *heldChunk, n int, c *Chunk, j int, fl *filler, srcs []
 	switch r.Outcome {
 	case render.Rendered:
 		hf.sample = r.Sample
-	case render.Failed:
-		// The keep index rendered this frame; only its camera frame
-		// can fail now, and the training order cannot skip it.
+	case render.Failed, render.Dropped:
+		// The keep index kept this frame, and the training order cannot
+		// skip it: the batch holding it fails (batchOf), after the
+		// batches before it. With the keep pass only a camera frame can
+		// fail now; with a keep index from metadata (every frame kept by
+		// construction, metaKeepIndex) its rendering can fail too, with
+		// the error the keep pass would have given.
 		fe := c.FrameErr(srcs[hc.src].Config.Dataset.ID, j)
+		var err error = fe
+		var cam *video.FrameError
+		switch {
+		case r.Outcome == render.Dropped:
+			err = fmt.Errorf("%s: %s row group %d: episode %d, index %d: renders to None and has no task (task_index %d is not in meta/tasks.parquet): the training order kept it, as --mode fallback keeps every frame with a task", fe.Dataset, fe.File, fe.RowGroup, fe.Episode, fe.Index, bt.TaskIndex[j])
+		case errors.As(r.Err, &cam):
+			err = fmt.Errorf("%w (the training order cannot skip a frame whose camera fails: fix the video, or stream in plan order with --on-error skip)", fe)
+		}
 		if hc.errs == nil {
 			hc.errs = map[int32]error{}
 		}
-		hc.errs[int32(n)] = fmt.Errorf("%w (the training order cannot skip a frame whose camera fails: fix the video, or stream in plan order with --on-error skip)", fe)
+		hc.errs[int32(n)] = err
 		return nil // no features: batchOf fails on the error first
 	}
 	if err := fl.fill(&h.tmp, c, j); err != nil {
@@ -278,6 +291,9 @@ func serveBatches(ctx context.Context, srcs []Mix, idx *keepIndex, h *holder, or
 			lo, hi := idx.unitStart[g]+int64(plo), idx.unitStart[g]+int64(phi)
 			if got := int64(c.Batch.Len()); got != hi-lo {
 				return fmt.Errorf("%s row group %d: %d frames in a piece of %d (the dataset changed during the run?)", c.Unit.File, c.Unit.RowGroup, got, hi-lo)
+			}
+			if err := idx.checkRows(c, pi.src(id), lo, hi); err != nil {
+				return err
 			}
 			var err error
 			if fillers, err = start(c); err != nil {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sort"
+
+	"github.com/lrstream/lrstream/render"
 )
 
 // keepMemo remembers, across the epochs of one partitioned-order stream,
@@ -28,6 +31,8 @@ type keepMemo struct {
 	noMemo map[int64]bool
 	// learned counts the frames whose language was read (tests).
 	learned int64
+	// pass forces the keep pass where metadata would do (tests).
+	pass bool
 }
 
 // episodeKeep is one episode's keep bits.
@@ -51,6 +56,13 @@ func newKeepMemo() *keepMemo {
 // index returns the keep index of cfg's selection, which holds exactly the
 // episodes eps. Episodes the memo knows are not read again.
 func (m *keepMemo) index(ctx context.Context, cfg *Config, eps []int64) (*keepIndex, error) {
+	if !m.pass {
+		// Every frame kept by construction: nothing to read or remember.
+		idx, ok, err := metaKeepIndex(ctx, []Mix{{Config: cfg, Weight: 1}})
+		if err != nil || ok {
+			return idx, err
+		}
+	}
 	var unknown []int64
 	for _, e := range eps {
 		if m.eps[e] == nil {
@@ -218,4 +230,152 @@ func (m *keepMemo) assemble(ctx context.Context, cfg *Config) (*keepIndex, bool,
 	}
 	idx.unitStart = append(idx.unitStart, pos)
 	return idx, true, nil
+}
+
+// keepsEveryFrame reports whether rendering cfg's selection keeps every
+// frame by construction, so that its keep index follows from metadata
+// alone (metaKeepIndex). In --mode fallback a None render and a frame
+// without language become the task fallback message, and a frame without
+// a task passes through when it has no language; the only frame dropped
+// is one that renders to None and has no task (its task_index has no
+// text). So every frame is kept when the mode is fallback, every task of
+// meta/tasks.parquet has a text, and a render failure fails the run
+// (--on-error fail: no frame is skipped). A frame whose task_index is not
+// in meta/tasks.parquet at all cannot be seen in metadata: it fails the
+// stream that serves it (holder.hold).
+func keepsEveryFrame(cfg *Config) bool {
+	if cfg.Mode != render.ModeFallback || cfg.SkipErrors || len(cfg.Dataset.Tasks) == 0 {
+		return false
+	}
+	for _, t := range cfg.Dataset.Tasks {
+		if t.Text == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// keepIndexOf returns the keep index of srcs: from metadata when every
+// frame is kept by construction (keepsEveryFrame, metaKeepIndex), else by
+// the keep pass (buildKeepIndex). pass forces the keep pass (tests).
+func keepIndexOf(ctx context.Context, srcs []Mix, pass bool) (*keepIndex, error) {
+	if !pass {
+		idx, ok, err := metaKeepIndex(ctx, srcs)
+		if err != nil || ok {
+			return idx, err
+		}
+	}
+	return buildKeepIndex(ctx, srcs)
+}
+
+// metaKeepIndex builds the keep index that buildKeepIndex would build,
+// without reading a row group, when every frame is kept by construction
+// (keepsEveryFrame): its positions are the frames of the plan's unit
+// groups, each group holding its selected episodes in ascending order with
+// their lengths from the episodes index. ok is false, and the caller runs
+// the keep pass, when the plan cannot vouch for that: a unit read partially
+// (it also holds frames of other episodes), a group whose row count
+// differs from its episodes' indexed lengths, episodes out of order or in
+// two groups. The rows served are checked against it (serveBatches).
+func metaKeepIndex(ctx context.Context, srcs []Mix) (idx *keepIndex, ok bool, err error) {
+	for _, m := range srcs {
+		if !keepsEveryFrame(m.Config) {
+			return nil, false, nil
+		}
+	}
+	idx = &keepIndex{runs: make([][]episodeRun, len(srcs)), meta: true}
+	var pos int64
+	for d, m := range srcs {
+		c := *m.Config
+		c.Share = Share{}
+		p, err := newPlanner(&c)
+		if err != nil {
+			return nil, false, err
+		}
+		seen := map[int64]bool{}
+		for {
+			g, more, err := p.nextGroup(ctx)
+			if err != nil {
+				return nil, false, err
+			}
+			if !more {
+				break
+			}
+			var eps []int64
+			var rows, n int64
+			for _, u := range g {
+				if u.Partial {
+					return nil, false, nil
+				}
+				rows += u.Rows
+				for _, e := range u.Episodes {
+					if k := len(eps); k > 0 && eps[k-1] == e {
+						continue
+					}
+					if seen[e] || (len(eps) > 0 && e < eps[len(eps)-1]) {
+						return nil, false, nil
+					}
+					seen[e] = true
+					eps = append(eps, e)
+				}
+			}
+			for _, e := range eps {
+				ep, found := c.Dataset.Episode(e)
+				if !found {
+					return nil, false, nil
+				}
+				n += ep.Length
+			}
+			if n != rows {
+				return nil, false, nil
+			}
+			idx.units = append(idx.units, g)
+			idx.src = append(idx.src, d)
+			idx.unitStart = append(idx.unitStart, pos)
+			for _, e := range eps {
+				ep, _ := c.Dataset.Episode(e)
+				if ep.Length == 0 {
+					continue
+				}
+				idx.runs[d] = append(idx.runs[d], episodeRun{episode: e, start: pos, len: ep.Length})
+				pos += ep.Length
+				if pos > maxPositions {
+					return nil, false, fmt.Errorf("more than %d selected frames: a training order handles at most that many (select fewer episodes)", maxPositions)
+				}
+			}
+		}
+	}
+	idx.unitStart = append(idx.unitStart, pos)
+	idx.keep = make([]bool, pos)
+	for i := range idx.keep {
+		idx.keep[i] = true
+	}
+	idx.stats.Frames = pos
+	return idx, true, nil
+}
+
+// checkRows reports, for a keep index built from metadata, whether rows
+// [lo, hi) of source src's positions, read as chunk c, hold the episodes
+// the index placed there: an episodes index that does not describe its
+// data files is an error, never a shifted order.
+func (x *keepIndex) checkRows(c *Chunk, src int, lo, hi int64) error {
+	if !x.meta {
+		return nil
+	}
+	runs := x.runs[src]
+	i := sort.Search(len(runs), func(i int) bool { return runs[i].start+runs[i].len > lo })
+	for p := lo; p < hi; p++ {
+		for i < len(runs) && runs[i].start+runs[i].len <= p {
+			i++
+		}
+		got := c.Batch.EpisodeIndex[p-lo]
+		if i == len(runs) || runs[i].start > p || runs[i].episode != got {
+			want := int64(-1)
+			if i < len(runs) && runs[i].start <= p {
+				want = runs[i].episode
+			}
+			return fmt.Errorf("%s row group %d: index %d belongs to episode %d, the episodes index places episode %d there (meta/episodes does not describe the data files)", c.Unit.File, c.Unit.RowGroup, c.Batch.Index[p-lo], got, want)
+		}
+	}
+	return nil
 }

@@ -199,6 +199,7 @@ func trainPartitioned(ctx context.Context, cfg *Config, so StreamOptions, to Tra
 	fillers := []*filler{nil}
 	hold := newHolder([]Mix{{Config: cfg, Weight: 1}}, so.KeepLanguage)
 	keeps := newKeepMemo() // keep bits of the episodes seen (keepindex.go)
+	keeps.pass = to.keepPass
 	for epoch := start.Epoch; to.Epochs == 0 || epoch < to.Epochs; epoch++ {
 		parts, frames := partitionEpisodes(cfg, to.Seed, epoch, P)
 		nbp := slices.Min(frames) / B

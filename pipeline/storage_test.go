@@ -116,6 +116,11 @@ func TestStorageBytesPerConsumer(t *testing.T) {
 	projected := plain.data.Load()
 
 	hub := fakehub.New(t, dir, fakehub.Options{ID: "org/storage"})
+	// skipErrors runs the consumers with --on-error skip, which needs the
+	// keep pass (a failed frame is not served); with --on-error fail (the
+	// default) --mode fallback keeps every frame and the keep index comes
+	// from metadata.
+	skipErrors := false
 	// openNode opens the dataset as one process of a node does: its own
 	// Hub source and footer store, on the node's cache directory.
 	openNode := func(cache string) *Config {
@@ -128,7 +133,7 @@ func TestStorageBytesPerConsumer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &Config{Source: src, Dataset: ds, Recipe: rec, Mode: render.ModeFallback, Workers: 1, Footers: shard.NewFooters(0)}
+		return &Config{Source: src, Dataset: ds, Recipe: rec, Mode: render.ModeFallback, SkipErrors: skipErrors, Workers: 1, Footers: shard.NewFooters(0)}
 	}
 	// served returns the data files' bytes the Hub served since the last
 	// call: in footer fetches (a request reaching into the footer: the
@@ -189,11 +194,30 @@ func TestStorageBytesPerConsumer(t *testing.T) {
 	one := run(OrderPartitioned, 1, false, 1)
 	gone := run(OrderGlobal, 1, false, 1)
 	t.Logf("one consumer: %d row-group bytes (%.2f× the projected columns), %d of footer fetches", one.data, float64(one.data)/float64(projected), one.footer)
-	// A consumer reads the language columns twice (the keep index, then
-	// its batches) and the other projected columns once, plus the gaps
-	// merged between column chunks.
-	if r := float64(one.data) / float64(projected); r < 1 || r > 2 {
-		t.Errorf("one consumer reads %.2f× the projected columns, want 1-2×", r)
+	// In --mode fallback with --on-error fail every frame is kept: the
+	// keep index comes from metadata and a consumer reads the projected
+	// columns once.
+	if r := float64(one.data) / float64(projected); r < 1 || r > 1.02 {
+		t.Errorf("one consumer reads %.3f× the projected columns, want 1.00×", r)
+	}
+	if r := float64(gone.data) / float64(projected); r < 1 || r > 1.02 {
+		t.Errorf("global order, one consumer: reads %.3f× the projected columns, want 1.00×", r)
+	}
+	// With the keep pass (--on-error skip here; also --mode drop) a
+	// consumer reads the language columns twice (the keep index, then its
+	// batches) and the other projected columns once, plus the gaps merged
+	// between column chunks.
+	skipErrors = true
+	onePass := run(OrderPartitioned, 1, false, 1)
+	gonePass := run(OrderGlobal, 1, false, 1)
+	skipErrors = false
+	t.Logf("one consumer with the keep pass (--on-error skip): %d row-group bytes (%.2f× the projected columns), global %d (%.2f×)",
+		onePass.data, float64(onePass.data)/float64(projected), gonePass.data, float64(gonePass.data)/float64(projected))
+	if r := float64(onePass.data) / float64(projected); r < 1.1 || r > 2 {
+		t.Errorf("one consumer with the keep pass reads %.2f× the projected columns, want 1.1-2×", r)
+	}
+	if gonePass.data != onePass.data {
+		t.Errorf("one consumer with the keep pass: global order %d bytes, partitioned %d", gonePass.data, onePass.data)
 	}
 	tailFetch := one.footer // each file's footer fetch, once
 	if one.footer < allFooters || one.footer > int64(len(tails))*(64<<10) {
@@ -214,7 +238,7 @@ func TestStorageBytesPerConsumer(t *testing.T) {
 			fmtBytes(p.data, one.data), fmtBytes(p.maxData, one.data), formatInt(p.footer), float64(p.footer)/float64(allFooters),
 			p.maxFrames, float64(p.maxFrames)/float64(one.frames), one.frames, g)
 		// Every consumer's row groups together are read about once (1×
-		// one consumer's: 1.5× the projected columns, see above) ...
+		// one consumer's: the projected columns, see above) ...
 		if float64(p.data) > 1.1*float64(one.data) {
 			t.Errorf("partitioned C=%d: %d row-group bytes in all, one consumer reads %d", C, p.data, one.data)
 		}
@@ -235,8 +259,9 @@ func TestStorageBytesPerConsumer(t *testing.T) {
 	if pr.footer > tailFetch {
 		t.Errorf("8 processes on one node: %d footer fetch bytes, more than once per file (%d)", pr.footer, tailFetch)
 	}
-	// Two epochs, one consumer: the second epoch reuses the keep index (its
-	// language columns are read once, with the batches).
+	// Two epochs, one consumer: the second epoch reads the projected
+	// columns once too (with the keep pass it reuses the keep bits, see
+	// below).
 	two := run(OrderPartitioned, 1, false, 2)
 	second := two.data - one.data
 	t.Logf("one consumer, 2 epochs: %d row-group bytes; the second epoch %d (%.2f× the projected columns), footers %d", two.data, second, float64(second)/float64(projected), two.footer)
@@ -245,6 +270,17 @@ func TestStorageBytesPerConsumer(t *testing.T) {
 	}
 	if two.footer != tailFetch {
 		t.Errorf("2 epochs: %d footer fetch bytes, want each file's once (%d)", two.footer, tailFetch)
+	}
+	// With the keep pass the second epoch reuses the keep bits of the
+	// first (keepMemo): its language columns are read once, with the
+	// batches.
+	skipErrors = true
+	twoPass := run(OrderPartitioned, 1, false, 2)
+	skipErrors = false
+	secondPass := twoPass.data - onePass.data
+	t.Logf("one consumer with the keep pass, 2 epochs: the second epoch %d (%.2f× the projected columns)", secondPass, float64(secondPass)/float64(projected))
+	if float64(secondPass) > 1.15*float64(projected) {
+		t.Errorf("with the keep pass the second epoch reads %d bytes, more than the projected columns once (%d): the keep index was rebuilt", secondPass, projected)
 	}
 }
 

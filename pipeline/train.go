@@ -69,6 +69,10 @@ type TrainOptions struct {
 	// Cache, when set, shares the pre-pass (which frames are kept) between
 	// the streams of one process, such as the clients of `serve`.
 	Cache *IndexCache
+
+	// keepPass forces the keep pass even when the keep index follows from
+	// metadata (keepsEveryFrame; tests compare the two).
+	keepPass bool
 }
 
 // IndexCache remembers the keep index of each run configuration, so that
@@ -88,9 +92,9 @@ type cachedIndex struct {
 
 // get returns the keep index for srcs, building it once per key. A nil
 // cache builds it every time. Failed builds are not kept.
-func (c *IndexCache) get(ctx context.Context, srcs []Mix, key string) (*keepIndex, error) {
+func (c *IndexCache) get(ctx context.Context, srcs []Mix, key string, pass bool) (*keepIndex, error) {
 	if c == nil {
-		return buildKeepIndex(ctx, srcs)
+		return keepIndexOf(ctx, srcs, pass)
 	}
 	c.mu.Lock()
 	if c.m == nil {
@@ -102,7 +106,7 @@ func (c *IndexCache) get(ctx context.Context, srcs []Mix, key string) (*keepInde
 		c.m[key] = e
 	}
 	c.mu.Unlock()
-	e.once.Do(func() { e.idx, e.err = buildKeepIndex(ctx, srcs) })
+	e.once.Do(func() { e.idx, e.err = keepIndexOf(ctx, srcs, pass) })
 	if e.err != nil {
 		c.mu.Lock()
 		if c.m[key] == e {
@@ -112,7 +116,7 @@ func (c *IndexCache) get(ctx context.Context, srcs []Mix, key string) (*keepInde
 		// Another stream's build was cancelled (its client left): build
 		// again for this one.
 		if ctx.Err() == nil && (errors.Is(e.err, context.Canceled) || errors.Is(e.err, context.DeadlineExceeded)) {
-			return c.get(ctx, srcs, key)
+			return c.get(ctx, srcs, key, pass)
 		}
 	}
 	return e.idx, e.err
@@ -121,7 +125,8 @@ func (c *IndexCache) get(ctx context.Context, srcs []Mix, key string) (*keepInde
 // DefaultBufferSize is the default shuffle buffer, in frames.
 const DefaultBufferSize = 16384
 
-// keepIndex is the result of the pre-pass: which frames of the selection
+// keepIndex is the result of the pre-pass (or of metadata alone, see
+// metaKeepIndex): which frames of the selection
 // are kept (rendered or passed through), and where each frame lives.
 // Positions number the selected frames of every source, source after
 // source, in plan order.
@@ -133,6 +138,9 @@ type keepIndex struct {
 	keep      []bool
 	failed    []int64 // positions whose rendering failed, ascending
 	stats     Stats
+	// meta is set when the index was built from metadata (metaKeepIndex):
+	// every frame kept, and the rows served are checked against runs.
+	meta bool
 }
 
 // unkeptShare counts the frames of one epoch that are not kept and belong
@@ -408,7 +416,7 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 		}
 		start = token{Version: 1, Epoch: pos.Epoch, Fingerprint: fp}
 	}
-	idx, err := to.Cache.get(ctx, srcs, fp)
+	idx, err := to.Cache.get(ctx, srcs, fp, to.keepPass)
 	if err != nil {
 		return nil, err
 	}
