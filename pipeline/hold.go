@@ -292,7 +292,7 @@ func serveBatches(ctx context.Context, srcs []Mix, idx *keepIndex, h *holder, or
 			if got := int64(c.Batch.Len()); got != hi-lo {
 				return fmt.Errorf("%s row group %d: %d frames in a piece of %d (the dataset changed during the run?)", c.Unit.File, c.Unit.RowGroup, got, hi-lo)
 			}
-			if err := idx.checkRows(c, pi.src(id), lo, hi); err != nil {
+			if err := idx.checkRows(srcs[pi.src(id)].Config.Dataset.ID, c, pi.src(id), lo, hi); err != nil {
 				return err
 			}
 			var err error

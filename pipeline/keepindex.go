@@ -358,7 +358,7 @@ func metaKeepIndex(ctx context.Context, srcs []Mix) (idx *keepIndex, ok bool, er
 // [lo, hi) of source src's positions, read as chunk c, hold the episodes
 // the index placed there: an episodes index that does not describe its
 // data files is an error, never a shifted order.
-func (x *keepIndex) checkRows(c *Chunk, src int, lo, hi int64) error {
+func (x *keepIndex) checkRows(ds string, c *Chunk, src int, lo, hi int64) error {
 	if !x.meta {
 		return nil
 	}
@@ -374,7 +374,7 @@ func (x *keepIndex) checkRows(c *Chunk, src int, lo, hi int64) error {
 			if i < len(runs) && runs[i].start <= p {
 				want = runs[i].episode
 			}
-			return fmt.Errorf("%s row group %d: index %d belongs to episode %d, the episodes index places episode %d there (meta/episodes does not describe the data files)", c.Unit.File, c.Unit.RowGroup, c.Batch.Index[p-lo], got, want)
+			return fmt.Errorf("%s: %s row group %d: index %d belongs to episode %d, the episodes index places episode %d there (meta/episodes does not describe the data files)", ds, c.Unit.File, c.Unit.RowGroup, c.Batch.Index[p-lo], got, want)
 		}
 	}
 	return nil

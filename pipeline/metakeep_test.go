@@ -308,3 +308,37 @@ func TestTrainMetaKeepRenderFailure(t *testing.T) {
 		}
 	}
 }
+
+// TestTrainMetaKeepIndexMismatch checks that an episodes index whose
+// lengths do not describe the data files (here two episodes of one row
+// group with their lengths swapped: the group's row count still matches)
+// fails the stream, naming the row, instead of serving a shifted order.
+func TestTrainMetaKeepIndexMismatch(t *testing.T) {
+	rec, err := render.LoadFile(filepath.Join(sharedDir(t), "recipes", "subtask.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	rechunk(t, filepath.Join(conformanceDatasets(t), "pub_jsonext_front_wrist"), dir, 23)
+	cfg := datasetConfig(t, dir, rec)
+	cfg.SkipErrors = false
+	ds := *cfg.Dataset
+	ds.Episodes = slices.Clone(ds.Episodes)
+	if ds.Episodes[0].Length == ds.Episodes[1].Length {
+		t.Fatalf("episodes 0 and 1 have the same length %d", ds.Episodes[0].Length)
+	}
+	ds.Episodes[0].Length, ds.Episodes[1].Length = ds.Episodes[1].Length, ds.Episodes[0].Length
+	cfg.Dataset = &ds
+	srcs := []Mix{{Config: cfg, Weight: 1}}
+	if _, ok, err := metaKeepIndex(context.Background(), srcs); err != nil || !ok {
+		t.Fatalf("metaKeepIndex: ok %v, %v", ok, err)
+	}
+	_, msgs, err := trainRaw(t, srcs, StreamOptions{BatchSize: 4}, TrainOptions{Epochs: 1})
+	if err == nil || !strings.Contains(err.Error(), "the episodes index places episode") {
+		t.Fatalf("error %v, want the episodes index mismatch", err)
+	}
+	if last := msgs[len(msgs)-1]; last.Type != sink.TypeError {
+		t.Fatalf("last message %s, want the error in-band", last.Type)
+	}
+	t.Log(err)
+}
