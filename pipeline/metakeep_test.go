@@ -61,6 +61,10 @@ func metaCases(t *testing.T) []struct {
 	noTask.Dataset = &ds
 	demo := demoConfig(t, render.ModeFallback)
 	conf := failing(datasetConfig(t, filepath.Join(conformanceDatasets(t), "pub_jsonext_front_wrist"), rec))
+	real1 := failing(datasetConfig(t, filepath.Join(sharedDir(t), "datasets", "real", "yipiandanxinxiangyangkai__open_50"), rec))
+	real2 := failing(datasetConfig(t, filepath.Join(sharedDir(t), "datasets", "real", "SamueleSandrini__record-test"), rec))
+	real1Sel := *real1
+	real1Sel.Selection = shard.Selection{Episodes: shard.Ranges{{Lo: 5, Hi: 9}, {Lo: 30, Hi: 30}}}
 	return []struct {
 		name string
 		srcs []Mix
@@ -71,6 +75,9 @@ func metaCases(t *testing.T) []struct {
 		{"exclude", []Mix{{Config: &exc, Weight: 1}}, true},
 		{"demo", []Mix{{Config: demo, Weight: 1}}, true},
 		{"conformance", []Mix{{Config: conf, Weight: 1}}, true},
+		{"real open_50", []Mix{{Config: real1, Weight: 1}}, true},
+		{"real open_50 selection", []Mix{{Config: &real1Sel, Weight: 1}}, true},
+		{"real record-test", []Mix{{Config: real2, Weight: 1}}, true},
 		// Episodes across row groups (multi-unit groups), and several
 		// episodes a row group.
 		{"rechunked", []Mix{{Config: rc, Weight: 1}}, true},
@@ -178,7 +185,7 @@ func TestTrainMetaKeepIdentical(t *testing.T) {
 	for _, name := range []string{"generated", "selection", "rechunked", "demo"} {
 		srcs := byName[name]
 		for _, order := range []string{OrderGlobal, OrderPartitioned} {
-			for _, sh := range []shape{{1, 1}, {2, 1}, {2, 3}} {
+			for _, sh := range []shape{{1, 1}, {2, 3}} {
 				base := TrainOptions{Shuffle: true, Seed: 3, BufferSize: 48, Epochs: 2, Order: order, Partitions: 6}
 				if name == "rechunked" {
 					base.Partitions = 2
@@ -203,6 +210,7 @@ func TestTrainMetaKeepIdentical(t *testing.T) {
 		run{"deltas", []Mix{{Config: &dl, Weight: 1}}, StreamOptions{BatchSize: 7, KeepLanguage: true}, TrainOptions{Shuffle: true, Seed: 1, BufferSize: 30, Epochs: 2}},
 		run{"deltas partitioned", []Mix{{Config: &dl, Weight: 1}}, StreamOptions{BatchSize: 7, KeepLanguage: true}, TrainOptions{Shuffle: true, Seed: 1, BufferSize: 30, Epochs: 2, Order: OrderPartitioned, Partitions: 2}},
 		run{"unshuffled", byName["generated"], StreamOptions{BatchSize: 9, DropLast: true}, TrainOptions{Epochs: 2, Consumers: 3, Consumer: 1}},
+		run{"real, partitioned", byName["real open_50"], StreamOptions{BatchSize: 32}, TrainOptions{Shuffle: true, Seed: 4, BufferSize: 500, Epochs: 2, Order: OrderPartitioned, Partitions: 6, Consumers: 2, Consumer: 1, WorldSize: 2}},
 		run{"mixture", byName["mixture"], StreamOptions{BatchSize: 6}, TrainOptions{Shuffle: true, Seed: 2, BufferSize: 40, Epochs: 2, Consumers: 2, Consumer: 1}},
 	)
 	compare := func(t *testing.T, r run) [][]byte {
