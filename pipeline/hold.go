@@ -171,7 +171,10 @@ func (h *holder) hold(hc *heldChunk, n int, c *Chunk, j int, fl *filler, srcs []
 		var cam *video.FrameError
 		switch {
 		case r.Outcome == render.Dropped:
-			err = fmt.Errorf("%s: %s row group %d: episode %d, index %d: renders to None and has no task (task_index %d is not in meta/tasks.parquet): the training order kept it, as --mode fallback keeps every frame with a task", fe.Dataset, fe.File, fe.RowGroup, fe.Episode, fe.Index, bt.TaskIndex[j])
+			// Not expected: the keep index drops such frames, and one from
+			// metadata is only built when every task has a text (and the
+			// reader refuses a task_index not in meta/tasks.parquet).
+			err = fmt.Errorf("%s: %s row group %d: episode %d, index %d: renders to None and has no task (task_index %d), but the training order kept it", fe.Dataset, fe.File, fe.RowGroup, fe.Episode, fe.Index, bt.TaskIndex[j])
 		case errors.As(r.Err, &cam):
 			err = fmt.Errorf("%w (the training order cannot skip a frame whose camera fails: fix the video, or stream in plan order with --on-error skip)", fe)
 		}

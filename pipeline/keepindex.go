@@ -241,8 +241,8 @@ func (m *keepMemo) assemble(ctx context.Context, cfg *Config) (*keepIndex, bool,
 // text). So every frame is kept when the mode is fallback, every task of
 // meta/tasks.parquet has a text, and a render failure fails the run
 // (--on-error fail: no frame is skipped). A frame whose task_index is not
-// in meta/tasks.parquet at all cannot be seen in metadata: it fails the
-// stream that serves it (holder.hold).
+// in meta/tasks.parquet, which metadata cannot show, is refused by the
+// reader (shard's frame checks), with the keep pass as without.
 func keepsEveryFrame(cfg *Config) bool {
 	if cfg.Mode != render.ModeFallback || cfg.SkipErrors || len(cfg.Dataset.Tasks) == 0 {
 		return false

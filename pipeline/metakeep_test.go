@@ -350,3 +350,38 @@ func TestTrainMetaKeepIndexMismatch(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// TestTrainMetaKeepUnknownTask checks that a frame whose task_index is not
+// in meta/tasks.parquet, which metadata cannot show (it would have no task,
+// and --mode fallback drops it when it renders to None), fails the stream
+// with the keep pass's error instead of shifting the order: the reader
+// refuses it (shard's frame checks).
+func TestTrainMetaKeepUnknownTask(t *testing.T) {
+	var cfg *Config
+	for _, c := range metaCases(t) {
+		if c.name == "generated" {
+			cfg = c.srcs[0].Config
+		}
+	}
+	ds := *cfg.Dataset
+	ds.Tasks = ds.Tasks[:len(ds.Tasks)-1] // the last task's frames have none
+	c := *cfg
+	c.Dataset = &ds
+	srcs := []Mix{{Config: &c, Weight: 1}}
+	if _, ok, err := metaKeepIndex(context.Background(), srcs); err != nil || !ok {
+		t.Fatalf("metaKeepIndex: ok %v, %v", ok, err)
+	}
+	for _, order := range []string{OrderGlobal, OrderPartitioned} {
+		to := TrainOptions{Epochs: 1, Order: order, Partitions: 2}
+		pass := to
+		pass.keepPass = true
+		_, _, passErr := trainRaw(t, srcs, StreamOptions{BatchSize: 8}, pass)
+		_, msgs, err := trainRaw(t, srcs, StreamOptions{BatchSize: 8}, to)
+		if passErr == nil || err == nil || !strings.Contains(err.Error(), "is not in meta/tasks.parquet") {
+			t.Fatalf("%s: error %v (keep pass: %v), want the task_index refused", order, err, passErr)
+		}
+		if last := msgs[len(msgs)-1]; last.Type != sink.TypeError {
+			t.Fatalf("%s: last message %s, want the error in-band", order, last.Type)
+		}
+	}
+}
