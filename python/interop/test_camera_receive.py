@@ -85,6 +85,8 @@ def test_loader_tensors(lrstream_bin, dataset, recorded, nw):
             for k in CAMERAS:
                 t = b[k]
                 assert isinstance(t, torch.Tensor) and t.dtype == torch.uint8 and t.shape[1:] == (3, H, W)
+                # Workers receive the frames into shared memory, passed to this process by descriptor.
+                assert t.is_shared() == (nw > 0)
             batches.append(b)
         seen = [int(i) for b in batches for i in b["index"]]
         assert len(batches) == len(ds) and len(set(seen)) == len(seen)  # an epoch: all 5 batches, or 4 with 2 workers

@@ -519,13 +519,22 @@ class RawMessages:
         self._keep = True  # received bytes are kept in _buf (raw mode, walk mode; decode mode until walk(False))
         self._walk = False  # decode mode: messages walked as they arrive, arrays received into their memory
         self._expect = 0  # the last message's size (raw mode)
+        self._alloc = None  # walk mode: allocator of large arrays (see walk)
 
-    def walk(self, on: bool) -> None:
+    def walk(self, on: bool, alloc=None) -> None:
         """Decode mode, at a message boundary: walk the next messages as
         they arrive, receiving large array payloads straight into their
         arrays (on), or decode them with msgpack alone (off: received bytes
-        are no longer kept)."""
+        are no longer kept).
+
+        ``alloc(shape, dtype, nbytes)``, if given, allocates the arrays whose
+        payload is received straight from the kernel (``DIRECT_BYTES`` and
+        more): it returns the column's value (e.g. a tensor in shared
+        memory) and a writable ``nbytes``-byte memoryview of its memory.
+        Walk mode works on a raw-mode reader too (next() then returns the
+        walked messages)."""
         if on:
+            self._alloc = alloc
             if not self._keep:
                 raise ValueError("RawMessages.walk(True) after walk(False)")
             self._walk = True
@@ -703,10 +712,14 @@ class RawMessages:
             raise ProtocolError(f"malformed lrstream message: column {name!r}: {size} bytes of data for "
                                 f"shape {shape} of {dt.str}")
         self._start += p - a
-        arr = np.empty(shape, dt)
-        if not size:
-            return arr
-        dst = memoryview(arr.reshape(-1).view(np.uint8))
+        alloc = self._alloc
+        if alloc is not None and size >= DIRECT_BYTES:
+            arr, dst = alloc(shape, dt, size)
+        else:
+            arr = np.empty(shape, dt)
+            if not size:
+                return arr
+            dst = memoryview(arr.reshape(-1).view(np.uint8))
         if size < DIRECT_BYTES:
             a = self._have(size)
             dst[:] = self._mv[a:a + size]

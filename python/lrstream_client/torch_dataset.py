@@ -106,6 +106,29 @@ def _columns_to_torch(columns: Dict[str, Any]) -> Dict[str, Any]:
     return columns
 
 
+_TORCH_DTYPES: Dict[np.dtype, Any] = {}
+
+
+def shared_alloc(shape, dt: np.dtype, nbytes: int):
+    """Walk-mode allocator (``RawMessages.walk(alloc=...)``) of a DataLoader
+    worker: a new tensor whose storage is in shared memory (its own, never
+    reused), and a byte view of it that the payload is received into. A
+    dtype torch lacks gets a numpy array (pickled by value)."""
+    td = _TORCH_DTYPES.get(dt)
+    if td is None:
+        try:
+            td = torch.from_numpy(np.empty(0, dt)).dtype
+        except (TypeError, ValueError):
+            td = False
+        if len(_TORCH_DTYPES) < 256:
+            _TORCH_DTYPES[dt] = td
+    if td is False:
+        arr = np.empty(shape, dt)
+        return arr, memoryview(arr.reshape(-1).view(np.uint8))
+    t = torch.empty((0,), dtype=td).set_(torch.UntypedStorage._new_shared(nbytes), 0, tuple(shape))
+    return t, memoryview(t.numpy().reshape(-1).view(np.uint8))
+
+
 # A batch message at least this large is decoded by decode_batch_buffer
 # (numeric columns copied once from the received bytes; a worker's batches)
 # or walked as it arrives (no workers); smaller ones by msgpack alone, which
@@ -651,6 +674,12 @@ class LRStreamDataset(IterableDataset):
                 self._header = header
             if not in_worker:
                 rm.walk(walk_stream(header, WALK_BYTES))
+            elif walk_stream(header, WALK_BYTES):
+                # Camera frames in a worker: received straight into tensors in
+                # shared memory, which the DataLoader hands to the main
+                # process by file descriptor (no pickle of the payload, no
+                # further copy).
+                rm.walk(True, alloc=shared_alloc)
             tr = header["training"]
             fp = tr["fingerprint"]
             per_epoch = int(tr["epoch_batches"]) // int(tr["consumers"]) * nw

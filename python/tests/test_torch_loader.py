@@ -176,7 +176,8 @@ def test_columns_become_tensors_once(server):
     assert b["index"][0] == -5
 
 def test_batches_pickle_as_bytes(server):
-    """Workers hand over raw bytes (decoded in the main process)."""
+    """Workers hand over raw bytes of batches without large numeric columns
+    (decoded in the main process)."""
     ds = LRStreamDataset(server)
     b = next(iter(DataLoader(ds, batch_size=None, num_workers=1)))
     assert isinstance(b, LRStreamBatch) and isinstance(b.raw, bytes) and len(b.raw) > 0
@@ -184,14 +185,14 @@ def test_batches_pickle_as_bytes(server):
 
 
 
-@pytest.mark.parametrize("nw,direct", [(0, 1), (0, 1 << 16), (1, 1)])
+@pytest.mark.parametrize("nw,direct", [(0, 1), (0, 1 << 16), (2, 1), (2, 1 << 16)])
 def test_walked_batches_equal_msgpack_decoding(server, monkeypatch, nw, direct):
     """Batches of large numeric columns (camera frames) are walked as they
-    arrive, array payloads received straight into their arrays (no
-    workers; every payload of at least `direct` bytes), or decoded from a
-    worker's bytes by decode_batch_buffer (each array copied once): forced
-    here for every batch, the same tensors and lists as msgpack's decoding;
-    writable and private."""
+    arrive, array payloads of at least `direct` bytes received straight
+    into their arrays -- in DataLoader workers, into tensors in shared
+    memory that reach the main process by file descriptor: forced here for
+    every batch, the same tensors and lists as msgpack's decoding; writable
+    and private."""
     import lrstream_client.reader as reader
     import lrstream_client.torch_dataset as td
 
@@ -214,12 +215,15 @@ def test_walked_batches_equal_msgpack_decoding(server, monkeypatch, nw, direct):
     orig_walk = reader.RawMessages._walk_message
     monkeypatch.setattr(reader.RawMessages, "_walk_message", lambda self: walked.append(1) or orig_walk(self))
     got = first(4)
-    assert walked, "neither the walk nor decode_batch_buffer was used"
+    # Workers walk in their own processes (the counter above counts in this one).
+    assert walked or nw, "neither the walk nor decode_batch_buffer was used"
     for w, g in zip(want, got):
         assert w.keys() == g.keys()
         for k, v in w.items():
             if isinstance(v, torch.Tensor):
                 assert g[k].dtype == v.dtype and torch.equal(g[k], v), k
+                # In a worker every payload of >= direct bytes was received into shared memory.
+                assert g[k].is_shared() == (nw > 0 and g[k].nbytes >= direct), (k, g[k].nbytes)
                 g[k].add_(1)  # writable, and private: the next batch's data is untouched
             else:
                 assert g[k] == v, k
