@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from conftest import ROOT, SERVE_ARGS
-from lrstream_client import LRStreamDataset
+from lrstream_client import LRStreamDataset, TruncatedStreamError
 from lrstream_client.torch_dataset import LRStreamBatch
 
 
@@ -379,3 +379,99 @@ def test_connect_and_read_timeouts(tmp_path):
         next(iter(ds))
     assert time.monotonic() - t0 < 2
     srv.close()
+
+
+CAM = "observation.images.cam"
+
+
+def _camera_batch(seq):
+    rng = np.random.default_rng(seq)
+    return {"type": "batch", "seq": seq, "epoch": 0, "size": 8, "resume": None,
+            "columns": {"index": _nd(np.arange(8 * seq, 8 * seq + 8, dtype="<i8")),
+                        CAM: _nd(rng.integers(0, 256, (8, 3, 256, 256), dtype=np.uint8)),
+                        "messages": [[{"role": "user", "content": f"s{seq}"}]] * 8}}
+
+
+def _nd(a):
+    return {b"nd": True, b"type": a.dtype.str, b"kind": b"", b"shape": list(a.shape), b"data": a.tobytes()}
+
+
+def _fake_camera_server(path, cut_seq):
+    """A socket server sending each worker its batches (seq worker, worker +
+    2, ...) of a 4-batch epoch of camera-sized batches (1.5 MiB payloads:
+    walked); the connection asking for batch cut_seq gets it cut inside the
+    camera payload and is closed."""
+    import socket
+    import threading
+
+    head = {"type": "header", "format": "lrstream/1", "lrstream_version": "test", "dataset": "d", "revision": "r",
+            "fps": 30, "recipe": "x.yaml", "recipe_sha256": "0" * 64, "mode": "fallback", "batch_size": 8,
+            "features": [{"name": "index", "dtype": "<i8", "shape": []},
+                         {"name": CAM, "dtype": "|u1", "shape": [3, 256, 256]}],
+            "tools": None, "training": {"fingerprint": "fp", "epoch_batches": 4, "consumers": 2}}
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(8)
+
+    def serve(c):
+        with c:
+            h = msgpack.Unpacker(raw=False)
+            h.feed(c.recv(4096))
+            w = next(h)
+            c.sendall(msgpack.packb(head, use_bin_type=True))
+            for seq in range(w.get("next", 0), 4, w["num_workers"]):
+                m = msgpack.packb(_camera_batch(seq), use_bin_type=True)
+                if seq == cut_seq:
+                    c.sendall(m[:m.index(CAM.encode()) + 100_000])  # inside the payload
+                    return
+                c.sendall(m)
+            c.sendall(msgpack.packb({"type": "end"}, use_bin_type=True))
+
+    def accept():
+        while True:
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(c,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return srv
+
+
+@pytest.mark.parametrize("cut", [None, 2])
+def test_worker_camera_batches(tmp_path, cut):
+    """Camera-sized batches with 2 workers: tensors in shared memory equal
+    to what was sent (pixels, index, messages), each its own storage (a
+    write to one changes no other; a worker's batch survives its next
+    ones); a stream cut inside a frame raises after the complete batches
+    and never yields a partial one."""
+    path = str(tmp_path / "cam.sock")
+    srv = _fake_camera_server(path, cut)
+    try:
+        ds = LRStreamDataset(path, num_workers=2, read_timeout=30)
+        got = []
+        it = iter(DataLoader(ds, batch_size=None, num_workers=2))
+        if cut is None:
+            got = list(it)
+        else:
+            got = [next(it), next(it)]  # seq 0 (worker 0), seq 1 (worker 1); worker 0's seq 2 is cut
+            with pytest.raises(TruncatedStreamError, match="without an 'end' message"):
+                next(it)
+        assert [b["_lrstream"]["index"] for b in got] == list(range(len(got))) and len(got) == (4 if cut is None else 2)
+        for b in got:
+            assert b[CAM].is_shared() and not b["index"].is_shared()  # 64 bytes: pickled by value
+        ptrs = {b[CAM].untyped_storage().data_ptr() for b in got}
+        assert len(ptrs) == len(got)
+        for b in got[1:]:
+            b[CAM].zero_()
+        for i, b in enumerate(got):
+            want = _camera_batch(i)["columns"]
+            assert b["index"].tolist() == list(range(8 * i, 8 * i + 8))
+            assert b["messages"] == want["messages"]
+            if i == 0:  # untouched by the writes to the later batches
+                assert b[CAM].numpy().tobytes() == want[CAM][b"data"]
+            else:
+                assert not b[CAM].any()
+    finally:
+        srv.close()
