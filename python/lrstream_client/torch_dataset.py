@@ -5,7 +5,11 @@ connects to the server, splits the stream into raw messages and hands each
 batch to the main process as one ``bytes`` object (an :class:`LRStreamBatch`);
 the batch is decoded in the main process on first use. Pickling one bytes
 object is a memcpy, where pickling decoded message lists cost more than the
-decoding itself.
+decoding itself. Streams of camera frames (batches of >= WALK_BYTES of
+numeric data) are walked in the worker instead: each large payload is
+received straight into a new tensor in shared memory (:func:`shared_alloc`),
+which torch passes to the main process by file descriptor -- the kernel's
+copy into the socket's reader is the only copy of the frames.
 
 Positions: the main process counts the batches the training loop took (a
 batch counts once the loop reads it). A DataLoader's main process receives a
@@ -138,7 +142,8 @@ WALK_BYTES = _reader.WALK_BYTES
 
 class LRStreamBatch:
     """One batch as a DataLoader yields it: a read-only mapping from column
-    name to a ``torch.Tensor`` (numeric columns; writable, own memory) or a
+    name to a ``torch.Tensor`` (numeric columns; writable, own memory -- from
+    a worker, camera columns are tensors in shared memory of their own) or a
     list (task, messages, ...), decoded on first access in the main process;
     a numeric column becomes a tensor when it is first read (a training step
     reads a few of a batch's columns).
@@ -663,8 +668,9 @@ class LRStreamDataset(IterableDataset):
 
     def _stream(self, worker, nw, rank, world, epoch, nxt, fp, gen, start) -> Iterator[LRStreamBatch]:
         where = f"lrstream server {self.socket_path} (rank {rank}, worker {worker})"
-        # In a worker, batches stay raw bytes (decoded in the main process);
-        # without workers they are decoded as they arrive.
+        # In a worker, batches stay raw bytes (decoded in the main process),
+        # except walked ones (camera frames: shared-memory tensors); without
+        # workers they are decoded as they arrive.
         in_worker = get_worker_info() is not None
         rm = self._connect(hello(worker, nw, rank, world, epoch=epoch, next=nxt, fingerprint=fp or None), where,
                            decode=not in_worker)
