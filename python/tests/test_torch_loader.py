@@ -475,3 +475,24 @@ def test_worker_camera_batches(tmp_path, cut):
                 assert not b[CAM].any()
     finally:
         srv.close()
+
+
+@pytest.mark.parametrize("dt,shared", [("|u1", True), ("<f4", True), ("<i8", True), ("<f2", True), ("|b1", True),
+                                       (">f4", False), ("|V4", False)])
+def test_shared_alloc(dt, shared):
+    """The workers' allocator: a tensor of the dtype in shared memory of its
+    own, filled through the byte view; a dtype torch lacks (big-endian,
+    void) gets a numpy array instead."""
+    from lrstream_client.torch_dataset import shared_alloc
+
+    dt = np.dtype(dt)
+    want = np.arange(2 * 3 * dt.itemsize, dtype=np.uint8)
+    v, mv = shared_alloc([2, 3], dt, want.nbytes)
+    v2, _ = shared_alloc([2, 3], dt, want.nbytes)
+    mv[:] = want.tobytes()
+    got = v.numpy() if shared else v
+    assert isinstance(v, torch.Tensor) == shared and got.shape == (2, 3) and got.dtype.itemsize == dt.itemsize
+    assert got.tobytes() == want.tobytes()
+    if shared:
+        assert v.is_shared() and v2.is_shared() and v.untyped_storage().data_ptr() != v2.untyped_storage().data_ptr()
+        assert v.dtype == torch.from_numpy(np.empty(0, dt)).dtype
