@@ -496,3 +496,28 @@ def test_shared_alloc(dt, shared):
     if shared:
         assert v.is_shared() and v2.is_shared() and v.untyped_storage().data_ptr() != v2.untyped_storage().data_ptr()
         assert v.dtype == torch.from_numpy(np.empty(0, dt)).dtype
+
+
+def test_worker_camera_resume(tmp_path):
+    """Walked (camera) batches through 2 workers keep exact positions: a
+    checkpoint after one consumed batch resumes at the next one, whose
+    frames are the ones sent for it."""
+    path = str(tmp_path / "cam.sock")
+    srv = _fake_camera_server(path, None)
+    try:
+        ds = LRStreamDataset(path, num_workers=2, read_timeout=30)
+        for b in DataLoader(ds, batch_size=None, num_workers=2):
+            assert b["_lrstream"]["index"] == 0
+            break
+        state = ds.state_dict()
+        assert (state["epoch"], state["batches"]) == (0, 1)
+        ds = LRStreamDataset(path, num_workers=2, read_timeout=30)
+        ds.load_state_dict(state)
+        got = list(DataLoader(ds, batch_size=None, num_workers=2))
+        assert [b["_lrstream"]["index"] for b in got] == [1, 2, 3]
+        for b in got:
+            i = b["_lrstream"]["index"]
+            assert b[CAM].is_shared() and b[CAM].numpy().tobytes() == _camera_batch(i)["columns"][CAM][b"data"]
+        assert ds.state_dict()["epoch"] == 1 and ds.state_dict()["batches"] == 0
+    finally:
+        srv.close()
