@@ -129,7 +129,13 @@ def shared_alloc(shape, dt: np.dtype, nbytes: int):
     if td is False:
         arr = np.empty(shape, dt)
         return arr, memoryview(arr.reshape(-1).view(np.uint8))
-    t = torch.empty((0,), dtype=td).set_(torch.UntypedStorage._new_shared(nbytes), 0, tuple(shape))
+    new_shared = getattr(torch.UntypedStorage, "_new_shared", None)
+    if new_shared is not None:
+        t = torch.empty((0,), dtype=td).set_(new_shared(nbytes), 0, tuple(shape))
+    else:
+        # A torch without the (private) constructor of shared storages:
+        # allocate, then move into shared memory (one copy of the zeros).
+        t = torch.empty(tuple(shape), dtype=td).share_memory_()
     return t, memoryview(t.numpy().reshape(-1).view(np.uint8))
 
 

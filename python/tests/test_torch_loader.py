@@ -498,6 +498,20 @@ def test_shared_alloc(dt, shared):
         assert v.dtype == torch.from_numpy(np.empty(0, dt)).dtype
 
 
+def test_shared_alloc_without_private_constructor(monkeypatch):
+    """A torch without UntypedStorage._new_shared: the allocator moves a
+    fresh tensor into shared memory instead (same result, own storage)."""
+    from lrstream_client.torch_dataset import shared_alloc
+
+    monkeypatch.setattr(torch.UntypedStorage, "_new_shared", None, raising=False)
+    want = np.arange(2 * 3 * 4, dtype=np.uint8)
+    v, mv = shared_alloc([2, 3, 4], np.dtype(np.uint8), want.nbytes)
+    v2, _ = shared_alloc([2, 3, 4], np.dtype(np.uint8), want.nbytes)
+    mv[:] = want.tobytes()
+    assert v.is_shared() and v2.is_shared() and v.untyped_storage().data_ptr() != v2.untyped_storage().data_ptr()
+    assert v.numpy().tobytes() == want.tobytes() and tuple(v.shape) == (2, 3, 4)
+
+
 def test_worker_camera_resume(tmp_path):
     """Walked (camera) batches through 2 workers keep exact positions: a
     checkpoint after one consumed batch resumes at the next one, whose
