@@ -24,7 +24,7 @@ func runValidate(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("lrstream validate", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	recipe := fs.String("recipe", "", "also check what this recipe YAML does on the dataset")
-	mode := fs.String("mode", "drop", "the --mode the recipe is checked in: drop or fallback")
+	mode := fs.String("mode", "fallback", "the --mode the recipe is checked in: fallback or drop (the default is stream's)")
 	noTaskAug := fs.Bool("no-task-aug", false, "check the recipe as with stream --no-task-aug")
 	asJSON := fs.Bool("json", false, "print the report as JSON (docs/validate.md)")
 	maxFindings := fs.Int("max-findings", 50, "findings listed per check; the others are counted")

@@ -25,6 +25,10 @@ func TestValidateCommand(t *testing.T) {
 	}{
 		{[]string{"validate", clean}, 0, "0 errors", ""},
 		{[]string{"validate", "--recipe", shared(t, "recipes", "subtask.yaml"), "--mode", "fallback", clean}, 0, "recipe subtask.yaml in mode fallback", ""},
+		// Without --mode the recipe is checked in stream's default mode:
+		// fallback, which batches a dataset with unannotated episodes.
+		{[]string{"validate", "--recipe", shared(t, "recipes", "subtask.yaml"), shared(t, "conformance", "datasets", "pub_documented_top_wrist")}, 1, "recipe subtask.yaml in mode fallback", ""},
+		{[]string{"validate", "--recipe", shared(t, "recipes", "subtask.yaml"), "--mode", "drop", shared(t, "conformance", "datasets", "pub_documented_top_wrist")}, 1, "--mode drop cannot batch this dataset", ""},
 		{[]string{"validate", bad}, 1, "fps 0: want a positive", ""},
 		{[]string{"validate"}, 2, "", "DATASET is required"},
 		{[]string{"validate", clean, "extra"}, 2, "", `unexpected argument "extra"`},
