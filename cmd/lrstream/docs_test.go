@@ -7,10 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lrstream/lrstream/render"
 )
 
 // docFiles are the pages whose ```sh blocks TestDocShellBlocks runs. The
@@ -136,5 +139,39 @@ func TestShBlocks(t *testing.T) {
 	if len(got) != 2 || got[0].text != "echo a\n" || got[0].line != 2 || got[0].noTest != "" ||
 		got[1].text != "echo b\n" || got[1].noTest != "needs the Hub" {
 		t.Fatalf("%+v", got)
+	}
+}
+
+// TestDocModes checks that every `--mode X` the README and docs/ mention
+// is a mode lrstream accepts (docs/python.md once named a mode
+// "passthrough" that never existed).
+func TestDocModes(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages = append(pages, filepath.Join(root, "README.md"))
+	re := regexp.MustCompile("--mode[ =]([a-z|]+)")
+	seen := 0
+	for _, p := range pages {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range re.FindAllSubmatch(data, -1) {
+			for _, mode := range strings.Split(string(m[1]), "|") {
+				seen++
+				if _, err := render.ParseMode(mode); err != nil {
+					t.Errorf("%s: %q: %v", filepath.Base(p), m[0], err)
+				}
+			}
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no --mode found in the docs")
 	}
 }
