@@ -569,9 +569,14 @@ class LRStreamDataset(IterableDataset):
     revision = property(lambda self: self.header["revision"], doc="Resolved dataset revision.")
     dataset = property(lambda self: self.header["dataset"], doc="Dataset id.")
     batch_size = property(lambda self: self.header["batch_size"], doc="Samples per batch.")
-    cameras = property(lambda self: [f["name"] for f in self.header["features"]
-                                     if f["name"].startswith("observation.images.")],
-                       doc="Camera columns carried by the batches (observation.images.*).")
+    @property
+    def cameras(self) -> List[str]:
+        """Camera columns carried by the batches: the header's decoded cameras,
+        whatever their key (LeRobot datasets also name cameras e.g. "image")."""
+        h = self.header
+        if "cameras" in h:
+            return [c["key"] for c in h["cameras"] or [] if c.get("decoded")]
+        return [f["name"] for f in h["features"] if f["name"].startswith("observation.images.")]
 
     def __len__(self) -> int:
         if self.num_workers is None:

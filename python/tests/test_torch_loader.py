@@ -143,6 +143,26 @@ def test_len_and_header(server):
         len(LRStreamDataset(server))
 
 
+@pytest.mark.parametrize("header,want", [
+    # a camera not under observation.images. (open_50 on the Hub names it "image")
+    ({"features": [{"name": "image"}, {"name": "state"}],
+      "cameras": [{"key": "image", "decoded": True}]}, ["image"]),
+    # declared but not decoded (video files absent): no column, no camera
+    ({"features": [{"name": "action"}],
+      "cameras": [{"key": "observation.images.front", "decoded": False}]}, []),
+    ({"features": [{"name": "observation.images.top"}, {"name": "observation.images.front"}],
+      "cameras": [{"key": "observation.images.front", "decoded": True},
+                  {"key": "observation.images.top", "decoded": True}]},
+     ["observation.images.front", "observation.images.top"]),
+    # no cameras key (a dataset without cameras, or an older server): by name
+    ({"features": [{"name": "observation.images.front"}, {"name": "action"}]}, ["observation.images.front"]),
+])
+def test_cameras_from_header(header, want):
+    ds = LRStreamDataset("/nonexistent/lrstream.sock")
+    ds._header = header
+    assert ds.cameras == want
+
+
 def test_default_collation_is_refused(server):
     ds = LRStreamDataset(server)
     with pytest.raises(TypeError, match="batch_size=None"):
