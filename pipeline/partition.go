@@ -192,7 +192,7 @@ func trainPartitioned(ctx context.Context, cfg *Config, so StreamOptions, to Tra
 			return err
 		}
 		h := Header(cfg, so, b)
-		h.Share = sink.Share{Rank: 0, WorldSize: 1, Worker: to.Consumer, NumWorkers: to.Consumers}
+		h.Share = to.headerShare()
 		h.Training = &sink.Training{Fingerprint: fp, Epoch: headerEpoch, EpochBatches: headerBatches, Consumers: int64(C)}
 		return s.Header(h)
 	}

@@ -63,8 +63,9 @@ type TrainOptions struct {
 	// better, and holds that many episodes per partition decoded.
 	PartitionOpen int
 	// WorldSize is the number of ranks among Consumers (Consumer is
-	// rank*(Consumers/WorldSize)+worker); only the partitioned order uses
-	// it, to place consumers worker-major in its round-robin. 0 means 1.
+	// rank*(Consumers/WorldSize)+worker): the header's share names the
+	// consumer by rank and worker; of the orders only the partitioned one
+	// uses it, to place consumers worker-major in its round-robin. 0 means 1.
 	WorldSize int
 	// Cache, when set, shares the pre-pass (which frames are kept) between
 	// the streams of one process, such as the clients of `serve`.
@@ -459,7 +460,7 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 			enc = sink.NewEncoder(es, workerCount(cfg), b.Recycle)
 		}
 		h := Header(cfg, so, b)
-		h.Share = sink.Share{Rank: 0, WorldSize: 1, Worker: to.Consumer, NumWorkers: to.Consumers}
+		h.Share = to.headerShare()
 		h.Strings = strs
 		h.Training = &sink.Training{Fingerprint: fp, Epoch: headerEpoch, EpochBatches: headerBatches, Consumers: int64(to.Consumers)}
 		if mixed {
@@ -652,4 +653,17 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 // pre-pass).
 func runGroups(ctx context.Context, cfg *Config, emit func([]shard.Unit, *Chunk) error) error {
 	return run(ctx, cfg, emit)
+}
+
+// headerShare is the header's share map of consumer Consumer: its rank
+// and worker, WorldSize ranks of Consumers/WorldSize workers (one rank of
+// Consumers workers when WorldSize is unset or does not divide Consumers).
+func (to *TrainOptions) headerShare() sink.Share {
+	c := max(to.Consumers, 1)
+	w := to.WorldSize
+	if w < 1 || c%w != 0 {
+		w = 1
+	}
+	nw := c / w
+	return sink.Share{Rank: to.Consumer / nw, WorldSize: w, Worker: to.Consumer % nw, NumWorkers: nw}
 }

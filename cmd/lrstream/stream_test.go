@@ -408,3 +408,27 @@ func TestStreamHubOfflineWarmCache(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamRankHeaderShare checks that `stream --rank R --world-size W`
+// names rank R of W in the header's share map (global and partitioned
+// orders), as `stream --from` and the socket hello do.
+func TestStreamRankHeaderShare(t *testing.T) {
+	for _, args := range [][]string{
+		{"stream", "--world-size", "2", "--rank", "1", "-q"},
+		{"stream", "--world-size", "2", "--rank", "1", "--order", "partitioned", "--partitions", "4", "-q"},
+		{"stream", "--world-size", "2", "--rank", "1", "--shuffle", "--epochs", "2", "-q"},
+	} {
+		out, errb, code := runCmd(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errb)
+		}
+		st, err := sink.Decode(strings.NewReader(out))
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		want := sink.Share{Rank: 1, WorldSize: 2, Worker: 0, NumWorkers: 1}
+		if st.Header.Share != want {
+			t.Errorf("%v: header share %+v, want %+v", args, st.Header.Share, want)
+		}
+	}
+}
