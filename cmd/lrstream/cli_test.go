@@ -72,6 +72,9 @@ func TestTidyError(t *testing.T) {
 		{"stream", `dataset "/tmp/x": no such local directory, and not a Hub dataset id: dataset "/tmp/x": want ORG/NAME`, `dataset "/tmp/x": no such local directory, and not a Hub dataset id: want ORG/NAME`},
 		{"stream", "episode 3: frame 2: boom", "episode 3: frame 2: boom"},
 		{"stream", "plain", "plain"},
+		// A repetition inside a segment is not stutter: the directory stays.
+		{"stream", "../d: f.parquet row group 0: materialize v.mp4 in ../d: stat /w/d/v.mp4: no such file", "../d: f.parquet row group 0: materialize v.mp4 in ../d: stat /w/d/v.mp4: no such file"},
+		{"stream", "../d: x in ../d: y: ../d: z", "../d: x in ../d: y: z"},
 	} {
 		if got := tidyError(tc.cmd, errors.New(tc.in)); got != tc.want {
 			t.Errorf("tidyError(%q, %q) = %q, want %q", tc.cmd, tc.in, got, tc.want)

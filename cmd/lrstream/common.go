@@ -549,8 +549,19 @@ func tidyError(cmd string, err error) string {
 	}
 	if i := strings.Index(msg, ": "); i > 0 {
 		head := msg[:i+2]
-		if j := strings.Index(msg[i+2:], head); j >= 0 {
-			msg = msg[:i+2+j] + msg[i+2+j+len(head):]
+		// Only a repetition that is a segment of its own (after ": ") is
+		// stutter; "materialize F in DIR: stat ..." needs its DIR.
+		for from := i + 2; from < len(msg); {
+			j := strings.Index(msg[from:], head)
+			if j < 0 {
+				break
+			}
+			at := from + j
+			if strings.HasSuffix(msg[:at], ": ") {
+				msg = msg[:at] + msg[at+len(head):]
+				break
+			}
+			from = at + 1
 		}
 	}
 	return msg
