@@ -328,3 +328,12 @@ func TestTrainEndCounts(t *testing.T) {
 		t.Errorf("index totals %+v", x.Totals)
 	}
 }
+
+// TestPrerenderHelpCameras checks that prerender's help, which promises
+// stream's bytes, says that its --cameras default differs from stream's.
+func TestPrerenderHelpCameras(t *testing.T) {
+	_, errb, code := runCmd(t, "prerender", "-h")
+	if code != 0 || !strings.Contains(errb, "--cameras defaults to none here (stream's\ndefault is auto)") {
+		t.Errorf("prerender -h: exit %d, usage lacks the --cameras default: %q", code, errb)
+	}
+}

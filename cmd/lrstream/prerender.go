@@ -43,6 +43,8 @@ func runPrerender(ctx context.Context, e *env, args []string) error {
 
 Renders every frame and writes the batches 'lrstream stream' would emit, byte
 for byte, into zstd-compressed shards in DIR with an index (DIR/index.json).
+Camera frames only on request: --cameras defaults to none here (stream's
+default is auto), so pass stream's --cameras to get its bytes (docs/video.md).
 Interrupted runs resume where they stopped when run again; 'lrstream verify DIR'
 checks the result; 'lrstream stream --from DIR' replays it. With --rank R
 --world-size W each of W processes renders a disjoint share of the episodes
