@@ -337,3 +337,17 @@ func TestPrerenderHelpCameras(t *testing.T) {
 		t.Errorf("prerender -h: exit %d, usage lacks the --cameras default: %q", code, errb)
 	}
 }
+
+// TestPreviewForeverNote checks that an endless stream to a terminal says
+// so (the preview is silent after its first batches: it looked hung).
+func TestPreviewForeverNote(t *testing.T) {
+	for _, c := range []struct {
+		epochs int64
+		note   bool
+	}{{0, true}, {1, false}, {2, false}} {
+		n := previewForeverNote(c.epochs)
+		if (n != "") != c.note || (c.note && !strings.Contains(n, "--epochs 0 streams forever")) {
+			t.Errorf("--epochs %d: note %q", c.epochs, n)
+		}
+	}
+}

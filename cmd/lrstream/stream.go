@@ -112,6 +112,9 @@ func runStream(ctx context.Context, e *env, args []string) error {
 		s, written = j, j.BytesWritten
 	case isTerminal(e.stdout):
 		fmt.Fprintln(e.stderr, "lrstream stream: stdout is a terminal, so this is a readable preview instead of msgpack;\n  pipe the output into a consumer (| python3 train.py) or redirect it (> batches.msgpack), or use --format jsonl")
+		if n := previewForeverNote(tf.epochs); n != "" {
+			fmt.Fprintln(e.stderr, n)
+		}
 		s = sink.NewPreview(out, 2)
 	default:
 		m := sink.NewMsgpack(out)
@@ -152,6 +155,16 @@ func runStream(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	return err
+}
+
+// previewForeverNote is what a terminal is told when the preview never
+// ends: after its first batches it shows nothing more while the stream
+// runs on (--epochs 0), which looks like a hang.
+func previewForeverNote(epochs int64) string {
+	if epochs != 0 {
+		return ""
+	}
+	return "lrstream stream: --epochs 0 streams forever: the preview shows the first batches, then nothing until you stop it (Ctrl-C)"
 }
 
 // isBrokenPipe reports whether err comes from writing to a closed pipe or
