@@ -204,7 +204,11 @@ func trainPartitioned(ctx context.Context, cfg *Config, so StreamOptions, to Tra
 		parts, frames := partitionEpisodes(cfg, to.Seed, epoch, P)
 		nbp := slices.Min(frames) / B
 		if nbp == 0 {
-			return st, fmt.Errorf("--order partitioned: the smallest of %d partitions has %d frames, less than one batch of %d (use fewer partitions or a smaller batch)", P, slices.Min(frames), B)
+			neps := 0
+			for _, p := range parts {
+				neps += len(p)
+			}
+			return st, fmt.Errorf("--order partitioned: the smallest of %d partitions has %d frames, less than one batch of %d (partitions hold whole episodes, and the selection has %d episodes of %d frames: use fewer --partitions or a smaller --batch-size)", P, slices.Min(frames), B, neps, sum64(frames))
 		}
 		if pos != nil && epoch > pos.Epoch {
 			break
@@ -325,3 +329,12 @@ func trainPartitioned(ctx context.Context, cfg *Config, so StreamOptions, to Tra
 }
 
 var errPartitionedMix = errors.New("--order partitioned streams one dataset: for a mixture of several --dataset use --order global (the default; every consumer reads each dataset's selection), or train on each dataset's partitioned stream separately (docs/training.md, \"Mixtures and the partitioned order\")")
+
+// sum64 returns the sum of xs.
+func sum64(xs []int64) int64 {
+	var n int64
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}

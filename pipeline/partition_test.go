@@ -164,6 +164,8 @@ func TestPartitionedRefusesShapes(t *testing.T) {
 		{TrainOptions{Order: OrderPartitioned, Partitions: 6, Consumers: 4, Epochs: 1}, "must divide --partitions 6"},
 		{TrainOptions{Order: OrderPartitioned, Partitions: 6, Consumers: 1, Epochs: 1, Shuffle: true}, ""},
 		{TrainOptions{Order: OrderPartitioned, Partitions: 24, Consumers: 1, Epochs: 1}, "less than one batch"},
+		// The error says why (whole episodes) and how big the selection is.
+		{TrainOptions{Order: OrderPartitioned, Partitions: 24, Consumers: 1, Epochs: 1}, "the selection has 12 episodes of 1175 frames"},
 		{TrainOptions{Order: "random", Epochs: 1}, "unknown order"},
 	} {
 		_, err := Train(context.Background(), cfg, so, tc.to, sink.Discard())
