@@ -46,6 +46,15 @@ func TestFlagErrors(t *testing.T) {
 	}
 }
 
+// TestRecipeRequiredSaysWhat: a dataset without --recipe is refused with
+// what a recipe is and what it does to frames without language columns.
+func TestRecipeRequiredSaysWhat(t *testing.T) {
+	_, errb, code := runCmd(t, "stream", "--dataset", shared(t, "datasets", "real", "SamueleSandrini__record-test"), "--format", "jsonl")
+	if code == 0 || !strings.Contains(errb, "--recipe is required with --dataset") || !strings.Contains(errb, "docs/recipes.md") || !strings.Contains(errb, "without language columns") {
+		t.Fatalf("exit %d, stderr %q", code, errb)
+	}
+}
+
 // TestHelpDefaults checks that no help line shows two defaults or a
 // sentinel default (issue 16 item 11).
 func TestHelpDefaults(t *testing.T) {

@@ -224,7 +224,7 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 			opts.Progress = e.stderr
 		}
 		if f.recipe == "" {
-			return nil, fmt.Errorf("--recipe is required with --dataset")
+			return nil, fmt.Errorf("--recipe is required with --dataset: a LeRobot recipe YAML (docs/recipes.md); frames without language columns render the task as one user message with the default --mode fallback, so any recipe serves a dataset without them")
 		}
 		if src, err = fetch.OpenDataset(ctx, dataset, opts); err != nil {
 			return nil, err

@@ -60,6 +60,8 @@ func runRecipe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if fs.NArg() == 0 {
+		fmt.Fprintln(e.stderr, "lrstream recipe check: no recipe FILE given")
+		fmt.Fprintln(e.stderr)
 		recipeUsage(e.stderr)
 		return exitError{2}
 	}

@@ -73,10 +73,17 @@ func TestRecipeCheckRejectsBroken(t *testing.T) {
 	if code := run(context.Background(), e, []string{"recipe", "check", filepath.Join(dir, "absent.yaml")}); code != 1 || !strings.Contains(errb.String(), "absent.yaml") {
 		t.Errorf("absent: exit %d %q", code, errb)
 	}
-	for _, args := range [][]string{{"recipe"}, {"recipe", "check"}, {"recipe", "lint", "x"}} {
-		e, _, _ := genEnv()
-		if code := run(context.Background(), e, args); code != 2 {
-			t.Errorf("%v: exit %d, want 2", args, code)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"recipe"}, "usage: lrstream recipe check"},
+		{[]string{"recipe", "check"}, "no recipe FILE given"},
+		{[]string{"recipe", "lint", "x"}, `unknown subcommand "lint"`},
+	} {
+		e, _, errb := genEnv()
+		if code := run(context.Background(), e, tc.args); code != 2 || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("%v: exit %d, want 2; stderr %q lacks %q", tc.args, code, errb, tc.want)
 		}
 	}
 }
