@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -136,29 +135,6 @@ func TestMetaKeepIndexMatchesPass(t *testing.T) {
 			}
 		})
 	}
-}
-
-// trainRaw runs TrainMix and returns every message's bytes (header,
-// batches, end or error) and the error.
-func trainRaw(t *testing.T, srcs []Mix, so StreamOptions, to TrainOptions) ([][]byte, []*sink.Message, error) {
-	t.Helper()
-	var buf bytes.Buffer
-	_, runErr := TrainMix(context.Background(), srcs, so, to, sink.NewMsgpack(&buf))
-	d := sink.NewDecoder(&buf)
-	var raws [][]byte
-	var msgs []*sink.Message
-	for {
-		m, err := d.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		raws = append(raws, m.Raw)
-		msgs = append(msgs, m)
-	}
-	return raws, msgs, runErr
 }
 
 // TestTrainMetaKeepIdentical checks that the streams (header, every batch

@@ -34,13 +34,30 @@ func demoConfig(t *testing.T, mode render.Mode) *Config {
 // with its decoded form.
 func trainBatches(t *testing.T, cfg *Config, so StreamOptions, to TrainOptions) ([][]byte, []*sink.DecodedBatch) {
 	t.Helper()
-	var buf bytes.Buffer
-	if _, err := Train(context.Background(), cfg, so, to, sink.NewMsgpack(&buf)); err != nil {
+	raws, msgs, err := trainRaw(t, []Mix{{Config: cfg, Weight: 1}}, so, to)
+	if err != nil {
 		t.Fatal(err)
 	}
+	var braws [][]byte
+	var bs []*sink.DecodedBatch
+	for i, m := range msgs {
+		if m.Type == sink.TypeBatch {
+			braws = append(braws, raws[i])
+			bs = append(bs, m.Batch)
+		}
+	}
+	return braws, bs
+}
+
+// trainRaw runs TrainMix and returns every message's bytes (header,
+// batches, end or error) and the error.
+func trainRaw(t *testing.T, srcs []Mix, so StreamOptions, to TrainOptions) ([][]byte, []*sink.Message, error) {
+	t.Helper()
+	var buf bytes.Buffer
+	_, runErr := TrainMix(context.Background(), srcs, so, to, sink.NewMsgpack(&buf))
 	d := sink.NewDecoder(&buf)
 	var raws [][]byte
-	var bs []*sink.DecodedBatch
+	var msgs []*sink.Message
 	for {
 		m, err := d.Next()
 		if errors.Is(err, io.EOF) {
@@ -49,12 +66,10 @@ func trainBatches(t *testing.T, cfg *Config, so StreamOptions, to TrainOptions) 
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.Type == sink.TypeBatch {
-			raws = append(raws, m.Raw)
-			bs = append(bs, m.Batch)
-		}
+		raws = append(raws, m.Raw)
+		msgs = append(msgs, m)
 	}
-	return raws, bs
+	return raws, msgs, runErr
 }
 
 func batchIndexes(t *testing.T, b *sink.DecodedBatch) []int64 {
