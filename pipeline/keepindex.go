@@ -224,7 +224,7 @@ func (m *keepMemo) assemble(ctx context.Context, cfg *Config) (*keepIndex, bool,
 			idx.stats.Errors += k.errs
 			pos += k.n
 			if pos > maxPositions {
-				return nil, false, fmt.Errorf("more than %d selected frames: a training order handles at most that many (select fewer episodes)", maxPositions)
+				return nil, false, errTooManyPositions
 			}
 		}
 	}
@@ -340,7 +340,7 @@ func metaKeepIndex(ctx context.Context, srcs []Mix) (idx *keepIndex, ok bool, er
 				idx.runs[d] = append(idx.runs[d], episodeRun{episode: e, start: pos, len: ep.Length})
 				pos += ep.Length
 				if pos > maxPositions {
-					return nil, false, fmt.Errorf("more than %d selected frames: a training order handles at most that many (select fewer episodes)", maxPositions)
+					return nil, false, errTooManyPositions
 				}
 			}
 		}

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/bits"
 	"math/rand/v2"
@@ -54,6 +55,9 @@ func shuffleInts[T any](r *orderRNG, s []T) {
 // handles: orders hold positions as int32 (4 bytes a frame instead of 8,
 // 40 MB for 10M frames).
 const maxPositions = math.MaxInt32
+
+// errTooManyPositions is the error of a selection beyond maxPositions.
+var errTooManyPositions = fmt.Errorf("more than %d selected frames: a training order handles at most that many (select fewer episodes)", maxPositions)
 
 // episodeRun is a run of consecutive positions belonging to one episode.
 type episodeRun struct {

@@ -213,7 +213,7 @@ func buildKeepIndex(ctx context.Context, srcs []Mix) (*keepIndex, error) {
 				pos++
 			}
 			if pos > maxPositions {
-				return fmt.Errorf("more than %d selected frames: a training order handles at most that many (select fewer episodes)", maxPositions)
+				return errTooManyPositions
 			}
 			idx.runs[d] = runs
 			return nil
