@@ -301,7 +301,7 @@ func metaKeepIndex(ctx context.Context, srcs []Mix) (idx *keepIndex, ok bool, er
 			if !more {
 				break
 			}
-			var eps []int64
+			var eps, lens []int64
 			var rows, n int64
 			for _, u := range g {
 				if u.Partial {
@@ -324,6 +324,7 @@ func metaKeepIndex(ctx context.Context, srcs []Mix) (idx *keepIndex, ok bool, er
 				if !found {
 					return nil, false, nil
 				}
+				lens = append(lens, ep.Length)
 				n += ep.Length
 			}
 			if n != rows {
@@ -332,13 +333,12 @@ func metaKeepIndex(ctx context.Context, srcs []Mix) (idx *keepIndex, ok bool, er
 			idx.units = append(idx.units, g)
 			idx.src = append(idx.src, d)
 			idx.unitStart = append(idx.unitStart, pos)
-			for _, e := range eps {
-				ep, _ := c.Dataset.Episode(e)
-				if ep.Length == 0 {
+			for i, e := range eps {
+				if lens[i] == 0 {
 					continue
 				}
-				idx.runs[d] = append(idx.runs[d], episodeRun{episode: e, start: pos, len: ep.Length})
-				pos += ep.Length
+				idx.runs[d] = append(idx.runs[d], episodeRun{episode: e, start: pos, len: lens[i]})
+				pos += lens[i]
 				if pos > maxPositions {
 					return nil, false, errTooManyPositions
 				}
