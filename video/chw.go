@@ -2,8 +2,15 @@ package video
 
 import "encoding/binary"
 
-// ToCHW writes f's HWC RGB pixels to dst (len 3×H×W) as CHW planes.
-func ToCHW(dst []byte, f Frame) { toCHW(dst, f, hasSSSE3) }
+// ToCHW writes f's RGB pixels to dst (len 3×H×W) as CHW planes: split
+// from HWC, or converted from YUV 4:2:0 when f.YUV is set.
+func ToCHW(dst []byte, f Frame) {
+	if f.YUV != nil {
+		f.YUV.toCHW(dst, f.Pix, f.Width, f.Height, hasYUVVector)
+		return
+	}
+	toCHW(dst, f, hasSSSE3)
+}
 
 // toCHW is ToCHW, with the vector code (where there is one) only when
 // vector is set: tests compare both.

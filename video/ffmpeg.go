@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,10 +24,17 @@ import (
 // (-ss before -i: to the keyframe at or before the segment's start, then
 // decodes and discards up to it), keeps the file's timestamps (-copyts,
 // -fps_mode passthrough: no frame is duplicated or dropped), and writes
-// RGB24 frames to a pipe while the showinfo filter logs each frame's exact
-// pts and time base on stderr. The RGB conversion uses swscale's bilinear
+// frames to a pipe while the showinfo filter logs each frame's exact pts
+// and time base on stderr. The RGB conversion uses swscale's bilinear
 // flags, which is what PyAV's frame.to_ndarray(format="rgb24") uses
 // (LeRobot's pyav backend): the pixels are identical.
+//
+// The frames of a yuv420p video in a colorspace YUV knows come through the
+// pipe as YUV 4:2:0 (half the bytes of RGB24) and are converted in Go
+// (Frame.YUV), once this FFmpeg's own RGB24 conversion of a test pattern
+// of the video's size and colorspace has been checked to be byte-identical
+// (once per size and colorspace); every other video, and every frame when
+// RGB24 is set or ffprobe is absent, comes as RGB24 from FFmpeg.
 //
 // A process decodes on to the end of its file: when a segment is done it
 // is kept (at most MaxIdle of them) and the next segment of the same file
@@ -63,11 +71,20 @@ type FFmpeg struct {
 	// decode one file (few cameras, many workers) at one process start
 	// and seek per segment that cannot wait.
 	Lanes int
+	// Probe is the ffprobe executable, which tells a video's pixel format
+	// and colorspace (NewFFmpeg: beside ffmpeg, else on PATH); empty: every
+	// frame comes as RGB24 from FFmpeg.
+	Probe string
+	// RGB24 makes FFmpeg convert every frame to RGB24 itself (no YUV
+	// frames; for comparisons).
+	RGB24 bool
 
 	mu      sync.Mutex
-	live    []*stream     // running processes, busy or kept
-	waiters []*Segment    // segments waiting for a busy process
-	changed chan struct{} // closed when a process is released
+	probes  map[string]*lazyYUV // by video path
+	checks  map[yuvKey]*lazyYUV // by size and colorspace
+	live    []*stream           // running processes, busy or kept
+	waiters []*Segment          // segments waiting for a busy process
+	changed chan struct{}       // closed when a process is released
 	tick    uint64
 	started int // processes started (tests)
 }
@@ -93,12 +110,19 @@ func NewFFmpeg() (*FFmpeg, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (%v)", ErrNoFFmpeg, err)
 	}
-	return &FFmpeg{Path: p}, nil
+	probe := filepath.Join(filepath.Dir(p), "ffprobe")
+	if st, err := os.Stat(probe); err != nil || st.IsDir() {
+		probe, _ = exec.LookPath("ffprobe")
+	}
+	return &FFmpeg{Path: p, Probe: probe}, nil
 }
 
 // Args returns the ffmpeg command line (without the executable) of a
-// process starting at seg (it decodes to the end of the file).
-func (d *FFmpeg) Args(seg Segment) []string {
+// process starting at seg (it decodes to the end of the file), writing
+// RGB24 frames.
+func (d *FFmpeg) Args(seg Segment) []string { return d.args(seg, "rgb24") }
+
+func (d *FFmpeg) args(seg Segment, pixFmt string) []string {
 	start := max(seg.Start-seekSlack, 0)
 	args := []string{"-nostdin", "-hide_banner", "-nostats", "-loglevel", "info", "-xerror"}
 	if d.Threads > 0 {
@@ -112,7 +136,7 @@ func (d *FFmpeg) Args(seg Segment) []string {
 		vf = fmt.Sprintf("scale=%d:%d:flags=bilinear,showinfo=checksum=0", seg.Width, seg.Height)
 	}
 	return append(args, "-vf", vf, "-fps_mode", "passthrough", "-sws_flags", "bilinear",
-		"-f", "rawvideo", "-pix_fmt", "rgb24", "pipe:1")
+		"-f", "rawvideo", "-pix_fmt", pixFmt, "pipe:1")
 }
 
 // formatSeconds formats s for an ffmpeg time option, exactly enough for
@@ -130,7 +154,14 @@ func (d *FFmpeg) Decode(ctx context.Context, seg Segment, fn func(Frame) error) 
 	if _, err := os.Stat(seg.Path); err != nil {
 		return fmt.Errorf("video file: %w", err)
 	}
-	s, err := d.acquire(ctx, seg)
+	var yuv *YUV
+	if seg.Width == 0 && seg.Height == 0 {
+		var err error
+		if yuv, err = d.yuv(ctx, seg.Path); err != nil {
+			return err
+		}
+	}
+	s, err := d.acquire(ctx, seg, yuv)
 	if err != nil {
 		return err
 	}
@@ -181,7 +212,7 @@ func (d *FFmpeg) maxSkip() float64 {
 // acquire returns a process for seg: a kept one that can continue to it,
 // the one decoding its predecessor in the file once that is done, or a new
 // one.
-func (d *FFmpeg) acquire(ctx context.Context, seg Segment) (*stream, error) {
+func (d *FFmpeg) acquire(ctx context.Context, seg Segment, yuv *YUV) (*stream, error) {
 	d.mu.Lock()
 	var waiting *Segment
 	unwait := func() {
@@ -222,7 +253,7 @@ func (d *FFmpeg) acquire(ctx context.Context, seg Segment) (*stream, error) {
 	}
 	unwait()
 	s := &stream{path: seg.Path, w: seg.Width, h: seg.Height, from: seg.Start, gone: math.Inf(-1), busy: true, seg: seg,
-		hold: max(d.Hold, 2)}
+		hold: max(d.Hold, 2), yuv: yuv}
 	d.live = append(d.live, s)
 	d.started++
 	d.mu.Unlock()
@@ -340,6 +371,7 @@ func (d *FFmpeg) notify() {
 type stream struct {
 	path  string
 	w, h  int
+	yuv   *YUV    // the frames come as YUV 4:2:0 converted by it (nil: RGB24)
 	from  float64 // the start of the segment it was started for
 	cmd   *exec.Cmd
 	out   *os.File // the frames' pipe
@@ -384,7 +416,11 @@ func (s *stream) serves(seg Segment, maxSkip float64) bool {
 
 // start starts the process.
 func (s *stream) start(d *FFmpeg) error {
-	cmd := exec.Command(d.Path, d.Args(Segment{Path: s.path, Start: s.from, Width: s.w, Height: s.h})...)
+	pixFmt := "rgb24"
+	if s.yuv != nil {
+		pixFmt = "yuv420p"
+	}
+	cmd := exec.Command(d.Path, d.args(Segment{Path: s.path, Start: s.from, Width: s.w, Height: s.h}, pixFmt)...)
 	// The frames' pipe, made here (not StdoutPipe) to enlarge its kernel
 	// buffer: a whole frame fits, so ffmpeg writes it without waiting for
 	// lrstream to read, and lrstream reads it in fewer calls.
@@ -448,6 +484,12 @@ func (s *stream) read() (Frame, bool, error) {
 		return Frame{}, false, nil
 	}
 	n := fi.w * fi.h * 3
+	if s.yuv != nil {
+		n = yuvSize(fi.w, fi.h)
+		if fi.w%2 != 0 || fi.h%2 != 0 {
+			return Frame{}, false, fmt.Errorf("frame at %.6f s: %dx%d is not a yuv420p size", fi.pts, fi.w, fi.h)
+		}
+	}
 	if n <= 0 {
 		return Frame{}, false, fmt.Errorf("ffmpeg reported a %dx%d frame", fi.w, fi.h)
 	}
@@ -466,7 +508,7 @@ func (s *stream) read() (Frame, bool, error) {
 	if _, err := io.ReadFull(s.out, buf); err != nil {
 		return Frame{}, false, fmt.Errorf("frame at %.6f s: reading pixels: %w", fi.pts, err)
 	}
-	f := Frame{PTS: fi.pts, Width: fi.w, Height: fi.h, Pix: buf}
+	f := Frame{PTS: fi.pts, Width: fi.w, Height: fi.h, Pix: buf, YUV: s.yuv}
 	s.recent = append(s.recent, f)
 	return f, true, nil
 }
