@@ -21,7 +21,7 @@ type Segment struct {
 // Frame is one decoded frame. Pix is RGB, 8 bits per channel, rows of
 // Width×3 bytes (HWC), unless YUV is set: then Pix is the frame as planar
 // YUV 4:2:0 (Y, U, V planes; Width×Height×3/2 bytes) that YUV converts to
-// exactly the RGB FFmpeg would have produced (ToCHW, HWC). Pix stays valid
+// exactly the RGB FFmpeg would have produced (ToCHW). Pix stays valid
 // until the callback after the one that receives it returns (decoders
 // alternate two buffers), so a consumer can compare a frame with the next
 // without copying.
@@ -33,22 +33,6 @@ type Frame struct {
 	Pix           []byte
 	// YUV, when set, says Pix is YUV 4:2:0 and converts it.
 	YUV *YUV
-}
-
-// HWC returns the frame's RGB pixels as rows of Width×3 bytes: Pix itself,
-// or a conversion of it when the frame is YUV.
-func (f Frame) HWC() []byte {
-	if f.YUV == nil {
-		return f.Pix
-	}
-	n := f.Width * f.Height
-	chw := make([]byte, 3*n)
-	f.YUV.toCHW(chw, f.Pix, f.Width, f.Height, hasYUVVector)
-	out := make([]byte, 3*n)
-	for i := range n {
-		out[3*i], out[3*i+1], out[3*i+2] = chw[i], chw[n+i], chw[2*n+i]
-	}
-	return out
 }
 
 // Decoder decodes the frames of one segment sequentially, from at most one

@@ -123,3 +123,28 @@ func BenchmarkYUVToCHW(b *testing.B) {
 		conv.toCHW(dst, src, w, h, hasYUVVector)
 	}
 }
+
+// FuzzYUVToCHW compares the vector and scalar conversions on any even
+// size up to 80×8 and any content.
+func FuzzYUVToCHW(f *testing.F) {
+	f.Add(uint8(16), uint8(2), []byte{16, 235, 128, 0, 255})
+	f.Add(uint8(34), uint8(4), []byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, w8, h8 uint8, seed []byte) {
+		w, h := 2*(int(w8)%40+1), 2*(int(h8)%4+1)
+		if len(seed) == 0 {
+			seed = []byte{0}
+		}
+		src := make([]byte, yuvSize(w, h))
+		for i := range src {
+			src[i] = seed[i%len(seed)] + byte(i/len(seed))
+		}
+		for _, conv := range []*YUV{yuvFor("", ""), yuvFor("bt709", "tv")} {
+			a, b := make([]byte, 3*w*h), make([]byte, 3*w*h)
+			conv.toCHW(a, src, w, h, false)
+			conv.toCHW(b, src, w, h, true)
+			if !bytes.Equal(a, b) {
+				t.Fatalf("%s %dx%d: vector and scalar differ", conv.Name, w, h)
+			}
+		}
+	})
+}
