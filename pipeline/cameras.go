@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/lrstream/lrstream/render"
 	"github.com/lrstream/lrstream/schema"
@@ -66,6 +67,28 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 	if err != nil {
 		return err
 	}
+	if o.Spec != "" && o.Spec != video.ModeAuto && o.Spec != video.ModeNone {
+		// all or a list: a camera asked for whose files are absent fails
+		// here, before any output, not at its first frame.
+		miss, total, err := absentVideos(&cfg.Dataset.Info, ch.Decoded, spans, eps, exists)
+		if err != nil {
+			return err
+		}
+		if len(miss) > 0 {
+			return absentVideosError(cfg.Dataset.ID, o.Spec, miss, total)
+		}
+	}
+	// Why auto leaves a camera out: its first absent file (for the
+	// preview and CameraNote).
+	absentWhy := map[string]string{}
+	if len(ch.Absent) > 0 && indexErr == nil {
+		miss, _, _ := absentVideos(&cfg.Dataset.Info, ch.Absent, spans, eps, exists)
+		for _, m := range miss {
+			if _, ok := absentWhy[m.key]; !ok {
+				absentWhy[m.key] = filesAbsent + exampleSep + m.file
+			}
+		}
+	}
 	decoded := map[string]bool{}
 	for _, k := range ch.Decoded {
 		decoded[k] = true
@@ -81,10 +104,12 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 		case decoded[k]:
 		case absent[k] && indexErr != nil:
 			st.Reason = "episodes index: " + indexErr.Error()
+		case absent[k] && absentWhy[k] != "":
+			st.Reason = absentWhy[k]
 		case absent[k]:
-			st.Reason = "video files absent"
+			st.Reason = filesAbsent
 		default:
-			st.Reason = "not selected (--cameras)"
+			st.Reason = notSelected
 		}
 		cfg.CameraStatus = append(cfg.CameraStatus, st)
 	}
@@ -189,6 +214,120 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 		ff.Hold = before + after + 2
 	}
 	return nil
+}
+
+// Reasons of sink.Camera: a camera left out by --cameras, and one whose
+// video files are absent (+ exampleSep + the first absent file).
+const (
+	notSelected = "not selected (--cameras)"
+	filesAbsent = "video files absent"
+	exampleSep  = ", e.g. "
+)
+
+// CameraNote is one line saying which of the dataset's cameras are not
+// decoded although --cameras did not leave them out (auto: video files
+// absent, or an episodes index that cannot locate them), and how to
+// silence it; "" when there is nothing to say. Commands log it on stderr
+// unless a terminal preview already shows the cameras' status.
+func CameraNote(cfg *Config) string {
+	var all, decoded, groups []string
+	byReason, example := map[string][]string{}, map[string]string{}
+	for _, c := range cfg.CameraStatus {
+		all = append(all, c.Key)
+		switch {
+		case c.Decoded:
+			decoded = append(decoded, c.Key)
+		case c.Reason != notSelected:
+			// Cameras whose files are absent are one group, shown with
+			// the first one's example file.
+			kind := c.Reason
+			if strings.HasPrefix(kind, filesAbsent) {
+				kind = filesAbsent
+			}
+			if byReason[kind] == nil {
+				groups = append(groups, kind)
+				example[kind] = c.Reason
+			}
+			byReason[kind] = append(byReason[kind], c.Key)
+		}
+	}
+	if len(groups) == 0 {
+		return ""
+	}
+	var left []string
+	for _, r := range groups {
+		left = append(left, strings.Join(byReason[r], ", ")+": "+example[r])
+	}
+	if len(decoded) == 0 && len(groups) == 1 {
+		left = []string{example[groups[0]]} // every camera, one reason
+	}
+	if len(decoded) == 0 {
+		return fmt.Sprintf("cameras: %s declares %s; decoding none: %s; --cameras none to silence",
+			cfg.Dataset.ID, strings.Join(all, ", "), strings.Join(left, "; "))
+	}
+	return fmt.Sprintf("cameras: %s declares %s; decoding %s; not decoding %s; --cameras %s to silence",
+		cfg.Dataset.ID, strings.Join(all, ", "), strings.Join(decoded, ", "), strings.Join(left, "; "), strings.Join(decoded, ","))
+}
+
+// absentVideo is a video file a camera needs for a selected episode that
+// the dataset's source does not have.
+type absentVideo struct {
+	key, file string
+	episode   int64 // the first selected episode in it
+}
+
+// absentVideos returns the video files of the video features among keys
+// (in keys order, then the episodes index's) that the selected episodes
+// eps need and exists does not find, and how many distinct files they
+// need. Each file is looked up once; exists lists a directory once (a Hub
+// source answers from its file listing, downloading nothing).
+func absentVideos(info *schema.Info, keys []string, spans []shard.VideoSpan, eps []int64, exists func(string) bool) (miss []absentVideo, total int, err error) {
+	sel := make(map[int64]bool, len(eps))
+	for _, e := range eps {
+		sel[e] = true
+	}
+	seen := map[string]bool{}
+	for _, k := range keys {
+		if f, _ := info.Feature(k); f.DType != schema.DTypeVideo {
+			continue // image features live in the data files
+		}
+		for _, sp := range spans {
+			if sp.Key != k || !sel[sp.Episode] {
+				continue
+			}
+			name, err := info.VideoFile(k, sp.Chunk, sp.File)
+			if err != nil {
+				return nil, 0, fmt.Errorf("camera %s, episode %d: %w", k, sp.Episode, err)
+			}
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
+			total++
+			if !exists(name) {
+				miss = append(miss, absentVideo{key: k, file: name, episode: sp.Episode})
+			}
+		}
+	}
+	return miss, total, nil
+}
+
+// absentVideosError is the startup error of --cameras all (or a list)
+// when video files the selected episodes need are absent: it names the
+// first camera and file, counts the others, and says how to go on.
+func absentVideosError(dataset, spec string, miss []absentVideo, total int) error {
+	first := miss[0]
+	var cams []string
+	seen := map[string]bool{}
+	for _, m := range miss {
+		if !seen[m.key] {
+			seen[m.key] = true
+			cams = append(cams, m.key)
+		}
+	}
+	return fmt.Errorf("--cameras %s: camera %s: video file %s (episode %d) is not in %s; %d of the %d video file(s) the selected episodes need are absent (camera(s) %s): "+
+		"this copy of the dataset lacks those videos. Stream without frames with --cameras none, or with --cameras auto (the cameras whose video files exist)",
+		spec, first.key, first.file, first.episode, dataset, len(miss), total, strings.Join(cams, ", "))
 }
 
 // attachFrames decodes the camera frames (cfg.Cameras, cfg.Images) of
