@@ -344,18 +344,33 @@ func featureList(fs []collate.Feature) string {
 	return "[" + strings.Join(parts, ", ") + "]"
 }
 
-func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s sink.Sink) (*Stats, error) {
+// trainStart is train's options completed by trainSetup.
+type trainStart struct {
+	to    TrainOptions
+	fp    string // the run's fingerprint (resume tokens)
+	start token  // where a resume token continues (zero: from the start)
+	// asked is the --shuffle-buffer asked for, sample the bytes per
+	// sample that lowered it (shuffling only; for logBuffer).
+	asked  int
+	sample int64
+}
+
+// trainSetup completes to's defaults and refuses, before anything is
+// read, what train would refuse before its first batch: consumer, mixture,
+// order, partitions, resume token. It logs nothing.
+func trainSetup(srcs []Mix, so StreamOptions, to TrainOptions) (trainStart, error) {
+	var ts trainStart
 	if to.Consumers < 1 {
 		to.Consumers = 1
 	}
 	if to.Consumer < 0 || to.Consumer >= to.Consumers {
-		return nil, fmt.Errorf("consumer %d of %d", to.Consumer, to.Consumers)
+		return ts, fmt.Errorf("consumer %d of %d", to.Consumer, to.Consumers)
 	}
 	if to.BufferSize <= 0 {
 		to.BufferSize = DefaultBufferSize
 	}
 	if err := checkMix(srcs); err != nil {
-		return nil, err
+		return ts, err
 	}
 	switch to.Order {
 	case "", OrderGlobal:
@@ -364,10 +379,10 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 			to.Partitions = DefaultPartitions
 		}
 		if len(srcs) > 1 {
-			return nil, errPartitionedMix
+			return ts, errPartitionedMix
 		}
 	default:
-		return nil, fmt.Errorf("unknown order %q (want %s or %s)", to.Order, OrderGlobal, OrderPartitioned)
+		return ts, fmt.Errorf("unknown order %q (want %s or %s)", to.Order, OrderGlobal, OrderPartitioned)
 	}
 	if to.BufferBytes == 0 {
 		to.BufferBytes = DefaultBufferBytes
@@ -375,30 +390,49 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 	if to.Shuffle {
 		// The buffer in frames, within its byte budget; the fingerprint
 		// holds the frames, which is what the order depends on.
-		asked := to.BufferSize
-		var sample int64
-		to.BufferSize, sample = bufferFrames(srcs, to)
+		ts.asked = to.BufferSize
+		to.BufferSize, ts.sample = bufferFrames(srcs, to)
 		if to.Order == OrderPartitioned && to.PartitionOpen <= 0 {
-			to.PartitionOpen = partitionOpen(srcs[0].Config, to, sample)
+			to.PartitionOpen = partitionOpen(srcs[0].Config, to, ts.sample)
 		}
-		logBuffer(srcs, to, asked, to.BufferSize, sample)
 	}
 	if to.Order == OrderPartitioned && to.PartitionOpen <= 0 {
 		to.PartitionOpen = DefaultPartitionOpen
 	}
-	cfg := srcs[0].Config
-	mixed := len(srcs) > 1
 	fp := fingerprint(srcs, so, to)
 	var start token
 	if to.Resume != "" {
 		var err error
 		if start, err = parseToken(to.Resume); err != nil {
-			return nil, err
+			return ts, err
 		}
 		if start.Fingerprint != fp {
-			return nil, errors.New("resume token belongs to a different run (dataset revision, recipe, selection, mode, shuffle, seed, order, partitions or batch options differ)")
+			return ts, errors.New("resume token belongs to a different run (dataset revision, recipe, selection, mode, shuffle, seed, order, partitions or batch options differ)")
 		}
 	}
+	if to.Order == OrderPartitioned {
+		if to.Partitions%to.Consumers != 0 {
+			return ts, fmt.Errorf("--order partitioned: %d consumers (world size × workers) must divide --partitions %d", to.Consumers, to.Partitions)
+		}
+		if _, err := slot(to); err != nil {
+			return ts, err
+		}
+	}
+	ts.to, ts.fp, ts.start = to, fp, start
+	return ts, nil
+}
+
+func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s sink.Sink) (*Stats, error) {
+	ts, err := trainSetup(srcs, so, to)
+	if err != nil {
+		return nil, err
+	}
+	if to.Shuffle {
+		logBuffer(srcs, ts.to, ts.asked, ts.to.BufferSize, ts.sample)
+	}
+	to, fp, start := ts.to, ts.fp, ts.start
+	cfg := srcs[0].Config
+	mixed := len(srcs) > 1
 	if to.Order == OrderPartitioned {
 		return trainPartitioned(ctx, cfg, so, to, s, fp, start)
 	}

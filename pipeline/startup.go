@@ -1,0 +1,60 @@
+package pipeline
+
+import "github.com/lrstream/lrstream/collate"
+
+// CheckStart refuses, before anything is read or written, what a stream
+// of srcs would refuse only at its first batch: --delta-timestamps keys
+// that are not columns of the batches and offsets that are not multiples
+// of 1/fps, and, for a training stream (to non-nil, as TrainMix gets it),
+// its options (mixture, order, partitions, resume token). Commands call it
+// before their progress line, so that a failing run prints only its error.
+func CheckStart(srcs []Mix, so StreamOptions, to *TrainOptions) error {
+	for _, m := range srcs {
+		if err := checkDeltas(m.Config); err != nil {
+			return err
+		}
+	}
+	if to != nil {
+		_, err := trainSetup(srcs, so, *to)
+		return err
+	}
+	return nil
+}
+
+// checkDeltas resolves cfg.Deltas against the columns the batches will
+// carry — the numeric features read (shard's feature list: cfg.Features,
+// or every numeric feature but the core columns), then the decoded
+// cameras — as the stream does with its first chunk's columns.
+func checkDeltas(cfg *Config) error {
+	if len(cfg.Deltas) == 0 {
+		return nil
+	}
+	var cols []collate.Feature
+	if cfg.Features != nil {
+		for _, n := range cfg.Features {
+			cols = append(cols, collate.Feature{Name: n})
+		}
+	} else {
+		for _, f := range cfg.Dataset.Info.Features {
+			if f.IsNumeric() && !isCore(f.Name) {
+				cols = append(cols, collate.Feature{Name: f.Name})
+			}
+		}
+	}
+	if cfg.Cameras != nil {
+		for _, c := range cfg.Cameras.Cameras {
+			cols = append(cols, collate.Feature{Name: c.Key})
+		}
+	}
+	if cfg.Images != nil {
+		for _, c := range cfg.Images.Cameras {
+			cols = append(cols, collate.Feature{Name: c.Key})
+		}
+	}
+	tol := cfg.Tolerance
+	if tol <= 0 {
+		tol = DefaultTolerance
+	}
+	_, err := ResolveDeltas(cfg.Deltas, cfg.Dataset.Info.FPS, tol, cols)
+	return err
+}
