@@ -59,6 +59,11 @@ type Options struct {
 	// deterministic (e.g. pipeline.Train with a fixed seed and a finite
 	// number of epochs) for resuming to be correct.
 	Stream func(ctx context.Context, cfg *pipeline.Config, so pipeline.StreamOptions, s sink.Sink) (*pipeline.Stats, error)
+	// Started, when set, is called once Dir is checked (a different run
+	// refused, a complete one found), just before rendering: commands
+	// print their notes and begin their progress then, so that a refused
+	// run prints only its error.
+	Started func()
 }
 
 // Result reports what Run did.
@@ -167,6 +172,9 @@ func Run(ctx context.Context, cfg *pipeline.Config, so pipeline.StreamOptions, o
 	stream := opts.Stream
 	if stream == nil {
 		stream = pipeline.Stream
+	}
+	if opts.Started != nil {
+		opts.Started()
 	}
 	st, err := stream(ctx, &c, so, w)
 	res.Stats = st

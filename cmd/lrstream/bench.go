@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/lrstream/lrstream/bench"
+	"github.com/lrstream/lrstream/pipeline"
 )
 
 func benchCommand() command {
@@ -56,6 +57,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	logCameraNotes(stderrLog(e.stderr), []pipeline.Mix{{Config: cfg}})
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {

@@ -92,16 +92,58 @@ func TestCamerasPrerenderReplay(t *testing.T) {
 	}
 }
 
-// TestCamerasWithoutFFmpeg: without ffmpeg, decoding cameras is a clear
-// error (how to install, how to skip); --cameras none and datasets
-// without video files need no FFmpeg.
+// TestCamerasWithoutFFmpeg: without ffmpeg, decoding cameras is a startup
+// error of every command — the error alone on stderr (no note, progress
+// or summary line), nothing streamed — saying how to install FFmpeg and
+// how to skip cameras; --cameras none and datasets without video files
+// need no FFmpeg.
 func TestCamerasWithoutFFmpeg(t *testing.T) {
 	ds := cameraDataset(t)
 	recipe := filepath.Join("..", "..", "testdata", "demo-recipe.yaml")
 	t.Setenv("PATH", t.TempDir()) // no ffmpeg on it
-	_, errb, code := runCmd(t, "stream", "--dataset", ds, "--recipe", recipe, "--mode", "fallback")
-	if code == 0 || !strings.Contains(errb, "apt-get install ffmpeg") || !strings.Contains(errb, "--cameras none") {
-		t.Fatalf("exit %d, stderr %q: want the FFmpeg install and --cameras none hints", code, errb)
+	common := []string{"--dataset", ds, "--recipe", recipe, "--mode", "fallback"}
+	for _, tc := range []struct {
+		args   []string
+		inBand bool
+	}{
+		{[]string{"stream"}, true},
+		{[]string{"stream", "--cameras", "observation.images.wrist", "--shuffle"}, true},
+		{[]string{"stream", "--format", "jsonl", "--cameras", "all"}, false},
+		{[]string{"bench"}, false},
+		{[]string{"inspect"}, false},
+		{[]string{"prerender", "--cameras", "all", "--out", "OUT"}, false},
+		{[]string{"serve", "--socket", "SOCK"}, false},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			tmp := t.TempDir()
+			args := append(append([]string(nil), tc.args...), common...)
+			for i, a := range args {
+				switch a {
+				case "OUT":
+					args[i] = filepath.Join(tmp, "out")
+				case "SOCK":
+					args[i] = filepath.Join(tmp, "s.sock")
+				}
+			}
+			out, errb, code := runCmd(t, args...)
+			if code != 1 {
+				t.Fatalf("exit %d, stderr %q", code, errb)
+			}
+			onlyError(t, args[0], errb, "ffmpeg not found", "apt-get install ffmpeg", "--cameras none")
+			switch {
+			case tc.inBand:
+				onlyInBandError(t, out)
+			case strings.Contains(strings.Join(args, " "), "jsonl"):
+				if strings.Count(out, "\n") != 1 || !strings.HasPrefix(out, `{"type":"error"`) {
+					t.Fatalf("stdout %q: want the in-band error alone", out)
+				}
+			case out != "":
+				t.Fatalf("stdout %q", out)
+			}
+			if left, _ := os.ReadDir(tmp); len(left) != 0 {
+				t.Fatalf("left in the temporary directory: %v", left)
+			}
+		})
 	}
 	out, errb, code := runCmd(t, "stream", "--dataset", ds, "--recipe", recipe, "--mode", "fallback", "--cameras", "none")
 	if code != 0 {

@@ -137,7 +137,8 @@ func TestInterrupted(t *testing.T) {
 // TestSummaryLine checks the one-line summary written when stderr is not
 // a terminal (Slurm logs), and that -q silences it (issue 16 item 12).
 func TestSummaryLine(t *testing.T) {
-	_, errb, code := runCmd(t, "stream", "--format", "jsonl")
+	// --cameras none: no note about the demo's absent video files.
+	_, errb, code := runCmd(t, "stream", "--format", "jsonl", "--cameras", "none")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb)
 	}
@@ -308,7 +309,7 @@ func TestTrainEndCounts(t *testing.T) {
 		{[]string{"--world-size", "2", "--rank", "0"}, end{566, 416, 150, 416, 13}, "stream: 566/566 frames (100.0%)"},
 		{[]string{"--world-size", "2", "--rank", "1"}, end{601, 416, 185, 416, 13}, "stream: 601/601 frames (100.0%)"},
 	} {
-		out, errb, code := runCmd(t, append([]string{"stream", "--format", "jsonl", "--mode", "drop"}, tc.args...)...)
+		out, errb, code := runCmd(t, append([]string{"stream", "--format", "jsonl", "--mode", "drop", "--cameras", "none"}, tc.args...)...)
 		if code != 0 {
 			t.Fatalf("%v: exit %d: %s", tc.args, code, errb)
 		}

@@ -41,6 +41,7 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	logCameraNotes(stderrLog(e.stderr), []pipeline.Mix{{Config: cfg}})
 	cfg.SkipErrors = true // inspect reports errors, it does not stop at them
 	cfg.Features = []string{}
 	w := bufio.NewWriterSize(e.stdout, 1<<16)

@@ -99,12 +99,15 @@ flags:`)
 	if *quiet {
 		notes = io.Discard
 	}
-	if re.WorldSize > 1 {
-		src := re.Source
-		if src == "" {
-			src = "flags"
-		}
-		fmt.Fprintf(notes, "prerender: rank %d of %d (from %s)\n", re.Rank, re.WorldSize, src)
+	var to *pipeline.TrainOptions
+	if tf.active() {
+		o := tf.options(0, 1, 0, 1, "")
+		to = &o
+	}
+	// What the stream would refuse at its first batch is refused here,
+	// before any note, progress line or file.
+	if err := pipeline.CheckStart(mix, so, to); err != nil {
+		return err
 	}
 	var shards atomic.Int64
 	var raw atomic.Int64
@@ -112,12 +115,11 @@ flags:`)
 		Dir: *out, ShardSize: size, Rank: re.Rank, WorldSize: re.WorldSize, Overwrite: *overwrite,
 		Log: notes, RawBytes: &raw, OnShard: func(prerender.Shard) { shards.Add(1) },
 	}
-	if tf.active() {
-		to := tf.options(0, 1, 0, 1, "")
+	if to != nil {
 		opts.Stream = func(ctx context.Context, cfg *pipeline.Config, so pipeline.StreamOptions, s sink.Sink) (*pipeline.Stats, error) {
 			// As stream does: the dataset's name and weight are part
 			// of the order's fingerprint (in the resume tokens).
-			return pipeline.TrainMix(ctx, []pipeline.Mix{{Config: cfg, Weight: mix[0].Weight, Name: mix[0].Name}}, so, to, s)
+			return pipeline.TrainMix(ctx, []pipeline.Mix{{Config: cfg, Weight: mix[0].Weight, Name: mix[0].Name}}, so, *to, s)
 		}
 	}
 	var prog *progress
@@ -126,10 +128,23 @@ flags:`)
 		if re.WorldSize > 1 {
 			c.Share = pipeline.Share{Worker: re.Rank, NumWorkers: re.WorldSize}
 		}
-		prog = startProgress(&shardCounter{w: e.stderr, n: &shards}, "prerender", pipeline.SelectedFrames(&c), raw.Load)
+		prog = newProgress(&shardCounter{w: e.stderr, n: &shards}, "prerender", pipeline.SelectedFrames(&c), raw.Load)
 		cfg.Progress = prog.add
 	} else {
-		prog = startProgress(nil, "", 0, nil)
+		prog = newProgress(nil, "", 0, nil)
+	}
+	// Notes and progress once the output directory is checked: a run
+	// refused there prints only its error.
+	opts.Started = func() {
+		logCameraNotes(stderrLog(notes), mix)
+		if re.WorldSize > 1 {
+			src := re.Source
+			if src == "" {
+				src = "flags"
+			}
+			fmt.Fprintf(notes, "prerender: rank %d of %d (from %s)\n", re.Rank, re.WorldSize, src)
+		}
+		prog.begin()
 	}
 	res, err := prerender.Run(ctx, cfg, so, opts)
 	prog.finish()

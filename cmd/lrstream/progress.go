@@ -22,16 +22,33 @@ type progress struct {
 	start time.Time
 	stop  chan struct{}
 	wg    sync.WaitGroup
+	began bool // a live display's ticker runs (begin)
 }
 
 // startProgress starts a display on w (nil: none) for total frames (0 if
 // unknown); bytes, when set, reports output bytes for a MB/s figure.
 func startProgress(w io.Writer, label string, total int64, bytes func() int64) *progress {
+	p := newProgress(w, label, total, bytes)
+	p.begin()
+	return p
+}
+
+// newProgress is startProgress for a display that begins later (begin),
+// once the run's inputs are checked: it counts frames from now on but
+// draws nothing before begin, and finish draws nothing without it.
+func newProgress(w io.Writer, label string, total int64, bytes func() int64) *progress {
 	p := &progress{w: w, live: true, label: label, bytes: bytes, start: time.Now(), stop: make(chan struct{})}
 	p.total.Store(total)
-	if w == nil {
-		return p
+	return p
+}
+
+// begin starts drawing a display made by newProgress (once).
+func (p *progress) begin() {
+	if p.w == nil || p.began {
+		return
 	}
+	p.began = true
+	p.start = time.Now()
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -46,7 +63,6 @@ func startProgress(w io.Writer, label string, total int64, bytes func() int64) *
 			}
 		}
 	}()
-	return p
 }
 
 // summaryOnly returns a progress that writes only the final line to w.
@@ -68,6 +84,9 @@ func (p *progress) finish() {
 		return
 	}
 	if p.live {
+		if !p.began {
+			return // the run failed before it began: its error alone
+		}
 		close(p.stop)
 		p.wg.Wait()
 	}

@@ -53,7 +53,8 @@ func replayTrain(tf *trainFlags, resume string, x *prerender.Index) *prerender.T
 
 // replay writes the pre-rendered stream in dir to stdout: msgpack, JSON
 // lines, or on a terminal a readable preview.
-func replay(ctx context.Context, e *env, fs *flag.FlagSet, dir, format string, tf trainFlags, quiet bool) error {
+// rankNote, when set, prints stream's rank note once the index is read.
+func replay(ctx context.Context, e *env, fs *flag.FlagSet, dir, format string, tf trainFlags, quiet bool, rankNote func()) error {
 	if err := checkReplayFlags(fs); err != nil {
 		return err
 	}
@@ -61,6 +62,9 @@ func replay(ctx context.Context, e *env, fs *flag.FlagSet, dir, format string, t
 	if err != nil {
 		failInBand(e, format, err)
 		return err
+	}
+	if rankNote != nil {
+		rankNote()
 	}
 	opts := prerender.ReplayOptions{Train: replayTrain(&tf, tf.resume, x)}
 	share := pipeline.Share{Worker: tf.rank, NumWorkers: tf.worldSize}

@@ -32,6 +32,11 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Notes once the socket is bound: a run refused at startup prints
+	// only its error.
+	for _, note := range srv.notes {
+		note()
+	}
 	srv.log.Info("serving", "socket", socket, "max_clients", srv.lim.MaxClients, "client_buffer", srv.lim.Buffer, "write_timeout", srv.lim.WriteTimeout, "client_memory", srv.mem.budget)
 	return srv.serve(ctx, ln)
 }
@@ -106,6 +111,11 @@ func newServer(ctx context.Context, e *env, args []string) (*server, string, err
 			return nil, "", err
 		}
 		so := bf.options(&rf, tf.json())
+		// Each client's training options come with its hello; the
+		// rest is refused here rather than in every client's stream.
+		if err := pipeline.CheckStart(mix, so, nil); err != nil {
+			return nil, "", err
+		}
 		cache := &pipeline.IndexCache{} // one pre-pass for all clients
 		srv.mem.setLimit = serveMemoryLimit(e, mix)
 		srv.mem.init()
@@ -113,7 +123,10 @@ func newServer(ctx context.Context, e *env, args []string) (*server, string, err
 		srv.stream = func(ctx context.Context, h sink.Hello, w *clientWriter, log *slog.Logger) error {
 			return streamLive(ctx, h, w, mix, so, &tf, cache, srv.mem, srv.need(h))
 		}
-		log.Info("loaded", "dataset", mix[0].Config.Dataset.ID, "recipe", mix[0].Config.Recipe.Name())
+		srv.notes = append(srv.notes, func() {
+			log.Info("loaded", "dataset", mix[0].Config.Dataset.ID, "recipe", mix[0].Config.Recipe.Name())
+			logCameraNotes(log, mix)
+		})
 	}
 	return srv, *socket, nil
 }
@@ -156,6 +169,8 @@ type server struct {
 	stats serveStats
 	mem   *serveMemory
 	log   *slog.Logger
+	// notes are logged once the server listens (runServe).
+	notes []func()
 	// need estimates a live client's memory from its hello (nil for a
 	// replay).
 	need func(sink.Hello) clientNeed

@@ -79,12 +79,16 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	if *format != "msgpack" && *format != "jsonl" {
 		return fmt.Errorf("--format must be msgpack or jsonl, not %q", *format)
 	}
-	if tf.fromEnv != "" && tf.worldSize > 1 && !*quiet {
-		// torchrun's variables shard the stream: say so, as prerender does.
-		fmt.Fprintf(e.stderr, "stream: rank %d of %d (from %s): streaming this rank's share; pass --world-size 1 for the whole selection\n", tf.rank, tf.worldSize, tf.fromEnv)
+	// rankNote says that torchrun's variables shard the stream, as
+	// prerender does; printed once the inputs are checked, so that a
+	// failing run prints only its error.
+	rankNote := func() {
+		if tf.fromEnv != "" && tf.worldSize > 1 && !*quiet {
+			fmt.Fprintf(e.stderr, "stream: rank %d of %d (from %s): streaming this rank's share; pass --world-size 1 for the whole selection\n", tf.rank, tf.worldSize, tf.fromEnv)
+		}
 	}
 	if *from != "" {
-		return replay(ctx, e, fs, *from, *format, tf, *quiet)
+		return replay(ctx, e, fs, *from, *format, tf, *quiet, rankNote)
 	}
 	// Batches of one sample never mix rendered and passthrough frames:
 	// --mode drop always batches then.
@@ -97,6 +101,24 @@ func runStream(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	cfg := mix[0].Config
+	so := bf.options(&rf, tf.json())
+	var to *pipeline.TrainOptions
+	if tf.active() || len(mix) > 1 {
+		o := tf.options(tf.rank, tf.worldSize, 0, 1, tf.resume)
+		to = &o
+	}
+	// What the stream would refuse at its first batch is refused here,
+	// before any note or progress line.
+	if err := pipeline.CheckStart(mix, so, to); err != nil {
+		failInBand(e, *format, err)
+		return err
+	}
+	preview := *format == "msgpack" && isTerminal(e.stdout)
+	if !*quiet && !preview {
+		// The preview lists the cameras and why one is not decoded.
+		logCameraNotes(stderrLog(e.stderr), mix)
+	}
+	rankNote()
 	if f, ok := e.stdout.(*os.File); ok {
 		// A consumer reading a pipe (a training script's stdin) wakes
 		// once per MiB instead of once per 64 KiB: with camera frames
@@ -110,7 +132,7 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	case *format == "jsonl":
 		j := sink.NewJSONL(out)
 		s, written = j, j.BytesWritten
-	case isTerminal(e.stdout):
+	case preview:
 		fmt.Fprintln(e.stderr, "lrstream stream: stdout is a terminal, so this is a readable preview instead of msgpack;\n  pipe the output into a consumer (| python3 train.py) or redirect it (> batches.msgpack), or use --format jsonl")
 		if n := previewForeverNote(tf.epochs); n != "" {
 			fmt.Fprintln(e.stderr, n)
@@ -131,12 +153,10 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	} else {
 		prog = startProgress(nil, "", 0, nil)
 	}
-	so := bf.options(&rf, tf.json())
 	var st *pipeline.Stats
-	if tf.active() || len(mix) > 1 {
-		to := tf.options(tf.rank, tf.worldSize, 0, 1, tf.resume)
-		limitTrainMemory(e, mix, to)
-		st, err = pipeline.TrainMix(ctx, mix, so, to, s)
+	if to != nil {
+		limitTrainMemory(e, mix, *to)
+		st, err = pipeline.TrainMix(ctx, mix, so, *to, s)
 	} else {
 		st, err = pipeline.Stream(ctx, cfg, so, s)
 	}
