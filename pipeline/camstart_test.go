@@ -252,3 +252,28 @@ func TestCameraNote(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckStartCameraWindow: a --delta-timestamps window on a decoded
+// camera passes CheckStart; on a camera auto leaves out it is refused.
+func TestCheckStartCameraWindow(t *testing.T) {
+	dir, _, _ := startupDataset(t) // the wrist camera lacks a file
+	for _, tc := range []struct {
+		key     string
+		wantErr bool
+	}{
+		{"observation.images.front", false},
+		{"observation.images.wrist", true},
+	} {
+		cfg, err := cameraConfig(t, dir, "auto")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Deltas, err = ParseDeltaTimestamps(tc.key + "=0"); err != nil {
+			t.Fatal(err)
+		}
+		err = CheckStart([]Mix{{Config: cfg, Weight: 1}}, StreamOptions{BatchSize: 8}, nil)
+		if (err != nil) != tc.wantErr {
+			t.Fatalf("%s: CheckStart %v, want an error: %v", tc.key, err, tc.wantErr)
+		}
+	}
+}
