@@ -242,8 +242,12 @@ func (m *keepMemo) assemble(ctx context.Context, cfg *Config) (*keepIndex, bool,
 // meta/tasks.parquet has a text, and a render failure fails the run
 // (--on-error fail: no frame is skipped). A frame whose task_index is not
 // in meta/tasks.parquet, which metadata cannot show, is refused by the
-// reader (shard's frame checks), with the keep pass as without.
+// reader (shard's frame checks), with the keep pass as without. Without
+// a recipe nothing is rendered and every frame is kept.
 func keepsEveryFrame(cfg *Config) bool {
+	if cfg.Recipe == nil {
+		return true
+	}
 	if cfg.Mode != render.ModeFallback || cfg.SkipErrors || len(cfg.Dataset.Tasks) == 0 {
 		return false
 	}

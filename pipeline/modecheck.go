@@ -50,9 +50,10 @@ func CheckLanguage(ctx context.Context, cfg *Config) (LanguageCoverage, error) {
 // --mode drop a frame without language passes through without messages,
 // and a batch cannot hold samples with and without messages: drop works
 // only when every selected frame has language (or none has). The
-// fallback mode renders the task for such frames, so it always batches.
+// fallback mode renders the task for such frames, so it always batches;
+// so does a run without a recipe (no frame carries messages).
 func CheckBatchable(ctx context.Context, cfg *Config) error {
-	if cfg.Mode != render.ModeDrop {
+	if cfg.Mode != render.ModeDrop || cfg.Recipe == nil {
 		return nil
 	}
 	cov, err := CheckLanguage(ctx, cfg)

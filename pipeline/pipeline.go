@@ -20,7 +20,9 @@ type Config struct {
 	Source  fetch.Source
 	Dataset *schema.Dataset
 	// Recipe renders every frame; Mode decides what becomes of None renders
-	// and frames without language.
+	// and frames without language. A nil Recipe renders nothing: every
+	// frame is kept without messages (outcome Passthrough), as LeRobotDataset
+	// yields frames without a RenderMessagesStep, and Mode is ignored.
 	Recipe *render.Recipe
 	Mode   render.Mode
 	// NoTaskAug passes the canonical task explicitly, as LeRobot main's
@@ -353,10 +355,15 @@ func (p *planner) nextGroup(ctx context.Context) ([]shard.Unit, bool, error) {
 }
 
 // renderBatch renders every frame of b. Each distinct persistent list is
-// compiled once (normally one per episode).
+// compiled once (normally one per episode). Without a recipe every frame
+// passes through without messages (passBatch).
 func renderBatch(cfg *Config, u shard.Unit, b *shard.Batch) *Chunk {
 	n := b.Len()
 	c := &Chunk{Unit: u, Batch: b, Results: make([]render.Result, n), Tasks: make([]string, n)}
+	if cfg.Recipe == nil {
+		passBatch(cfg, c)
+		return c
+	}
 	// episodes[p+1] is the compiled episode of b.Persistent[p]; [0] is the
 	// empty persistent list.
 	episodes := make([]*render.Episode, len(b.Persistent)+1)
@@ -400,6 +407,21 @@ func renderBatch(cfg *Config, u shard.Unit, b *shard.Batch) *Chunk {
 		c.Results[i] = episodes[p+1].Apply(cfg.Mode, f, len(persistent) > 0 || len(events) > 0)
 	}
 	return c
+}
+
+// passBatch keeps every frame of c without messages (no recipe): each
+// result is a Passthrough and each frame gets its canonical task.
+func passBatch(cfg *Config, c *Chunk) {
+	b := c.Batch
+	lastTask, lastText := int64(-1), ""
+	for i := range c.Results {
+		c.Results[i] = render.Result{Outcome: render.Passthrough, Component: -1}
+		if ti := b.TaskIndex[i]; ti != lastTask {
+			lastTask = ti
+			lastText, _ = cfg.Dataset.TaskText(ti)
+		}
+		c.Tasks[i] = lastText
+	}
 }
 
 // FrameErr returns the located error of frame i of c, which must have

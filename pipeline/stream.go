@@ -223,6 +223,15 @@ func workerCount(cfg *Config) int {
 	return runtime.GOMAXPROCS(0)
 }
 
+// ModeName is the mode a header records for cfg: the render mode, or
+// sink.ModeNoRecipe without a recipe (cfg.Mode is then ignored).
+func ModeName(cfg *Config) string {
+	if cfg.Recipe == nil {
+		return sink.ModeNoRecipe
+	}
+	return cfg.Mode.String()
+}
+
 // Header describes the stream of cfg batched by b.
 func Header(cfg *Config, so StreamOptions, b *collate.Batcher) sink.Header {
 	ds := cfg.Dataset
@@ -241,7 +250,7 @@ func Header(cfg *Config, so StreamOptions, b *collate.Batcher) sink.Header {
 		FPS:          int(math.Round(ds.Info.FPS)),
 		Recipe:       cfg.Recipe.Name(),
 		RecipeSHA256: cfg.Recipe.SHA256(),
-		Mode:         cfg.Mode.String(),
+		Mode:         ModeName(cfg),
 		BatchSize:    so.BatchSize,
 		DropLast:     so.DropLast,
 		KeepLanguage: so.KeepLanguage,

@@ -211,7 +211,7 @@ func newIndex(cfg *pipeline.Config, so pipeline.StreamOptions, opts Options) *In
 	return &Index{
 		Format: IndexFormat, WireFormat: sink.FormatVersion, LrstreamVersion: so.Version,
 		Dataset: cfg.Dataset.ID, Revision: cfg.Dataset.Revision,
-		Recipe: cfg.Recipe.Name(), RecipeSHA256: cfg.Recipe.SHA256(), Mode: cfg.Mode.String(),
+		Recipe: cfg.Recipe.Name(), RecipeSHA256: cfg.Recipe.SHA256(), Mode: pipeline.ModeName(cfg),
 		BatchSize: so.BatchSize, DropLast: so.DropLast, KeepLanguage: so.KeepLanguage,
 		Options: compactJSON(so.Options), ShardSize: opts.ShardSize, Compression: Compression,
 		Selection: Selection{Episodes: int64(len(all)), Frames: frames, SHA256: hex.EncodeToString(h.Sum(nil))},

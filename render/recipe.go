@@ -168,19 +168,35 @@ func LoadFile(path string) (*Recipe, error) {
 	return Load(data, filepath.Base(path))
 }
 
-// Name returns the name the recipe was loaded under.
-func (r *Recipe) Name() string { return r.name }
+// Name returns the name the recipe was loaded under ("" for a nil
+// recipe: no recipe, nothing rendered).
+func (r *Recipe) Name() string {
+	if r == nil {
+		return ""
+	}
+	return r.name
+}
 
-// SHA256 returns the hex SHA-256 of the recipe's source bytes.
-func (r *Recipe) SHA256() string { return r.sha }
+// SHA256 returns the hex SHA-256 of the recipe's source bytes ("" for a
+// nil recipe).
+func (r *Recipe) SHA256() string {
+	if r == nil {
+		return ""
+	}
+	return r.sha
+}
 
-// IsBlend reports whether the recipe is a blend.
-func (r *Recipe) IsBlend() bool { return r.blend }
+// IsBlend reports whether the recipe is a blend (false for a nil recipe).
+func (r *Recipe) IsBlend() bool { return r != nil && r.blend }
 
 // Components returns the blend component names in file order, which is
 // the order selection walks. A message recipe has exactly one unnamed
-// component, reported as "" (Render reports it as index -1).
+// component, reported as "" (Render reports it as index -1). A nil
+// recipe has none.
 func (r *Recipe) Components() []string {
+	if r == nil {
+		return nil
+	}
 	out := make([]string, len(r.comps))
 	for i, c := range r.comps {
 		out[i] = c.name

@@ -20,6 +20,7 @@ type Preview struct {
 	maxSamples int
 	state      state
 	batches    int64 // batches seen
+	noRecipe   bool  // the header's mode is ModeNoRecipe
 }
 
 // PreviewBatches is how many batches a Preview shows; later ones are only
@@ -56,8 +57,14 @@ func (p *Preview) Header(h Header) error {
 	if len(sha) > 12 {
 		sha = sha[:12]
 	}
-	fmt.Fprintf(p.w, "%s stream: dataset %s @ %s, %d fps, recipe %s (sha256 %s), mode %s, batch size %d\n",
-		FormatVersion, h.Dataset, rev, h.FPS, h.Recipe, sha, h.Mode, h.BatchSize)
+	p.noRecipe = h.Mode == ModeNoRecipe
+	if p.noRecipe {
+		fmt.Fprintf(p.w, "%s stream: dataset %s @ %s, %d fps, no recipe (nothing rendered, no messages), batch size %d\n",
+			FormatVersion, h.Dataset, rev, h.FPS, h.BatchSize)
+	} else {
+		fmt.Fprintf(p.w, "%s stream: dataset %s @ %s, %d fps, recipe %s (sha256 %s), mode %s, batch size %d\n",
+			FormatVersion, h.Dataset, rev, h.FPS, h.Recipe, sha, h.Mode, h.BatchSize)
+	}
 	cols := make([]string, 0, len(h.Features))
 	for _, f := range h.Features {
 		dims := make([]string, len(f.Shape))
@@ -90,11 +97,14 @@ func (p *Preview) Batch(b *collate.Batch, meta BatchMeta) error {
 	if p.batches > PreviewBatches {
 		return nil
 	}
-	kind := "rendered"
-	if b.Samples == nil {
-		kind = "passthrough"
+	kind := " rendered"
+	switch {
+	case p.noRecipe:
+		kind = ""
+	case b.Samples == nil:
+		kind = " passthrough"
 	}
-	fmt.Fprintf(p.w, "\nbatch %d (epoch %d): %d %s samples", meta.Seq, meta.Epoch, b.N, kind)
+	fmt.Fprintf(p.w, "\nbatch %d (epoch %d): %d%s samples", meta.Seq, meta.Epoch, b.N, kind)
 	if b.N > 0 {
 		fmt.Fprintf(p.w, ", index %d..%d", b.Index(0), b.Index(b.N-1))
 	}

@@ -48,7 +48,9 @@ type Header struct {
 	// RecipeSHA256 the hex SHA-256 of its bytes.
 	Recipe       string
 	RecipeSHA256 string
-	// Mode is the render mode (e.g. "drop", "passthrough", "fallback").
+	// Mode is the render mode ("fallback" or "drop"), or ModeNoRecipe
+	// (with Recipe and RecipeSHA256 "") when the stream was made without
+	// a recipe and no batch carries messages.
 	Mode         string
 	BatchSize    int
 	DropLast     bool
@@ -75,6 +77,11 @@ type Header struct {
 	// their frames (written only when the dataset has cameras).
 	Cameras []Camera
 }
+
+// ModeNoRecipe is the header mode of a stream made without a recipe:
+// nothing is rendered, every frame is kept, and no batch carries
+// messages, message_streams or target_message_indices.
+const ModeNoRecipe = "none"
 
 // Camera is one camera (video or image feature) of the dataset and
 // whether the batches carry its frames, as a uint8 (C, H, W) column named
