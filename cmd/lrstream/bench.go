@@ -31,7 +31,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured stages to FILE (go tool pprof)")
 	memProfile := fs.String("memprofile", "", "write an allocation profile to FILE after the stages (go tool pprof -sample_index=alloc_space)")
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: lrstream bench [--dataset DIR|ORG/NAME --recipe FILE] [flags]\n\nMeasures, in one process on the same files: scan (a naive pqarrow read of the\nneeded columns, touching every value), decode (lrstream's reader), render (decode +\nrender) and stream (the whole pipeline into a discarding msgpack sink).\nSee docs/performance.md.\n\nflags:")
+		fmt.Fprintln(e.stderr, "usage: lrstream bench [--dataset DIR|ORG/NAME] [--recipe FILE] [flags]\n\nMeasures, in one process on the same files: scan (a naive pqarrow read of the\nneeded columns, touching every value), decode (lrstream's reader), render (decode +\nrender; without a recipe: decode + the tasks) and stream (the whole pipeline into a discarding msgpack sink).\nSee docs/performance.md.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -98,7 +98,11 @@ func runBench(ctx context.Context, e *env, args []string) error {
 
 // printBench writes the report as a table.
 func printBench(w io.Writer, r *bench.Report) {
-	fmt.Fprintf(w, "dataset %s, recipe %s\n", r.Dataset, r.Recipe)
+	recipe := r.Recipe
+	if recipe == "" {
+		recipe = "none (nothing rendered)"
+	}
+	fmt.Fprintf(w, "dataset %s, recipe %s\n", r.Dataset, recipe)
 	fmt.Fprintf(w, "%d workers, GOMAXPROCS %d, %d CPUs, batch size %d", r.Workers, r.GOMAXPROCS, r.NumCPU, r.BatchSize)
 	if r.Count > 1 {
 		fmt.Fprintf(w, ", median of %d runs per stage", r.Count)

@@ -46,12 +46,36 @@ func TestFlagErrors(t *testing.T) {
 	}
 }
 
-// TestRecipeRequiredSaysWhat: a dataset without --recipe is refused with
-// what a recipe is and what it does to frames without language columns.
-func TestRecipeRequiredSaysWhat(t *testing.T) {
-	_, errb, code := runCmd(t, "stream", "--dataset", shared(t, "datasets", "real", "SamueleSandrini__record-test"), "--format", "jsonl")
-	if code == 0 || !strings.Contains(errb, "--recipe is required with --dataset") || !strings.Contains(errb, "docs/recipes.md") || !strings.Contains(errb, "without language columns") {
-		t.Fatalf("exit %d, stderr %q", code, errb)
+// TestRecipeOptional: a dataset without --recipe streams without
+// rendering (header mode "none", no messages) and the stream's summary
+// says nothing of a missing recipe; the demo dataset keeps its demo recipe
+// by default.
+func TestRecipeOptional(t *testing.T) {
+	for _, tc := range []struct {
+		args       []string
+		mode       string
+		recipe     string
+		messageKey bool
+	}{
+		{[]string{"--dataset", shared(t, "datasets", "real", "SamueleSandrini__record-test")}, "none", "", false},
+		{[]string{"--recipe", "none"}, "none", "", false},
+		{nil, "fallback", "demo-recipe.yaml", true},
+	} {
+		out, errb, code := runCmd(t, append([]string{"stream", "--format", "jsonl", "--batch-size", "4"}, tc.args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d, stderr %q", tc.args, code, errb)
+		}
+		if strings.Contains(errb, "--recipe") {
+			t.Errorf("%v: stderr mentions --recipe: %q", tc.args, errb)
+		}
+		lines := strings.SplitN(out, "\n", 3)
+		var h struct{ Mode, Recipe string }
+		if err := json.Unmarshal([]byte(lines[0]), &h); err != nil || h.Mode != tc.mode || h.Recipe != tc.recipe {
+			t.Errorf("%v: header mode %q recipe %q (%v), want %q %q", tc.args, h.Mode, h.Recipe, err, tc.mode, tc.recipe)
+		}
+		if has := strings.Contains(lines[1], `"messages":`); has != tc.messageKey {
+			t.Errorf("%v: first batch has messages: %t, want %t", tc.args, has, tc.messageKey)
+		}
 	}
 }
 

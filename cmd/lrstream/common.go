@@ -21,6 +21,7 @@ import (
 	"github.com/lrstream/lrstream/pipeline"
 	"github.com/lrstream/lrstream/render"
 	"github.com/lrstream/lrstream/shard"
+	"github.com/lrstream/lrstream/sink"
 )
 
 // runFlags are the flags every command that renders a dataset shares.
@@ -50,12 +51,15 @@ type runFlags struct {
 	// noBatchCheck skips the --mode drop batching check (inspect does
 	// not batch; it warns from its own counts instead).
 	noBatchCheck bool
+	// unrendered is set by openMix when the run has no recipe (nothing
+	// rendered; headers record mode "none").
+	unrendered bool
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.datasets, "dataset", "local dataset directory or Hub dataset ORG/NAME[@REVISION] (default: the embedded demo dataset); repeat as SPEC:WEIGHT to mix datasets (stream, serve)")
-	fs.StringVar(&f.recipe, "recipe", "", "recipe YAML file (default with the demo dataset: its demo recipe)")
-	fs.StringVar(&f.mode, "mode", "fallback", "what None renders and frames without language become: fallback (LeRobot main's RenderMessagesStep: the task as one low_level user message) or drop (a None render drops the frame; frames without language pass through without messages, so drop batches only when every selected frame has language: checked before streaming)")
+	fs.StringVar(&f.recipe, "recipe", "", "recipe YAML file rendering each frame's messages (docs/recipes.md); without one (or with \"none\") nothing is rendered: batches carry the frames' tasks, numeric features and cameras without messages, every frame kept, as a LeRobotDataset without RenderMessagesStep (default with the demo dataset: its demo recipe)")
+	fs.StringVar(&f.mode, "mode", "fallback", "what None renders and frames without language become: fallback (LeRobot main's RenderMessagesStep: the task as one low_level user message) or drop (a None render drops the frame; frames without language pass through without messages, so drop batches only when every selected frame has language: checked before streaming). Needs a --recipe: without one no frame is rendered or dropped")
 	fs.BoolVar(&f.noTaskAug, "no-task-aug", false, "pass the canonical task explicitly (LeRobot main's RenderMessagesStep): no task_aug rotation")
 	fs.StringVar(&f.episodes, "episodes", "", "episodes to read, e.g. 0-9,12 (default all)")
 	fs.StringVar(&f.exclude, "exclude-episodes", "", "episodes to skip, e.g. 3,5-7")
@@ -130,14 +134,16 @@ func (f *runFlags) openMix(ctx context.Context, e *env) ([]pipeline.Mix, error) 
 	if len(specs) == 0 {
 		specs = datasetList{{spec: "", weight: 1}}
 	}
+	rec, err := f.loadRecipe(specs)
+	if err != nil {
+		return nil, err
+	}
 	var out []pipeline.Mix
-	var rec *render.Recipe
 	for _, d := range specs {
 		cfg, err := f.openOne(ctx, e, d.spec, rec)
 		if err != nil {
 			return nil, err
 		}
-		rec = cfg.Recipe
 		name := d.spec
 		if name == "" {
 			name = lrstream.DemoName
@@ -147,7 +153,46 @@ func (f *runFlags) openMix(ctx context.Context, e *env) ([]pipeline.Mix, error) 
 	return out, nil
 }
 
-// openOne opens one dataset; rec, when set, is the recipe already loaded.
+// noRecipe is the --recipe value that asks for no recipe explicitly (a
+// file of that name is given as ./none).
+const noRecipe = "none"
+
+// loadRecipe loads --recipe for the datasets of specs. Without --recipe the
+// demo dataset (alone, or mixed only with itself) gets its demo recipe and
+// any other dataset none; --recipe none asks for none. No recipe (nil)
+// renders nothing: every frame is kept without messages, so --mode drop,
+// which drops the frames a recipe renders as None, needs a recipe.
+func (f *runFlags) loadRecipe(specs datasetList) (*render.Recipe, error) {
+	mode, err := render.ParseMode(f.mode)
+	if err != nil {
+		return nil, err
+	}
+	var rec *render.Recipe
+	switch f.recipe {
+	case noRecipe:
+	case "":
+		demoOnly := true
+		for _, d := range specs {
+			demoOnly = demoOnly && d.spec == ""
+		}
+		if demoOnly {
+			if rec, err = render.Load(lrstream.DemoRecipe(), "demo-recipe.yaml"); err != nil {
+				return nil, err
+			}
+		}
+	default:
+		if rec, err = render.LoadFile(f.recipe); err != nil {
+			return nil, err
+		}
+	}
+	f.unrendered = rec == nil
+	if rec == nil && mode == render.ModeDrop {
+		return nil, errors.New("--mode drop needs a --recipe: drop removes the frames a recipe renders as None; without a recipe nothing is rendered, every frame is kept without messages and --mode does not apply (docs/recipes.md)")
+	}
+	return rec, nil
+}
+
+// openOne opens one dataset with recipe rec (nil: no recipe).
 func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *render.Recipe) (*pipeline.Config, error) {
 	mode, err := render.ParseMode(f.mode)
 	if err != nil {
@@ -185,11 +230,6 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 			return nil, fmt.Errorf("--revision %s needs a Hub --dataset ORG/NAME", f.revision)
 		}
 		src = fetch.NewFS(lrstream.DemoName, lrstream.Demo())
-		if f.recipe == "" && rec == nil {
-			if rec, err = render.Load(lrstream.DemoRecipe(), "demo-recipe.yaml"); err != nil {
-				return nil, err
-			}
-		}
 	} else {
 		opts, err := fetch.HubOptionsFromEnv(e.getenv)
 		if err != nil {
@@ -223,15 +263,7 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 		if isTerminal(e.stderr) {
 			opts.Progress = e.stderr
 		}
-		if f.recipe == "" {
-			return nil, fmt.Errorf("--recipe is required with --dataset: a LeRobot recipe YAML (docs/recipes.md); frames without language columns render the task as one user message with the default --mode fallback, so any recipe serves a dataset without them")
-		}
 		if src, err = fetch.OpenDataset(ctx, dataset, opts); err != nil {
-			return nil, err
-		}
-	}
-	if rec == nil {
-		if rec, err = render.LoadFile(f.recipe); err != nil {
 			return nil, err
 		}
 	}
@@ -318,8 +350,12 @@ func parseResize(s string) (h, w int, err error) {
 
 // optionsJSON records the options that shape the output, for headers.
 func (f *runFlags) optionsJSON(extra map[string]any) json.RawMessage {
+	mode := f.mode
+	if f.unrendered {
+		mode = sink.ModeNoRecipe // --mode does not apply
+	}
 	m := map[string]any{
-		"datasets": f.datasets.String(), "mode": f.mode, "no_task_aug": f.noTaskAug, "episodes": f.episodes,
+		"datasets": f.datasets.String(), "mode": mode, "no_task_aug": f.noTaskAug, "episodes": f.episodes,
 		"exclude_episodes": f.exclude, "features": f.features, "on_error": f.onError,
 		"delta_timestamps": f.deltas, "tolerance_s": f.tolerance,
 	}

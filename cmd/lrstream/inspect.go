@@ -26,7 +26,7 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	jsonl := fs.Bool("jsonl", false, "one JSON line per frame in index order: {index, episode_index, outcome, rendered, error, fallback[, video_frames]}")
 	show := fs.Int("show", 6, "frames shown in the readable view (the first frames of each outcome and blend component)")
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: lrstream inspect [--dataset DIR|ORG/NAME] [--recipe FILE] [flags]\n\nRenders every frame and shows the messages, outcomes and blend choices.\nErrors do not stop inspect: they are reported per frame; with an explicit\n--on-error fail, inspect exits 1 after the report when any frame failed.\n\nflags:")
+		fmt.Fprintln(e.stderr, "usage: lrstream inspect [--dataset DIR|ORG/NAME] [--recipe FILE] [flags]\n\nRenders every frame and shows the messages, outcomes and blend choices.\nWithout a recipe (a --dataset without --recipe, or --recipe none) nothing is\nrendered: it shows the first frame of each episode with its task, every frame\nkept without messages (outcome passthrough).\nErrors do not stop inspect: they are reported per frame; with an explicit\n--on-error fail, inspect exits 1 after the report when any frame failed.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -102,7 +102,9 @@ func inspectView(ctx context.Context, cfg *pipeline.Config, st *pipeline.Stats, 
 		for i := range c.Results {
 			r := &c.Results[i]
 			key := r.Outcome.String()
-			if r.Outcome == render.Rendered && !r.Fallback && r.Component >= 0 {
+			if cfg.Recipe == nil {
+				key = fmt.Sprint(c.Batch.EpisodeIndex[i]) // one outcome: show episodes
+			} else if r.Outcome == render.Rendered && !r.Fallback && r.Component >= 0 {
 				key += "/" + comps[r.Component]
 			} else if r.Fallback {
 				key += "/fallback"
@@ -126,8 +128,12 @@ func inspectView(ctx context.Context, cfg *pipeline.Config, st *pipeline.Stats, 
 	if ds.Revision != "" {
 		fmt.Fprintf(w, "@%s", ds.Revision)
 	}
-	fmt.Fprintf(w, "  recipe %s  mode %s", cfg.Recipe.Name(), cfg.Mode)
-	if cfg.NoTaskAug {
+	if cfg.Recipe == nil {
+		fmt.Fprint(w, "  no recipe (nothing rendered: every frame kept without messages)")
+	} else {
+		fmt.Fprintf(w, "  recipe %s  mode %s", cfg.Recipe.Name(), cfg.Mode)
+	}
+	if cfg.NoTaskAug && cfg.Recipe != nil {
 		fmt.Fprint(w, " (no task_aug)")
 	}
 	fmt.Fprintf(w, "\n  frames %d: rendered %d (task fallback %d), dropped %d, passthrough %d, errors %d\n",
@@ -183,6 +189,9 @@ func printFrame(w io.Writer, cfg *pipeline.Config, c *pipeline.Chunk, i int) {
 		if f.File[i] != "" {
 			fmt.Fprintf(w, "   %s: frame at %.6fs of %s\n", f.Camera, f.PTS[i], f.File[i])
 		}
+	}
+	if cfg.Recipe == nil {
+		fmt.Fprintf(w, "   task %q\n", c.Tasks[i])
 	}
 	switch r.Outcome {
 	case render.Failed:

@@ -46,7 +46,9 @@ for byte, into zstd-compressed shards in DIR with an index (DIR/index.json).
 Camera frames only on request: --cameras defaults to none here (stream's
 default is auto), so pass stream's --cameras to get its bytes (docs/video.md).
 Interrupted runs resume where they stopped when run again; 'lrstream verify DIR'
-checks the result; 'lrstream stream --from DIR' replays it. With --rank R
+checks the result; 'lrstream stream --from DIR' replays it. Without a recipe
+(a --dataset without --recipe, or --recipe none) nothing is rendered and the
+shards hold batches without messages. With --rank R
 --world-size W each of W processes renders a disjoint share of the episodes
 into DIR; '--finalize DIR' merges them once all are done. See docs/prerender.md.
 

@@ -103,6 +103,9 @@ func checkRecipe(ctx context.Context, e *env, path, dataset string) error {
 		}
 	}
 	if dataset != "" {
+		if path == noRecipe {
+			path = "./" + path // the file, not --recipe none
+		}
 		rf := runFlags{recipe: path, mode: "fallback", onError: "fail", onInconsistent: "fail", download: "full", noBatchCheck: true}
 		rf.datasets.Set(dataset)
 		cfg, err := rf.open(ctx, e)

@@ -165,7 +165,11 @@ func (p *replayPreview) line(dst []byte, m *sink.Message) ([]byte, error) {
 		if rev == "" {
 			rev = "local"
 		}
-		dst = fmt.Appendf(dst, "%s replay: dataset %s @ %s, %d fps, recipe %s, mode %s, batch size %d\n", h.Format, h.Dataset, rev, h.FPS, h.Recipe, h.Mode, h.BatchSize)
+		recipe := fmt.Sprintf("recipe %s, mode %s", h.Recipe, h.Mode)
+		if h.Mode == sink.ModeNoRecipe {
+			recipe = "no recipe (no messages)"
+		}
+		dst = fmt.Appendf(dst, "%s replay: dataset %s @ %s, %d fps, %s, batch size %d\n", h.Format, h.Dataset, rev, h.FPS, recipe, h.BatchSize)
 		var cols []string
 		for _, f := range h.Features {
 			cols = append(cols, fmt.Sprintf("%s %s%v", f.Name, f.DType, f.Shape))

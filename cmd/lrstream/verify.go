@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/lrstream/lrstream/prerender"
+	"github.com/lrstream/lrstream/sink"
 )
 
 func verifyCommand() command {
@@ -60,9 +61,13 @@ func runVerify(ctx context.Context, e *env, args []string) error {
 		if rev == "" {
 			rev = "local"
 		}
-		fmt.Fprintf(e.stdout, "OK %s: %d shards, %d batches, %d samples from %d frames; %.1f MB (%.1f MB of messages); %s@%s, recipe %s (sha256 %.12s), %s, world size %d\n",
+		recipe := fmt.Sprintf("recipe %s (sha256 %.12s), %s", x.Recipe, x.RecipeSHA256, x.Mode)
+		if x.Mode == sink.ModeNoRecipe {
+			recipe = "no recipe (no messages)"
+		}
+		fmt.Fprintf(e.stdout, "OK %s: %d shards, %d batches, %d samples from %d frames; %.1f MB (%.1f MB of messages); %s@%s, %s, world size %d\n",
 			dir, rep.Shards, rep.Batches, rep.Samples, x.Totals.Frames, float64(rep.Bytes)/1e6, float64(rep.RawBytes)/1e6,
-			x.Dataset, rev, x.Recipe, x.RecipeSHA256, x.Mode, x.WorldSize)
+			x.Dataset, rev, recipe, x.WorldSize)
 	}
 	return nil
 }
