@@ -564,7 +564,11 @@ class LRStreamDataset(IterableDataset):
     features = property(lambda self: self.header["features"], doc="Numeric columns: [{name, dtype, shape}].")
     fps = property(lambda self: self.header["fps"], doc="Dataset fps.")
     tools = property(lambda self: self.header["tools"], doc="The tools catalog.")
-    recipe = property(lambda self: self.header["recipe"], doc="Recipe name.")
+    recipe = property(lambda self: self.header["recipe"], doc="Recipe name (\"\" for a stream without a recipe).")
+    has_messages = property(lambda self: self.header["mode"] != "none",
+                            doc="False for a stream made without a recipe (header mode \"none\"): its batches carry "
+                                "no messages, message_streams or target_message_indices, like LeRobotDataset "
+                                "frames without a RenderMessagesStep.")
     recipe_sha256 = property(lambda self: self.header["recipe_sha256"], doc="SHA-256 of the recipe.")
     revision = property(lambda self: self.header["revision"], doc="Resolved dataset revision.")
     dataset = property(lambda self: self.header["dataset"], doc="Dataset id.")
