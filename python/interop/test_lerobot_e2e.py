@@ -194,3 +194,29 @@ def test_partial_fallback_mode(lrstream_bin, lerobot_datasets, lerobot_items):
             assert any(items[i]["task"] in str(m.get("content")) for m in g["messages"]), (
                 f"frame {i}: fallback messages {g['messages']!r} do not carry the task {items[i]['task']!r}")
     assert not diffs, "\n".join(diffs[:40])
+
+
+@pytest.mark.parametrize("name", ["none", "full"])
+def test_no_recipe_batches_match_lerobot_collate(lrstream_bin, lerobot_datasets, lerobot_items, name):
+    """Without a recipe (a --dataset without --recipe) lrstream's batches are lerobot_collate_fn over
+    LeRobotDataset items without a RenderMessagesStep: the same numeric columns, windows, pad masks
+    and tasks, no rendered key on either side, every frame kept."""
+    from lerobot.utils.collate import lerobot_collate_fn
+
+    items = lerobot_items(name)
+    cmd = [str(lrstream_bin), "stream", "--dataset", str(lerobot_datasets[name]), "--batch-size", "8",
+           "--workers", "1", "-q", "--cameras", "none", "--delta-timestamps", DELTA_FLAG]
+    p = subprocess.run(cmd, capture_output=True, timeout=120)
+    assert p.returncode == 0, p.stderr.decode()[-2000:]
+    import io
+
+    batches = list(read_stream(io.BytesIO(p.stdout)))
+    assert sum(len(b["index"]) for b in batches) == len(items)
+    for b in batches:
+        ref = lerobot_collate_fn([items[int(i)] for i in b["index"]])
+        assert not any(k in ref or k in b for k in LANG)
+        for k in NUMERIC:
+            w, g = ref[k].numpy(), np.asarray(b[k])
+            assert w.shape == g.shape, f"batch {b.seq} {k}: shape {w.shape} vs {g.shape}"
+            assert np.array_equal(w.astype(g.dtype), g), f"batch {b.seq} {k}: {w.tolist()} vs {g.tolist()}"
+        assert ref["task"] == list(b["task"]), f"batch {b.seq} task"
