@@ -134,16 +134,17 @@ func (f *runFlags) openMix(ctx context.Context, e *env) ([]pipeline.Mix, error) 
 	if len(specs) == 0 {
 		specs = datasetList{{spec: "", weight: 1}}
 	}
-	rec, err := f.loadRecipe(specs)
-	if err != nil {
+	if err := f.chooseRecipe(specs); err != nil {
 		return nil, err
 	}
 	var out []pipeline.Mix
+	var rec *render.Recipe
 	for _, d := range specs {
 		cfg, err := f.openOne(ctx, e, d.spec, rec)
 		if err != nil {
 			return nil, err
 		}
+		rec = cfg.Recipe
 		name := d.spec
 		if name == "" {
 			name = lrstream.DemoName
@@ -157,42 +158,43 @@ func (f *runFlags) openMix(ctx context.Context, e *env) ([]pipeline.Mix, error) 
 // file of that name is given as ./none).
 const noRecipe = "none"
 
-// loadRecipe loads --recipe for the datasets of specs. Without --recipe the
-// demo dataset (alone, or mixed only with itself) gets its demo recipe and
-// any other dataset none; --recipe none asks for none. No recipe (nil)
-// renders nothing: every frame is kept without messages, so --mode drop,
-// which drops the frames a recipe renders as None, needs a recipe.
-func (f *runFlags) loadRecipe(specs datasetList) (*render.Recipe, error) {
+// chooseRecipe decides whether the datasets of specs have a recipe (it is
+// loaded by openOne, after the dataset's own checks, as before recipes
+// were optional). Without --recipe the demo dataset (alone, or mixed only
+// with itself) gets its demo recipe and any other dataset none; --recipe
+// none asks for none. No recipe renders nothing: every frame is kept
+// without messages, so --mode drop, which drops the frames a recipe
+// renders as None, needs a recipe.
+func (f *runFlags) chooseRecipe(specs datasetList) error {
 	mode, err := render.ParseMode(f.mode)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var rec *render.Recipe
-	switch f.recipe {
-	case noRecipe:
-	case "":
-		demoOnly := true
-		for _, d := range specs {
-			demoOnly = demoOnly && d.spec == ""
-		}
-		if demoOnly {
-			if rec, err = render.Load(lrstream.DemoRecipe(), "demo-recipe.yaml"); err != nil {
-				return nil, err
-			}
-		}
-	default:
-		if rec, err = render.LoadFile(f.recipe); err != nil {
-			return nil, err
-		}
+	demoOnly := true
+	for _, d := range specs {
+		demoOnly = demoOnly && d.spec == ""
 	}
-	f.unrendered = rec == nil
-	if rec == nil && mode == render.ModeDrop {
-		return nil, errors.New("--mode drop needs a --recipe: drop removes the frames a recipe renders as None; without a recipe nothing is rendered, every frame is kept without messages and --mode does not apply (docs/recipes.md)")
+	f.unrendered = f.recipe == noRecipe || f.recipe == "" && !demoOnly
+	if f.unrendered && mode == render.ModeDrop {
+		return errors.New("--mode drop needs a --recipe: drop removes the frames a recipe renders as None; without a recipe nothing is rendered, every frame is kept without messages and --mode does not apply (docs/recipes.md)")
 	}
-	return rec, nil
+	return nil
 }
 
-// openOne opens one dataset with recipe rec (nil: no recipe).
+// loadRecipe loads the recipe chooseRecipe chose: nil for none, the demo
+// recipe, or --recipe's file.
+func (f *runFlags) loadRecipe() (*render.Recipe, error) {
+	switch {
+	case f.unrendered:
+		return nil, nil
+	case f.recipe == "":
+		return render.Load(lrstream.DemoRecipe(), "demo-recipe.yaml")
+	}
+	return render.LoadFile(f.recipe)
+}
+
+// openOne opens one dataset; rec, when set, is the recipe already loaded
+// (chooseRecipe must have run).
 func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *render.Recipe) (*pipeline.Config, error) {
 	mode, err := render.ParseMode(f.mode)
 	if err != nil {
@@ -264,6 +266,11 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 			opts.Progress = e.stderr
 		}
 		if src, err = fetch.OpenDataset(ctx, dataset, opts); err != nil {
+			return nil, err
+		}
+	}
+	if rec == nil {
+		if rec, err = f.loadRecipe(); err != nil {
 			return nil, err
 		}
 	}
