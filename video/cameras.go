@@ -10,6 +10,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/lrstream/lrstream/fetch"
 	"github.com/lrstream/lrstream/schema"
@@ -190,6 +191,41 @@ type Set struct {
 	spans        map[int64]map[string]shard.VideoSpan
 	resize       bool
 	free         chan []byte // recycled frame buffers (Buffer, Recycle)
+	prepared     sync.Once   // prepareOthers ran
+}
+
+// Preparer is a Decoder that can get ready for a video file before its
+// first segment (FFmpeg: probe and check its pixel format).
+type Preparer interface {
+	Prepare(path string)
+}
+
+// prepareOthers has the decoder, if it is a Preparer, get ready for the
+// files of episode ep's other cameras than c in the background, so that
+// their first segments do not wait for it.
+func (s *Set) prepareOthers(ctx context.Context, ep int64, c Camera) {
+	p, ok := s.Decoder.(Preparer)
+	if !ok || s.resize {
+		return
+	}
+	for _, o := range s.Cameras {
+		sp, ok := s.spans[ep][o.Key]
+		if o.Key == c.Key || !ok {
+			continue
+		}
+		name, err := s.Info.VideoFile(o.Key, sp.Chunk, sp.File)
+		if err != nil {
+			continue
+		}
+		go func() {
+			path, release, err := s.Locate(ctx, name)
+			if err != nil {
+				return // its segments report it
+			}
+			p.Prepare(path)
+			release()
+		}()
+	}
 }
 
 // Buffer returns a buffer of n bytes for Fill, recycled when one is free.
@@ -351,6 +387,7 @@ func (s *Set) fillEpisode(ctx context.Context, c Camera, ep int64, index []int64
 	for k, i := range order {
 		queries[k] = sp.From + float64(ts[i])
 	}
+	s.prepared.Do(func() { s.prepareOthers(ctx, ep, c) })
 	path, release, err := s.Locate(ctx, name)
 	if err != nil {
 		for k, i := range order {

@@ -45,6 +45,13 @@ func (d *FFmpeg) yuv(ctx context.Context, path string) (*YUV, error) {
 	})
 }
 
+// Prepare implements Preparer: it probes and checks the video at path in
+// the background (the first segment of a file otherwise waits for both,
+// ~0.1 s each).
+func (d *FFmpeg) Prepare(path string) {
+	go func() { _, _ = d.yuv(context.Background(), path) }()
+}
+
 // once returns m[k]'s conversion, finding it with find when m has none
 // (concurrent callers of one key wait for the first).
 func once[K comparable](ctx context.Context, d *FFmpeg, m *map[K]*lazyYUV, k K, find func() *YUV) (*YUV, error) {

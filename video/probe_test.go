@@ -2,9 +2,17 @@ package video
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/lrstream/lrstream/schema"
+	"github.com/lrstream/lrstream/shard"
 )
 
 func TestParseProbe(t *testing.T) {
@@ -145,5 +153,109 @@ func TestFFmpegYUVFrames(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFFmpegPrepareProbesOnce checks that Prepare and concurrent segments
+// of one file run ffprobe once, and that the prepared file's frames come as
+// YUV.
+func TestFFmpegPrepareProbesOnce(t *testing.T) {
+	d := needFFmpeg(t)
+	dir := t.TempDir()
+	p := makeVideo(t, dir, "a.mp4", "libx264", 64, 48, 30, 10, 5)
+	count := filepath.Join(dir, "probes")
+	wrapper := filepath.Join(dir, "ffprobe")
+	script := "#!/bin/sh\necho x >> " + count + "\nexec " + d.Probe + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dec := &FFmpeg{Path: d.Path, Probe: wrapper}
+	defer dec.Close()
+	dec.Prepare(p)
+	var wg sync.WaitGroup
+	yuv := make([]int, 3)
+	for i := range yuv {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := dec.Decode(context.Background(), Segment{Path: p, Start: float64(i) * 0.1, End: float64(i)*0.1 + 0.05}, func(f Frame) error {
+				if f.YUV != nil {
+					yuv[i]++
+				}
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	out, err := os.ReadFile(count)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(out), "x"); n != 1 {
+		t.Fatalf("ffprobe ran %d times, want 1", n)
+	}
+	for i, n := range yuv {
+		if n == 0 {
+			t.Errorf("segment %d: no frame came as YUV", i)
+		}
+	}
+}
+
+// preparer is a Decoder that records what it was asked to prepare.
+type preparer struct {
+	Decoder
+	mu    sync.Mutex
+	paths []string
+}
+
+func (p *preparer) Prepare(path string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.paths = append(p.paths, path)
+}
+
+// TestSetPreparesOtherCameras checks that the first segment a Set decodes
+// has the decoder prepare the other cameras' files of that episode.
+func TestSetPreparesOtherCameras(t *testing.T) {
+	d := needFFmpeg(t)
+	dir := t.TempDir()
+	info := &schema.Info{FPS: 30, VideoPath: "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4",
+		Features: []schema.Feature{
+			{Name: "cam.a", DType: schema.DTypeVideo, Shape: []int{48, 64, 3}},
+			{Name: "cam.b", DType: schema.DTypeVideo, Shape: []int{48, 64, 3}},
+		}}
+	var spans []shard.VideoSpan
+	for _, k := range []string{"cam.a", "cam.b"} {
+		makeVideo(t, dir, "videos/"+k+"/chunk-000/file-000.mp4", "libx264", 64, 48, 30, 10, 5)
+		spans = append(spans, shard.VideoSpan{Episode: 0, Key: k, To: 10.0 / 30})
+	}
+	p := &preparer{Decoder: d}
+	loc := func(ctx context.Context, name string) (string, func(), error) {
+		return filepath.Join(dir, name), func() {}, nil
+	}
+	set, err := NewSet(p, info, spans, []string{"cam.a", "cam.b"}, 0, 0, 0, loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, set.Cameras[0].FrameBytes())
+	if err := set.Fill(context.Background(), 0, []int64{0}, []int64{0}, []float32{0}, buf, func(i int, err error) { t.Error(err) }, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(dir, "videos/cam.b/chunk-000/file-000.mp4")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p.mu.Lock()
+		got := slices.Clone(p.paths)
+		p.mu.Unlock()
+		if len(got) == 1 && got[0] == want {
+			break
+		}
+		if len(got) > 1 || time.Now().After(deadline) {
+			t.Fatalf("prepared %v, want [%s]", got, want)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
