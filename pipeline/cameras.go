@@ -195,6 +195,11 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 	if err != nil {
 		return err
 	}
+	if len(eps) > 0 {
+		// The decoder probes the first episode's files while the run
+		// starts (FFmpeg: pixel format and conversion check).
+		set.Prepare(ctx, eps[0])
+	}
 	closer, _ := dec.(interface{ Close() error })
 	if mat != nil || closer != nil {
 		set.ReleaseFiles = func() {

@@ -191,7 +191,7 @@ type Set struct {
 	spans        map[int64]map[string]shard.VideoSpan
 	resize       bool
 	free         chan []byte // recycled frame buffers (Buffer, Recycle)
-	prepared     sync.Once   // prepareOthers ran
+	prepared     sync.Once   // the first segment prepared the other cameras
 }
 
 // Preparer is a Decoder that can get ready for a video file before its
@@ -200,17 +200,21 @@ type Preparer interface {
 	Prepare(path string)
 }
 
-// prepareOthers has the decoder, if it is a Preparer, get ready for the
-// files of episode ep's other cameras than c in the background, so that
-// their first segments do not wait for it.
-func (s *Set) prepareOthers(ctx context.Context, ep int64, c Camera) {
+// Prepare has the decoder, if it is a Preparer, get ready in the
+// background for the video files of episode ep's cameras (the pipeline
+// calls it for the first selected episode at setup), so that their first
+// segments do not wait for it.
+func (s *Set) Prepare(ctx context.Context, ep int64) { s.prepare(ctx, ep, "") }
+
+// prepare is Prepare for the cameras other than skip.
+func (s *Set) prepare(ctx context.Context, ep int64, skip string) {
 	p, ok := s.Decoder.(Preparer)
 	if !ok || s.resize {
 		return
 	}
 	for _, o := range s.Cameras {
 		sp, ok := s.spans[ep][o.Key]
-		if o.Key == c.Key || !ok {
+		if o.Key == skip || !ok {
 			continue
 		}
 		name, err := s.Info.VideoFile(o.Key, sp.Chunk, sp.File)
@@ -387,7 +391,7 @@ func (s *Set) fillEpisode(ctx context.Context, c Camera, ep int64, index []int64
 	for k, i := range order {
 		queries[k] = sp.From + float64(ts[i])
 	}
-	s.prepared.Do(func() { s.prepareOthers(ctx, ep, c) })
+	s.prepared.Do(func() { s.prepare(ctx, ep, c.Key) })
 	path, release, err := s.Locate(ctx, name)
 	if err != nil {
 		for k, i := range order {

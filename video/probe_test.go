@@ -244,17 +244,29 @@ func TestSetPreparesOtherCameras(t *testing.T) {
 	if err := set.Fill(context.Background(), 0, []int64{0}, []int64{0}, []float32{0}, buf, func(i int, err error) { t.Error(err) }, nil); err != nil {
 		t.Fatal(err)
 	}
-	want := filepath.Join(dir, "videos/cam.b/chunk-000/file-000.mp4")
+	waitPrepared(t, p, filepath.Join(dir, "videos/cam.b/chunk-000/file-000.mp4"))
+	// Set.Prepare (the pipeline's, at setup) prepares every camera's file.
+	p.mu.Lock()
+	p.paths = nil
+	p.mu.Unlock()
+	set.Prepare(context.Background(), 0)
+	waitPrepared(t, p, filepath.Join(dir, "videos/cam.a/chunk-000/file-000.mp4"), filepath.Join(dir, "videos/cam.b/chunk-000/file-000.mp4"))
+}
+
+// waitPrepared waits until p has prepared exactly want (in any order).
+func waitPrepared(t *testing.T, p *preparer, want ...string) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		p.mu.Lock()
 		got := slices.Clone(p.paths)
 		p.mu.Unlock()
-		if len(got) == 1 && got[0] == want {
-			break
+		slices.Sort(got)
+		if slices.Equal(got, want) {
+			return
 		}
-		if len(got) > 1 || time.Now().After(deadline) {
-			t.Fatalf("prepared %v, want [%s]", got, want)
+		if len(got) > len(want) || time.Now().After(deadline) {
+			t.Fatalf("prepared %v, want %v", got, want)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
