@@ -53,13 +53,42 @@ func StandardFeatures() []Feature {
 
 // Column is one stacked numeric column of a batch: a C-order little-endian
 // array of shape Shape (the first dimension is the batch size) and numpy
-// dtype DType, stored as raw bytes.
+// dtype DType, stored as raw bytes: Data, or, when Parts is not empty, the
+// concatenation of Parts (a column with borrowed samples, see
+// Frame.Owner; parts may reference Data).
 type Column struct {
 	Name  string
 	DType string
 	// Shape is (batch size, per-sample shape...).
 	Shape []int
 	Data  []byte
+	// Parts, when not empty, are the column's bytes in order: borrowed
+	// samples' bytes (contiguous ones as one part) and copied ones in Data.
+	Parts [][]byte
+}
+
+// Len returns the column's size in bytes.
+func (c *Column) Len() int {
+	if len(c.Parts) == 0 {
+		return len(c.Data)
+	}
+	n := 0
+	for _, p := range c.Parts {
+		n += len(p)
+	}
+	return n
+}
+
+// Bytes returns the column's bytes: Data, or a new concatenation of Parts.
+func (c *Column) Bytes() []byte {
+	if len(c.Parts) == 0 {
+		return c.Data
+	}
+	out := make([]byte, 0, c.Len())
+	for _, p := range c.Parts {
+		out = append(out, p...)
+	}
+	return out
 }
 
 // Int64At returns element i of an "<i8" column.
@@ -105,6 +134,9 @@ type Batch struct {
 
 	// samples backs Samples while the batch fills, including nil entries.
 	samples []*schema.Sample
+	// owners are the Owners of the borrowed samples, each retained once
+	// per run of consecutive samples it owns; reset releases them.
+	owners []Owner
 }
 
 // Column returns the column with the given name, or nil.
@@ -137,7 +169,14 @@ func (b *Batch) reset() {
 	b.N = 0
 	for i := range b.Columns {
 		b.Columns[i].Data = b.Columns[i].Data[:0]
+		clear(b.Columns[i].Parts)
+		b.Columns[i].Parts = b.Columns[i].Parts[:0]
 	}
+	for _, o := range b.owners {
+		o.Release()
+	}
+	clear(b.owners)
+	b.owners = b.owners[:0]
 	clear(b.Task)
 	b.Task = b.Task[:0]
 	for i := range b.Strings {

@@ -30,9 +30,25 @@ type Config struct {
 	KeepLanguage bool
 }
 
+// Owner keeps the buffers of borrowed feature bytes valid: a batch
+// retains the owner of the samples it borrows and releases it when it is
+// recycled (Batcher.Recycle), so the owner may reuse its buffers once
+// every Retain is matched by a Release. Owners must be comparable (a
+// pointer).
+type Owner interface {
+	Retain()
+	Release()
+}
+
+// BorrowMin is the per-sample size (bytes) from which a feature marked in
+// Frame.Borrow is referenced rather than copied: camera frames are;
+// small values cost less to copy than to reference.
+const BorrowMin = 64 << 10
+
 // Frame is one kept sample handed to Batcher.Add. The batcher copies the
-// scalars and feature bytes; it retains Sample and the row slices (which
-// must not be modified afterwards) until the batch is recycled.
+// scalars and feature bytes — except those it borrows (Owner, Borrow) —
+// and retains Sample and the row slices (which must not be modified
+// afterwards) until the batch is recycled.
 type Frame struct {
 	Index, EpisodeIndex, FrameIndex, TaskIndex int64
 	Timestamp                                  float32
@@ -44,6 +60,12 @@ type Frame struct {
 	// for this frame, typically a sub-slice of a decoded row group's
 	// buffer; its length must be Config.Features[i].FrameBytes().
 	Features [][]byte
+	// Owner, when set, keeps valid the features marked in Borrow: the
+	// batch references those bytes (at least BorrowMin of them) instead
+	// of copying them, and retains Owner until it is recycled.
+	Owner Owner
+	// Borrow[i] marks Features[i] as owned by Owner (missing: false).
+	Borrow []bool
 	// Strings holds the values of Config.Strings for this frame.
 	Strings []string
 	// Persistent and Events are the frame's raw language rows, used only
@@ -163,7 +185,19 @@ func (b *Batcher) Add(f *Frame) (*Batch, error) {
 	cols[PosTimestamp].Data = le.AppendUint32(cols[PosTimestamp].Data, math.Float32bits(f.Timestamp))
 	cols[PosTaskIndex].Data = le.AppendUint64(cols[PosTaskIndex].Data, uint64(f.TaskIndex))
 	for i, v := range f.Features {
-		cols[NumStandard+i].Data = append(cols[NumStandard+i].Data, v...)
+		col := &cols[NumStandard+i]
+		if f.Owner != nil && i < len(f.Borrow) && f.Borrow[i] && len(v) >= BorrowMin {
+			b.borrow(c, col, v, f.Owner)
+			continue
+		}
+		if cap(col.Data) == 0 {
+			col.Data = make([]byte, 0, b.cfg.BatchSize*b.fbytes[NumStandard+i])
+		}
+		at := len(col.Data)
+		col.Data = append(col.Data, v...) // within capacity: never moves
+		if len(col.Parts) > 0 {
+			col.Parts = appendPart(col.Parts, col.Data[at:])
+		}
 	}
 	c.Task = append(c.Task, f.Task)
 	for i, v := range f.Strings {
@@ -180,6 +214,32 @@ func (b *Batcher) Add(f *Frame) (*Batch, error) {
 		return nil, nil
 	}
 	return b.finish()
+}
+
+// borrow appends v (owned by o) to column col of batch c by reference,
+// retaining o for c unless it owns c's previous borrowed sample too.
+func (b *Batcher) borrow(c *Batch, col *Column, v []byte, o Owner) {
+	if len(col.Parts) == 0 && len(col.Data) > 0 {
+		col.Parts = append(col.Parts, col.Data) // the samples copied so far
+	}
+	col.Parts = appendPart(col.Parts, v)
+	if n := len(c.owners); n == 0 || c.owners[n-1] != o {
+		o.Retain()
+		c.owners = append(c.owners, o)
+	}
+}
+
+// appendPart appends p to parts, extending the last part instead when p
+// continues it in memory.
+func appendPart(parts [][]byte, p []byte) [][]byte {
+	if n := len(parts); n > 0 && len(p) > 0 {
+		last := parts[n-1]
+		if len(last) > 0 && cap(last)-len(last) >= len(p) && &last[:len(last)+1][len(last)] == &p[0] {
+			parts[n-1] = last[:len(last)+len(p)]
+			return parts
+		}
+	}
+	return append(parts, p)
 }
 
 // Flush returns the last, short batch: nil when nothing is pending or when
@@ -248,7 +308,12 @@ func (b *Batcher) get() *Batch {
 		c.Strings = append(c.Strings, StringColumn{Name: name, Values: make([]string, 0, bs)})
 	}
 	for i, f := range b.feats {
-		c.Columns[i] = Column{Name: f.Name, DType: f.DType, Data: make([]byte, 0, bs*b.fbytes[i]), Shape: make([]int, 0, 1+len(f.Shape))}
+		c.Columns[i] = Column{Name: f.Name, DType: f.DType, Shape: make([]int, 0, 1+len(f.Shape))}
+		if b.fbytes[i] < BorrowMin {
+			// Large (borrowable) columns get their buffer when a sample
+			// is copied into them (Add).
+			c.Columns[i].Data = make([]byte, 0, bs*b.fbytes[i])
+		}
 	}
 	if b.cfg.KeepLanguage {
 		c.Persistent = make([][]schema.Row, 0, bs)

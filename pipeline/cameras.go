@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/lrstream/lrstream/render"
 	"github.com/lrstream/lrstream/schema"
@@ -423,6 +425,7 @@ func attachFrames(ctx context.Context, cfg *Config, gr *groupRead, c *Chunk, lo,
 			}
 			addColumn(cam, data, errs)
 		}
+		c.frames = newFrameOwner(set, c.frameBufs)
 	}
 	if is := cfg.Images; is != nil {
 		for k, cam := range is.Cameras {
@@ -505,11 +508,48 @@ func readImages(ctx context.Context, cfg *Config, g []shard.Unit) (map[string]ma
 	return enc, nil
 }
 
-// releaseFrames hands c's camera frame buffers back for reuse (reused
-// pages cost no page faults; fresh ones cost more than the decode).
-// Nothing may read c's camera features afterwards.
+// frameOwner owns a chunk's camera frame buffers (collate.Owner): the
+// chunk holds one reference until its samples are batched
+// (releaseFrames), and each batch that borrows its frames holds one more
+// until the batch is recycled after it is written; the last release hands
+// the buffers back to the Set for reuse (reused pages cost no page faults;
+// fresh ones cost more than the decode).
+type frameOwner struct {
+	refs atomic.Int64
+	set  *video.Set
+	bufs [][]byte
+}
+
+func newFrameOwner(set *video.Set, bufs [][]byte) *frameOwner {
+	o := &frameOwner{set: set, bufs: slices.Clone(bufs)}
+	o.refs.Store(1)
+	return o
+}
+
+// Retain implements collate.Owner.
+func (o *frameOwner) Retain() { o.refs.Add(1) }
+
+// Release implements collate.Owner.
+func (o *frameOwner) Release() {
+	switch n := o.refs.Add(-1); {
+	case n == 0:
+		for _, b := range o.bufs {
+			o.set.Recycle(b)
+		}
+		o.bufs = nil
+	case n < 0:
+		panic("pipeline: camera frames released more often than retained")
+	}
+}
+
+// releaseFrames drops c's hold on its camera frame buffers: they go back
+// for reuse once no batch borrows them either. Nothing may read c's camera
+// features afterwards.
 func (c *Chunk) releaseFrames(cfg *Config) {
-	if cfg.Cameras != nil {
+	if c.frames != nil {
+		c.frames.Release()
+		c.frames = nil
+	} else if cfg.Cameras != nil {
 		for _, b := range c.frameBufs {
 			cfg.Cameras.Recycle(b)
 		}

@@ -229,14 +229,26 @@ func (fl *filler) fill(f *collate.Frame, c *Chunk, j int) error {
 	}
 	if cap(f.Features) < len(fl.out) {
 		f.Features = make([][]byte, len(fl.out))
+		f.Borrow = make([]bool, len(fl.out))
 	}
 	f.Features = f.Features[:len(fl.out)]
+	f.Borrow = f.Borrow[:len(fl.out)]
+	clear(f.Borrow)
+	// The camera columns (the chunk's last frameCols) are owned by
+	// c.frames: a batch may borrow a frame itself, not a window gathered
+	// into the scratch space.
+	cams := len(bt.Features) - c.frameCols
+	f.Owner = nil
+	if c.frames != nil {
+		f.Owner = c.frames
+	}
 	for k := range fl.in {
 		fd := &bt.Features[k]
 		size := fl.size[k]
 		w := fl.window[k]
 		if w == nil {
 			f.Features[k] = fd.Data[j*size : (j+1)*size]
+			f.Borrow[k] = k >= cams
 			continue
 		}
 		// Rows are gathered from the chunk, or for a piece of a longer

@@ -81,6 +81,7 @@ func (hf *heldFrame) frame(f *collate.Frame, names [][]string) {
 		f.Features[k] = c.data[off : off+n : off+n]
 		off += n
 	}
+	f.Owner, f.Borrow = nil, nil // the held bytes are copies, reused: never borrowed
 	f.Strings = nil
 	if names != nil {
 		f.Strings = names[c.src]

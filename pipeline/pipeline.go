@@ -102,7 +102,10 @@ type Chunk struct {
 	// (nil without cameras).
 	Frames    []CameraFrames
 	frameBufs [][]byte // the video camera columns' buffers (releaseFrames)
-	frameCols int      // camera and image columns appended to Batch.Features
+	// frames owns frameBufs once they are filled: batches borrow the
+	// camera frames from it (collate.Owner) instead of copying them.
+	frames    *frameOwner
+	frameCols int // camera and image columns appended to Batch.Features
 
 	epStart, epEnd []int32   // see episodeBounds
 	ext            *pieceExt // a piece of a longer group (see pieces.go)

@@ -450,6 +450,18 @@ func appendNDArray(b []byte, c *collate.Column, parts *[]encPart) []byte {
 		b = mpInt(b, int64(d))
 	}
 	b = mpBin(b, []byte("data"))
+	if len(c.Parts) > 0 {
+		// A column with borrowed samples: its bytes are its parts.
+		b = mpBinHeader(b, c.Len())
+		for _, p := range c.Parts {
+			if parts != nil && c.Len() >= LargeArray {
+				*parts = append(*parts, encPart{at: len(b), data: p})
+			} else {
+				b = append(b, p...)
+			}
+		}
+		return b
+	}
 	if parts != nil && len(c.Data) >= LargeArray {
 		b = mpBinHeader(b, len(c.Data))
 		*parts = append(*parts, encPart{at: len(b), data: c.Data})

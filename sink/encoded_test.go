@@ -214,3 +214,86 @@ func BenchmarkCameraBatch(b *testing.B) {
 		}
 	})
 }
+
+// nopOwner is a collate.Owner that does nothing.
+type nopOwner struct{}
+
+func (*nopOwner) Retain()  {}
+func (*nopOwner) Release() {}
+
+// TestEncodeBorrowedColumns: a batch whose camera column borrows its
+// samples (collate.Column.Parts, in one or several parts, some copied)
+// encodes to the same bytes as the same batch with copied samples, through
+// AppendBatch, EncodeBatch + AppendTo and EncodeBatch + WriteTo.
+func TestEncodeBorrowedColumns(t *testing.T) {
+	const side = 148 // 65,712 bytes a frame: borrowed (collate.BorrowMin)
+	fb := 3 * side * side
+	for _, pattern := range []string{"bbbb", "bcbb", "cccb", "b"} {
+		t.Run(pattern, func(t *testing.T) {
+			feats := append(append([]collate.Feature(nil), fixtureFeatures...),
+				collate.Feature{Name: "observation.images.front", DType: "|u1", Shape: []int{3, side, side}})
+			mk := func() *collate.Batcher {
+				b, err := collate.NewBatcher(collate.Config{BatchSize: len(pattern), Features: feats, Strings: []string{"dataset"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return b
+			}
+			copied, borrowed := mk(), mk()
+			buf := make([]byte, len(pattern)*fb) // one owner's frames, contiguous
+			for k := range buf {
+				buf[k] = byte(k * 13 / 7)
+			}
+			own := &nopOwner{}
+			var a, b *collate.Batch
+			for i, p := range pattern {
+				pix := buf[i*fb : (i+1)*fb]
+				f := fixtureFrame(i)
+				f.Features = append(f.Features, pix)
+				bt, err := copied.Add(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				a = bt
+				g := fixtureFrame(i)
+				g.Features = append(g.Features, pix)
+				g.Owner = own
+				g.Borrow = make([]bool, len(g.Features))
+				g.Borrow[len(g.Borrow)-1] = p == 'b'
+				if bt, err = borrowed.Add(g); err != nil {
+					t.Fatal(err)
+				}
+				b = bt
+			}
+			if a == nil || b == nil {
+				t.Fatal("no batch")
+			}
+			if len(b.Columns[len(b.Columns)-1].Parts) == 0 && pattern != "cccc" {
+				t.Fatal("the borrowed column has no parts")
+			}
+			meta := BatchMeta{Seq: 3, Epoch: 1}
+			want, err := AppendBatch(nil, a, meta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := AppendBatch(nil, b, meta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatal("AppendBatch: borrowed batch differs")
+			}
+			var e Encoded
+			if err := EncodeBatch(&e, b, meta); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(e.AppendTo(nil), want) || e.Len() != len(want) {
+				t.Fatal("EncodeBatch + AppendTo: borrowed batch differs")
+			}
+			var w bytes.Buffer
+			if _, err := e.WriteTo(&w); err != nil || !bytes.Equal(w.Bytes(), want) {
+				t.Fatalf("EncodeBatch + WriteTo: borrowed batch differs (%v)", err)
+			}
+		})
+	}
+}
