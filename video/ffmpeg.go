@@ -135,8 +135,12 @@ func (d *FFmpeg) args(seg Segment, pixFmt string) []string {
 	if seg.Width > 0 && seg.Height > 0 {
 		vf = fmt.Sprintf("scale=%d:%d:flags=bilinear,showinfo=checksum=0", seg.Width, seg.Height)
 	}
+	muxer := "rawvideo"
+	if pixFmt == "yuv420p" {
+		muxer = "yuv4mpegpipe"
+	}
 	return append(args, "-vf", vf, "-fps_mode", "passthrough", "-sws_flags", "bilinear",
-		"-f", "rawvideo", "-pix_fmt", pixFmt, "pipe:1")
+		"-f", muxer, "-pix_fmt", pixFmt, "pipe:1")
 }
 
 // formatSeconds formats s for an ffmpeg time option, exactly enough for
@@ -385,9 +389,10 @@ type stream struct {
 	// recent holds the last frames read (at most hold), oldest first: a
 	// later segment starting at or before them gets them again. gone is
 	// the latest pts read and no longer held (-Inf: none).
-	recent []Frame
-	hold   int
-	gone   float64
+	recent  []Frame
+	hold    int
+	started bool // the yuv4mpeg header is read
+	gone    float64
 	// Guarded by FFmpeg.mu.
 	busy bool
 	seg  Segment // the segment being decoded, while busy
@@ -493,24 +498,61 @@ func (s *stream) read() (Frame, bool, error) {
 	if n <= 0 {
 		return Frame{}, false, fmt.Errorf("ffmpeg reported a %dx%d frame", fi.w, fi.h)
 	}
+	head := 0
+	if s.yuv != nil {
+		if !s.started {
+			if err := readY4MHeader(s.out); err != nil {
+				return Frame{}, false, err
+			}
+			s.started = true
+		}
+		head = len(y4mFrame)
+	}
 	var buf []byte
 	if len(s.recent) == s.hold {
 		// The oldest held frame's buffer (delivered at least two
 		// callbacks ago) takes the new frame.
 		s.gone = max(s.gone, s.recent[0].PTS)
-		buf = s.recent[0].Pix
+		buf = s.recent[0].raw
 		s.recent = append(s.recent[:0], s.recent[1:]...)
 	}
-	if cap(buf) < n {
-		buf = make([]byte, n)
+	if cap(buf) < head+n {
+		buf = make([]byte, head+n)
 	}
-	buf = buf[:n]
+	buf = buf[:head+n]
 	if _, err := io.ReadFull(s.out, buf); err != nil {
 		return Frame{}, false, fmt.Errorf("frame at %.6f s: reading pixels: %w", fi.pts, err)
 	}
-	f := Frame{PTS: fi.pts, Width: fi.w, Height: fi.h, Pix: buf, YUV: s.yuv}
+	if string(buf[:head]) != y4mFrame[:head] {
+		return Frame{}, false, fmt.Errorf("frame at %.6f s: ffmpeg's yuv4mpeg frame header is %q, want %q", fi.pts, buf[:head], y4mFrame)
+	}
+	f := Frame{PTS: fi.pts, Width: fi.w, Height: fi.h, Pix: buf[head:], YUV: s.yuv, raw: buf}
 	s.recent = append(s.recent, f)
 	return f, true, nil
+}
+
+// y4mFrame is the header ffmpeg's yuv4mpegpipe muxer writes before each
+// frame.
+const y4mFrame = "FRAME\n"
+
+// readY4MHeader reads the yuv4mpeg stream header line from r, a byte at a
+// time (once per process; nothing after the line is consumed).
+func readY4MHeader(r io.Reader) error {
+	var line []byte
+	b := make([]byte, 1)
+	for len(line) < 1024 {
+		if _, err := io.ReadFull(r, b); err != nil {
+			return fmt.Errorf("reading ffmpeg's yuv4mpeg header: %w", err)
+		}
+		if b[0] == '\n' {
+			if !bytes.HasPrefix(line, []byte("YUV4MPEG2 ")) {
+				return fmt.Errorf("ffmpeg's yuv4mpeg header is %q", line)
+			}
+			return nil
+		}
+		line = append(line, b[0])
+	}
+	return fmt.Errorf("ffmpeg's yuv4mpeg header is longer than 1 KiB")
 }
 
 // segment hands fn the frames with seg.Start <= pts <= seg.End: the held

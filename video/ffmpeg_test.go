@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -370,4 +371,42 @@ func TestFFmpegKeepConcurrent(t *testing.T) {
 			t.Logf("%d processes for %d pieces of %d files", kept.started, pieces, len(files))
 		})
 	}
+}
+
+func TestReadY4MHeader(t *testing.T) {
+	for _, tc := range []struct {
+		in, rest string
+		ok       bool
+	}{
+		{"YUV4MPEG2 W640 H480 F30:1 Ip A1:1 C420jpeg XYSCSS=420JPEG\nFRAME\n", "FRAME\n", true},
+		{"YUV4MPEG2 W2 H2\n", "", true},
+		{"YUV4MPEG W2 H2\nFRAME\n", "", false},
+		{"YUV4MPEG2 W2 H2", "", false},
+		{"", "", false},
+		{"YUV4MPEG2 " + strings.Repeat("x", 2000) + "\n", "", false},
+	} {
+		r := strings.NewReader(tc.in)
+		err := readY4MHeader(r)
+		if (err == nil) != tc.ok {
+			t.Errorf("%.40q: error %v, want ok=%v", tc.in, err, tc.ok)
+			continue
+		}
+		if rest, _ := io.ReadAll(r); tc.ok && string(rest) != tc.rest {
+			t.Errorf("%.40q: left %q, want %q", tc.in, rest, tc.rest)
+		}
+	}
+}
+
+func FuzzReadY4MHeader(f *testing.F) {
+	f.Add("YUV4MPEG2 W640 H480 F30:1\nFRAME\n")
+	f.Add("\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		r := strings.NewReader(in)
+		if err := readY4MHeader(r); err == nil {
+			consumed := len(in) - r.Len()
+			if !strings.HasPrefix(in, "YUV4MPEG2 ") || in[consumed-1] != '\n' || strings.Contains(in[:consumed-1], "\n") {
+				t.Fatalf("accepted %q (consumed %d)", in, consumed)
+			}
+		}
+	})
 }

@@ -33,6 +33,7 @@ type Frame struct {
 	Pix           []byte
 	// YUV, when set, says Pix is YUV 4:2:0 and converts it.
 	YUV *YUV
+	raw []byte // the decoder's buffer holding Pix
 }
 
 // Decoder decodes the frames of one segment sequentially, from at most one
