@@ -116,15 +116,7 @@ func TestCamerasWithoutFFmpeg(t *testing.T) {
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			tmp := t.TempDir()
-			args := append(append([]string(nil), tc.args...), common...)
-			for i, a := range args {
-				switch a {
-				case "OUT":
-					args[i] = filepath.Join(tmp, "out")
-				case "SOCK":
-					args[i] = filepath.Join(tmp, "s.sock")
-				}
-			}
+			args := tempArgs(tmp, append(append([]string(nil), tc.args...), common...)...)
 			out, errb, code := runCmd(t, args...)
 			if code != 1 {
 				t.Fatalf("exit %d, stderr %q", code, errb)

@@ -87,15 +87,7 @@ func TestCamerasAbsentFailAtStartup(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tmp := t.TempDir()
-			args := append([]string(nil), tc.args...)
-			for i, a := range args {
-				switch a {
-				case "OUT":
-					args[i] = filepath.Join(tmp, "out")
-				case "SOCK":
-					args[i] = filepath.Join(tmp, "s.sock")
-				}
-			}
+			args := tempArgs(tmp, tc.args...)
 			out, errb, code := runCmd(t, args...)
 			if code != 1 {
 				t.Fatalf("exit %d, stderr %q", code, errb)
@@ -243,15 +235,7 @@ func TestStartupErrorsPrintOnlyTheError(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tmp := t.TempDir()
-			args := append([]string(nil), tc.args...)
-			for i, a := range args {
-				switch a {
-				case "NEW":
-					args[i] = filepath.Join(tmp, "new")
-				case "SOCK":
-					args[i] = filepath.Join(tmp, "s.sock")
-				}
-			}
+			args := tempArgs(tmp, tc.args...)
 			e, _, errb := genEnv()
 			e.getenv = func(k string) string { return tc.env[k] }
 			if code := run(context.Background(), e, args); code != 1 {
@@ -263,4 +247,21 @@ func TestStartupErrorsPrintOnlyTheError(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tempArgs returns args with the placeholders OUT, NEW and SOCK replaced by
+// paths in tmp (an output directory, a new one, a socket).
+func tempArgs(tmp string, args ...string) []string {
+	out := append([]string(nil), args...)
+	for i, a := range out {
+		switch a {
+		case "OUT":
+			out[i] = filepath.Join(tmp, "out")
+		case "NEW":
+			out[i] = filepath.Join(tmp, "new")
+		case "SOCK":
+			out[i] = filepath.Join(tmp, "s.sock")
+		}
+	}
+	return out
 }
