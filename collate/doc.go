@@ -16,6 +16,12 @@
 //   - every other key is stacked into an array whose dtype and shape must
 //     agree across the batch.
 //
+// Feature bytes are copied into the batch, except large ones (camera
+// frames, BorrowMin bytes or more) that a Frame marks as borrowed from an
+// Owner: the batch references them (Column.Parts) and retains the owner
+// until it is recycled, so the frames are written straight from the
+// buffers they were decoded into.
+//
 // CollateJSON applies the same invariants to JSON samples; it runs the
 // conformance vectors of collate.jsonl.
 package collate
