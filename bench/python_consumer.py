@@ -35,11 +35,12 @@ def proc_cpu(pid):
         return None
 
 
-def consume(sock=None, path=None):
+def consume(sock=None, path=None, pool_bytes=None):
     c0 = time.process_time()
     t0 = time.perf_counter()
     frames = batches = messages = 0  # frames: samples received
-    with (StreamReader(path) if path else connect(sock, timeout=60)) as reader:
+    kw = {} if pool_bytes is None else {"pool_bytes": pool_bytes}
+    with (StreamReader(path, **kw) if path else connect(sock, timeout=60, **kw)) as reader:
         for batch in reader:
             frames += batch.size
             batches += 1
@@ -65,13 +66,14 @@ def main():
     ap.add_argument("--socket", help="connect to this running server instead of starting one")
     ap.add_argument("--file", help="decode a recorded stream (lrstream stream > FILE) instead: the client's cost alone")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--pool-bytes", type=int, help="the reader's ArrayPool bound (0: a new array for every camera column)")
     ap.add_argument("serve_args", nargs="*")
     a = ap.parse_args()
     proc = None
     tmp = None
     sock = a.socket
     if a.file:
-        r = consume(path=a.file)
+        r = consume(path=a.file, pool_bytes=a.pool_bytes)
     elif sock is None:
         tmp = tempfile.mkdtemp(prefix="lrs-bench-")
         sock = os.path.join(tmp, "s.sock")
@@ -82,7 +84,7 @@ def main():
             time.sleep(0.05)
     try:
         if not a.file:
-            r = consume(sock)
+            r = consume(sock, pool_bytes=a.pool_bytes)
             if proc is not None:
                 r["server_cpu_seconds"] = proc_cpu(proc.pid)
     finally:

@@ -130,3 +130,53 @@ def test_cut_inside_a_frame(recorded):
             got.append(b)
     t.join()
     assert first < second_batch and len(got) == 1
+
+
+def _batches_one_at_a_time(data, frames, keep=None, **kw):
+    """Reads the recorded stream batch by batch, checking each batch's
+    frames while it is the current one; returns the camera arrays' data
+    addresses. keep(batch), when given, may hold on to parts of a batch."""
+    addrs = []
+    with StreamReader(io.BytesIO(data), **kw) as r:
+        for b in r:
+            for i, idx in enumerate(b["index"]):
+                for k in CAMERAS:
+                    np.testing.assert_array_equal(b[k][i], frames[int(idx)][k], f"index {idx} {k}")
+            addrs.extend(b[k].__array_interface__["data"][0] for k in CAMERAS)
+            if keep is not None:
+                keep(b)
+    return addrs
+
+
+def test_pool_reuses_dropped_arrays(recorded):
+    """Camera arrays of batches the caller has dropped are received into
+    again (no fresh pages per batch), and every batch still holds exactly
+    its own frames; with pool_bytes=0 every array is new."""
+    data, frames = recorded
+    addrs = _batches_one_at_a_time(data, frames)
+    assert len(set(addrs)) < len(addrs), "no camera array was reused"
+    assert len(set(addrs)) <= 3 * len(CAMERAS), f"{len(set(addrs))} distinct arrays for {len(addrs)}"
+    fresh = []
+    with StreamReader(io.BytesIO(data), pool_bytes=0) as r:
+        for b in r:
+            fresh.append(b[CAMERAS[0]])  # held: addresses stay distinct
+    assert len({a.__array_interface__["data"][0] for a in fresh}) == len(fresh)
+
+
+def test_pool_never_writes_held_arrays(recorded):
+    """Arrays the caller still references -- the array, a view of it, or a
+    torch tensor made from it -- are never received into again."""
+    torch = pytest.importorskip("torch")
+    data, frames = recorded
+    held = []
+
+    def keep(b):
+        idx = b["index"].copy()
+        held.append((idx, torch.from_numpy(b[CAMERAS[0]]), b[CAMERAS[1]][1:]))
+
+    _batches_one_at_a_time(data, frames, keep=keep)
+    for idx, t, view in held:
+        for i, x in enumerate(idx):
+            np.testing.assert_array_equal(t[i].numpy(), frames[int(x)][CAMERAS[0]])
+            if i >= 1:
+                np.testing.assert_array_equal(view[i - 1], frames[int(x)][CAMERAS[1]])

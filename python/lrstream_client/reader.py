@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import os
 import socket
+import sys
 from typing import Any, BinaryIO, Dict, Iterator, Optional, Union
 
 import msgpack
@@ -345,6 +346,48 @@ _HEADS = {0xC4: (1, "raw"), 0xC5: (2, "raw"), 0xC6: (4, "raw"), 0xC7: (1, "ext")
 # that the kernel's copy is the only one; smaller ones are copied from the
 # receive buffer.
 DIRECT_BYTES = 1 << 16
+# ArrayPool's default bound: the large arrays (camera frames) a reader
+# keeps for reuse once the caller has dropped them.
+POOL_BYTES = 256 << 20
+
+
+class ArrayPool:
+    """Walk-mode allocator (``RawMessages.walk(alloc=...)``) that reuses the
+    large arrays of earlier batches once nothing references them any more.
+
+    A camera column of a batch is tens of MB; a fresh array costs the
+    kernel's zeroing of every page on first touch (as much CPU as receiving
+    the bytes), so arrays the caller has dropped are received into again.
+    An array is reused only when the pool holds the last reference to it
+    (CPython's reference count): an array the caller still holds -- or a
+    view of it, a tensor made by ``torch.from_numpy``, a memoryview -- is
+    never written. The pool keeps at most ``max_bytes`` of arrays (the
+    oldest are let go first); 0 disables it."""
+
+    def __init__(self, max_bytes: int = POOL_BYTES):
+        self._max = max_bytes
+        self._arrays: list = []
+        self._bytes = 0
+
+    def __call__(self, shape, dt: np.dtype, nbytes: int):
+        shape = tuple(shape)
+        arrays = self._arrays
+        for i in range(len(arrays)):
+            # 2: the pool's reference and getrefcount's argument.
+            if arrays[i].nbytes == nbytes and arrays[i].shape == shape and arrays[i].dtype == dt and \
+                    sys.getrefcount(arrays[i]) == 2:
+                arr = arrays.pop(i)
+                arrays.append(arr)  # most recently used last
+                return arr, memoryview(arr.reshape(-1).view(np.uint8))
+        arr = np.empty(shape, dt)
+        if 0 < nbytes <= self._max:
+            arrays.append(arr)
+            self._bytes += nbytes
+            while self._bytes > self._max:
+                self._bytes -= arrays.pop(0).nbytes
+        return arr, memoryview(arr.reshape(-1).view(np.uint8))
+
+
 # Walk mode reads the rest of a message (everything but those payloads) in
 # reads of at most this many bytes, so that little of a following payload
 # lands in the receive buffer (what does is copied from there).
@@ -814,10 +857,13 @@ class StreamReader:
     ``WALK_BYTES`` of numeric data (camera frames; from the header) read
     from a file object with ``readinto`` (pipes, files, sockets): there each
     array is a writable array of its own, large payloads received straight
-    into it (see :class:`RawMessages`).
+    into it (see :class:`RawMessages`); the large ones are taken from an
+    :class:`ArrayPool` of ``pool_bytes`` (arrays of earlier batches that
+    nothing references any more; 0: always new arrays).
     """
 
-    def __init__(self, source: Source, *, read_size: int = 1 << 20):
+    def __init__(self, source: Source, *, read_size: int = 1 << 20, pool_bytes: int = POOL_BYTES):
+        self._pool = ArrayPool(pool_bytes) if pool_bytes > 0 else None
         self._close = None
         if isinstance(source, (str, os.PathLike)):
             f = open(source, "rb")
@@ -896,7 +942,7 @@ class StreamReader:
             rm = self._raw
             if rm is not None:
                 if walk_stream(self._header):
-                    rm.walk(True)
+                    rm.walk(True, alloc=self._pool)
                 else:  # msgpack reads the rest, from the bytes after the header
                     self._unpacker = self._msgpack(bytes(rm._mv[rm._start - rm._base:rm._tail]))
                     self._raw = None
@@ -949,12 +995,13 @@ def hello(worker: int = 0, num_workers: int = 1, rank: int = 0, world_size: int 
 
 def connect(path: str, *, worker: int = 0, num_workers: int = 1, rank: int = 0, world_size: int = 1,
             resume: Optional[str] = None, timeout: Optional[float] = None,
-            read_timeout: Optional[float] = None, **position: Any) -> StreamReader:
+            read_timeout: Optional[float] = None, pool_bytes: int = POOL_BYTES, **position: Any) -> StreamReader:
     """Connect to ``lrstream serve --socket PATH``, send the hello and return
     a StreamReader over this client's share of the stream.
 
     ``timeout`` (seconds) bounds connecting; ``read_timeout`` each wait for
     data (``TimeoutError``; None waits as long as the server takes).
+    ``pool_bytes`` bounds the reader's :class:`ArrayPool` (0: none).
     ``epoch=``, ``next=`` and ``fingerprint=`` add an exact start position
     to the hello (docs/wire-format.md).
     """
@@ -964,7 +1011,7 @@ def connect(path: str, *, worker: int = 0, num_workers: int = 1, rank: int = 0, 
         s.connect(path)
         s.settimeout(read_timeout)
         s.sendall(hello(worker, num_workers, rank, world_size, resume, **position))
-        reader = StreamReader(s)
+        reader = StreamReader(s, pool_bytes=pool_bytes)
     except BaseException:
         s.close()
         raise
