@@ -39,12 +39,12 @@ def lrstream_bin(tmp_path_factory):
 SERVE_ARGS = ["--batch-size", "8", "--mode", "fallback", "--shuffle", "--seed", "3", "--epochs", "0"]
 
 
-@pytest.fixture(scope="module")
-def server(lrstream_bin):
-    """A running `lrstream serve` on a private socket; yields the path."""
+def serving(lrstream_bin, *args):
+    """Runs `lrstream serve ARGS` on a private socket; yields the path, then
+    stops the server and removes the socket's directory."""
     d = tempfile.mkdtemp(prefix="lrs-test-")
     path = os.path.join(d, "s.sock")
-    p = subprocess.Popen([lrstream_bin, "serve", "--socket", path, *SERVE_ARGS], stderr=subprocess.DEVNULL)
+    p = subprocess.Popen([lrstream_bin, "serve", "--socket", path, *args], stderr=subprocess.DEVNULL)
     for _ in range(200):
         if os.path.exists(path):
             break
@@ -53,3 +53,9 @@ def server(lrstream_bin):
     p.terminate()
     p.wait(10)
     shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def server(lrstream_bin):
+    """A running `lrstream serve` on a private socket; yields the path."""
+    yield from serving(lrstream_bin, *SERVE_ARGS)

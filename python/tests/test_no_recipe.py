@@ -6,11 +6,7 @@ flags): the same batches minus the rendered columns, through DataLoader,
 StatefulDataLoader resume, the pipe reader and lerobot_collate_fn."""
 
 import io
-import os
-import shutil
 import subprocess
-import tempfile
-import time
 
 import numpy as np
 import pytest
@@ -18,7 +14,7 @@ import torch
 from torch.utils.data import DataLoader
 from torchdata.stateful_dataloader import StatefulDataLoader
 
-from conftest import SERVE_ARGS
+from conftest import SERVE_ARGS, serving
 from lrstream_client import LRStreamDataset, read_stream
 
 RENDERED = ("messages", "message_streams", "target_message_indices")
@@ -28,18 +24,7 @@ RENDERED = ("messages", "message_streams", "target_message_indices")
 def bare_server(lrstream_bin):
     """`lrstream serve --recipe none` on the demo dataset, with the flags
     of conftest's `server` (demo recipe)."""
-    d = tempfile.mkdtemp(prefix="lrs-norecipe-")
-    path = os.path.join(d, "s.sock")
-    p = subprocess.Popen([lrstream_bin, "serve", "--socket", path, "--recipe", "none", *SERVE_ARGS],
-                         stderr=subprocess.DEVNULL)
-    for _ in range(200):
-        if os.path.exists(path):
-            break
-        time.sleep(0.05)
-    yield path
-    p.terminate()
-    p.wait(10)
-    shutil.rmtree(d, ignore_errors=True)
+    yield from serving(lrstream_bin, "--recipe", "none", *SERVE_ARGS)
 
 
 def same_column(got, want):
