@@ -230,6 +230,8 @@ func TestStartupErrorsPrintOnlyTheError(t *testing.T) {
 		{"prerender delta", []string{"prerender", "--out", "NEW", "--delta-timestamps", "foo=1", "--world-size", "2", "--rank", "1"}, nil, "foo is not one"},
 		{"prerender other run", []string{"prerender", "--out", done, "--episodes", "1", "--world-size", "2", "--rank", "0", "--cameras", "auto"}, nil, "holds a different pre-render"},
 		{"serve delta", []string{"serve", "--socket", "SOCK", "--delta-timestamps", "foo=1"}, nil, "foo is not one"},
+		{"bench delta", []string{"bench", "--delta-timestamps", "foo=1"}, nil, "foo is not one"},
+		{"inspect delta", []string{"inspect", "--delta-timestamps", "foo=1"}, nil, "foo is not one"},
 		{"serve socket", []string{"serve", "--socket", notSocket}, nil, "exists and is not a socket"},
 	}
 	for _, tc := range tests {

@@ -41,6 +41,11 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// What the pipeline would refuse at its first batch is refused
+	// here, before any note or output.
+	if err := pipeline.CheckStart([]pipeline.Mix{{Config: cfg}}, pipeline.StreamOptions{}, nil); err != nil {
+		return err
+	}
 	logCameraNotes(stderrLog(e.stderr), []pipeline.Mix{{Config: cfg}})
 	cfg.SkipErrors = true // inspect reports errors, it does not stop at them
 	cfg.Features = []string{}
