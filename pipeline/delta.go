@@ -238,7 +238,7 @@ func (fl *filler) fill(f *collate.Frame, c *Chunk, j int) error {
 	// c.frames: a batch may borrow a frame itself, not a window gathered
 	// into the scratch space.
 	cams := len(bt.Features) - c.frameCols
-	f.Owner = nil
+	f.Owner = nil // not c.frames when nil: a nil *frameOwner is not a nil Owner
 	if c.frames != nil {
 		f.Owner = c.frames
 	}

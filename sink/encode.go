@@ -452,9 +452,10 @@ func appendNDArray(b []byte, c *collate.Column, parts *[]encPart) []byte {
 	b = mpBin(b, []byte("data"))
 	if len(c.Parts) > 0 {
 		// A column with borrowed samples: its bytes are its parts.
-		b = mpBinHeader(b, c.Len())
+		n := c.Len()
+		b = mpBinHeader(b, n)
 		for _, p := range c.Parts {
-			if parts != nil && c.Len() >= LargeArray {
+			if parts != nil && n >= LargeArray {
 				*parts = append(*parts, encPart{at: len(b), data: p})
 			} else {
 				b = append(b, p...)
