@@ -200,9 +200,10 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 		return err
 	}
 	if len(eps) > 0 {
-		// The decoder probes the first episode's files while the run
-		// starts (FFmpeg: pixel format and conversion check).
-		set.Prepare(ctx, eps[0])
+		// When a run starts (Set.Start), the decoder probes the first
+		// episode's files (FFmpeg: pixel format and conversion check);
+		// setting up fetches nothing.
+		set.PrepareFirst(eps[0])
 	}
 	closer, _ := dec.(interface{ Close() error })
 	if mat != nil || closer != nil {

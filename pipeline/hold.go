@@ -243,8 +243,9 @@ func serveBatches(ctx context.Context, srcs []Mix, idx *keepIndex, h *holder, or
 	}
 	pi := newPieceIndex(srcs, idx)
 	for _, m := range srcs {
-		if m.Config.Cameras != nil && m.Config.Cameras.ReleaseFiles != nil {
-			defer m.Config.Cameras.ReleaseFiles()
+		if m.Config.Cameras != nil {
+			m.Config.Cameras.Start(ctx)
+			defer m.Config.Cameras.Release()
 		}
 	}
 	seen := make([]bool, pi.base[len(pi.base)-1])

@@ -160,8 +160,9 @@ func run(ctx context.Context, cfg *Config, emit func([]shard.Unit, *Chunk) error
 	if err != nil {
 		return err
 	}
-	if cfg.Cameras != nil && cfg.Cameras.ReleaseFiles != nil {
-		defer cfg.Cameras.ReleaseFiles()
+	if cfg.Cameras != nil {
+		cfg.Cameras.Start(ctx)
+		defer cfg.Cameras.Release()
 	}
 	workers := workerCount(cfg)
 	feed := &pieceFeed{cfg: cfg, next: p.nextGroup, rows: pieceRows(cfg)}

@@ -176,7 +176,9 @@ func FileExists(ctx context.Context, src fetch.Source) func(string) bool {
 }
 
 // Set decodes the frames of the chosen cameras for batches of samples.
-// It is immutable after construction and safe for concurrent use.
+// Its fields are not changed after construction; it is safe for
+// concurrent use. A run calls Start when it begins and Release when it
+// ends.
 type Set struct {
 	Decoder Decoder
 	Info    *schema.Info
@@ -185,33 +187,84 @@ type Set struct {
 	Tolerance float64
 	Locate    Locator
 	// ReleaseFiles, when set, releases the video files Locate keeps for
-	// later segments (temporary copies are removed); called when a run
-	// ends.
+	// later segments (temporary copies are removed); Release calls it
+	// when a run ends.
 	ReleaseFiles func()
 	spans        map[int64]map[string]shard.VideoSpan
 	resize       bool
 	free         chan []byte // recycled frame buffers (Buffer, Recycle)
 	prepared     sync.Once   // the first segment prepared the other cameras
+
+	prepMu    sync.Mutex
+	prepping  []preparation // under way, until Release
+	prepFirst int64         // the episode Start prepares (if prepHas)
+	prepHas   bool
+}
+
+// preparation is one background preparation of a Set: cancel stops it,
+// done is closed when its goroutines have returned.
+type preparation struct {
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
 // Preparer is a Decoder that can get ready for a video file before its
-// first segment (FFmpeg: probe and check its pixel format).
+// first segment (FFmpeg: probe and check its pixel format). Prepare
+// returns when it is ready or ctx is done; it is an optimisation, so
+// errors are left to the segments.
 type Preparer interface {
-	Prepare(path string)
+	Prepare(ctx context.Context, path string)
 }
 
-// Prepare has the decoder, if it is a Preparer, get ready in the
-// background for the video files of episode ep's cameras (the pipeline
-// calls it for the first selected episode at setup), so that their first
-// segments do not wait for it.
-func (s *Set) Prepare(ctx context.Context, ep int64) { s.prepare(ctx, ep, "") }
+// PrepareFirst names the episode whose video files Start prepares (the
+// pipeline's first selected episode).
+func (s *Set) PrepareFirst(ep int64) {
+	s.prepMu.Lock()
+	s.prepFirst, s.prepHas = ep, true
+	s.prepMu.Unlock()
+}
 
-// prepare is Prepare for the cameras other than skip.
+// Start begins a run: the decoder, if it is a Preparer, gets ready in the
+// background for the video files of the PrepareFirst episode's cameras,
+// so that their first segments do not wait for it. Nothing is fetched
+// before Start: a Set that only answers questions (which cameras, which
+// files) costs no download.
+func (s *Set) Start(ctx context.Context) {
+	s.prepMu.Lock()
+	ep, ok := s.prepFirst, s.prepHas
+	s.prepMu.Unlock()
+	if ok {
+		s.prepare(ctx, ep, "")
+	}
+}
+
+// Release ends a run: it stops the background preparations (Start's and
+// the first segment's) and waits for them, then calls ReleaseFiles. No
+// goroutine of the Set outlives it.
+func (s *Set) Release() {
+	s.prepMu.Lock()
+	stop := s.prepping
+	s.prepping = nil
+	s.prepMu.Unlock()
+	for _, p := range stop {
+		p.cancel()
+	}
+	for _, p := range stop {
+		<-p.done
+	}
+	if s.ReleaseFiles != nil {
+		s.ReleaseFiles()
+	}
+}
+
+// prepare has the decoder prepare episode ep's video files of the cameras
+// other than skip, each in its own goroutine, until Release.
 func (s *Set) prepare(ctx context.Context, ep int64, skip string) {
 	p, ok := s.Decoder.(Preparer)
 	if !ok || s.resize {
 		return
 	}
+	var names []string
 	for _, o := range s.Cameras {
 		sp, ok := s.spans[ep][o.Key]
 		if o.Key == skip || !ok {
@@ -221,15 +274,31 @@ func (s *Set) prepare(ctx context.Context, ep int64, skip string) {
 		if err != nil {
 			continue
 		}
-		go func() {
+		names = append(names, name)
+	}
+	if len(names) == 0 {
+		return
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	s.prepMu.Lock()
+	s.prepping = append(s.prepping, preparation{cancel, done})
+	s.prepMu.Unlock()
+	var wg sync.WaitGroup
+	for _, name := range names {
+		wg.Go(func() {
 			path, release, err := s.Locate(ctx, name)
 			if err != nil {
 				return // its segments report it
 			}
-			p.Prepare(path)
+			p.Prepare(ctx, path)
 			release()
-		}()
+		})
 	}
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
 }
 
 // Buffer returns a buffer of n bytes for Fill, recycled when one is free.

@@ -45,11 +45,10 @@ func (d *FFmpeg) yuv(ctx context.Context, path string) (*YUV, error) {
 	})
 }
 
-// Prepare implements Preparer: it probes and checks the video at path in
-// the background (the first segment of a file otherwise waits for both,
-// ~0.1 s each).
-func (d *FFmpeg) Prepare(path string) {
-	go func() { _, _ = d.yuv(context.Background(), path) }()
+// Prepare implements Preparer: it probes and checks the video at path
+// (the first segment of a file otherwise waits for both, ~0.1 s each).
+func (d *FFmpeg) Prepare(ctx context.Context, path string) {
+	_, _ = d.yuv(ctx, path)
 }
 
 // once returns m[k]'s conversion, finding it with find when m has none

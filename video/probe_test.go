@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -171,8 +172,8 @@ func TestFFmpegPrepareProbesOnce(t *testing.T) {
 	}
 	dec := &FFmpeg{Path: d.Path, Probe: wrapper}
 	defer dec.Close()
-	dec.Prepare(p)
 	var wg sync.WaitGroup
+	wg.Go(func() { dec.Prepare(context.Background(), p) })
 	yuv := make([]int, 3)
 	for i := range yuv {
 		wg.Add(1)
@@ -204,23 +205,38 @@ func TestFFmpegPrepareProbesOnce(t *testing.T) {
 	}
 }
 
-// preparer is a Decoder that records what it was asked to prepare.
+// preparer is a Decoder that records what it was asked to prepare; with
+// block set, each Prepare waits for its context to end.
 type preparer struct {
 	Decoder
+	block bool
 	mu    sync.Mutex
 	paths []string
 }
 
-func (p *preparer) Prepare(path string) {
+func (p *preparer) Prepare(ctx context.Context, path string) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.paths = append(p.paths, path)
+	p.mu.Unlock()
+	if p.block {
+		<-ctx.Done()
+	}
 }
 
-// TestSetPreparesOtherCameras checks that the first segment a Set decodes
-// has the decoder prepare the other cameras' files of that episode.
-func TestSetPreparesOtherCameras(t *testing.T) {
-	d := needFFmpeg(t)
+// prepared returns what p prepared, sorted.
+func (p *preparer) prepared() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	got := slices.Clone(p.paths)
+	slices.Sort(got)
+	p.paths = nil
+	return got
+}
+
+// twoCameraSet is a Set of two cameras (cam.a, cam.b) with one 10-frame
+// video each in dir, decoded by p; located counts Locate calls.
+func twoCameraSet(t *testing.T, p *preparer, located *atomic.Int32) (*Set, string) {
+	t.Helper()
 	dir := t.TempDir()
 	info := &schema.Info{FPS: 30, VideoPath: "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4",
 		Features: []schema.Feature{
@@ -232,42 +248,70 @@ func TestSetPreparesOtherCameras(t *testing.T) {
 		makeVideo(t, dir, "videos/"+k+"/chunk-000/file-000.mp4", "libx264", 64, 48, 30, 10, 5)
 		spans = append(spans, shard.VideoSpan{Episode: 0, Key: k, To: 10.0 / 30})
 	}
-	p := &preparer{Decoder: d}
 	loc := func(ctx context.Context, name string) (string, func(), error) {
+		located.Add(1)
 		return filepath.Join(dir, name), func() {}, nil
 	}
 	set, err := NewSet(p, info, spans, []string{"cam.a", "cam.b"}, 0, 0, 0, loc)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return set, dir
+}
+
+// TestSetPreparesOtherCameras checks that the first segment a Set decodes
+// has the decoder prepare the other cameras' files of that episode, that
+// Start prepares the PrepareFirst episode's files, and that nothing is
+// located (fetched) before Start or the first segment.
+func TestSetPreparesOtherCameras(t *testing.T) {
+	d := needFFmpeg(t)
+	p := &preparer{Decoder: d}
+	var located atomic.Int32
+	set, dir := twoCameraSet(t, p, &located)
+	a, b := filepath.Join(dir, "videos/cam.a/chunk-000/file-000.mp4"), filepath.Join(dir, "videos/cam.b/chunk-000/file-000.mp4")
+	set.PrepareFirst(0)
+	if n := located.Load(); n != 0 {
+		t.Fatalf("%d files located before Start", n)
+	}
 	buf := make([]byte, set.Cameras[0].FrameBytes())
 	if err := set.Fill(context.Background(), 0, []int64{0}, []int64{0}, []float32{0}, buf, func(i int, err error) { t.Error(err) }, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitPrepared(t, p, filepath.Join(dir, "videos/cam.b/chunk-000/file-000.mp4"))
-	// Set.Prepare (the pipeline's, at setup) prepares every camera's file.
-	p.mu.Lock()
-	p.paths = nil
-	p.mu.Unlock()
-	set.Prepare(context.Background(), 0)
-	waitPrepared(t, p, filepath.Join(dir, "videos/cam.a/chunk-000/file-000.mp4"), filepath.Join(dir, "videos/cam.b/chunk-000/file-000.mp4"))
+	set.Release() // waits for the preparations
+	if got := p.prepared(); !slices.Equal(got, []string{b}) {
+		t.Fatalf("the first segment prepared %v, want %v", got, []string{b})
+	}
+	set.Start(context.Background())
+	set.Release()
+	if got := p.prepared(); !slices.Equal(got, []string{a, b}) {
+		t.Fatalf("Start prepared %v, want %v", got, []string{a, b})
+	}
 }
 
-// waitPrepared waits until p has prepared exactly want (in any order).
-func waitPrepared(t *testing.T, p *preparer, want ...string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		p.mu.Lock()
-		got := slices.Clone(p.paths)
-		p.mu.Unlock()
-		slices.Sort(got)
-		if slices.Equal(got, want) {
-			return
-		}
-		if len(got) > len(want) || time.Now().After(deadline) {
-			t.Fatalf("prepared %v, want %v", got, want)
-		}
-		time.Sleep(10 * time.Millisecond)
+// TestSetReleaseStopsPreparing: Release cancels preparations under way
+// and returns once their goroutines have, then releases the files.
+func TestSetReleaseStopsPreparing(t *testing.T) {
+	p := &preparer{Decoder: needFFmpeg(t), block: true}
+	var located atomic.Int32
+	set, _ := twoCameraSet(t, p, &located)
+	released := false
+	set.ReleaseFiles = func() { released = true }
+	set.PrepareFirst(0)
+	set.Start(context.Background())
+	done := make(chan struct{})
+	go func() {
+		set.Release()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Release did not stop the blocked preparations")
+	}
+	if !released {
+		t.Fatal("Release did not call ReleaseFiles")
+	}
+	if n := len(p.prepared()); n != 2 {
+		t.Fatalf("%d files prepared, want 2", n)
 	}
 }
