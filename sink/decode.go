@@ -19,6 +19,11 @@ type Array struct {
 	DType string
 	Shape []int
 	Data  []byte
+	// SHMPos and SHMBytes locate an array that came through a
+	// shared-memory arena ("shm": [pos, bytes]; SHMBytes 0 otherwise).
+	// Its Data is a copy of the arena's bytes when the Decoder has an
+	// Arena.
+	SHMPos, SHMBytes uint64
 }
 
 // Field is one named column of a decoded batch.
@@ -63,9 +68,14 @@ type Message struct {
 
 // Decoder reads wire messages from a msgpack stream.
 type Decoder struct {
-	br  *bufio.Reader // for Next; nil for a one-value decoder
-	r   io.Reader     // what values are read from (br, or an unbuffered reader)
-	raw []byte
+	// Arena, when set, is the shared-memory arena of the connection:
+	// arrays that come as "shm": [pos, bytes] get a copy of their bytes
+	// from it (docs/wire-format.md "Shared memory"). Without it such an
+	// array is an error.
+	Arena []byte
+	br    *bufio.Reader // for Next; nil for a one-value decoder
+	r     io.Reader     // what values are read from (br, or an unbuffered reader)
+	raw   []byte
 }
 
 // NewDecoder returns a Decoder reading from r (buffered: it may read ahead
@@ -327,13 +337,13 @@ func (d *Decoder) mapBody(n, depth int) (any, error) {
 	}
 	if binKeys {
 		if nd, _ := m.Get("nd"); nd == true {
-			return arrayFromMap(m)
+			return arrayFromMap(m, d.Arena)
 		}
 	}
 	return m, nil
 }
 
-func arrayFromMap(m schema.Map) (*Array, error) {
+func arrayFromMap(m schema.Map, arena []byte) (*Array, error) {
 	a := &Array{}
 	t, _ := m.Get("type")
 	a.DType, _ = t.(string)
@@ -342,6 +352,11 @@ func arrayFromMap(m schema.Map) (*Array, error) {
 	}
 	data, _ := m.Get("data")
 	a.Data, _ = data.([]byte)
+	if ref, ok := m.Get("shm"); ok {
+		if err := a.fromArena(ref, arena); err != nil {
+			return nil, err
+		}
+	}
 	shape, _ := m.Get("shape")
 	sh, ok := shape.([]any)
 	if !ok || a.DType == "" {
@@ -361,6 +376,39 @@ func arrayFromMap(m schema.Map) (*Array, error) {
 		return nil, fmt.Errorf("sink: msgpack-numpy array has %d data bytes, want %d for %s %v", len(a.Data), elems*f.ItemSize(), a.DType, a.Shape)
 	}
 	return a, nil
+}
+
+// fromArena resolves an array's "shm": [pos, bytes] reference.
+func (a *Array) fromArena(ref any, arena []byte) error {
+	r, ok := ref.([]any)
+	if !ok || len(r) != 2 {
+		return fmt.Errorf("sink: msgpack-numpy array shm is %v, want [pos, bytes]", ref)
+	}
+	var u [2]uint64
+	for i, e := range r {
+		switch x := e.(type) {
+		case int64:
+			if x < 0 {
+				return fmt.Errorf("sink: msgpack-numpy array shm is %v, want uints", ref)
+			}
+			u[i] = uint64(x)
+		case uint64:
+			u[i] = x
+		default:
+			return fmt.Errorf("sink: msgpack-numpy array shm is %v, want uints", ref)
+		}
+	}
+	a.SHMPos, a.SHMBytes = u[0], u[1]
+	if len(arena) == 0 {
+		return errors.New("sink: msgpack-numpy array in shared memory, but the decoder has no arena")
+	}
+	size := uint64(len(arena))
+	off := a.SHMPos % size
+	if a.SHMBytes == 0 || a.SHMBytes > size-off {
+		return fmt.Errorf("sink: msgpack-numpy array shm [%d, %d] is outside the %d-byte arena", a.SHMPos, a.SHMBytes, size)
+	}
+	a.Data = append([]byte(nil), arena[off:off+a.SHMBytes]...)
+	return nil
 }
 
 // Helpers converting generic values to typed fields.
@@ -445,6 +493,7 @@ func headerFromMap(m schema.Map) (*Header, error) {
 		h.Share = Share{Rank: int(getInt(sm, "rank")), WorldSize: int(getInt(sm, "world_size")),
 			Worker: int(getInt(sm, "worker")), NumWorkers: int(getInt(sm, "num_workers"))}
 	}
+	h.SHM = getBool(m, "shm")
 	if v, ok := m.Get("training"); ok {
 		tm, _ := v.(schema.Map)
 		h.Training = &Training{Fingerprint: getStr(tm, "fingerprint"), Epoch: getInt(tm, "epoch"),

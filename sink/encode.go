@@ -18,6 +18,9 @@ func AppendHeader(dst []byte, h Header) ([]byte, error) {
 	if len(h.Cameras) > 0 {
 		n++
 	}
+	if h.SHM {
+		n++
+	}
 	b := mpMapHeader(dst, n)
 	b = mpStr(b, "type")
 	b = mpStr(b, TypeHeader)
@@ -104,6 +107,10 @@ func AppendHeader(dst []byte, h Header) ([]byte, error) {
 		b = mpInt(b, t.EpochBatches)
 		b = mpStr(b, "consumers")
 		b = mpInt(b, t.Consumers)
+	}
+	if h.SHM {
+		b = mpStr(b, "shm")
+		b = mpBool(b, true)
 	}
 	return b, nil
 }
@@ -206,6 +213,7 @@ type Encoded struct {
 	// Buf is the message without the referenced payloads.
 	Buf   []byte
 	parts []encPart
+	cols  []encCol
 }
 
 // encPart is a payload inserted into Encoded.Buf at offset at.
@@ -214,16 +222,25 @@ type encPart struct {
 	data []byte
 }
 
+// encCol is a column whose payload is referenced (parts[first:first+n]
+// of an Encoded): with an Arena the payload may be placed there, and
+// Buf[key:at] (its "data" key and bin header) replaced by an "shm" entry.
+type encCol struct {
+	key, at  int
+	first, n int
+	bytes    int
+}
+
 // EncodeBatch encodes the batch message for bt into e (reusing e's
 // buffers): the same bytes as AppendBatch, but large column payloads are
 // referenced from bt's columns instead of copied, so bt's columns must not
 // change until e is written.
 func EncodeBatch(e *Encoded, bt *collate.Batch, meta BatchMeta) error {
-	e.parts = e.parts[:0]
-	b, err := appendBatch(e.Buf[:0], bt, meta, &e.parts)
+	e.parts, e.cols = e.parts[:0], e.cols[:0]
+	b, err := appendBatch(e.Buf[:0], bt, meta, e)
 	e.Buf = b
 	if err != nil {
-		e.parts = e.parts[:0]
+		e.parts, e.cols = e.parts[:0], e.cols[:0]
 	}
 	return err
 }
@@ -277,10 +294,68 @@ func (e *Encoded) WriteTo(w io.Writer) (int64, error) {
 	return n, write(e.Buf[at:])
 }
 
-// appendBatch is AppendBatch; with parts set, large column payloads are
-// recorded there (at their offset in the returned bytes) instead of being
-// appended.
-func appendBatch(dst []byte, bt *collate.Batch, meta BatchMeta, parts *[]encPart) ([]byte, error) {
+// writeArena is WriteTo with each referenced column offered to a: a
+// placed column is written as "shm": [pos, bytes] instead of its "data"
+// (docs/wire-format.md "Shared memory"). It reports whether a column was
+// placed.
+func (e *Encoded) writeArena(w io.Writer, a Arena) (int64, bool, error) {
+	var n int64
+	placed := false
+	write := func(p []byte) error {
+		if len(p) == 0 {
+			return nil
+		}
+		k, err := w.Write(p)
+		n += int64(k)
+		if err == nil && k < len(p) {
+			err = io.ErrShortWrite
+		}
+		return err
+	}
+	var ref [40]byte
+	var payload [][]byte
+	at := 0
+	for _, c := range e.cols {
+		payload = payload[:0]
+		for _, p := range e.parts[c.first : c.first+c.n] {
+			payload = append(payload, p.data)
+		}
+		pos, ok, err := a.Place(payload, c.bytes)
+		if err != nil {
+			return n, placed, err
+		}
+		if ok {
+			placed = true
+			if err := write(e.Buf[at:c.key]); err != nil {
+				return n, placed, err
+			}
+			r := mpBin(ref[:0], []byte("shm"))
+			r = mpArrayHeader(r, 2)
+			r = mpUint(r, pos)
+			r = mpUint(r, uint64(c.bytes))
+			if err := write(r); err != nil {
+				return n, placed, err
+			}
+			at = c.at
+			continue
+		}
+		if err := write(e.Buf[at:c.at]); err != nil {
+			return n, placed, err
+		}
+		for _, p := range payload {
+			if err := write(p); err != nil {
+				return n, placed, err
+			}
+		}
+		at = c.at
+	}
+	return n, placed, write(e.Buf[at:])
+}
+
+// appendBatch is AppendBatch; with e set, large column payloads are
+// recorded in e's parts and columns (at their offset in the returned
+// bytes) instead of being appended.
+func appendBatch(dst []byte, bt *collate.Batch, meta BatchMeta, e *Encoded) ([]byte, error) {
 	b := mpMapHeader(dst, 6)
 	b = mpStr(b, "type")
 	b = mpStr(b, TypeBatch)
@@ -301,7 +376,7 @@ func appendBatch(dst []byte, bt *collate.Batch, meta BatchMeta, parts *[]encPart
 	for i := range bt.Columns {
 		c := &bt.Columns[i]
 		b = mpStr(b, c.Name)
-		b = appendNDArray(b, c, parts)
+		b = appendNDArray(b, c, e)
 	}
 	b = mpStr(b, collate.ColTask)
 	b = mpArrayHeader(b, len(bt.Task))
@@ -436,7 +511,7 @@ func (c *sampleSpans) add(s *schema.Sample, frame int) {
 
 // appendNDArray writes a column the msgpack-numpy way: a map with bin keys
 // nd, type, kind, shape, data.
-func appendNDArray(b []byte, c *collate.Column, parts *[]encPart) []byte {
+func appendNDArray(b []byte, c *collate.Column, e *Encoded) []byte {
 	b = mpMapHeader(b, 5)
 	b = mpBin(b, []byte("nd"))
 	b = mpBool(b, true)
@@ -449,23 +524,28 @@ func appendNDArray(b []byte, c *collate.Column, parts *[]encPart) []byte {
 	for _, d := range c.Shape {
 		b = mpInt(b, int64(d))
 	}
+	key := len(b)
 	b = mpBin(b, []byte("data"))
 	if len(c.Parts) > 0 {
 		// A column with borrowed samples: its bytes are its parts.
 		n := c.Len()
 		b = mpBinHeader(b, n)
-		for _, p := range c.Parts {
-			if parts != nil && n >= LargeArray {
-				*parts = append(*parts, encPart{at: len(b), data: p})
-			} else {
+		if e == nil || n < LargeArray {
+			for _, p := range c.Parts {
 				b = append(b, p...)
 			}
+			return b
+		}
+		e.cols = append(e.cols, encCol{key: key, at: len(b), first: len(e.parts), n: len(c.Parts), bytes: n})
+		for _, p := range c.Parts {
+			e.parts = append(e.parts, encPart{at: len(b), data: p})
 		}
 		return b
 	}
-	if parts != nil && len(c.Data) >= LargeArray {
+	if e != nil && len(c.Data) >= LargeArray {
 		b = mpBinHeader(b, len(c.Data))
-		*parts = append(*parts, encPart{at: len(b), data: c.Data})
+		e.cols = append(e.cols, encCol{key: key, at: len(b), first: len(e.parts), n: 1, bytes: len(c.Data)})
+		e.parts = append(e.parts, encPart{at: len(b), data: c.Data})
 		return b
 	}
 	return mpBin(b, c.Data)

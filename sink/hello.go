@@ -19,7 +19,19 @@ type Hello struct {
 	// "fingerprint"), asks for one epoch of the training order starting at
 	// a given index of the rank's batch sequence (docs/wire-format.md).
 	Position *Position
+	// SHM is the size in bytes of the shared-memory arena the client
+	// offers (its memfd travels with the hello as SCM_RIGHTS), or 0
+	// (docs/wire-format.md "Shared memory").
+	SHM int64
 }
+
+// MinSHM and MaxSHM bound a hello's shm arena size, a multiple of
+// SHMAlign (so that every region of the arena starts SHMAlign-aligned).
+const (
+	MinSHM   = 1 << 20
+	MaxSHM   = 64 << 30
+	SHMAlign = 4096
+)
 
 // Position is an exact start within one epoch: the client serves the
 // rank's batches with rank-sequence index Next, Next+num_workers, … of
@@ -48,6 +60,9 @@ func AppendHello(dst []byte, h Hello) []byte {
 	if h.Position != nil {
 		n += 3
 	}
+	if h.SHM != 0 {
+		n++
+	}
 	b := mpMapHeader(dst, n)
 	b = mpStr(b, "worker")
 	b = mpInt(b, int64(h.Worker))
@@ -68,6 +83,10 @@ func AppendHello(dst []byte, h Hello) []byte {
 		b = mpInt(b, p.Next)
 		b = mpStr(b, "fingerprint")
 		b = mpStr(b, p.Fingerprint)
+	}
+	if h.SHM != 0 {
+		b = mpStr(b, "shm")
+		b = mpInt(b, h.SHM)
 	}
 	return b
 }
@@ -103,6 +122,13 @@ func ReadHello(r io.Reader) (Hello, error) {
 			} else {
 				pos.Next, hasNext = n, true
 			}
+			continue
+		case "shm":
+			n, ok := val.(int64)
+			if !ok || n < MinSHM || n > MaxSHM || n%SHMAlign != 0 {
+				return h, fmt.Errorf("sink: hello shm is %v, want an arena size from %d to %d bytes, a multiple of %d", val, int64(MinSHM), int64(MaxSHM), SHMAlign)
+			}
+			h.SHM = n
 			continue
 		case "fingerprint":
 			s, ok := val.(string)

@@ -50,3 +50,42 @@ func TestReadHelloShares(t *testing.T) {
 		})
 	}
 }
+
+// TestReadHelloSHM: the shm key is an arena size within [MinSHM, MaxSHM],
+// and AppendHello writes what ReadHello reads.
+func TestReadHelloSHM(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		msg  []byte
+		shm  int64
+		want string // error substring; "" = accepted
+	}{
+		{"absent", helloMap(), 0, ""},
+		{"256 MiB", helloMap("shm", int64(256<<20)), 256 << 20, ""},
+		{"smallest", helloMap("shm", int64(MinSHM)), MinSHM, ""},
+		{"largest", helloMap("shm", int64(MaxSHM)), MaxSHM, ""},
+		{"zero", helloMap("shm", int64(0)), 0, "hello shm is 0"},
+		{"too small", helloMap("shm", int64(MinSHM-1)), 0, "want an arena size"},
+		{"too large", helloMap("shm", int64(MaxSHM+1)), 0, "want an arena size"},
+		{"negative", helloMap("shm", int64(-1)), 0, "want an arena size"},
+		{"not a multiple of 4096", helloMap("shm", int64(MinSHM+64)), 0, "a multiple of 4096"},
+		{"a string", append(append(mpMapHeader(nil, 1), mpStr(nil, "shm")...), mpStr(nil, "1MiB")...), 0, "want an arena size"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, err := ReadHello(bytes.NewReader(tc.msg))
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("got %+v, %v; want an error containing %q", h, err, tc.want)
+				}
+				return
+			}
+			if err != nil || h.SHM != tc.shm {
+				t.Fatalf("got shm %d, %v; want %d", h.SHM, err, tc.shm)
+			}
+			back, err := ReadHello(bytes.NewReader(AppendHello(nil, h)))
+			if err != nil || back != h {
+				t.Fatalf("AppendHello round trip: %+v, %v; want %+v", back, err, h)
+			}
+		})
+	}
+}

@@ -27,6 +27,10 @@ var errOrder = errors.New("sink: call out of order (want Header, Batch*, End or 
 // reuses its encode buffers, so a batch costs no allocation once they have
 // grown.
 type Msgpack struct {
+	// Arena, when set, takes batches' large payloads out of band (serve's
+	// shared memory with its client); set it before the first batch, and
+	// the header's SHM with it.
+	Arena Arena
 	w     io.Writer
 	buf   []byte
 	enc   Encoded
@@ -75,10 +79,20 @@ func (s *Msgpack) Batch(bt *collate.Batch, meta BatchMeta) error {
 }
 
 func (s *Msgpack) writeParts(e *Encoded) error {
-	n, err := e.WriteTo(s.w)
+	var n int64
+	var err error
+	if s.Arena != nil {
+		var placed bool
+		n, placed, err = e.writeArena(s.w, s.Arena)
+		if err == nil {
+			err = s.Arena.Sent(placed)
+		}
+	} else {
+		n, err = e.WriteTo(s.w)
+	}
 	s.n += n
 	clear(e.parts) // drop the references to the batch's columns
-	e.parts = e.parts[:0]
+	e.parts, e.cols = e.parts[:0], e.cols[:0]
 	if err != nil {
 		return fmt.Errorf("sink: write: %w", err)
 	}
@@ -102,7 +116,10 @@ func (s *Msgpack) WriteEncoded(p []byte) error {
 	if s.state != stateOpen {
 		return errOrder
 	}
-	return s.write(p)
+	if err := s.write(p); err != nil || s.Arena == nil {
+		return err
+	}
+	return s.Arena.Sent(false)
 }
 
 // End writes the end message.

@@ -76,6 +76,10 @@ type Header struct {
 	// Cameras lists the dataset's cameras and whether the batches carry
 	// their frames (written only when the dataset has cameras).
 	Cameras []Camera
+	// SHM says the stream's large columns may come through the client's
+	// shared-memory arena (written as the header's "shm" key only when
+	// set; docs/wire-format.md "Shared memory").
+	SHM bool
 }
 
 // ModeNoRecipe is the header mode of a stream made without a recipe:
