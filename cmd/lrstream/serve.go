@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -57,6 +59,7 @@ func newServer(ctx context.Context, e *env, args []string) (*server, string, err
 	fs.IntVar(&lim.MaxClients, "max-clients", defaultMaxClients, "clients streamed at once; more get an in-band \"server full\" error")
 	bufSize := fs.String("client-buffer", "1MiB", "write buffer per client (whole messages; a larger batch is written directly)")
 	fs.DurationVar(&lim.WriteTimeout, "write-timeout", defaultWriteTimeout, "disconnect a client that reads nothing for this long (0: never)")
+	shmMax := fs.String("client-shm", defaultClientSHM, "largest shared-memory arena a client may offer for camera frames (Python client: connect(shm_bytes=)); a larger one, or any with 0, streams through the socket instead (docs/wire-format.md \"Shared memory\")")
 	clientMem := fs.String("client-memory", defaultClientMemory, "memory budget per client: a client whose stream needs more by its estimate (held frames, keep index and orders, write buffer) is refused in-band; the soft memory limit follows the clients' estimates (0: no budget; docs/training.md \"Memory\")")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: lrstream serve --socket PATH [--dataset DIR|ORG/NAME] [--recipe FILE] [flags]\n\nEach client sends a msgpack hello {worker, num_workers, rank, world_size} and\nreceives the stream of its share of the episodes (docs/wire-format.md).\nWithout a recipe (a --dataset without --recipe, or --recipe none) nothing is\nrendered: the batches carry no messages.\nMemory: each client's stream must fit --client-memory by its estimate\n(held frames, keep index and orders, write buffer), or the client is refused\nin-band; without camera frames the soft memory limit is 224 MiB above the\nadmitted clients' estimates, at least 448 MiB, unless GOMEMLIMIT is set\n(docs/training.md \"Memory\").\nStops on SIGINT/SIGTERM.\n\nflags:")
@@ -85,6 +88,11 @@ func newServer(ctx context.Context, e *env, args []string) (*server, string, err
 		return nil, "", fmt.Errorf("--client-buffer %q: want a size from 1B to 1GiB", *bufSize)
 	}
 	lim.Buffer = int(n)
+	if strings.TrimSpace(*shmMax) != "0" {
+		if lim.MaxSHM, perr = prerender.ParseSize(*shmMax); perr != nil || lim.MaxSHM < 1 {
+			return nil, "", fmt.Errorf("--client-shm %q: want a size such as 1GiB, or 0 for no shared memory", *shmMax)
+		}
+	}
 	budget := int64(0)
 	if strings.TrimSpace(*clientMem) != "0" {
 		if budget, perr = prerender.ParseSize(*clientMem); perr != nil || budget < 1 {
@@ -101,7 +109,7 @@ func newServer(ctx context.Context, e *env, args []string) (*server, string, err
 		if err != nil {
 			return nil, "", err
 		}
-		srv.stream = func(ctx context.Context, h sink.Hello, w *clientWriter, log *slog.Logger) error {
+		srv.stream = func(ctx context.Context, h sink.Hello, w *clientWriter, _ *sink.Ring, log *slog.Logger) error {
 			return streamReplay(ctx, h, w, *from, replayTrain(&tf, h.Resume, x))
 		}
 	} else {
@@ -120,8 +128,8 @@ func newServer(ctx context.Context, e *env, args []string) (*server, string, err
 		srv.mem.setLimit = serveMemoryLimit(e, mix)
 		srv.mem.init()
 		srv.need = func(h sink.Hello) clientNeed { return liveNeed(h, mix, &tf, int64(lim.Buffer)) }
-		srv.stream = func(ctx context.Context, h sink.Hello, w *clientWriter, log *slog.Logger) error {
-			return streamLive(ctx, h, w, mix, so, &tf, cache, srv.mem, srv.need(h))
+		srv.stream = func(ctx context.Context, h sink.Hello, w *clientWriter, ring *sink.Ring, log *slog.Logger) error {
+			return streamLive(ctx, h, w, ring, mix, so, &tf, cache, srv.mem, srv.need(h))
 		}
 		srv.notes = append(srv.notes, func() {
 			log.Info("loaded", "dataset", mix[0].Config.Dataset.ID, "recipe", mix[0].Config.Recipe.Name())
@@ -174,9 +182,10 @@ type server struct {
 	// need estimates a live client's memory from its hello (nil for a
 	// replay).
 	need func(sink.Hello) clientNeed
-	// stream streams one client's share (after its hello) to w; it
-	// returns when the stream ended.
-	stream func(ctx context.Context, h sink.Hello, w *clientWriter, log *slog.Logger) error
+	// stream streams one client's share (after its hello) to w, its
+	// large payloads through ring when set (the client's shared memory);
+	// it returns when the stream ended.
+	stream func(ctx context.Context, h sink.Hello, w *clientWriter, ring *sink.Ring, log *slog.Logger) error
 }
 
 // serve accepts clients until ctx ends, then closes the listener (removing
@@ -254,7 +263,36 @@ func (s *server) client(ctx context.Context, conn *net.UnixConn, log *slog.Logge
 		w.shutdown(shutdownGrace)
 	})
 	defer stop()
-	h, err := readClientHello(conn)
+	fr := newFDReader(conn)
+	defer fr.closeFDs()
+	h, err := readClientHello(conn, fr)
+	var ring *sink.Ring
+	if err == nil {
+		var mem []byte
+		mem, err = s.arena(h, fr, log)
+		if mem != nil {
+			defer unmapArena(mem) // after the stream, the only writer
+			ring = sink.NewRing(mem, w.Flush, s.lim.WriteTimeout)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				readReleases(conn, ring)
+			}()
+			// Closing a Unix socket with unread bytes resets the peer,
+			// which may lose the end of the stream: the client's last
+			// release message must be read first. Half-close, then wait
+			// (briefly) for the client to close its side.
+			defer func() {
+				conn.CloseWrite()
+				t := time.NewTimer(shutdownGrace)
+				defer t.Stop()
+				select {
+				case <-done:
+				case <-t.C:
+				}
+			}()
+		}
+	}
 	if err != nil {
 		if cctx.Err() != nil {
 			err = errShutdown
@@ -265,7 +303,7 @@ func (s *server) client(ctx context.Context, conn *net.UnixConn, log *slog.Logge
 		return
 	}
 	log.Info("client", "rank", h.Rank, "world_size", h.WorldSize, "worker", h.Worker, "num_workers", h.NumWorkers)
-	err = s.stream(cctx, h, w, log)
+	err = s.stream(cctx, h, w, ring, log)
 	if ferr := w.Flush(); err == nil {
 		err = ferr
 	}
@@ -289,15 +327,74 @@ func inBandMessage(err error) string {
 	return fmt.Sprintf("bad hello: %v", err)
 }
 
-// readClientHello reads and checks a client's hello.
-func readClientHello(conn *net.UnixConn) (sink.Hello, error) {
+// readClientHello reads and checks a client's hello from r (conn's
+// bytes, with the descriptors that come with them).
+func readClientHello(conn *net.UnixConn, r io.Reader) (sink.Hello, error) {
 	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-	h, err := sink.ReadHello(conn)
+	h, err := sink.ReadHello(r)
 	conn.SetReadDeadline(time.Time{})
 	if err == nil {
 		err = checkHello(h)
 	}
 	return h, err
+}
+
+// arena maps the shared-memory arena a hello offers, or returns nil when
+// the client's batches go through the socket: no arena offered, a replay
+// (pre-rendered bytes), no support here, an arena above --client-shm or
+// one that would take the client past --client-memory. An arena offered
+// without exactly one memfd, or a memfd that is not sealed against
+// shrinking or not of the offered size, is an error (in-band). The
+// descriptors are closed either way (the mapping stays).
+func (s *server) arena(h sink.Hello, fr *fdReader, log *slog.Logger) ([]byte, error) {
+	defer fr.closeFDs()
+	if h.SHM == 0 {
+		return nil, nil
+	}
+	if !shmSupported {
+		log.Info("shm arena declined: not supported on this system")
+		return nil, nil
+	}
+	if len(fr.fds) != 1 {
+		return nil, fmt.Errorf("the hello offers a %d-byte shm arena with %d file descriptors, want its memfd", h.SHM, len(fr.fds))
+	}
+	switch {
+	case s.need == nil:
+		log.Info("shm arena declined: a replay streams pre-rendered bytes")
+		return nil, nil
+	case s.lim.MaxSHM == 0 || h.SHM > s.lim.MaxSHM:
+		log.Info("shm arena declined: larger than --client-shm", "shm", h.SHM, "client_shm", s.lim.MaxSHM)
+		return nil, nil
+	case s.mem.budget > 0 && s.need(h).total()+h.SHM > s.mem.budget:
+		log.Info("shm arena declined: it would take the client past --client-memory", "shm", h.SHM, "need", s.need(h).total(), "client_memory", s.mem.budget)
+		return nil, nil
+	}
+	mem, err := mapArena(fr.fds[0], h.SHM)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("shm arena", "bytes", h.SHM)
+	return mem, nil
+}
+
+// readReleases feeds ring the client's release messages until the
+// connection ends or the client sends anything else (which fails the
+// ring, and so the stream at its next placement).
+func readReleases(conn *net.UnixConn, ring *sink.Ring) {
+	br := bufio.NewReaderSize(conn, 512)
+	for {
+		batches, released, err := sink.ReadRelease(br)
+		if err == nil {
+			err = ring.Update(batches, released)
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = errors.New("the client closed its side of the connection")
+			}
+			ring.Fail(fmt.Errorf("shm client: %w", err))
+			return
+		}
+	}
 }
 
 // streamReplay streams a client's share of a pre-rendered directory (a
@@ -334,8 +431,11 @@ func liveNeed(h sink.Hello, mix []pipeline.Mix, tf *trainFlags, buffer int64) cl
 
 // streamLive renders and streams a client's share, once its memory
 // estimate fits the per-client budget (mem).
-func streamLive(ctx context.Context, h sink.Hello, w *clientWriter, mix []pipeline.Mix, so pipeline.StreamOptions, tf *trainFlags, cache *pipeline.IndexCache, mem *serveMemory, need clientNeed) error {
+func streamLive(ctx context.Context, h sink.Hello, w *clientWriter, ring *sink.Ring, mix []pipeline.Mix, so pipeline.StreamOptions, tf *trainFlags, cache *pipeline.IndexCache, mem *serveMemory, need clientNeed) error {
 	s := shareSink{sink.NewMsgpack(w), h, ctx}
+	if ring != nil {
+		s.Msgpack.Arena = ring
+	}
 	release, err := mem.reserve(need)
 	if err != nil {
 		_ = s.Fail(err)
@@ -391,6 +491,7 @@ func (s shareSink) Fail(err error) error {
 
 func (s shareSink) Header(h sink.Header) error {
 	h.Share = sink.Share{Rank: s.h.Rank, WorldSize: s.h.WorldSize, Worker: s.h.Worker, NumWorkers: s.h.NumWorkers}
+	h.SHM = s.Msgpack.Arena != nil
 	return s.Msgpack.Header(h)
 }
 

@@ -39,6 +39,9 @@ type serveLimits struct {
 	// WriteTimeout disconnects a client whose socket accepts nothing for
 	// this long (0: never).
 	WriteTimeout time.Duration
+	// MaxSHM is the largest shared-memory arena a client may offer
+	// (--client-shm; 0: none is used).
+	MaxSHM int64
 }
 
 // serveStats are the server's live counters (for tests and logs).
@@ -185,6 +188,10 @@ func (w *clientWriter) send(p []byte) error {
 // camera client holds its shuffle buffer (--shuffle-buffer-bytes, 1 GiB)
 // and decoded episodes.
 const defaultClientMemory = "4GiB"
+
+// defaultClientSHM is --client-shm: the largest shared-memory arena a
+// client may offer (the Python client's default is 512 MiB).
+const defaultClientSHM = "1GiB"
 
 // serveMemory accounts the memory of the clients being streamed: each
 // admitted client reserves its stream's estimate, which must fit the
