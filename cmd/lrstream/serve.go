@@ -128,6 +128,9 @@ func newServer(ctx context.Context, e *env, args []string) (*server, string, err
 		srv.mem.setLimit = serveMemoryLimit(e, mix)
 		srv.mem.init()
 		srv.need = func(h sink.Hello) clientNeed { return liveNeed(h, mix, &tf, int64(lim.Buffer)) }
+		for _, m := range mix {
+			srv.frames = srv.frames || pipeline.CameraBytesPerSample(m.Config) > 0
+		}
 		srv.stream = func(ctx context.Context, h sink.Hello, w *clientWriter, ring *sink.Ring, log *slog.Logger) error {
 			return streamLive(ctx, h, w, ring, mix, so, &tf, cache, srv.mem, srv.need(h))
 		}
@@ -179,6 +182,9 @@ type server struct {
 	log   *slog.Logger
 	// notes are logged once the server listens (runServe).
 	notes []func()
+	// frames says the live stream carries camera frames (the only
+	// columns worth a client's shared-memory arena).
+	frames bool
 	// need estimates a live client's memory from its hello (nil for a
 	// replay).
 	need func(sink.Hello) clientNeed
@@ -341,7 +347,7 @@ func readClientHello(conn *net.UnixConn, r io.Reader) (sink.Hello, error) {
 
 // arena maps the shared-memory arena a hello offers, or returns nil when
 // the client's batches go through the socket: no arena offered, a replay
-// (pre-rendered bytes), no support here, an arena above --client-shm or
+// (pre-rendered bytes), a stream without camera frames, no support here, an arena above --client-shm or
 // one that would take the client past --client-memory. An arena offered
 // without exactly one memfd, or a memfd that is not sealed against
 // shrinking or not of the offered size, is an error (in-band). The
@@ -361,6 +367,9 @@ func (s *server) arena(h sink.Hello, fr *fdReader, log *slog.Logger) ([]byte, er
 	switch {
 	case s.need == nil:
 		log.Info("shm arena declined: a replay streams pre-rendered bytes")
+		return nil, nil
+	case !s.frames:
+		log.Info("shm arena declined: the stream carries no camera frames")
 		return nil, nil
 	case s.lim.MaxSHM == 0 || h.SHM > s.lim.MaxSHM:
 		log.Info("shm arena declined: larger than --client-shm", "shm", h.SHM, "client_shm", s.lim.MaxSHM)

@@ -220,6 +220,13 @@ func TestServeSHM(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+	t.Run("no camera frames", func(t *testing.T) {
+		_, sock, _ := startServer(t, "--dataset", ds, "--recipe", recipe, "--batch-size", "8", "--cameras", "none")
+		r := shmClient(t, sock, shmOptions{size: 2 << 20, seal: true, release: true})
+		if r.err != "" || r.header == nil || r.header.SHM || len(r.batches) == 0 {
+			t.Fatalf("error %q, header %+v: want a plain stream", r.err, r.header)
+		}
+	})
 	for _, tc := range []struct {
 		name string
 		o    shmOptions
