@@ -35,12 +35,13 @@ def proc_cpu(pid):
         return None
 
 
-def consume(sock=None, path=None, pool_bytes=None):
+def consume(sock=None, path=None, pool_bytes=None, shm_bytes=None):
     c0 = time.process_time()
     t0 = time.perf_counter()
     frames = batches = messages = 0  # frames: samples received
     kw = {} if pool_bytes is None else {"pool_bytes": pool_bytes}
-    with (StreamReader(path, **kw) if path else connect(sock, timeout=60, **kw)) as reader:
+    ckw = dict(kw) if shm_bytes is None else dict(kw, shm_bytes=shm_bytes)
+    with (StreamReader(path, **kw) if path else connect(sock, timeout=60, **ckw)) as reader:
         for batch in reader:
             frames += batch.size
             batches += 1
@@ -67,6 +68,7 @@ def main():
     ap.add_argument("--file", help="decode a recorded stream (lrstream stream > FILE) instead: the client's cost alone")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--pool-bytes", type=int, help="the reader's ArrayPool bound (0: a new array for every camera column)")
+    ap.add_argument("--shm-bytes", type=int, help="the client's shared-memory arena for camera frames (0: through the socket; default: the client's)")
     ap.add_argument("serve_args", nargs="*")
     a = ap.parse_args()
     proc = None
@@ -84,7 +86,7 @@ def main():
             time.sleep(0.05)
     try:
         if not a.file:
-            r = consume(sock, pool_bytes=a.pool_bytes)
+            r = consume(sock, pool_bytes=a.pool_bytes, shm_bytes=a.shm_bytes)
             if proc is not None:
                 r["server_cpu_seconds"] = proc_cpu(proc.pid)
     finally:
