@@ -11,9 +11,11 @@ dicts whose numeric columns are numpy arrays viewing the received bytes
 from __future__ import annotations
 
 import io
+import mmap
 import os
 import socket
 import sys
+from collections import deque
 from typing import Any, BinaryIO, Dict, Iterator, Optional, Union
 
 import msgpack
@@ -65,6 +67,9 @@ def decode_array(obj: Dict[bytes, Any], *, writable: bool = False) -> np.ndarray
     into a numpy array. By default it is a read-only view of the received
     (immutable) bytes -- numpy refuses writes to it; ``writable=True`` gives
     a private, writable copy."""
+    if b"data" not in obj and b"shm" in obj:
+        raise ProtocolError("malformed lrstream message: an array in shared memory (key 'shm') on a "
+                            "connection without a shared-memory arena")
     a = np.frombuffer(obj[b"data"], dtype=_np_dtype(obj[b"type"])).reshape(obj[b"shape"])
     return a.copy() if writable else a
 
@@ -388,6 +393,219 @@ class ArrayPool:
         return arr, memoryview(arr.reshape(-1).view(np.uint8))
 
 
+# The default size of the shared-memory arena a socket client offers the
+# server (connect(shm_bytes=...), LRStreamDataset(shm_bytes=...)); 0 turns
+# the transport off. The server accepts 1 MiB to 64 GiB, a multiple of
+# SHM_ALIGN (a size in between is rounded up to one).
+SHM_BYTES = 512 << 20
+SHM_MIN_BYTES = 1 << 20
+SHM_MAX_BYTES = 64 << 30
+SHM_ALIGN = 4096
+
+
+def shm_supported() -> bool:
+    """Whether this platform has what the shared-memory transport needs
+    (Linux: memfd_create, file seals, SCM_RIGHTS through socket.send_fds)."""
+    try:
+        import fcntl
+    except ImportError:
+        return False
+    return hasattr(os, "memfd_create") and hasattr(socket, "send_fds") and hasattr(fcntl, "F_ADD_SEALS")
+
+
+class ShmArena:
+    """The client side of ``serve``'s shared-memory transport
+    (docs/wire-format.md, docs/python.md): a sealed memfd of ``nbytes``
+    bytes that the server copies large columns (camera frames) into, mapped
+    here; arrays are built over it without copying.
+
+    Lifecycle: :meth:`send_hello` sends the hello with the memfd (one
+    ``sendmsg`` with ``SCM_RIGHTS``); :meth:`start` reads the header's
+    ``"shm"`` -- without ``true`` the arena is dropped and never used. Then
+    :meth:`array` turns each ``shm`` column map into an array over the
+    arena (regions in increasing position, tracked in a deque), the reader
+    counts ``batches`` and calls :meth:`send_ack` before it reads the next
+    message after a batch: ``[batches, released]``, where ``released`` ends
+    the longest prefix of regions nothing outside the reader references any
+    more (CPython's reference count, as :class:`ArrayPool`: an array, a view
+    of it or a ``torch.from_numpy`` tensor keeps its region).
+
+    ``copy_alloc`` (an allocator like ``ArrayPool``'s, e.g. a DataLoader
+    worker's shared-memory tensors): each region is copied into a value it
+    allocates and released at once.
+
+    The mapping is never closed explicitly: arrays over it keep it alive
+    (``mmap.close`` would fail while they exist); it goes when they do.
+    """
+
+    def __init__(self, nbytes: int, *, copy_alloc=None):
+        if not SHM_MIN_BYTES <= nbytes <= SHM_MAX_BYTES or nbytes % SHM_ALIGN:
+            raise ValueError(f"shm_bytes={nbytes}: the shared-memory arena must be 0 (off) or "
+                             f"{SHM_MIN_BYTES} (1 MiB) to {SHM_MAX_BYTES} (64 GiB) bytes, a multiple of {SHM_ALIGN}")
+        import fcntl
+
+        fd = os.memfd_create("lrstream-shm", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            os.ftruncate(fd, nbytes)
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+            self._mm: Optional[mmap.mmap] = mmap.mmap(fd, nbytes)  # MAP_SHARED, read-write
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd: Optional[int] = fd
+        self.size = nbytes
+        self.active = False  # the header said "shm": true
+        self.batches = 0  # batch messages read completely
+        self.released = 0  # end of the released prefix of regions
+        self.copy_alloc = copy_alloc
+        self._next = 0  # the last region's end: the next region starts there or later
+        self._held: deque = deque()  # (end, flat array over the region, or None once copied), pos order
+        self._sock: Optional[socket.socket] = None
+        self._dead = False  # the peer closed: acks are no longer sent
+
+    def close_fd(self) -> None:
+        """Close this process's memfd descriptor (the mapping stays)."""
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def send_hello(self, sock: socket.socket, hello_bytes: bytes) -> None:
+        """Send the hello map and the memfd in one sendmsg (SCM_RIGHTS),
+        then close the descriptor; acks go to ``sock`` later."""
+        n = socket.send_fds(sock, [hello_bytes], [self.fd])
+        if n < len(hello_bytes):  # the descriptor went with the first byte
+            sock.sendall(hello_bytes[n:])
+        self._sock = sock
+        self.close_fd()
+
+    def start(self, header: Dict[str, Any]) -> bool:
+        """Whether the server uses the arena (header ``"shm": true``);
+        if not, the arena is dropped and must not be used."""
+        self.close_fd()
+        if header.get("shm") is True:
+            self.active = True
+            return True
+        self.drop()
+        return False
+
+    def drop(self) -> None:
+        """Unmap the arena (no array may have been made over it)."""
+        self.active = False
+        self.close_fd()
+        if self._mm is not None and not self._held:
+            self._mm.close()
+        self._mm = None
+
+    def array(self, name: str, obj: Dict[bytes, Any]) -> Any:
+        """The column value of a msgpack-numpy map whose bytes are in the
+        arena (key ``shm`` = [pos, nbytes] instead of ``data``)."""
+        if not self.active or self._mm is None:
+            raise ProtocolError(f"malformed lrstream message: column {name!r} is in shared memory but the "
+                                "server did not say it uses the arena")
+        try:
+            ref, shape, t = obj[b"shm"], obj[b"shape"], obj[b"type"]
+            pos, nbytes = ref
+            kind = obj.get(b"kind", b"")
+        except (KeyError, TypeError, ValueError):
+            raise ProtocolError(f"malformed lrstream message: column {name!r}: bad shared-memory array "
+                                f"{ {k: v for k, v in obj.items() if k != b'data'}!r}") from None
+        if type(pos) is not int or type(nbytes) is not int or pos < 0 or nbytes < 0:
+            raise ProtocolError(f"malformed lrstream message: column {name!r}: bad shared-memory region {ref!r}")
+        if kind not in (b"", ""):
+            raise ProtocolError(f"malformed lrstream message: column {name!r}: kind {kind!r} in shared memory")
+        if type(shape) is not list or any(type(d) is not int or d < 0 for d in shape):
+            raise ProtocolError(f"malformed lrstream message: column {name!r}: bad shape {shape!r}")
+        dt = _np_dtype(t)
+        if dt.hasobject:
+            raise ProtocolError(f"malformed lrstream message: column {name!r}: object dtype in shared memory")
+        count = 1
+        for d in shape:
+            count *= d
+        if count * dt.itemsize != nbytes:
+            raise ProtocolError(f"malformed lrstream message: column {name!r}: {nbytes} bytes in shared memory "
+                                f"for shape {shape} of {dt.str}")
+        if pos < self._next:
+            raise ProtocolError(f"malformed lrstream message: column {name!r}: shared-memory region at {pos} "
+                                f"starts before the previous one ends ({self._next})")
+        off = pos % self.size
+        if off + nbytes > self.size:
+            raise ProtocolError(f"malformed lrstream message: column {name!r}: shared-memory region "
+                                f"[{pos}, {pos + nbytes}) runs past the arena's end ({self.size} bytes)")
+        self._next = end = pos + nbytes
+        if not nbytes:
+            self._held.append((end, None))
+            return np.empty(shape, dt)
+        # The array the reader tracks: views of the reshaped array (and
+        # tensors over it) reference this one (numpy collapses view chains
+        # to the last array before the mmap).
+        flat = np.frombuffer(self._mm, dt, count, off)
+        if self.copy_alloc is not None:
+            out, dst = self.copy_alloc(shape, dt, nbytes)
+            dst[:] = memoryview(flat.view(np.uint8))
+            self._held.append((end, None))
+            return out
+        self._held.append((end, flat))
+        return flat.reshape(shape)
+
+    def release(self) -> int:
+        """Advance ``released`` over the regions nothing references any
+        more, in position order (stops at the first one still in use)."""
+        held = self._held
+        # 2: the deque entry's reference and getrefcount's argument.
+        while held and (held[0][1] is None or sys.getrefcount(held[0][1]) == 2):
+            self.released = held.popleft()[0]
+        return self.released
+
+    def ack(self) -> bytes:
+        """The client message ``[batches, released]`` (after a release check)."""
+        return msgpack.packb([self.batches, self.release()])
+
+    def send_ack(self) -> None:
+        """Send :meth:`ack` to the server (at a batch boundary, before the
+        reader blocks on the next message). A peer that closed the
+        connection is not an error here: the read that follows reports it."""
+        sock = self._sock
+        if sock is None or self._dead:
+            return
+        data = self.ack()
+        sent = 0
+        while sent < len(data):
+            try:
+                sent += sock.send(data[sent:])
+            except socket.timeout:
+                continue  # the socket's read timeout (a poll): try again
+            except (BrokenPipeError, ConnectionResetError):
+                self._dead = True
+                return
+
+
+def check_shm_bytes(shm_bytes: int) -> None:
+    """ValueError unless shm_bytes is 0 or 1 MiB..64 GiB."""
+    if shm_bytes and not SHM_MIN_BYTES <= shm_bytes <= SHM_MAX_BYTES:
+        raise ValueError(f"shm_bytes={shm_bytes}: the shared-memory arena must be 0 (off) or "
+                         f"{SHM_MIN_BYTES} (1 MiB) to {SHM_MAX_BYTES} (64 GiB) bytes")
+
+
+def new_arena(shm_bytes: int, *, copy_alloc=None) -> Optional[ShmArena]:
+    """A :class:`ShmArena` of ``shm_bytes`` (rounded up to a multiple of
+    SHM_ALIGN), or None when shm_bytes is 0 or the platform lacks
+    memfd/SCM_RIGHTS (the plain socket is used then). A size outside
+    1 MiB..64 GiB raises ValueError."""
+    if not shm_bytes:
+        return None
+    check_shm_bytes(shm_bytes)
+    if not shm_supported():
+        return None
+    try:
+        return ShmArena(-(-int(shm_bytes) // SHM_ALIGN) * SHM_ALIGN, copy_alloc=copy_alloc)
+    except OSError as e:  # e.g. memfd_create refused by a sandbox, no address space for the mapping
+        import warnings
+
+        warnings.warn(f"lrstream: no shared-memory arena of {shm_bytes} bytes ({e}); using the plain socket",
+                      RuntimeWarning, stacklevel=3)
+        return None
+
+
 # Walk mode reads the rest of a message (everything but those payloads) in
 # reads of at most this many bytes, so that little of a following payload
 # lands in the receive buffer (what does is copied from there).
@@ -563,6 +781,7 @@ class RawMessages:
         self._walk = False  # decode mode: messages walked as they arrive, arrays received into their memory
         self._expect = 0  # the last message's size (raw mode)
         self._alloc = None  # walk mode: allocator of large arrays (see walk)
+        self.shm: Optional[ShmArena] = None  # walk mode: the arena of shm columns (see ShmArena)
 
     def walk(self, on: bool, alloc=None) -> None:
         """Decode mode, at a message boundary: walk the next messages as
@@ -742,6 +961,11 @@ class RawMessages:
                 a = self._have(self._tail - a + 64)
             except _Fallback:
                 v = self._value()
+                if type(v) is dict and v.get(b"nd") is True and b"shm" in v and b"data" not in v:
+                    if self.shm is None:
+                        raise ProtocolError(f"malformed lrstream message: column {name!r} is in shared memory "
+                                            "but this connection has no arena")
+                    return self.shm.array(name, v)
                 if type(v) is dict and v.get(b"nd") is True and not v.get(b"kind"):
                     try:
                         v = decode_array(v, writable=True)
@@ -860,10 +1084,16 @@ class StreamReader:
     into it (see :class:`RawMessages`); the large ones are taken from an
     :class:`ArrayPool` of ``pool_bytes`` (arrays of earlier batches that
     nothing references any more; 0: always new arrays).
+
+    On a connection made by :func:`connect` with a shared-memory arena
+    (whose header says ``"shm": true``), camera columns are writable arrays
+    over the arena instead (no copy); see :class:`ShmArena`.
     """
 
-    def __init__(self, source: Source, *, read_size: int = 1 << 20, pool_bytes: int = POOL_BYTES):
+    def __init__(self, source: Source, *, read_size: int = 1 << 20, pool_bytes: int = POOL_BYTES,
+                 _shm: Optional[ShmArena] = None):
         self._pool = ArrayPool(pool_bytes) if pool_bytes > 0 else None
+        self._shm = _shm
         self._close = None
         if isinstance(source, (str, os.PathLike)):
             f = open(source, "rb")
@@ -939,10 +1169,16 @@ class StreamReader:
             if msg is None:
                 raise TruncatedStreamError("lrstream stream ended before its header")
             self._header = check_header(msg)
+            shm = self._shm
+            if shm is not None and not shm.start(self._header):
+                shm = self._shm = None  # an old server, or a replay: the plain socket, no acks
             rm = self._raw
+            if shm is not None and rm is None:
+                raise ValueError("StreamReader: a shared-memory arena needs a socket source")
             if rm is not None:
-                if walk_stream(self._header):
+                if shm is not None or walk_stream(self._header):
                     rm.walk(True, alloc=self._pool)
+                    rm.shm = shm
                 else:  # msgpack reads the rest, from the bytes after the header
                     self._unpacker = self._msgpack(bytes(rm._mv[rm._start - rm._base:rm._tail]))
                     self._raw = None
@@ -950,14 +1186,24 @@ class StreamReader:
 
     def __iter__(self) -> Iterator[Batch]:
         self.header
+        shm = self._shm
         while not self._done:
+            if shm is not None and shm.batches:
+                shm.send_ack()  # after a batch, before blocking on the next message
             msg = self._next_message()
             if msg is None:
                 self._done = True
                 raise TruncatedStreamError("lrstream stream ended without an 'end' message (truncated)")
             t = msg["type"]
             if t == "batch":
-                yield Batch(_decode_columns(msg["columns"]), msg.get("seq", 0), msg.get("epoch", 0), msg.get("size", 0), msg.get("resume"))
+                if shm is None:
+                    yield Batch(_decode_columns(msg["columns"]), msg.get("seq", 0), msg.get("epoch", 0), msg.get("size", 0), msg.get("resume"))
+                    continue
+                shm.batches += 1
+                b = Batch(_decode_columns(msg["columns"]), msg.get("seq", 0), msg.get("epoch", 0), msg.get("size", 0), msg.get("resume"))
+                msg = None  # no reference of this frame may keep the batch's arrays (release check)
+                yield b
+                b = None
             elif t == "end":
                 self.end = msg
                 self._done = True
@@ -973,12 +1219,14 @@ def read_stream(source: Source) -> Iterator[Batch]:
 
 def hello(worker: int = 0, num_workers: int = 1, rank: int = 0, world_size: int = 1,
           resume: Optional[str] = None, *, epoch: Optional[int] = None, next: Optional[int] = None,
-          fingerprint: Optional[str] = None) -> bytes:
+          fingerprint: Optional[str] = None, shm: Optional[int] = None) -> bytes:
     """Encode the socket hello map a client sends once after connecting.
 
     ``epoch`` (with optional ``next`` and ``fingerprint``) asks for that one
     epoch of the training order, starting at index ``next`` of the rank's
     batch sequence and then every ``num_workers``-th (docs/wire-format.md).
+    ``shm`` is the size of the shared-memory arena sent with the hello
+    (:class:`ShmArena`); None leaves the key out.
     """
     m: Dict[str, Any] = {"worker": int(worker), "num_workers": int(num_workers),
                          "rank": int(rank), "world_size": int(world_size)}
@@ -990,30 +1238,44 @@ def hello(worker: int = 0, num_workers: int = 1, rank: int = 0, world_size: int 
             m["next"] = int(next)
         if fingerprint:
             m["fingerprint"] = fingerprint
+    if shm is not None:
+        m["shm"] = int(shm)
     return msgpack.packb(m, use_bin_type=True)
 
 
 def connect(path: str, *, worker: int = 0, num_workers: int = 1, rank: int = 0, world_size: int = 1,
             resume: Optional[str] = None, timeout: Optional[float] = None,
-            read_timeout: Optional[float] = None, pool_bytes: int = POOL_BYTES, **position: Any) -> StreamReader:
+            read_timeout: Optional[float] = None, pool_bytes: int = POOL_BYTES, shm_bytes: int = SHM_BYTES,
+            **position: Any) -> StreamReader:
     """Connect to ``lrstream serve --socket PATH``, send the hello and return
     a StreamReader over this client's share of the stream.
 
     ``timeout`` (seconds) bounds connecting; ``read_timeout`` each wait for
     data (``TimeoutError``; None waits as long as the server takes).
     ``pool_bytes`` bounds the reader's :class:`ArrayPool` (0: none).
+    ``shm_bytes`` is the size of the shared-memory arena offered to the
+    server (Linux; 0: the plain socket): a server that takes it puts camera
+    columns there and the reader's arrays view them without a copy
+    (:class:`ShmArena`, docs/python.md).
     ``epoch=``, ``next=`` and ``fingerprint=`` add an exact start position
     to the hello (docs/wire-format.md).
     """
+    arena = new_arena(shm_bytes)
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         s.settimeout(timeout)
         s.connect(path)
         s.settimeout(read_timeout)
-        s.sendall(hello(worker, num_workers, rank, world_size, resume, **position))
-        reader = StreamReader(s, pool_bytes=pool_bytes)
+        h = hello(worker, num_workers, rank, world_size, resume, shm=arena.size if arena else None, **position)
+        if arena is not None:
+            arena.send_hello(s, h)
+        else:
+            s.sendall(h)
+        reader = StreamReader(s, pool_bytes=pool_bytes, _shm=arena)
     except BaseException:
         s.close()
+        if arena is not None:
+            arena.drop()
         raise
     # The reader's file object keeps the connection alive; closing it
     # closes the socket.

@@ -42,6 +42,7 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from .reader import (
+    SHM_BYTES,
     ProtocolError,
     RawMessages,
     StreamError,
@@ -51,6 +52,7 @@ from .reader import (
     decode_batch_buffer,
     decode_message,
     hello,
+    new_arena,
     walk_stream,
 )
 from . import reader as _reader
@@ -92,6 +94,8 @@ _NP_DTYPES: Dict[Any, np.dtype] = {}
 def _tensor(obj: Dict[bytes, Any]) -> torch.Tensor:
     """A msgpack-numpy map to a writable tensor with its own memory (one copy
     of the received bytes; the dtype is parsed once per distinct string)."""
+    if b"data" not in obj:
+        return torch.from_numpy(_reader.decode_array(obj))  # raises ProtocolError (e.g. a stray 'shm' key)
     t = obj[b"type"]
     dt = _NP_DTYPES.get(t)
     if dt is None:
@@ -360,6 +364,12 @@ class LRStreamDataset(IterableDataset):
     dies). ``lrstream`` names the binary to spawn (default: the one bundled
     in the wheel, else ``lrstream`` on PATH).
 
+    ``shm_bytes`` (default ``SHM_BYTES``, 512 MiB; 0: off) is the size of the
+    shared-memory arena each connection offers the server (Linux; see
+    ``connect`` and docs/python.md): without workers, camera tensors are
+    views of it (no copy); in a worker each frame column is copied from it
+    into a shared-memory tensor of its own.
+
     Epochs: one ``for batch in loader`` is one epoch. ``set_epoch(e)``
     selects it; without it the next loop continues where the previous one
     stopped (the next epoch after a complete one, the rest of the epoch
@@ -390,6 +400,7 @@ class LRStreamDataset(IterableDataset):
         connect_timeout: float = 30.0,
         read_timeout: Optional[float] = 600.0,
         stopped_timeout: float = 1.5,
+        shm_bytes: int = SHM_BYTES,
     ):
         super().__init__()
         if (socket_path is None) == (serve_args is None):
@@ -402,6 +413,8 @@ class LRStreamDataset(IterableDataset):
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self.stopped_timeout = stopped_timeout
+        _reader.check_shm_bytes(shm_bytes)  # here: a bad size fails at construction, not in a worker
+        self.shm_bytes = int(shm_bytes)
         self._uid = uuid.uuid4().hex
         # The main process's position: [epoch, batches of it consumed]. Workers
         # see it as it was when they were started (fork or pickle at
@@ -488,14 +501,18 @@ class LRStreamDataset(IterableDataset):
         msg = problem + (f"; its output ends with:\n{log}" if log else "")
         return RuntimeError(msg)
 
-    def _connect(self, h: bytes, what: str, decode: bool = False) -> RawMessages:
+    def _connect(self, h: bytes, what: str, decode: bool = False, shm=None) -> RawMessages:
+        """A connection that sent the hello h (with shm's memfd, if given)."""
         deadline = time.monotonic() + self.connect_timeout
         while True:
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
                 s.settimeout(max(0.1, min(5.0, self.connect_timeout)))
                 s.connect(self.socket_path)
-                s.sendall(h)
+                if shm is not None:
+                    shm.send_hello(s, h)
+                else:
+                    s.sendall(h)
                 break
             except (FileNotFoundError, ConnectionRefusedError) as e:
                 s.close()
@@ -687,15 +704,28 @@ class LRStreamDataset(IterableDataset):
         # except walked ones (camera frames: shared-memory tensors); without
         # workers they are decoded as they arrive.
         in_worker = get_worker_info() is not None
-        rm = self._connect(hello(worker, nw, rank, world, epoch=epoch, next=nxt, fingerprint=fp or None), where,
-                           decode=not in_worker)
+        # The shared-memory arena: without workers the camera tensors are
+        # views of it; a worker copies each region into a shared-memory
+        # tensor of its own (the DataLoader passes those by descriptor).
+        shm = new_arena(self.shm_bytes, copy_alloc=shared_alloc if in_worker else None)
+        try:
+            rm = self._connect(hello(worker, nw, rank, world, epoch=epoch, next=nxt, fingerprint=fp or None,
+                                     shm=shm.size if shm is not None else None), where,
+                               decode=not in_worker, shm=shm)
+        except BaseException:
+            if shm is not None:
+                shm.drop()
+            raise
         try:
             header = self._read_header(rm)
             if self._header is None:
                 self._header = header
+            if shm is not None and not shm.start(header):
+                shm = None  # an old server or a replay: the plain socket, no acks
+            rm.shm = shm
             if not in_worker:
-                rm.walk(walk_stream(header, WALK_BYTES))
-            elif walk_stream(header, WALK_BYTES):
+                rm.walk(shm is not None or walk_stream(header, WALK_BYTES))
+            elif shm is not None or walk_stream(header, WALK_BYTES):
                 # Camera frames in a worker: received straight into tensors in
                 # shared memory, which the DataLoader hands to the main
                 # process by file descriptor (no pickle of the payload, no
@@ -707,6 +737,8 @@ class LRStreamDataset(IterableDataset):
             self._worker_state = {"version": STATE_VERSION, "epoch": epoch, "next": nxt, "fingerprint": fp,
                                   "num_workers": nw, "world_size": world}
             while True:
+                if shm is not None and shm.batches:
+                    shm.send_ack()  # after a batch, before blocking on the next message
                 raw = rm.next()
                 if not raw:
                     raise self._truncated(rm, "without an 'end' message")
@@ -714,11 +746,15 @@ class LRStreamDataset(IterableDataset):
                 if t == "batch":
                     b = LRStreamBatch(raw, self._uid, epoch, nxt, per_epoch, fp, worker, rank, nw, world, self.meta_key,
                                       gen, start)
+                    raw = None  # only the batch references its arrays (the arena's release check)
                     nxt += nw
                     self._worker_state = {**self._worker_state, "next": nxt}
                     if nxt >= per_epoch:
                         self._worker_state.update(epoch=epoch + 1, next=worker)
+                    if shm is not None:
+                        shm.batches += 1
                     yield b
+                    b = None
                     continue
                 msg = raw if type(raw) is dict else decode_message(raw)
                 if msg["type"] == "end":

@@ -103,6 +103,16 @@ class ReaderTest(unittest.TestCase):
         self.assertEqual(a.shape, (2, 3))
 
     def test_socket(self):
+        # The default offers a shared-memory arena (hello key "shm", with
+        # the memfd; ignored by this server, whose header lacks "shm");
+        # shm_bytes=0 sends the plain hello.
+        want = {"worker": 1, "num_workers": 3, "rank": 0, "world_size": 2, "resume": "tokX"}
+        shm = {"shm": lc.reader.SHM_BYTES} if lc.reader.shm_supported() else {}
+        for kw, hello in (({}, {**want, **shm}), ({"shm_bytes": 0}, want)):
+            with self.subTest(**kw):
+                self.assertEqual(self._socket_hello(**kw), hello)
+
+    def _socket_hello(self, **kw):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "s.sock")
             srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -122,11 +132,11 @@ class ReaderTest(unittest.TestCase):
 
             t = threading.Thread(target=serve)
             t.start()
-            with lc.connect(path, worker=1, num_workers=3, rank=0, world_size=2, resume="tokX", timeout=5) as r:
+            with lc.connect(path, worker=1, num_workers=3, rank=0, world_size=2, resume="tokX", timeout=5, **kw) as r:
                 self.assertEqual(sum(b.size for b in r), 4)
             t.join()
             srv.close()
-            self.assertEqual(got["hello"], {"worker": 1, "num_workers": 3, "rank": 0, "world_size": 2, "resume": "tokX"})
+            return got["hello"]
 
     def test_live_stream_no_read_ahead_wait(self):
         # The producer waits for the client to see batch 0 before sending
