@@ -172,15 +172,27 @@ def test_tiny_arena(server, plain):
 
 
 @pytest.mark.parametrize("nw", [0, 2])
-def test_loader_over_shm(server, plain, nw):
+def test_loader_over_shm(server, plain, nw, monkeypatch):
     """LRStreamDataset over shm (the default) with 0 and 2 DataLoader
     workers: every sample's frames; without workers the tensors view the
-    arena, with workers they are shared-memory tensors of their own."""
+    arena, with workers they are shared-memory tensors of their own, copied
+    from the worker's arena (counted across the forked workers)."""
+    import multiprocessing
+
     import torch
     from torch.utils.data import DataLoader
 
     from lrstream_client import LRStreamDataset
 
+    placed = multiprocessing.Value("i", 0)
+    orig = rd.ShmArena.array
+
+    def counted(self, name, obj):
+        with placed.get_lock():
+            placed.value += 1
+        return orig(self, name, obj)
+
+    monkeypatch.setattr(rd.ShmArena, "array", counted)
     _, want = plain
     frames = {int(x): [b[k][i] for k in CAMS] for b in want for i, x in enumerate(b["index"])}
     ds = LRStreamDataset(server, num_workers=nw)
@@ -198,3 +210,4 @@ def test_loader_over_shm(server, plain, nw):
     assert len(seen) == len(set(seen)) and len(seen) >= B * (len(want) - 1)
     if nw == 0:
         assert over == 2 * len(want)
+    assert placed.value >= 2 * (len(want) - 1), f"{placed.value} camera columns over the arena"

@@ -633,6 +633,30 @@ def walk_stream(header: Dict[str, Any], walk_bytes: int = WALK_BYTES) -> bool:
     return total * int(header.get("batch_size") or 1) >= walk_bytes
 
 
+# The server places a column in the shared-memory arena only from this
+# many payload bytes (sink.LargeArray, docs/wire-format.md).
+SHM_LARGE_BYTES = 64 << 10
+
+
+def shm_columns(header: Dict[str, Any]) -> bool:
+    """Whether a batch column of the stream can be large enough for the
+    server to place it in the shared-memory arena (from the header's
+    features and batch size; a feature it cannot size counts as large).
+    Only such streams need walk mode on an shm connection; the others keep
+    their msgpack (or raw bytes) path."""
+    bs = int(header.get("batch_size") or 1)
+    for f in header.get("features") or ():
+        try:
+            n = np.dtype(f["dtype"]).itemsize
+            for d in f.get("shape") or ():
+                n *= int(d)
+        except (TypeError, ValueError, KeyError):
+            return True
+        if n * bs >= SHM_LARGE_BYTES:
+            return True
+    return False
+
+
 class _More(Exception):
     """The bytes received so far end inside the value being parsed."""
 
@@ -1176,7 +1200,7 @@ class StreamReader:
             if shm is not None and rm is None:
                 raise ValueError("StreamReader: a shared-memory arena needs a socket source")
             if rm is not None:
-                if shm is not None or walk_stream(self._header):
+                if walk_stream(self._header) or (shm is not None and shm_columns(self._header)):
                     rm.walk(True, alloc=self._pool)
                     rm.shm = shm
                 else:  # msgpack reads the rest, from the bytes after the header

@@ -53,6 +53,7 @@ from .reader import (
     decode_message,
     hello,
     new_arena,
+    shm_columns,
     walk_stream,
 )
 from . import reader as _reader
@@ -723,9 +724,12 @@ class LRStreamDataset(IterableDataset):
             if shm is not None and not shm.start(header):
                 shm = None  # an old server or a replay: the plain socket, no acks
             rm.shm = shm
+            # Walk the batches of large columns, and those of an shm stream
+            # that may carry some in the arena (only walk mode resolves them).
+            walk = walk_stream(header, WALK_BYTES) or (shm is not None and shm_columns(header))
             if not in_worker:
-                rm.walk(shm is not None or walk_stream(header, WALK_BYTES))
-            elif shm is not None or walk_stream(header, WALK_BYTES):
+                rm.walk(walk)
+            elif walk:
                 # Camera frames in a worker: received straight into tensors in
                 # shared memory, which the DataLoader hands to the main
                 # process by file descriptor (no pickle of the payload, no

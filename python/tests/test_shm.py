@@ -26,7 +26,8 @@ from lrstream_client import reader as rd
 pytestmark = pytest.mark.skipif(not rd.shm_supported(), reason="shared memory transport is Linux only")
 
 CAM = "observation.images.top"
-SHAPE = (2, 3, 64, 96)  # 36,864 bytes per camera column
+SHAPE = (2, 3, 96, 128)  # 73,728 bytes per camera column: the server places columns from 64 KiB
+COL = 2 * 3 * 96 * 128
 
 
 def batches(n, seed=0):
@@ -101,6 +102,8 @@ class FakeServer:
                 for fd in fds:
                     os.close(fd)
             h = header(batch_size=2)
+            if self.big:
+                h["features"] = [*h["features"], {"name": CAM, "dtype": "|u1", "shape": list(SHAPE[1:])}]
             if mm is not None:
                 h["shm"] = True
             conn.sendall(msgpack.packb(h, use_bin_type=True))
@@ -201,7 +204,7 @@ def test_arena_batches():
     ends = [p + n for _, p, n in srv.regions]
     assert srv.acks == [[k + 1, ends[k - 1] if k else 0] for k in range(12)]
     assert srv.extra == b""
-    assert [p for _, p, _ in srv.regions] == [36864 * k for k in range(12)]
+    assert [p for _, p, _ in srv.regions] == [COL * k for k in range(12)]
 
 
 def test_held_arrays_keep_content_while_the_ring_wraps():
@@ -252,7 +255,7 @@ def test_arrays_held_to_the_end():
     for s, a in enumerate(held):
         np.testing.assert_array_equal(a, want[s][CAM])
     assert all(rel == 0 for _, rel in srv.acks)
-    assert len(srv.regions) == (1 << 20) // 36864 and srv.inline
+    assert len(srv.regions) == (1 << 20) // COL and srv.inline
 
 
 def test_release_prefix_order():
@@ -285,7 +288,7 @@ def test_holding_every_batch_goes_inline():
         got = list(r)
     srv.join()
     check(got, want)
-    assert len(srv.regions) == (1 << 20) // 36864 and len(srv.inline) == 40 - len(srv.regions)
+    assert len(srv.regions) == (1 << 20) // COL and len(srv.inline) == 40 - len(srv.regions)
     assert all(rel == 0 for _, rel in srv.acks)
     assert over_arena(got[0][CAM]) and not over_arena(got[-1][CAM])
 
@@ -413,3 +416,30 @@ def test_size_rounded_up():
         list(r)
     srv.join()
     assert srv.hello["shm"] == srv.size == (1 << 20) + rd.SHM_ALIGN
+
+
+def test_shm_stream_without_large_columns():
+    """A stream whose columns are all too small to be placed keeps its
+    msgpack path (read-only views of the received bytes, as before) on an
+    shm connection, and still acks every batch."""
+    want = [{k: v for k, v in b.items() if k != CAM} for b in batches(4, seed=8)]
+    srv = FakeServer(want, big=())
+    with lc.connect(srv.path, timeout=5, read_timeout=10, shm_bytes=1 << 20) as r:
+        got = list(r)
+        assert r.header["shm"] is True
+    srv.join()
+    check(got, want)
+    assert not got[0]["observation.state"].flags.writeable
+    assert srv.acks == [[k + 1, 0] for k in range(4)]
+
+
+@pytest.mark.parametrize("features,bs,want", [
+    ([{"name": "a", "dtype": "<f4", "shape": [6]}], 256, False),
+    ([{"name": "a", "dtype": "<f4", "shape": [64]}], 256, True),  # exactly 64 KiB
+    ([{"name": "a", "dtype": "<f4", "shape": [64]}], 255, False),
+    ([{"name": "i", "dtype": "<i8", "shape": []}, {"name": "c", "dtype": "|u1", "shape": [3, 96, 128]}], 2, True),
+    ([{"name": "x", "dtype": "nonsense", "shape": [1]}], 1, True),  # cannot size it: walk
+    ([], 8, False),
+])
+def test_shm_columns(features, bs, want):
+    assert rd.shm_columns({"features": features, "batch_size": bs}) is want
