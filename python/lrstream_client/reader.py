@@ -560,20 +560,29 @@ class ShmArena:
         """The client message ``[batches, released]`` (after a release check)."""
         return msgpack.packb([self.batches, self.release()])
 
-    def send_ack(self) -> None:
+    def send_ack(self, send=None) -> None:
         """Send :meth:`ack` to the server (at a batch boundary, before the
-        reader blocks on the next message). A peer that closed the
-        connection is not an error here: the read that follows reports it."""
+        reader blocks on the next message). ``send(data)``, if given, sends
+        (waiting as the reader's reads wait: see ``RawMessages.send``) and
+        returns False when the peer closed; by default the socket's timeout
+        (``connect``'s ``read_timeout``) bounds a blocked send. A peer that
+        closed the connection is not an error here: the read that follows
+        reports it."""
         sock = self._sock
         if sock is None or self._dead:
             return
         data = self.ack()
+        if send is not None:
+            self._dead = not send(data)
+            return
         sent = 0
         while sent < len(data):
             try:
                 sent += sock.send(data[sent:])
             except socket.timeout:
-                continue  # the socket's read timeout (a poll): try again
+                # A server that stopped reading (its socket buffer is full).
+                raise TimeoutError(f"lrstream server read nothing of this client's release messages for "
+                                   f"{sock.gettimeout():g} s (read_timeout)") from None
             except (BrokenPipeError, ConnectionResetError):
                 self._dead = True
                 return
@@ -869,6 +878,26 @@ class RawMessages:
                     self._check(waited)
                 if self._read_timeout is not None and waited >= self._read_timeout:
                     raise TimeoutError(f"{self._what} sent nothing for {self._read_timeout:g} s (read_timeout)") from None
+
+    def send(self, data: bytes) -> bool:
+        """Send data on the socket (a shared-memory release message), waiting
+        while the server does not read as a read waits for data: ``check``
+        every ``poll`` seconds, ``read_timeout``. False if the peer closed
+        the connection (the next read reports why)."""
+        mv = memoryview(data)
+        waited = 0.0
+        while mv:
+            try:
+                mv = mv[self._sock.send(mv):]
+            except socket.timeout:
+                waited += self._poll
+                if self._check is not None:
+                    self._check(waited)
+                if self._read_timeout is not None and waited >= self._read_timeout:
+                    raise TimeoutError(f"{self._what} read nothing for {self._read_timeout:g} s (read_timeout)") from None
+            except (BrokenPipeError, ConnectionResetError):
+                return False
+        return True
 
     def _fill(self, want: int = 0) -> bool:
         """Receive more bytes at _tail (walk mode: at most max(want,

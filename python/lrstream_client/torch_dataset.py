@@ -742,7 +742,7 @@ class LRStreamDataset(IterableDataset):
                                   "num_workers": nw, "world_size": world}
             while True:
                 if shm is not None and shm.batches:
-                    shm.send_ack()  # after a batch, before blocking on the next message
+                    shm.send_ack(rm.send)  # after a batch, before blocking on the next message
                 raw = rm.next()
                 if not raw:
                     raise self._truncated(rm, "without an 'end' message")

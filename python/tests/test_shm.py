@@ -443,3 +443,47 @@ def test_shm_stream_without_large_columns():
 ])
 def test_shm_columns(features, bs, want):
     assert rd.shm_columns({"features": features, "batch_size": bs}) is want
+
+
+def test_server_that_reads_no_releases():
+    """A server that stops reading the client's release messages (stopped,
+    hung) fills the socket's buffer: the client's send waits like a read,
+    bounded by read_timeout (TimeoutError), never forever."""
+    d = tempfile.mkdtemp(prefix="lrs-shm-")
+    path = os.path.join(d, "s.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(1)
+    done = threading.Event()
+
+    def serve():
+        conn, _ = srv.accept()
+        with conn:
+            _, fds, _, _ = socket.recv_fds(conn, 1 << 16, 4)
+            for fd in fds:
+                os.close(fd)
+            msgs = [header(batch_size=2, shm=True)] + [
+                {"type": "batch", "seq": s, "epoch": 0, "size": 2, "columns": {"index": nd(np.arange(2))}}
+                for s in range(20000)]
+            try:
+                for m in msgs:
+                    conn.sendall(msgpack.packb(m, use_bin_type=True))
+            except OSError:
+                pass  # the client gave up
+            done.wait(10)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    n = 0
+    try:
+        with pytest.raises(TimeoutError, match="release messages"):
+            with lc.connect(path, timeout=5, read_timeout=1, shm_bytes=1 << 20) as r:
+                for _ in r:
+                    n += 1
+    finally:
+        done.set()
+        t.join(10)
+        srv.close()
+        os.unlink(path)
+        os.rmdir(d)
+    assert 0 < n < 20000
