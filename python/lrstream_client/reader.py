@@ -515,9 +515,15 @@ class ShmArena:
             raise ProtocolError(f"malformed lrstream message: column {name!r}: kind {kind!r} in shared memory")
         if type(shape) is not list or any(type(d) is not int or d < 0 for d in shape):
             raise ProtocolError(f"malformed lrstream message: column {name!r}: bad shape {shape!r}")
-        dt = _np_dtype(t)
-        if dt.hasobject:
-            raise ProtocolError(f"malformed lrstream message: column {name!r}: object dtype in shared memory")
+        if not isinstance(t, (str, bytes)):
+            raise ProtocolError(f"malformed lrstream message: column {name!r}: bad array type {t!r}")
+        try:
+            dt = _np_dtype(t)
+        except ProtocolError as e:
+            raise ProtocolError(f"malformed lrstream message: column {name!r}: "
+                                f"{str(e).removeprefix('malformed lrstream message: ')}") from None
+        if dt.hasobject or dt.itemsize == 0:
+            raise ProtocolError(f"malformed lrstream message: column {name!r}: dtype {dt} in shared memory")
         count = 1
         for d in shape:
             count *= d

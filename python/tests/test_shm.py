@@ -487,3 +487,57 @@ def test_server_that_reads_no_releases():
         os.unlink(path)
         os.rmdir(d)
     assert 0 < n < 20000
+
+
+def test_mutated_shm_messages():
+    """Seeded byte mutations of a batch whose camera column is in the arena
+    (and one inline): the walk yields batches or raises ProtocolError /
+    TruncatedStreamError (a clear error), nothing else, never a region
+    outside the arena."""
+    import io
+    import random
+
+    good = msgpack.packb({"type": "batch", "seq": 0, "epoch": 0, "size": 2, "columns": {
+        "index": nd(np.arange(2)),
+        CAM: {b"nd": True, b"type": "|u1", b"kind": b"", b"shape": list(SHAPE), b"shm": [4096, COL]},
+        "other": nd(np.zeros(SHAPE, np.uint8)),
+        "task": ["a", "b"]}}, use_bin_type=True)
+    rng = random.Random(11)
+    outcomes = {}
+    for i in range(600):
+        data = bytearray(good)
+        for _ in range(rng.randint(1, 4)):
+            p = rng.randrange(0, 120 if i % 2 else len(data))  # the heads, mostly
+            data[p] = rng.randrange(256)
+        arena = rd.ShmArena(1 << 20)
+        arena.start({"shm": True})
+        rm = rd.RawMessages(io.BytesIO(bytes(data)), decode=True)
+        rm.walk(True)
+        rm.shm = arena
+        try:
+            while True:
+                m = rm.next()
+                if not isinstance(m, dict):
+                    break
+                for v in (m.get("columns") or {}).values() if isinstance(m.get("columns"), dict) else ():
+                    if isinstance(v, np.ndarray) and v.size:
+                        v.reshape(-1)[[0, -1]]  # every array's memory is readable
+            outcomes["ok"] = outcomes.get("ok", 0) + 1
+        except lc.ProtocolError as e:
+            outcomes["ProtocolError"] = outcomes.get("ProtocolError", 0) + 1
+            assert "malformed" in str(e) or "lrstream" in str(e), e
+    assert outcomes.get("ProtocolError", 0) > 50 and outcomes.get("ok", 0) > 50, outcomes
+
+
+@pytest.mark.parametrize("change", [
+    {b"type": [["a", "<i4"]]}, {b"type": "nonsense"}, {b"type": "|O"}, {b"shm": 5}, {b"shm": [1]}, {b"shm": ["a", "b"]},
+    {b"shm": [-64, 64]}, {b"shm": [0, 2**70]}, {b"shape": 8}, {b"shape": [-1, -64]}, {b"shape": [8, "x"]},
+    {b"kind": b"O"}, {b"shm": [0, 63]},
+])
+def test_bad_shm_maps(change):
+    a = rd.ShmArena(1 << 20)
+    a.start({"shm": True})
+    m = {b"nd": True, b"type": "<u1", b"kind": b"", b"shape": [8, 8], b"shm": [0, 64], **change}
+    with pytest.raises(lc.ProtocolError, match="column 'c'"):
+        a.array("c", m)
+    assert a.array("c", {b"nd": True, b"type": "<u1", b"kind": b"", b"shape": [8, 8], b"shm": [0, 64]}).shape == (8, 8)
