@@ -211,3 +211,34 @@ def test_loader_over_shm(server, plain, nw, monkeypatch):
     if nw == 0:
         assert over == 2 * len(want)
     assert placed.value >= 2 * (len(want) - 1), f"{placed.value} camera columns over the arena"
+
+
+def test_break_and_continue(server, plain):
+    """A loop that stops early (its arena still mapped, arrays held) and
+    continues in a new loop: the rest of the epoch, every frame correct;
+    a client that closes early does not disturb the server."""
+    from torch.utils.data import DataLoader
+
+    from lrstream_client import LRStreamDataset
+
+    _, want = plain
+    frames = {int(x): b[CAMS[0]][i] for b in want for i, x in enumerate(b["index"])}
+    with connect(server, epoch=0, timeout=10, read_timeout=120) as r:
+        early = [b for _, b in zip(range(2), r)]  # closed after 2 batches
+    ds = LRStreamDataset(server, num_workers=0)
+    loader = DataLoader(ds, batch_size=None, num_workers=0)
+    first = []
+    for b in loader:
+        b["index"]  # a batch counts as consumed once the loop reads it
+        first.append(b)
+        if len(first) == 3:
+            break
+    rest = list(loader)  # the rest of epoch 0
+    seen = []
+    for b in first + rest:
+        for i, x in enumerate(b["index"].tolist()):
+            assert b[CAMS[0]][i].numpy().tobytes() == frames[x].tobytes(), f"index {x}"
+            seen.append(x)
+    assert sorted(seen) == sorted(frames)
+    for i, b in enumerate(early):
+        same(b, want[i], f"early batch {i}")
