@@ -2,9 +2,11 @@ package sink
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 )
@@ -24,14 +26,20 @@ type Arena interface {
 	Sent(placed bool) error
 }
 
+// ringRegion is a placed region: its position and length.
+type ringRegion struct{ pos, n uint64 }
+
 // ringAlign is the alignment of a region's position in a Ring (and so of
 // its offset: arena sizes are multiples of SHMAlign).
 const ringAlign = 64
 
-// Ring is the Arena of one shared-memory client: regions are placed one
-// after the other at growing positions (a region's bytes are at offset
-// pos mod len(mem) and never wrap), and a region's memory is reused only
-// once the client has released it (Update). When a payload does not fit,
+// Ring is the Arena of one shared-memory client: regions are placed at
+// growing positions (a region's bytes are at offset pos mod len(mem) and
+// never wrap), each at the lowest offset that no region in use overlaps,
+// and a region's memory is reused only once the client has released it
+// (Update). Lowest offset first keeps the regions in use within the
+// arena's first bytes, so the memory touched is what the client holds,
+// not the whole arena. When a payload does not fit,
 // Place waits for the client to release regions as long as the client
 // still has batches to read; once it has read every batch sent (the
 // caller holds the arrays), the payload goes inline, so a client holding
@@ -45,6 +53,8 @@ type Ring struct {
 	changed  chan struct{} // closed and replaced by Update and Fail
 	head     uint64        // end of the last placed region
 	released uint64        // the client released every region ending at or before it
+	live     []ringRegion  // placed and not released, in position order
+	gaps     []ringRegion  // scratch for Place: the live regions by offset
 	sent     uint64        // batch messages written
 	read     uint64        // batch messages the client has read
 	err      error
@@ -72,14 +82,15 @@ func (r *Ring) Place(parts [][]byte, n int) (uint64, bool, error) {
 			r.mu.Unlock()
 			return 0, false, err
 		}
-		pos := (r.head + ringAlign - 1) &^ (ringAlign - 1)
-		if off := pos % size; off+uint64(n) > size {
-			pos += size - off // the region starts the ring over
-		}
-		if pos+uint64(n)-r.released <= size {
+		if off, ok := r.fit(uint64(n)); ok {
+			pos := r.head - r.head%size + off
+			if pos < r.head {
+				pos += size
+			}
 			r.head = pos + uint64(n)
+			r.live = append(r.live, ringRegion{pos, uint64(n)})
 			r.mu.Unlock()
-			dst := r.mem[pos%size:][:n]
+			dst := r.mem[off:][:n]
 			for _, p := range parts {
 				dst = dst[copy(dst, p):]
 			}
@@ -102,6 +113,25 @@ func (r *Ring) Place(parts [][]byte, n int) (uint64, bool, error) {
 			return 0, false, err
 		}
 	}
+}
+
+// fit returns the lowest aligned offset where n bytes overlap no live
+// region (r.mu held).
+func (r *Ring) fit(n uint64) (uint64, bool) {
+	size := uint64(len(r.mem))
+	r.gaps = r.gaps[:0]
+	for _, g := range r.live {
+		r.gaps = append(r.gaps, ringRegion{g.pos % size, g.n})
+	}
+	slices.SortFunc(r.gaps, func(a, b ringRegion) int { return cmp.Compare(a.pos, b.pos) })
+	off := uint64(0)
+	for _, g := range r.gaps {
+		if off+n <= g.pos {
+			break
+		}
+		off = max(off, (g.pos+g.n+ringAlign-1)&^(ringAlign-1))
+	}
+	return off, off+n <= size
 }
 
 // wait waits for ch to close (an Update or Fail) within the timeout.
@@ -153,6 +183,11 @@ func (r *Ring) Update(batches, released uint64) error {
 		return err
 	}
 	r.read, r.released = batches, released
+	k := 0
+	for k < len(r.live) && r.live[k].pos+r.live[k].n <= released {
+		k++
+	}
+	r.live = append(r.live[:0], r.live[k:]...)
 	close(r.changed)
 	r.changed = make(chan struct{})
 	return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -44,21 +45,22 @@ func TestRingPlace(t *testing.T) {
 			{op: "update", a: 1, b: 0},
 			{op: "place", n: 600 * ringAlign, ok: false},
 		}},
-		{"wraps to the start once released", []step{
+		{"lowest free offset first", []step{
 			{op: "place", n: 600 * ringAlign, pos: 0, ok: true},
+			{op: "place", n: 300 * ringAlign, pos: 600 * ringAlign, ok: true},
 			{op: "sent"},
 			{op: "update", a: 1, b: 600 * ringAlign},
-			// 400 slots left before the end: a 600-slot region starts over.
-			{op: "place", n: 600 * ringAlign, pos: size, ok: true},
-			// The skipped 400 slots count as in use until the client
-			// releases past them.
-			{op: "place", n: 400 * ringAlign, ok: false},
+			// Offset 0 is free again: the next lap's position for it.
+			{op: "place", n: 200 * ringAlign, pos: size, ok: true},
+			// The gap between the two live regions.
+			{op: "place", n: 400 * ringAlign, pos: size + 200*ringAlign, ok: true},
+			// 100 slots left at the end: too few.
+			{op: "place", n: 200 * ringAlign, ok: false},
 			{op: "sent"},
+			{op: "update", a: 2, b: size + 200*ringAlign},
+			// Only [200, 600) is live; 600 slots fit nowhere.
+			{op: "place", n: 600 * ringAlign, ok: false},
 			{op: "update", a: 2, b: size + 600*ringAlign},
-			{op: "place", n: 400 * ringAlign, pos: size + 600*ringAlign, ok: true},
-			{op: "sent"},
-			{op: "update", a: 3, b: size + 600*ringAlign},
-			{op: "place", n: 700 * ringAlign, ok: false}, // 400 in use, 600 free
 			{op: "place", n: 600 * ringAlign, pos: 2 * size, ok: true},
 		}},
 		{"released past the last region", []step{
@@ -341,5 +343,83 @@ func TestEncodeArena(t *testing.T) {
 				t.Fatalf("decoding without the arena: %v, want an error", err)
 			}
 		})
+	}
+}
+
+// TestRingNeverOverwritesLive places and releases regions at random and
+// checks after every step that each region the client has not released
+// still holds its bytes, that positions grow and regions never wrap, and
+// that the memory touched stays within what is live plus one region.
+func TestRingNeverOverwritesLive(t *testing.T) {
+	const size = 256 * ringAlign
+	rng := rand.New(rand.NewPCG(7, 11))
+	mem := make([]byte, size)
+	r := NewRing(mem, nil, time.Second)
+	type placed struct {
+		pos  uint64
+		data []byte
+	}
+	var live []placed
+	var last uint64
+	for step := 0; step < 20000; step++ {
+		if len(live) > 0 && rng.IntN(3) == 0 {
+			k := 1 + rng.IntN(len(live)) // release a prefix of k regions
+			end := live[k-1].pos + uint64(len(live[k-1].data))
+			r.Sent(false)
+			if err := r.Update(uint64(step), end); err != nil {
+				t.Fatal(err)
+			}
+			live = live[k:]
+		} else {
+			n := 1 + rng.IntN(size/3)
+			data := make([]byte, n)
+			for i := range data {
+				data[i] = byte(rng.Uint32())
+			}
+			pos, ok, err := r.Place([][]byte{data}, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				off := pos % size
+				if pos < last || pos%ringAlign != 0 || off+uint64(n) > size {
+					t.Fatalf("step %d: region %d+%d after %d", step, pos, n, last)
+				}
+				last = pos + uint64(n)
+				live = append(live, placed{pos, data})
+			}
+		}
+		for _, p := range live {
+			off := p.pos % size
+			if !bytes.Equal(mem[off:off+uint64(len(p.data))], p.data) {
+				t.Fatalf("step %d: live region at %d overwritten", step, p.pos)
+			}
+		}
+	}
+}
+
+// TestRingCompact: a client that keeps its last two regions keeps the
+// ring within the arena's first three regions' bytes.
+func TestRingCompact(t *testing.T) {
+	const size, c = 1 << 20, 60000
+	r := NewRing(make([]byte, size), nil, time.Second)
+	var ends []uint64
+	top := uint64(0)
+	for i := 0; i < 1000; i++ {
+		pos, ok, err := r.Place([][]byte{make([]byte, c)}, c)
+		if err != nil || !ok {
+			t.Fatalf("region %d: %v, %v", i, ok, err)
+		}
+		top = max(top, pos%size+c)
+		ends = append(ends, pos+c)
+		r.Sent(true)
+		if len(ends) > 2 {
+			if err := r.Update(uint64(i+1), ends[len(ends)-3]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if want := uint64(3 * 60032); top > want {
+		t.Fatalf("regions reached offset %d, want at most %d (three regions)", top, want)
 	}
 }

@@ -173,10 +173,11 @@ def test_tiny_arena(server, plain):
 
 @pytest.mark.parametrize("nw", [0, 2])
 def test_loader_over_shm(server, plain, nw, monkeypatch):
-    """LRStreamDataset over shm (the default) with 0 and 2 DataLoader
-    workers: every sample's frames; without workers the tensors view the
-    arena, with workers they are shared-memory tensors of their own, copied
-    from the worker's arena (counted across the forked workers)."""
+    """LRStreamDataset over shm with 0 and 2 DataLoader workers (the
+    default without workers; asked for explicitly with them): every
+    sample's frames; without workers the tensors view the arena, with
+    workers they are shared-memory tensors of their own, copied from the
+    worker's arena (counted across the forked workers)."""
     import multiprocessing
 
     import torch
@@ -195,7 +196,7 @@ def test_loader_over_shm(server, plain, nw, monkeypatch):
     monkeypatch.setattr(rd.ShmArena, "array", counted)
     _, want = plain
     frames = {int(x): [b[k][i] for k in CAMS] for b in want for i, x in enumerate(b["index"])}
-    ds = LRStreamDataset(server, num_workers=nw)
+    ds = LRStreamDataset(server, num_workers=nw, **({"shm_bytes": 64 << 20} if nw else {}))
     seen = []
     over = 0
     for b in DataLoader(ds, batch_size=None, num_workers=nw):
@@ -213,32 +214,33 @@ def test_loader_over_shm(server, plain, nw, monkeypatch):
     assert placed.value >= 2 * (len(want) - 1), f"{placed.value} camera columns over the arena"
 
 
-def test_break_and_continue(server, plain):
-    """A loop that stops early (its arena still mapped, arrays held) and
-    continues in a new loop: the rest of the epoch, every frame correct;
-    a client that closes early does not disturb the server."""
+def test_loader_workers_default_plain(server, plain, monkeypatch):
+    """By default DataLoader workers offer no arena (the main process
+    does): with 2 workers no arena is made in them and no column comes
+    over shared memory, and the frames are still every sample's."""
+    import multiprocessing
+
+    import torch
     from torch.utils.data import DataLoader
 
     from lrstream_client import LRStreamDataset
 
+    arenas = multiprocessing.Value("i", 0)
+    orig = rd.ShmArena.__init__
+
+    def counted(self, *a, **kw):
+        with arenas.get_lock():
+            arenas.value += 1
+        orig(self, *a, **kw)
+
+    monkeypatch.setattr(rd.ShmArena, "__init__", counted)
     _, want = plain
-    frames = {int(x): b[CAMS[0]][i] for b in want for i, x in enumerate(b["index"])}
-    with connect(server, epoch=0, timeout=10, read_timeout=120) as r:
-        early = [b for _, b in zip(range(2), r)]  # closed after 2 batches
-    ds = LRStreamDataset(server, num_workers=0)
-    loader = DataLoader(ds, batch_size=None, num_workers=0)
-    first = []
-    for b in loader:
-        b["index"]  # a batch counts as consumed once the loop reads it
-        first.append(b)
-        if len(first) == 3:
-            break
-    rest = list(loader)  # the rest of epoch 0
-    seen = []
-    for b in first + rest:
+    frames = {int(x): [b[k][i] for k in CAMS] for b in want for i, x in enumerate(b["index"])}
+    n = 0
+    for b in DataLoader(LRStreamDataset(server, num_workers=2), batch_size=None, num_workers=2):
         for i, x in enumerate(b["index"].tolist()):
-            assert b[CAMS[0]][i].numpy().tobytes() == frames[x].tobytes(), f"index {x}"
-            seen.append(x)
-    assert sorted(seen) == sorted(frames)
-    for i, b in enumerate(early):
-        same(b, want[i], f"early batch {i}")
+            for k, f in zip(CAMS, frames[x]):
+                assert isinstance(b[k], torch.Tensor) and b[k][i].numpy().tobytes() == f.tobytes()
+            n += 1
+    assert n >= B * (len(want) - 1)
+    assert arenas.value == 0, f"{arenas.value} arenas made in the workers"

@@ -365,11 +365,15 @@ class LRStreamDataset(IterableDataset):
     dies). ``lrstream`` names the binary to spawn (default: the one bundled
     in the wheel, else ``lrstream`` on PATH).
 
-    ``shm_bytes`` (default ``SHM_BYTES``, 512 MiB; 0: off) is the size of the
-    shared-memory arena each connection offers the server (Linux; see
-    ``connect`` and docs/python.md): without workers, camera tensors are
-    views of it (no copy); in a worker each frame column is copied from it
-    into a shared-memory tensor of its own.
+    ``shm_bytes`` is the size of the shared-memory arena each connection
+    offers the server (Linux; see ``connect`` and docs/python.md); 0: off.
+    By default (None) the main process offers ``SHM_BYTES`` (512 MiB) and
+    camera tensors are views of it (no copy), while DataLoader workers
+    offer none: a worker would copy each frame column from its arena into
+    a shared-memory tensor of its own anyway (the DataLoader hands tensors
+    over by descriptor), which measured slower than receiving into that
+    tensor from the socket and keeps an arena resident per worker. An
+    explicit size applies to workers too.
 
     Epochs: one ``for batch in loader`` is one epoch. ``set_epoch(e)``
     selects it; without it the next loop continues where the previous one
@@ -401,7 +405,7 @@ class LRStreamDataset(IterableDataset):
         connect_timeout: float = 30.0,
         read_timeout: Optional[float] = 600.0,
         stopped_timeout: float = 1.5,
-        shm_bytes: int = SHM_BYTES,
+        shm_bytes: Optional[int] = None,
     ):
         super().__init__()
         if (socket_path is None) == (serve_args is None):
@@ -414,8 +418,10 @@ class LRStreamDataset(IterableDataset):
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self.stopped_timeout = stopped_timeout
-        _reader.check_shm_bytes(shm_bytes)  # here: a bad size fails at construction, not in a worker
-        self.shm_bytes = int(shm_bytes)
+        if shm_bytes is not None:
+            _reader.check_shm_bytes(shm_bytes)  # here: a bad size fails at construction, not in a worker
+            shm_bytes = int(shm_bytes)
+        self.shm_bytes = shm_bytes
         self._uid = uuid.uuid4().hex
         # The main process's position: [epoch, batches of it consumed]. Workers
         # see it as it was when they were started (fork or pickle at
@@ -708,7 +714,10 @@ class LRStreamDataset(IterableDataset):
         # The shared-memory arena: without workers the camera tensors are
         # views of it; a worker copies each region into a shared-memory
         # tensor of its own (the DataLoader passes those by descriptor).
-        shm = new_arena(self.shm_bytes, copy_alloc=shared_alloc if in_worker else None)
+        size = self.shm_bytes
+        if size is None:
+            size = 0 if in_worker else SHM_BYTES
+        shm = new_arena(size, copy_alloc=shared_alloc if in_worker else None)
         try:
             rm = self._connect(hello(worker, nw, rank, world, epoch=epoch, next=nxt, fingerprint=fp or None,
                                      shm=shm.size if shm is not None else None), where,
