@@ -269,29 +269,37 @@ func (e *Encoded) AppendTo(dst []byte) []byte {
 // payloads in order, each payload straight from the batch (one Write call
 // per piece; a message without large payloads is one Write call).
 func (e *Encoded) WriteTo(w io.Writer) (int64, error) {
-	var n int64
+	cw := countWriter{w: w}
 	at := 0
-	write := func(p []byte) error {
-		if len(p) == 0 {
-			return nil
-		}
-		k, err := w.Write(p)
-		n += int64(k)
-		if err == nil && k < len(p) {
-			err = io.ErrShortWrite
-		}
-		return err
-	}
 	for _, p := range e.parts {
-		if err := write(e.Buf[at:p.at]); err != nil {
-			return n, err
+		if err := cw.write(e.Buf[at:p.at]); err != nil {
+			return cw.n, err
 		}
-		if err := write(p.data); err != nil {
-			return n, err
+		if err := cw.write(p.data); err != nil {
+			return cw.n, err
 		}
 		at = p.at
 	}
-	return n, write(e.Buf[at:])
+	return cw.n, cw.write(e.Buf[at:])
+}
+
+// countWriter writes pieces of a message to w, one Write call each,
+// counting the bytes written.
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) write(p []byte) error {
+	if len(p) == 0 {
+		return nil
+	}
+	k, err := c.w.Write(p)
+	c.n += int64(k)
+	if err == nil && k < len(p) {
+		err = io.ErrShortWrite
+	}
+	return err
 }
 
 // writeArena is WriteTo with each referenced column offered to a: a
@@ -299,19 +307,9 @@ func (e *Encoded) WriteTo(w io.Writer) (int64, error) {
 // (docs/wire-format.md "Shared memory"). It reports whether a column was
 // placed.
 func (e *Encoded) writeArena(w io.Writer, a Arena) (int64, bool, error) {
-	var n int64
+	cw := countWriter{w: w}
+	write := cw.write
 	placed := false
-	write := func(p []byte) error {
-		if len(p) == 0 {
-			return nil
-		}
-		k, err := w.Write(p)
-		n += int64(k)
-		if err == nil && k < len(p) {
-			err = io.ErrShortWrite
-		}
-		return err
-	}
 	var ref [40]byte
 	var payload [][]byte
 	at := 0
@@ -322,34 +320,34 @@ func (e *Encoded) writeArena(w io.Writer, a Arena) (int64, bool, error) {
 		}
 		pos, ok, err := a.Place(payload, c.bytes)
 		if err != nil {
-			return n, placed, err
+			return cw.n, placed, err
 		}
 		if ok {
 			placed = true
 			if err := write(e.Buf[at:c.key]); err != nil {
-				return n, placed, err
+				return cw.n, placed, err
 			}
 			r := mpBin(ref[:0], []byte("shm"))
 			r = mpArrayHeader(r, 2)
 			r = mpUint(r, pos)
 			r = mpUint(r, uint64(c.bytes))
 			if err := write(r); err != nil {
-				return n, placed, err
+				return cw.n, placed, err
 			}
 			at = c.at
 			continue
 		}
 		if err := write(e.Buf[at:c.at]); err != nil {
-			return n, placed, err
+			return cw.n, placed, err
 		}
 		for _, p := range payload {
 			if err := write(p); err != nil {
-				return n, placed, err
+				return cw.n, placed, err
 			}
 		}
 		at = c.at
 	}
-	return n, placed, write(e.Buf[at:])
+	return cw.n, placed, write(e.Buf[at:])
 }
 
 // appendBatch is AppendBatch; with e set, large column payloads are

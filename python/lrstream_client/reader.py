@@ -633,18 +633,22 @@ WALK_READ = 1 << 17
 WALK_BYTES = 1 << 20
 
 
+def _sample_bytes(f: Any) -> Optional[int]:
+    """The bytes one sample of header feature f takes, or None when the
+    header does not say (a malformed entry)."""
+    try:
+        n = np.dtype(f["dtype"]).itemsize
+        for d in f.get("shape") or ():
+            n *= int(d)
+    except (TypeError, ValueError, KeyError, AttributeError):
+        return None
+    return n
+
+
 def walk_stream(header: Dict[str, Any], walk_bytes: int = WALK_BYTES) -> bool:
     """Whether a stream's batches carry walk_bytes of numeric data (camera
     frames, long action chunks): from the header's features and batch size."""
-    total = 0
-    for f in header.get("features") or ():
-        try:
-            n = np.dtype(f["dtype"]).itemsize
-            for d in f.get("shape") or ():
-                n *= int(d)
-        except (TypeError, ValueError, KeyError):
-            continue
-        total += n
+    total = sum(_sample_bytes(f) or 0 for f in header.get("features") or ())
     return total * int(header.get("batch_size") or 1) >= walk_bytes
 
 
@@ -661,13 +665,8 @@ def shm_columns(header: Dict[str, Any]) -> bool:
     their msgpack (or raw bytes) path."""
     bs = int(header.get("batch_size") or 1)
     for f in header.get("features") or ():
-        try:
-            n = np.dtype(f["dtype"]).itemsize
-            for d in f.get("shape") or ():
-                n *= int(d)
-        except (TypeError, ValueError, KeyError):
-            return True
-        if n * bs >= SHM_LARGE_BYTES:
+        n = _sample_bytes(f)
+        if n is None or n * bs >= SHM_LARGE_BYTES:
             return True
     return False
 
