@@ -24,8 +24,11 @@ type fdReader struct {
 	fds  []int
 }
 
+// maxHelloFDs bounds the descriptors kept from a hello (one is used).
+const maxHelloFDs = 4
+
 func newFDReader(conn *net.UnixConn) *fdReader {
-	return &fdReader{conn: conn, oob: make([]byte, unix.CmsgSpace(4*4))}
+	return &fdReader{conn: conn, oob: make([]byte, unix.CmsgSpace(maxHelloFDs*4))}
 }
 
 func (r *fdReader) Read(p []byte) (int, error) {
@@ -33,8 +36,16 @@ func (r *fdReader) Read(p []byte) (int, error) {
 	if oobn > 0 {
 		if msgs, perr := unix.ParseSocketControlMessage(r.oob[:oobn]); perr == nil {
 			for i := range msgs {
-				if fds, ferr := unix.ParseUnixRights(&msgs[i]); ferr == nil {
-					r.fds = append(r.fds, fds...)
+				fds, ferr := unix.ParseUnixRights(&msgs[i])
+				if ferr != nil {
+					continue
+				}
+				for _, fd := range fds {
+					if len(r.fds) < maxHelloFDs {
+						r.fds = append(r.fds, fd)
+					} else {
+						unix.Close(fd) // a client cannot make the server hold many
+					}
 				}
 			}
 		}

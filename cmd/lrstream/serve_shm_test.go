@@ -39,6 +39,7 @@ type shmOptions struct {
 	size    int64
 	seal    bool
 	noFD    bool
+	twoFDs  bool
 	release bool // release each batch's regions once decoded (else hold them all)
 	garbage bool // send a bad message instead of the first release
 }
@@ -80,7 +81,10 @@ func shmClient(t *testing.T, sock string, o shmOptions) shmResult {
 	}
 	defer c.Close()
 	var rights []byte
-	if !o.noFD {
+	switch {
+	case o.twoFDs:
+		rights = unix.UnixRights(fd, fd)
+	case !o.noFD:
 		rights = unix.UnixRights(fd)
 	}
 	if _, _, err := c.WriteMsgUnix(sink.AppendHello(nil, sink.Hello{NumWorkers: 1, WorldSize: 1, SHM: o.size}), rights, nil); err != nil {
@@ -234,6 +238,7 @@ func TestServeSHM(t *testing.T) {
 	}{
 		{"not sealed", shmOptions{size: 2 << 20}, "not sealed against shrinking"},
 		{"no descriptor", shmOptions{size: 2 << 20, seal: true, noFD: true}, "with 0 file descriptors"},
+		{"two descriptors", shmOptions{size: 2 << 20, seal: true, twoFDs: true}, "with 2 file descriptors"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := shmClient(t, sock, tc.o)
