@@ -423,3 +423,72 @@ func TestRingCompact(t *testing.T) {
 		t.Fatalf("regions reached offset %d, want at most %d (three regions)", top, want)
 	}
 }
+
+// FuzzDecoderArena decodes arbitrary streams with an arena: shm arrays
+// outside it are errors, never a panic, and resolved ones have the bytes
+// the reference names.
+func FuzzDecoderArena(f *testing.F) {
+	arena := make([]byte, 8192)
+	for i := range arena {
+		arena[i] = byte(i * 7)
+	}
+	shm := func(pos, n uint64) []byte {
+		b := mpMapHeader(nil, 3)
+		b = mpStr(b, "type")
+		b = mpStr(b, TypeBatch)
+		b = mpStr(b, "size")
+		b = mpInt(b, 1)
+		b = mpStr(b, "columns")
+		b = mpMapHeader(b, 1)
+		b = mpStr(b, "observation.images.a")
+		b = mpMapHeader(b, 5)
+		b = mpBin(b, []byte("nd"))
+		b = mpBool(b, true)
+		b = mpBin(b, []byte("type"))
+		b = mpStr(b, "|u1")
+		b = mpBin(b, []byte("kind"))
+		b = mpBin(b, nil)
+		b = mpBin(b, []byte("shape"))
+		b = mpArrayHeader(b, 1)
+		b = mpInt(b, int64(n))
+		b = mpBin(b, []byte("shm"))
+		b = mpArrayHeader(b, 2)
+		b = mpUint(b, pos)
+		return mpUint(b, n)
+	}
+	f.Add(shm(0, 100))
+	f.Add(shm(8192+64, 128))
+	f.Add(shm(8000, 500))
+	f.Add(shm(1<<63, 1<<63))
+	if m, err := NewDecoder(bytes.NewReader(shm(8000, 100))).Next(); err == nil || m != nil {
+		f.Fatalf("a seed decoded without the arena: %v", err)
+	}
+	d := NewDecoder(bytes.NewReader(shm(8192+64, 128)))
+	d.Arena = arena
+	if m, err := d.Next(); err != nil || !bytes.Equal(m.Batch.Columns[0].Value.(*Array).Data, arena[64:192]) {
+		f.Fatalf("a seed with the arena: %v", err)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d := NewDecoder(bytes.NewReader(b))
+		d.Arena = arena
+		for i := 0; i < 100; i++ {
+			m, err := d.Next()
+			if err != nil {
+				return
+			}
+			if m.Batch == nil {
+				continue
+			}
+			for _, c := range m.Batch.Columns {
+				a, ok := c.Value.(*Array)
+				if !ok || a.SHMBytes == 0 {
+					continue
+				}
+				off := a.SHMPos % uint64(len(arena))
+				if !bytes.Equal(a.Data, arena[off:off+a.SHMBytes]) {
+					t.Fatalf("shm array [%d, %d]: wrong bytes", a.SHMPos, a.SHMBytes)
+				}
+			}
+		}
+	})
+}
