@@ -344,7 +344,40 @@ func TestEncodeArena(t *testing.T) {
 			}
 		})
 	}
+	t.Run("an arena error cuts no message", func(t *testing.T) {
+		var out bytes.Buffer
+		s := NewMsgpack(&out)
+		s.Arena = &failingArena{after: 1}
+		if err := s.Header(Header{SHM: true}); err != nil {
+			t.Fatal(err)
+		}
+		hdr := out.Len()
+		if err := s.Batch(bt, meta); err == nil || !strings.Contains(err.Error(), "client went away") {
+			t.Fatalf("Batch: %v, want the arena's error", err)
+		}
+		if out.Len() != hdr {
+			t.Fatalf("%d bytes of the failed batch written", out.Len()-hdr)
+		}
+		if err := s.Fail(errors.New("boom")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Decode(bytes.NewReader(out.Bytes())); err == nil || !strings.Contains(err.Error(), "boom") {
+			t.Fatalf("the stream after the failed batch: %v, want the in-band error", err)
+		}
+	})
 }
+
+// failingArena places its first after payloads, then fails.
+type failingArena struct{ after, n int }
+
+func (a *failingArena) Place(parts [][]byte, n int) (uint64, bool, error) {
+	if a.n++; a.n > a.after {
+		return 0, false, errors.New("client went away")
+	}
+	return uint64(a.n) * 1 << 20, true, nil
+}
+
+func (a *failingArena) Sent(bool) error { return nil }
 
 // TestRingNeverOverwritesLive places and releases regions at random and
 // checks after every step that each region the client has not released

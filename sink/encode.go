@@ -214,6 +214,15 @@ type Encoded struct {
 	Buf   []byte
 	parts []encPart
 	cols  []encCol
+	// writeArena's scratch: each column's placement, a column's payload.
+	refs    []encRef
+	payload [][]byte
+}
+
+// encRef is where writeArena placed a column (ok false: inline).
+type encRef struct {
+	pos uint64
+	ok  bool
 }
 
 // encPart is a payload inserted into Encoded.Buf at offset at.
@@ -304,50 +313,54 @@ func (c *countWriter) write(p []byte) error {
 
 // writeArena is WriteTo with each referenced column offered to a: a
 // placed column is written as "shm": [pos, bytes] instead of its "data"
-// (docs/wire-format.md "Shared memory"). It reports whether a column was
-// placed.
+// (docs/wire-format.md "Shared memory"). Every column is placed before
+// the first byte is written, so an arena error never cuts a message. It
+// reports whether a column was placed.
 func (e *Encoded) writeArena(w io.Writer, a Arena) (int64, bool, error) {
-	cw := countWriter{w: w}
-	write := cw.write
 	placed := false
-	var ref [40]byte
-	var payload [][]byte
-	at := 0
+	e.refs = e.refs[:0]
 	for _, c := range e.cols {
-		payload = payload[:0]
+		e.payload = e.payload[:0]
 		for _, p := range e.parts[c.first : c.first+c.n] {
-			payload = append(payload, p.data)
+			e.payload = append(e.payload, p.data)
 		}
-		pos, ok, err := a.Place(payload, c.bytes)
+		pos, ok, err := a.Place(e.payload, c.bytes)
 		if err != nil {
-			return cw.n, placed, err
+			return 0, false, err
 		}
-		if ok {
-			placed = true
-			if err := write(e.Buf[at:c.key]); err != nil {
+		e.refs = append(e.refs, encRef{pos, ok})
+		placed = placed || ok
+	}
+	clear(e.payload)
+	cw := countWriter{w: w}
+	var ref [40]byte
+	at := 0
+	for i, c := range e.cols {
+		if r := e.refs[i]; r.ok {
+			if err := cw.write(e.Buf[at:c.key]); err != nil {
 				return cw.n, placed, err
 			}
-			r := mpBin(ref[:0], []byte("shm"))
-			r = mpArrayHeader(r, 2)
-			r = mpUint(r, pos)
-			r = mpUint(r, uint64(c.bytes))
-			if err := write(r); err != nil {
+			b := mpBin(ref[:0], []byte("shm"))
+			b = mpArrayHeader(b, 2)
+			b = mpUint(b, r.pos)
+			b = mpUint(b, uint64(c.bytes))
+			if err := cw.write(b); err != nil {
 				return cw.n, placed, err
 			}
 			at = c.at
 			continue
 		}
-		if err := write(e.Buf[at:c.at]); err != nil {
+		if err := cw.write(e.Buf[at:c.at]); err != nil {
 			return cw.n, placed, err
 		}
-		for _, p := range payload {
-			if err := write(p); err != nil {
+		for _, p := range e.parts[c.first : c.first+c.n] {
+			if err := cw.write(p.data); err != nil {
 				return cw.n, placed, err
 			}
 		}
 		at = c.at
 	}
-	return cw.n, placed, write(e.Buf[at:])
+	return cw.n, placed, cw.write(e.Buf[at:])
 }
 
 // appendBatch is AppendBatch; with e set, large column payloads are
