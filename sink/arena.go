@@ -229,23 +229,12 @@ func ReadRelease(r io.Reader) (batches, released uint64, err error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("sink: reading shm client message: %w", err)
 	}
-	a, ok := v.([]any)
-	if !ok || len(a) != 2 {
+	u, pair, ok := uintPair(v)
+	switch {
+	case !pair:
 		return 0, 0, fmt.Errorf("sink: shm client message is %v, want [batches, released]", v)
-	}
-	var u [2]uint64
-	for i, e := range a {
-		switch x := e.(type) {
-		case int64:
-			if x < 0 {
-				return 0, 0, fmt.Errorf("sink: shm client message has %d, want uints", x)
-			}
-			u[i] = uint64(x)
-		case uint64:
-			u[i] = x
-		default:
-			return 0, 0, fmt.Errorf("sink: shm client message has a %T, want uints", e)
-		}
+	case !ok:
+		return 0, 0, fmt.Errorf("sink: shm client message is %v, want uints", v)
 	}
 	return u[0], u[1], nil
 }

@@ -380,23 +380,12 @@ func arrayFromMap(m schema.Map, arena []byte) (*Array, error) {
 
 // fromArena resolves an array's "shm": [pos, bytes] reference.
 func (a *Array) fromArena(ref any, arena []byte) error {
-	r, ok := ref.([]any)
-	if !ok || len(r) != 2 {
+	u, pair, ok := uintPair(ref)
+	switch {
+	case !pair:
 		return fmt.Errorf("sink: msgpack-numpy array shm is %v, want [pos, bytes]", ref)
-	}
-	var u [2]uint64
-	for i, e := range r {
-		switch x := e.(type) {
-		case int64:
-			if x < 0 {
-				return fmt.Errorf("sink: msgpack-numpy array shm is %v, want uints", ref)
-			}
-			u[i] = uint64(x)
-		case uint64:
-			u[i] = x
-		default:
-			return fmt.Errorf("sink: msgpack-numpy array shm is %v, want uints", ref)
-		}
+	case !ok:
+		return fmt.Errorf("sink: msgpack-numpy array shm is %v, want uints", ref)
 	}
 	a.SHMPos, a.SHMBytes = u[0], u[1]
 	if len(arena) == 0 {
@@ -412,6 +401,30 @@ func (a *Array) fromArena(ref any, arena []byte) error {
 }
 
 // Helpers converting generic values to typed fields.
+
+// uintPair reads a decoded array of two uints (an array's shm reference, a
+// shm client message): pair is false when v is not an array of two, ok
+// false when an element is not a uint.
+func uintPair(v any) (u [2]uint64, pair, ok bool) {
+	a, isArray := v.([]any)
+	if !isArray || len(a) != 2 {
+		return u, false, false
+	}
+	for i, e := range a {
+		switch x := e.(type) {
+		case int64:
+			if x < 0 {
+				return u, true, false
+			}
+			u[i] = uint64(x)
+		case uint64:
+			u[i] = x
+		default:
+			return u, true, false
+		}
+	}
+	return u, true, true
+}
 
 func getStr(m schema.Map, k string) string {
 	v, _ := m.Get(k)

@@ -374,8 +374,9 @@ func (s *server) arena(h sink.Hello, fr *fdReader, log *slog.Logger) ([]byte, er
 	case s.lim.MaxSHM == 0 || h.SHM > s.lim.MaxSHM:
 		log.Info("shm arena declined: larger than --client-shm", "shm", h.SHM, "client_shm", s.lim.MaxSHM)
 		return nil, nil
-	case s.mem.budget > 0 && s.need(h).total()+h.SHM > s.mem.budget:
-		log.Info("shm arena declined: it would take the client past --client-memory", "shm", h.SHM, "need", s.need(h).total(), "client_memory", s.mem.budget)
+	}
+	if need := s.need(h).total(); s.mem.budget > 0 && need+h.SHM > s.mem.budget {
+		log.Info("shm arena declined: it would take the client past --client-memory", "shm", h.SHM, "need", need, "client_memory", s.mem.budget)
 		return nil, nil
 	}
 	mem, err := mapArena(fr.fds[0], h.SHM)
