@@ -671,6 +671,18 @@ def shm_columns(header: Dict[str, Any]) -> bool:
     return False
 
 
+def start_stream(header: Dict[str, Any], shm: Optional[ShmArena],
+                 walk_bytes: int = WALK_BYTES) -> "tuple[Optional[ShmArena], bool]":
+    """After a stream's header: the arena to use (None when there is none
+    or the server did not take it -- then it is dropped and no release
+    messages are sent) and whether to read the batches in walk mode: those
+    of large columns, and those of an shm stream that may carry some in
+    the arena (only walk mode resolves them)."""
+    if shm is not None and not shm.start(header):
+        shm = None  # an old server, or a replay: the plain socket, no acks
+    return shm, walk_stream(header, walk_bytes) or (shm is not None and shm_columns(header))
+
+
 class _More(Exception):
     """The bytes received so far end inside the value being parsed."""
 
@@ -1227,14 +1239,13 @@ class StreamReader:
             if msg is None:
                 raise TruncatedStreamError("lrstream stream ended before its header")
             self._header = check_header(msg)
-            shm = self._shm
-            if shm is not None and not shm.start(self._header):
-                shm = self._shm = None  # an old server, or a replay: the plain socket, no acks
+            shm, walk = start_stream(self._header, self._shm)
+            self._shm = shm
             rm = self._raw
             if shm is not None and rm is None:
                 raise ValueError("StreamReader: a shared-memory arena needs a socket source")
             if rm is not None:
-                if walk_stream(self._header) or (shm is not None and shm_columns(self._header)):
+                if walk:
                     rm.walk(True, alloc=self._pool)
                     rm.shm = shm
                 else:  # msgpack reads the rest, from the bytes after the header

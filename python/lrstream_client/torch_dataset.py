@@ -53,8 +53,7 @@ from .reader import (
     decode_message,
     hello,
     new_arena,
-    shm_columns,
-    walk_stream,
+    start_stream,
 )
 from . import reader as _reader
 
@@ -730,12 +729,8 @@ class LRStreamDataset(IterableDataset):
             header = self._read_header(rm)
             if self._header is None:
                 self._header = header
-            if shm is not None and not shm.start(header):
-                shm = None  # an old server or a replay: the plain socket, no acks
+            shm, walk = start_stream(header, shm, WALK_BYTES)
             rm.shm = shm
-            # Walk the batches of large columns, and those of an shm stream
-            # that may carry some in the arena (only walk mode resolves them).
-            walk = walk_stream(header, WALK_BYTES) or (shm is not None and shm_columns(header))
             if not in_worker:
                 rm.walk(walk)
             elif walk:
