@@ -503,7 +503,7 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 				ids = append(ids, m.Config.Dataset.ID)
 				revs = append(revs, m.Config.Dataset.Revision)
 			}
-			h.Dataset, h.Revision = strings.Join(ids, ","), strings.Join(revs, ",")
+			h.Dataset, h.Revision = strings.Join(ids, ","), mixRevision(revs)
 		}
 		return s.Header(h)
 	}
