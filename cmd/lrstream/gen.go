@@ -50,7 +50,7 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	videoCodec := fs.String("video-codec", "h264", "video codec with --videos: h264 (fast to write) or av1 (what LeRobot writes)")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: lrstream gen --out DIR [flags]\n\nWrites a synthetic LeRobot v3 dataset with language annotations.\n\nflags:")
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err

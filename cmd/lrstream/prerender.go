@@ -53,7 +53,7 @@ shards hold batches without messages. With --rank R
 into DIR; '--finalize DIR' merges them once all are done. See docs/prerender.md.
 
 flags:`)
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err

@@ -63,7 +63,7 @@ func newServer(ctx context.Context, e *env, args []string) (*server, string, err
 	clientMem := fs.String("client-memory", defaultClientMemory, "memory budget per client: a client whose stream needs more by its estimate (held frames, keep index and orders, write buffer) is refused in-band; the soft memory limit follows the clients' estimates (0: no budget; docs/training.md \"Memory\")")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: lrstream serve --socket PATH [--dataset DIR|ORG/NAME] [--recipe FILE] [flags]\n\nEach client sends a msgpack hello {worker, num_workers, rank, world_size} and\nreceives the stream of its share of the episodes (docs/wire-format.md).\nWithout a recipe (a --dataset without --recipe, or --recipe none) nothing is\nrendered: the batches carry no messages.\nMemory: each client's stream must fit --client-memory by its estimate\n(held frames, keep index and orders, write buffer), or the client is refused\nin-band; without camera frames the soft memory limit is 224 MiB above the\nadmitted clients' estimates, at least 448 MiB, unless GOMEMLIMIT is set\n(docs/training.md \"Memory\").\nStops on SIGINT/SIGTERM.\n\nflags:")
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return nil, "", err

@@ -65,7 +65,7 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	quiet := fs.Bool("q", false, "no progress line and no summary on stderr")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: lrstream stream [--dataset DIR|ORG/NAME] [--recipe FILE] [flags] > batches.msgpack\n\nRenders every frame, collates batches and writes the stream to stdout.\nWithout a recipe (a --dataset without --recipe, or --recipe none) nothing is\nrendered: every frame is kept and the batches carry no messages (--mode does\nnot apply).\nOn a terminal, msgpack output is replaced by a readable preview.\n\nflags:")
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err

@@ -32,7 +32,12 @@ func TestValidateCommand(t *testing.T) {
 		{[]string{"validate", bad}, 1, "fps 0: want a positive", ""},
 		{[]string{"validate"}, 2, "", "DATASET is required"},
 		{[]string{"validate", clean, "extra"}, 2, "", `unexpected argument "extra"`},
-		{[]string{"validate", "--bogus", clean}, 2, "", "flag provided but not defined"},
+		{[]string{"validate", "--bogus", clean}, 2, "", "unknown flag --bogus"},
+		{[]string{"validate", clean, "--jsn"}, 2, "", "unknown flag --jsn; did you mean --json?"},
+		{[]string{"validate", "--download", "none", clean}, 0, "0 errors", ""},
+		{[]string{"validate", "--cache", "none", clean}, 0, "0 errors", ""},
+		{[]string{"validate", "--cache-dir", t.TempDir(), clean}, 0, "0 errors", ""},
+		{[]string{"validate", "--revision", "v2", clean}, 1, "", "is a local directory; revisions apply to Hub datasets"},
 	} {
 		out, errb, code := runCmd(t, c.args...)
 		if code != c.code || !strings.Contains(out, c.out) || !strings.Contains(errb, c.errIn) {
