@@ -155,3 +155,37 @@ func TestCamerasWithoutFFmpeg(t *testing.T) {
 		t.Fatalf("demo: columns %v, cameras %+v", cameraColumns(h), h.Cameras)
 	}
 }
+
+// TestPrerenderCameraNote: prerender's default --cameras none warns when
+// stream's default (auto) would decode cameras, naming them (issue 24
+// item 3); no note when --cameras is given, under -q, or when auto would
+// decode nothing (the demo dataset ships no video).
+func TestPrerenderCameraNote(t *testing.T) {
+	ds := cameraDataset(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		note bool
+	}{
+		{"default", []string{"--dataset", ds}, true},
+		{"cameras none", []string{"--dataset", ds, "--cameras", "none"}, false},
+		{"cameras auto", []string{"--dataset", ds, "--cameras", "auto"}, false},
+		{"quiet", []string{"--dataset", ds, "-q"}, false},
+		{"no videos", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "pr")
+			_, errb, code := runCmd(t, append([]string{"prerender", "--out", out, "--recipe", "none"}, tc.args...)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errb)
+			}
+			has := strings.Contains(errb, "prerender writes no camera frames by default")
+			if has != tc.note {
+				t.Fatalf("note %t, want %t; stderr %q", has, tc.note, errb)
+			}
+			if has && (!strings.Contains(errb, "observation.images.front, observation.images.wrist") || !strings.Contains(errb, "stream --from "+out)) {
+				t.Errorf("note does not name the cameras and the replay: %q", errb)
+			}
+		})
+	}
+}
