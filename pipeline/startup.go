@@ -24,6 +24,10 @@ func CheckStart(srcs []Mix, so StreamOptions, to *TrainOptions) error {
 		_, err := trainSetup(srcs, so, *to)
 		return err
 	}
+	if len(srcs) > 1 {
+		// serve checks its mixture here, before any client connects.
+		return checkMix(srcs)
+	}
 	return nil
 }
 

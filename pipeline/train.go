@@ -333,7 +333,7 @@ func checkMix(srcs []Mix) error {
 			}
 		}
 	}
-	return nil
+	return checkMixCameras(srcs)
 }
 
 func featureList(fs []collate.Feature) string {
