@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -11,8 +12,12 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/lrstream/lrstream/fetch"
+	"github.com/lrstream/lrstream/pipeline"
 	"github.com/lrstream/lrstream/render"
+	"github.com/lrstream/lrstream/shard"
 	"github.com/lrstream/lrstream/validate"
+	"github.com/lrstream/lrstream/video"
 )
 
 func validateCommand() command {
@@ -65,6 +70,7 @@ func runValidate(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	rep.StreamLeavesOut = streamLeavesOut(ctx, src)
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
@@ -103,6 +109,12 @@ func printReport(e *env, rep *validate.Report) {
 			fmt.Fprintf(w, "  %s\n", c)
 		}
 	}
+	if len(rep.StreamLeavesOut) > 0 {
+		fmt.Fprintln(w, "lrstream stream (default flags) leaves out:")
+		for _, c := range rep.StreamLeavesOut {
+			fmt.Fprintf(w, "  %s\n", c)
+		}
+	}
 	verdict := "clean"
 	if !rep.Clean() {
 		verdict = "problems found"
@@ -136,4 +148,40 @@ func ffprobe(dataset string) (func(ctx context.Context, name string) (float64, e
 		}
 		return d, nil
 	}, ""
+}
+
+// streamLeavesOut says what `lrstream stream` with its default flags
+// leaves out of src: each camera --cameras auto does not decode, with why
+// (video files absent, a kind stream does not decode by default), or why
+// it refuses the cameras at all. It opens the metadata and resolves the
+// cameras as stream does, without decoding anything; nil when the
+// metadata cannot be opened (the report's findings say why).
+func streamLeavesOut(ctx context.Context, src fetch.Source) []string {
+	ds, err := shard.OpenDataset(ctx, src)
+	if err != nil {
+		return nil
+	}
+	cfg := &pipeline.Config{Source: src, Dataset: ds, Workers: 1}
+	err = pipeline.SetupCameras(ctx, cfg, pipeline.CameraOptions{Spec: video.ModeAuto, NewDecoder: func() (video.Decoder, error) { return noDecoder{}, nil }})
+	if cfg.Cameras != nil {
+		cfg.Cameras.Release()
+	}
+	if err != nil {
+		return []string{"cameras: stream refuses them: " + err.Error()}
+	}
+	var out []string
+	for _, c := range cfg.CameraStatus {
+		if !c.Decoded {
+			out = append(out, fmt.Sprintf("camera %s: %s", c.Key, c.Reason))
+		}
+	}
+	return out
+}
+
+// noDecoder stands for FFmpeg where cameras are resolved but never
+// decoded (streamLeavesOut).
+type noDecoder struct{}
+
+func (noDecoder) Decode(context.Context, video.Segment, func(video.Frame) error) error {
+	return errors.New("not decoding")
 }
