@@ -450,7 +450,8 @@ func parseFlagsArgs(fs *flag.FlagSet, args []string) error {
 	if err != nil {
 		msg := err.Error()
 		if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
-			msg = "unknown flag --" + name
+			// As the user typed it: -q, --q and --quiet differ.
+			msg = "unknown flag " + typedFlag(args, name)
 			if s := suggestFlag(fs, name); s != "" {
 				msg += "; did you mean --" + s + "?"
 			}
@@ -482,6 +483,22 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+// typedFlag returns the argument of args that names the flag name, as
+// typed ("-q" or "--q"), for an error message; "--name" when not found.
+func typedFlag(args []string, name string) string {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		for _, p := range []string{"-", "--"} {
+			if a == p+name || strings.HasPrefix(a, p+name+"=") {
+				return p + name
+			}
+		}
+	}
+	return "--" + name
 }
 
 // flagNameInError is how the flag package names a flag in its errors:

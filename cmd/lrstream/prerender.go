@@ -102,6 +102,7 @@ flags:`)
 	if *quiet {
 		notes = io.Discard
 	}
+	tf.log = stderrLog(notes)
 	var to *pipeline.TrainOptions
 	if tf.active() {
 		o := tf.options(0, 1, 0, 1, "")

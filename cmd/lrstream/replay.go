@@ -19,7 +19,7 @@ import (
 // flag shaped the batches when DIR was pre-rendered and is refused.
 var replayFlags = []string{
 	"from", "format", "q", "shuffle", "seed", "shuffle-buffer", "epochs", "resume", "rank", "world-size",
-	"socket", "max-clients", "client-buffer", "write-timeout",
+	"socket", "max-clients", "client-buffer", "write-timeout", "log-level",
 }
 
 // checkReplayFlags refuses flags set on the command line that a replay

@@ -61,6 +61,8 @@ func newServer(ctx context.Context, e *env, args []string) (*server, string, err
 	fs.DurationVar(&lim.WriteTimeout, "write-timeout", defaultWriteTimeout, "disconnect a client that reads nothing for this long (0: never)")
 	shmMax := fs.String("client-shm", defaultClientSHM, "largest shared-memory arena a client may offer for camera frames (Python client: connect(shm_bytes=)); a larger one, or any with 0, streams through the socket instead (docs/wire-format.md \"Shared memory\")")
 	clientMem := fs.String("client-memory", defaultClientMemory, "memory budget per client: a client whose stream needs more by its estimate (held frames, keep index and orders, write buffer) is refused in-band; the soft memory limit follows the clients' estimates (0: no budget; docs/training.md \"Memory\")")
+	quiet := fs.Bool("q", false, "log warnings and errors only, not the INFO lines of every client connection (--log-level warn)")
+	logLevel := fs.String("log-level", "info", "least severe stderr log line: debug, info, warn or error")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: lrstream serve --socket PATH [--dataset DIR|ORG/NAME] [--recipe FILE] [flags]\n\nEach client sends a msgpack hello {worker, num_workers, rank, world_size} and\nreceives the stream of its share of the episodes (docs/wire-format.md).\nWithout a recipe (a --dataset without --recipe, or --recipe none) nothing is\nrendered: the batches carry no messages.\nMemory: each client's stream must fit --client-memory by its estimate\n(held frames, keep index and orders, write buffer), or the client is refused\nin-band; without camera frames the soft memory limit is 224 MiB above the\nadmitted clients' estimates, at least 448 MiB, unless GOMEMLIMIT is set\n(docs/training.md \"Memory\").\nStops on SIGINT/SIGTERM.\n\nflags:")
 		printFlags(fs)
@@ -99,7 +101,15 @@ func newServer(ctx context.Context, e *env, args []string) (*server, string, err
 			return nil, "", fmt.Errorf("--client-memory %q: want a size such as 2GiB, or 0 for no budget", *clientMem)
 		}
 	}
-	log := slog.New(slog.NewTextHandler(e.stderr, nil))
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return nil, "", fmt.Errorf("--log-level %q: want debug, info, warn or error", *logLevel)
+	}
+	if *quiet {
+		level = max(level, slog.LevelWarn)
+	}
+	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+	tf.log = log
 	srv := &server{lim: lim, log: log, mem: &serveMemory{budget: budget}}
 	if *from != "" {
 		if err := checkReplayFlags(fs); err != nil {

@@ -90,6 +90,10 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	if *from != "" {
 		return replay(ctx, e, fs, *from, *format, tf, *quiet, rankNote)
 	}
+	tf.log = stderrLog(e.stderr)
+	if *quiet {
+		tf.log = stderrLog(nil)
+	}
 	// Batches of one sample never mix rendered and passthrough frames:
 	// --mode drop always batches then.
 	rf.noBatchCheck = rf.noBatchCheck || bf.batchSize == 1
