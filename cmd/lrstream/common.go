@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"regexp"
 	"runtime/debug"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 	"github.com/lrstream/lrstream/fetch"
 	"github.com/lrstream/lrstream/pipeline"
 	"github.com/lrstream/lrstream/render"
+	"github.com/lrstream/lrstream/schema"
 	"github.com/lrstream/lrstream/shard"
 	"github.com/lrstream/lrstream/sink"
 )
@@ -185,7 +187,37 @@ func (f *runFlags) loadRecipe() (*render.Recipe, error) {
 	case f.recipe == "":
 		return render.Load(lrstream.DemoRecipe(), "demo-recipe.yaml")
 	}
-	return render.LoadFile(f.recipe)
+	return loadCheckedRecipe(f.recipe)
+}
+
+// loadCheckedRecipe loads a recipe file and runs `recipe check`'s checks
+// on it (render.Recipe.Check: resolvers, styles and arguments every
+// binding needs), so that a binding that can never resolve is refused at
+// startup, with the YAML line of its component, rather than at the first
+// frame that draws it.
+func loadCheckedRecipe(path string) (*render.Recipe, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--recipe: %w", err)
+	}
+	r, err := render.Load(data, filepath.Base(path))
+	if err == nil {
+		err = r.Check()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--recipe %s: %w (lrstream recipe check %s describes it)", path, withLine(data, err), path)
+	}
+	return r, nil
+}
+
+// noLanguageWarning is the warning for a recipe on a dataset without
+// language columns: every frame renders as its task (the fallback), or
+// with --mode drop passes through; "" when the dataset has language.
+func noLanguageWarning(ds *schema.Dataset, rec *render.Recipe) string {
+	if rec == nil || ds.Info.HasLanguage(schema.ColumnPersistent) || ds.Info.HasLanguage(schema.ColumnEvents) {
+		return ""
+	}
+	return fmt.Sprintf("%s has no language columns (no language_persistent or language_events in info.json): the recipe %s renders every frame as its task (the fallback); without --recipe (or with --recipe none) the batches carry the frames without messages", ds.ID, rec.Name())
 }
 
 // openOne opens one dataset; rec, when set, is the recipe already loaded
@@ -297,6 +329,10 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 	}
 	if err := pipeline.SetupCameras(ctx, cfg, co); err != nil {
 		return nil, err
+	}
+	// Once the dataset is checked: a failing run prints only its error.
+	if w := noLanguageWarning(ds, rec); w != "" {
+		fmt.Fprintf(e.stderr, "warning: %s\n", w)
 	}
 	return cfg, nil
 }

@@ -44,8 +44,8 @@ func runPrerender(ctx context.Context, e *env, args []string) error {
 Renders every frame and writes the batches 'lrstream stream' would emit, byte
 for byte, into zstd-compressed shards in DIR with an index (DIR/index.json).
 Camera frames only on request: --cameras defaults to none here (stream's
-default is auto; a note says so when the dataset has cameras), so pass
-stream's --cameras to get its bytes (docs/video.md).
+default is auto), so pass stream's --cameras to get its bytes; a note says
+so when the dataset has cameras auto would decode (docs/video.md).
 Interrupted runs resume where they stopped when run again; 'lrstream verify DIR'
 checks the result; 'lrstream stream --from DIR' replays it. Without a recipe
 (a --dataset without --recipe, or --recipe none) nothing is rendered and the
