@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 
@@ -79,5 +81,24 @@ func (h *hubFlags) open(ctx context.Context, e *env, dataset string) (fetch.Sour
 	if dataset, err = h.withRevision(dataset); err != nil {
 		return nil, err
 	}
-	return fetch.OpenDataset(ctx, dataset, opts)
+	_, statErr := os.Stat(dataset)
+	// A spec that is not a local path is a Hub id; offline, a failure to
+	// connect at all ends the lookup at once (it may be a mistyped local
+	// path: mydata/robot1).
+	opts.ConnectFailFast = statErr != nil
+	src, err := fetch.OpenDataset(ctx, dataset, opts)
+	if err != nil && statErr != nil && ctx.Err() == nil && !strings.Contains(err.Error(), "no such local directory") {
+		return nil, fmt.Errorf("dataset %s is not a local directory (%s), so it was looked up as a Hub dataset id: %w", dataset, pathErrText(statErr), err)
+	}
+	return src, err
+}
+
+// pathErrText is why a local path cannot be used ("no such file or
+// directory"), without repeating the path.
+func pathErrText(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
 }
