@@ -101,7 +101,7 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		// Metadata (or option) errors come before the stream: the consumer
 		// gets them in-band too.
-		failInBand(e, *format, err)
+		failInBand(e, *format, interruptedErr(ctx, err))
 		return err
 	}
 	cfg := mix[0].Config
@@ -129,13 +129,14 @@ func runStream(ctx context.Context, e *env, args []string) error {
 		// (~1 MB per sample) that is a third of its reading CPU.
 		pipesize.Grow(f, pipesize.MiB)
 	}
-	out := bufio.NewWriterSize(e.stdout, 1<<20)
+	delivered := &countingWriter{w: e.stdout}
+	out := bufio.NewWriterSize(delivered, 1<<20)
 	var s sink.Sink
 	var written func() int64
 	switch {
 	case *format == "jsonl":
 		j := sink.NewJSONL(out)
-		s, written = j, j.BytesWritten
+		s, written = interruptJSONL{j, ctx}, j.BytesWritten
 	case preview:
 		fmt.Fprintln(e.stderr, "lrstream stream: stdout is a terminal, so this is a readable preview instead of msgpack;\n  pipe the output into a consumer (| python3 train.py) or redirect it (> batches.msgpack), or use --format jsonl")
 		if n := previewForeverNote(tf.epochs); n != "" {
@@ -144,7 +145,7 @@ func runStream(ctx context.Context, e *env, args []string) error {
 		s = sink.NewPreview(out, 2)
 	default:
 		m := sink.NewMsgpack(out)
-		s, written = m, m.BytesWritten
+		s, written = interruptMsgpack{m, ctx}, m.BytesWritten
 	}
 	var prog *progress
 	if !*quiet && isTerminal(e.stderr) && !isTerminal(e.stdout) {
@@ -164,22 +165,51 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	} else {
 		st, err = pipeline.Stream(ctx, cfg, so, s)
 	}
-	prog.finish()
 	if ferr := out.Flush(); err == nil {
 		err = ferr
 	}
+	if err != nil && isBrokenPipe(err) {
+		// The consumer closed the pipe: that ends the stream, as `head`
+		// ends a producer, and is no failure (status 0, so that
+		// `lrstream stream | head` passes under pipefail); the progress
+		// line says why it stopped short.
+		prog.finishWith(fmt.Sprintf("stopped: the reader closed stdout after %.1f MB of the stream", float64(delivered.n)/1e6))
+		return nil
+	}
+	prog.finish()
 	if st != nil && !*quiet {
 		reportSkipped(e.stderr, st)
 	}
 	if err == nil {
 		err = nothingKept(st)
 	}
-	if err != nil && isBrokenPipe(err) {
-		// The consumer closed the pipe: that ends the stream, cleanly.
-		return nil
-	}
 	return err
 }
+
+// interruptedErr is what a consumer reading the stream is told when
+// SIGINT/SIGTERM (ctx's cause) cut it: that the server was interrupted,
+// not a bare "context canceled". Other errors are returned as they are.
+func interruptedErr(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil || !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return fmt.Errorf("lrstream stream was interrupted (%v): the stream stops here, before its end", context.Cause(ctx))
+}
+
+// The stream's sinks, failing in-band with interruptedErr's message.
+type (
+	interruptMsgpack struct {
+		*sink.Msgpack
+		ctx context.Context
+	}
+	interruptJSONL struct {
+		*sink.JSONL
+		ctx context.Context
+	}
+)
+
+func (s interruptMsgpack) Fail(err error) error { return s.Msgpack.Fail(interruptedErr(s.ctx, err)) }
+func (s interruptJSONL) Fail(err error) error   { return s.JSONL.Fail(interruptedErr(s.ctx, err)) }
 
 // previewForeverNote is what a terminal is told when the preview never
 // ends: after its first batches it shows nothing more while the stream
@@ -195,4 +225,17 @@ func previewForeverNote(epochs int64) string {
 // socket.
 func isBrokenPipe(err error) bool {
 	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.ErrClosedPipe)
+}
+
+// countingWriter counts the bytes its writer accepted: how much of the
+// stream reached the reader's pipe.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
