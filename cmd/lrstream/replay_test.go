@@ -268,6 +268,16 @@ func TestReplayResumesItsOwnTokens(t *testing.T) {
 			}
 		}
 	}
+	// serve --from: a client's hello resumes with the same tokens.
+	_, sock, _ := startServer(t, "--from", dir)
+	for _, k := range []int{4, 11} {
+		c := dialHello(t, sock, sink.Hello{NumWorkers: 1, WorldSize: 1, Resume: st.Batches[k].Meta.Resume})
+		got, err := sink.Decode(c)
+		c.Close()
+		if err != nil || len(got.Batches) != n-k-1 || got.Batches[0].Meta != st.Batches[k+1].Meta {
+			t.Fatalf("serve --from, resume after batch %d: %v, %d batches", k, err, len(got.Batches))
+		}
+	}
 	tok := st.Batches[3].Meta.Resume
 	for _, tc := range []struct {
 		args []string

@@ -120,7 +120,13 @@ func newServer(ctx context.Context, e *env, args []string) (*server, string, err
 			return nil, "", err
 		}
 		srv.stream = func(ctx context.Context, h sink.Hello, w *clientWriter, _ *sink.Ring, log *slog.Logger) error {
-			return streamReplay(ctx, h, w, *from, replayTrain(&tf, h.Resume, x))
+			train, live := replayTrain(&tf, h.Resume, x), ""
+			if h.Resume != "" && prerender.IsLiveToken(h.Resume) && !tf.shuffle && tf.epochs == 1 {
+				// A token the stored batches carry resumes the plain
+				// replay that carried it (see replay).
+				train, live = nil, h.Resume
+			}
+			return streamReplay(ctx, h, w, *from, train, live)
 		}
 	} else {
 		rf.noBatchCheck = rf.noBatchCheck || bf.batchSize == 1 // see runStream
@@ -420,14 +426,14 @@ func readReleases(conn *net.UnixConn, ring *sink.Ring) {
 // streamReplay streams a client's share of a pre-rendered directory (a
 // training iteration at batch granularity with train, which carries the
 // client's resume token).
-func streamReplay(ctx context.Context, h sink.Hello, w *clientWriter, dir string, train *prerender.TrainOptions) error {
+func streamReplay(ctx context.Context, h sink.Hello, w *clientWriter, dir string, train *prerender.TrainOptions, liveResume string) error {
 	if h.Position != nil {
 		_, err := w.Write(sink.AppendError(nil, "positions (epoch, next) apply to live training streams; a pre-rendered replay resumes from a replay resume token"))
 		return err
 	}
 	share := pipeline.Share{Worker: h.Rank*h.NumWorkers + h.Worker, NumWorkers: h.WorldSize * h.NumWorkers}
 	hs := sink.Share{Rank: h.Rank, WorldSize: h.WorldSize, Worker: h.Worker, NumWorkers: h.NumWorkers}
-	return prerender.ReplayWith(ctx, dir, share, w, prerender.ReplayOptions{HeaderShare: &hs, Train: train})
+	return prerender.ReplayWith(ctx, dir, share, w, prerender.ReplayOptions{HeaderShare: &hs, Train: train, LiveResume: liveResume})
 }
 
 // isTraining reports whether a live client gets a training iteration
