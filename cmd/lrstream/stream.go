@@ -123,41 +123,9 @@ func runStream(ctx context.Context, e *env, args []string) error {
 		logCameraNotes(stderrLog(e.stderr), mix)
 	}
 	rankNote()
-	if f, ok := e.stdout.(*os.File); ok {
-		// A consumer reading a pipe (a training script's stdin) wakes
-		// once per MiB instead of once per 64 KiB: with camera frames
-		// (~1 MB per sample) that is a third of its reading CPU.
-		pipesize.Grow(f, pipesize.MiB)
-	}
-	delivered := &countingWriter{w: e.stdout}
-	out := bufio.NewWriterSize(delivered, 1<<20)
-	var s sink.Sink
-	var written func() int64
-	switch {
-	case *format == "jsonl":
-		j := sink.NewJSONL(out)
-		s, written = interruptJSONL{j, ctx}, j.BytesWritten
-	case preview:
-		fmt.Fprintln(e.stderr, "lrstream stream: stdout is a terminal, so this is a readable preview instead of msgpack;\n  pipe the output into a consumer (| python3 train.py) or redirect it (> batches.msgpack), or use --format jsonl")
-		if n := previewForeverNote(tf.epochs); n != "" {
-			fmt.Fprintln(e.stderr, n)
-		}
-		s = sink.NewPreview(out, 2)
-	default:
-		m := sink.NewMsgpack(out)
-		s, written = interruptMsgpack{m, ctx}, m.BytesWritten
-	}
-	var prog *progress
-	if !*quiet && isTerminal(e.stderr) && !isTerminal(e.stdout) {
-		prog = startProgress(e.stderr, "stream", pipeline.SelectedFrames(cfg), written)
-		cfg.Progress, cfg.ProgressTotal = prog.add, prog.setTotal
-	} else if !*quiet && !isTerminal(e.stderr) && e.stderr != nil {
-		// No terminal (a Slurm log): one summary line at the end.
-		prog = summaryOnly(e.stderr, "stream", pipeline.SelectedFrames(cfg), written)
-		cfg.Progress, cfg.ProgressTotal = prog.add, prog.setTotal
-	} else {
-		prog = startProgress(nil, "", 0, nil)
-	}
+	o := openStreamOutput(ctx, e, *format, preview, tf.epochs)
+	s := o.sink
+	prog := streamProgress(e, *quiet, cfg, o.written)
 	var st *pipeline.Stats
 	if to != nil {
 		limitTrainMemory(e, mix, *to)
@@ -165,7 +133,13 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	} else {
 		st, err = pipeline.Stream(ctx, cfg, so, s)
 	}
-	if ferr := out.Flush(); err == nil {
+	return finishStream(e, *quiet, o, prog, st, err)
+}
+
+// finishStream flushes the output, ends the progress display and reports
+// what the run skipped; it returns the run's outcome.
+func finishStream(e *env, quiet bool, o streamOutput, prog *progress, st *pipeline.Stats, err error) error {
+	if ferr := o.buf.Flush(); err == nil {
 		err = ferr
 	}
 	if err != nil && isBrokenPipe(err) {
@@ -173,11 +147,11 @@ func runStream(ctx context.Context, e *env, args []string) error {
 		// ends a producer, and is no failure (status 0, so that
 		// `lrstream stream | head` passes under pipefail); the progress
 		// line says why it stopped short.
-		prog.finishWith(fmt.Sprintf("stopped: the reader closed stdout after %.1f MB of the stream", float64(delivered.n)/1e6))
+		prog.finishWith(fmt.Sprintf("stopped: the reader closed stdout after %.1f MB of the stream", float64(o.delivered.n)/1e6))
 		return nil
 	}
 	prog.finish()
-	if st != nil && !*quiet {
+	if st != nil && !quiet {
 		reportSkipped(e.stderr, st)
 	}
 	if err == nil {
@@ -210,6 +184,61 @@ type (
 
 func (s interruptMsgpack) Fail(err error) error { return s.Msgpack.Fail(interruptedErr(s.ctx, err)) }
 func (s interruptJSONL) Fail(err error) error   { return s.JSONL.Fail(interruptedErr(s.ctx, err)) }
+
+// streamOutput is stream's stdout: the buffered writer, the sink writing
+// the chosen format into it, and the counts of bytes encoded (written,
+// nil for the preview) and accepted by stdout (delivered).
+type streamOutput struct {
+	buf       *bufio.Writer
+	sink      sink.Sink
+	written   func() int64
+	delivered *countingWriter
+}
+
+// openStreamOutput sets up stdout for format: msgpack, JSON lines, or on
+// a terminal (preview) a readable preview, saying so on stderr.
+func openStreamOutput(ctx context.Context, e *env, format string, preview bool, epochs int64) streamOutput {
+	if f, ok := e.stdout.(*os.File); ok {
+		// A consumer reading a pipe (a training script's stdin) wakes
+		// once per MiB instead of once per 64 KiB: with camera frames
+		// (~1 MB per sample) that is a third of its reading CPU.
+		pipesize.Grow(f, pipesize.MiB)
+	}
+	o := streamOutput{delivered: &countingWriter{w: e.stdout}}
+	o.buf = bufio.NewWriterSize(o.delivered, 1<<20)
+	switch {
+	case format == "jsonl":
+		j := sink.NewJSONL(o.buf)
+		o.sink, o.written = interruptJSONL{j, ctx}, j.BytesWritten
+	case preview:
+		fmt.Fprintln(e.stderr, "lrstream stream: stdout is a terminal, so this is a readable preview instead of msgpack;\n  pipe the output into a consumer (| python3 train.py) or redirect it (> batches.msgpack), or use --format jsonl")
+		if n := previewForeverNote(epochs); n != "" {
+			fmt.Fprintln(e.stderr, n)
+		}
+		o.sink = sink.NewPreview(o.buf, 2)
+	default:
+		m := sink.NewMsgpack(o.buf)
+		o.sink, o.written = interruptMsgpack{m, ctx}, m.BytesWritten
+	}
+	return o
+}
+
+// streamProgress is stream's progress display: a live line on a
+// terminal (unless stdout is one too), one summary line at the end on
+// other stderr (a Slurm log), nothing with -q.
+func streamProgress(e *env, quiet bool, cfg *pipeline.Config, written func() int64) *progress {
+	var prog *progress
+	switch {
+	case !quiet && isTerminal(e.stderr) && !isTerminal(e.stdout):
+		prog = startProgress(e.stderr, "stream", pipeline.SelectedFrames(cfg), written)
+	case !quiet && !isTerminal(e.stderr) && e.stderr != nil:
+		prog = summaryOnly(e.stderr, "stream", pipeline.SelectedFrames(cfg), written)
+	default:
+		return startProgress(nil, "", 0, nil)
+	}
+	cfg.Progress, cfg.ProgressTotal = prog.add, prog.setTotal
+	return prog
+}
 
 // previewForeverNote is what a terminal is told when the preview never
 // ends: after its first batches it shows nothing more while the stream
