@@ -159,9 +159,14 @@ func TestCamerasWithoutFFmpeg(t *testing.T) {
 // TestPrerenderCameraNote: prerender's default --cameras none warns when
 // stream's default (auto) would decode cameras, naming them (issue 24
 // item 3); no note when --cameras is given, under -q, or when auto would
-// decode nothing (the demo dataset ships no video).
+// decode nothing (a dataset without its videos).
 func TestPrerenderCameraNote(t *testing.T) {
 	ds := cameraDataset(t)
+	noVideos := filepath.Join(t.TempDir(), "novideos")
+	o := datagen.Options{Episodes: 2, MinFrames: 8, MaxFrames: 12, Density: datagen.DensitySparse, Dim: 2, Tasks: 2, Workers: 1}
+	if _, err := datagen.Generate(context.Background(), noVideos, o); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -171,7 +176,7 @@ func TestPrerenderCameraNote(t *testing.T) {
 		{"cameras none", []string{"--dataset", ds, "--cameras", "none"}, false},
 		{"cameras auto", []string{"--dataset", ds, "--cameras", "auto"}, false},
 		{"quiet", []string{"--dataset", ds, "-q"}, false},
-		{"no videos", nil, false},
+		{"no videos", []string{"--dataset", noVideos}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "pr")

@@ -54,7 +54,7 @@ func TestStreamInterruptedInBand(t *testing.T) {
 		{syscall.SIGTERM, "lrstream stream was interrupted (terminated signal received)"},
 	} {
 		t.Run(tc.sig.String(), func(t *testing.T) {
-			cmd, r, _, errb := startStream(t, "--format", "jsonl", "--epochs", "0", "--batch-size", "8", "-q")
+			cmd, r, _, errb := startStream(t, "--format", "jsonl", "--epochs", "0", "--batch-size", "8", "--cameras", "none", "-q")
 			for range 3 {
 				if _, err := r.ReadString('\n'); err != nil {
 					t.Fatal(err)
@@ -98,7 +98,7 @@ func TestStreamReaderClosed(t *testing.T) {
 		{"quiet", []string{"-q"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd, r, closeOut, errb := startStream(t, append([]string{"--format", "jsonl", "--epochs", "0", "--batch-size", "8"}, tc.args...)...)
+			cmd, r, closeOut, errb := startStream(t, append([]string{"--format", "jsonl", "--epochs", "0", "--batch-size", "8", "--cameras", "none"}, tc.args...)...)
 			for range 3 {
 				if _, err := r.ReadString('\n'); err != nil {
 					t.Fatal(err)
