@@ -109,7 +109,9 @@ func newServer(ctx context.Context, e *env, args []string) (*server, string, err
 		level = max(level, slog.LevelWarn)
 	}
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
-	tf.log = log
+	// Every client's training iteration states the same warnings (the
+	// shuffle buffer lowered): logged once.
+	tf.log = slog.New(newOnceHandler(log.Handler()))
 	srv := &server{lim: lim, log: log, mem: &serveMemory{budget: budget}}
 	if *from != "" {
 		if err := checkReplayFlags(fs); err != nil {
