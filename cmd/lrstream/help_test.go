@@ -1,7 +1,11 @@
 package main
 
 import (
+	"errors"
+	"flag"
+	"io"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -87,4 +91,61 @@ func TestFlagValueErrors(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q lacks %q", tc.args, code, errb, tc.want)
 		}
 	}
+}
+
+// TestParseInterspersed: positional arguments before, between and after
+// the flags; "--" ends the flags.
+func TestParseInterspersed(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		pos  []string
+		json bool
+	}{
+		{[]string{"ds"}, []string{"ds"}, false},
+		{[]string{"ds", "--json"}, []string{"ds"}, true},
+		{[]string{"--json", "ds"}, []string{"ds"}, true},
+		{[]string{"a", "--json", "b"}, []string{"a", "b"}, true},
+		{[]string{"--", "--json"}, []string{"--json"}, false},
+		{[]string{"a", "--", "-b"}, []string{"a", "-b"}, false},
+		{nil, nil, false},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		j := fs.Bool("json", false, "")
+		pos, err := parseInterspersed(fs, tc.args)
+		if err != nil || !slices.Equal(pos, tc.pos) || *j != tc.json {
+			t.Errorf("%q: %q json %t (%v), want %q json %t", tc.args, pos, *j, err, tc.pos, tc.json)
+		}
+	}
+}
+
+// FuzzParseInterspersed: any command line parses, asks for help or fails
+// with a usage error, never panics, and every positional argument is one of args.
+func FuzzParseInterspersed(f *testing.F) {
+	f.Add("ds\x00--json\x00--max-findings\x003")
+	f.Add("--\x00-x")
+	f.Add("--max-findings=\x00--json=false\x00a")
+	f.Fuzz(func(t *testing.T, line string) {
+		args := strings.Split(line, "\x00")
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		fs.Bool("json", false, "")
+		fs.Int("max-findings", 0, "")
+		pos, err := parseInterspersed(fs, args)
+		if err != nil {
+			var ee exitError
+			if errors.Is(err, flag.ErrHelp) {
+				return // -h
+			}
+			if !errors.As(err, &ee) || ee.code != 2 {
+				t.Fatalf("%q: %v", args, err)
+			}
+			return
+		}
+		for _, p := range pos {
+			if !slices.Contains(args, p) {
+				t.Fatalf("%q: positional %q is not an argument", args, p)
+			}
+		}
+	})
 }
