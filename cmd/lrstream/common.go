@@ -212,12 +212,17 @@ func loadCheckedRecipe(path string) (*render.Recipe, error) {
 
 // noLanguageWarning is the warning for a recipe on a dataset without
 // language columns: every frame renders as its task (the fallback), or
-// with --mode drop passes through; "" when the dataset has language.
-func noLanguageWarning(ds *schema.Dataset, rec *render.Recipe) string {
+// with --mode drop passes through without messages; "" when the dataset
+// has language.
+func noLanguageWarning(ds *schema.Dataset, rec *render.Recipe, mode render.Mode) string {
 	if rec == nil || ds.Info.HasLanguage(schema.ColumnPersistent) || ds.Info.HasLanguage(schema.ColumnEvents) {
 		return ""
 	}
-	return fmt.Sprintf("%s has no language columns (no language_persistent or language_events in info.json): the recipe %s renders every frame as its task (the fallback); without --recipe (or with --recipe none) the batches carry the frames without messages", ds.ID, rec.Name())
+	what := "renders every frame as its task (the fallback)"
+	if mode == render.ModeDrop {
+		what = "renders no frame: every frame passes through without messages (--mode drop)"
+	}
+	return fmt.Sprintf("%s has no language columns (no language_persistent or language_events in info.json): the recipe %s %s; without --recipe (or with --recipe none) the batches carry the frames without messages", ds.ID, rec.Name(), what)
 }
 
 // openOne opens one dataset; rec, when set, is the recipe already loaded
@@ -331,7 +336,7 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 		return nil, err
 	}
 	// Once the dataset is checked: a failing run prints only its error.
-	if w := noLanguageWarning(ds, rec); w != "" {
+	if w := noLanguageWarning(ds, rec, mode); w != "" {
 		fmt.Fprintf(e.stderr, "warning: %s\n", w)
 	}
 	return cfg, nil

@@ -193,6 +193,7 @@ func TestRecipeCheckedAtStartup(t *testing.T) {
 		warn bool
 	}{
 		{"no language columns", []string{"--dataset", shared(t, "datasets", "real", "SamueleSandrini__record-test"), "--recipe", demoRecipe}, true},
+		{"no language columns, drop", []string{"--dataset", shared(t, "datasets", "real", "SamueleSandrini__record-test"), "--recipe", demoRecipe, "--mode", "drop"}, true},
 		{"no language, no recipe", []string{"--dataset", shared(t, "datasets", "real", "SamueleSandrini__record-test")}, false},
 		{"language", []string{"--recipe", demoRecipe}, false},
 	} {
