@@ -78,6 +78,12 @@ type HubOptions struct {
 	// Retry bounds retries of each request; zero fields take
 	// DefaultRetryPolicy's values.
 	Retry RetryPolicy
+	// ConnectFailFast ends the first request (the revision lookup) at
+	// once, without spending the retry budget, when the Hub cannot be
+	// connected to at all (the name does not resolve, the connection is
+	// refused, no route): offline, an id that was meant as a local path
+	// fails in a moment. Failures after connecting are still retried.
+	ConnectFailFast bool
 	// Transport is the HTTP transport (nil: a pooled clone of
 	// http.DefaultTransport).
 	Transport http.RoundTripper
@@ -707,7 +713,7 @@ func (h *Hub) resolveRevision(ctx context.Context) error {
 	// back at once instead of spending the retry budget.
 	cached, _, cacheErr := h.cache.cachedRevision(h.requested)
 	s := h.newState(req.Method, req.URL)
-	if cacheErr == nil {
+	if cacheErr == nil || h.opts.ConnectFailFast {
 		s.fastFail = connectFailure
 	}
 	var body json.RawMessage

@@ -83,9 +83,21 @@ func partitionOpen(cfg *Config, to TrainOptions, sample int64) int {
 // logBuffer states the shuffle buffer's memory when the byte budget
 // lowered it, and warns when the partitioned order's episodes being read
 // at once (open per partition of the consumer) exceed the budget.
+// The lowered buffer is worth a warning only when it is smaller than
+// the selection it shuffles (a buffer lowered to 2,000 frames of a
+// 1,175-frame dataset still holds all of it).
 func logBuffer(srcs []Mix, to TrainOptions, asked, frames int, sample int64) {
-	if frames < asked {
-		slog.Warn("shuffle buffer lowered to its byte budget (--shuffle-buffer-bytes)",
+	log := to.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	var selected int64
+	for _, m := range srcs {
+		n, _ := selectedMean(m.Config)
+		selected += n
+	}
+	if frames < asked && int64(frames) < selected {
+		log.Warn("shuffle buffer lowered to its byte budget (--shuffle-buffer-bytes)",
 			"frames", frames, "asked_frames", asked, "bytes_per_sample", sample,
 			"buffer_bytes", int64(frames)*sample, "budget_bytes", to.BufferBytes)
 	}
@@ -96,7 +108,7 @@ func logBuffer(srcs []Mix, to TrainOptions, asked, frames int, sample int64) {
 		}
 		per := int64(to.Partitions / to.Consumers)
 		if reading := per * int64(max(to.PartitionOpen, 1)) * (all / eps) * sample; reading > to.BufferBytes {
-			slog.Warn("the partitioned order reads its partitions' episodes at once: a consumer holds about reading_bytes of decoded frames besides its buffer (more consumers, fewer partitions, --resize or a lower --shuffle-buffer-bytes lower it)",
+			log.Warn("the partitioned order reads its partitions' episodes at once: a consumer holds about reading_bytes of decoded frames besides its buffer (more consumers, fewer partitions, --resize or a lower --shuffle-buffer-bytes lower it)",
 				"partitions_per_consumer", per, "episodes_per_partition", to.PartitionOpen, "mean_episode_frames", all/eps,
 				"bytes_per_sample", sample, "reading_bytes", reading)
 		}

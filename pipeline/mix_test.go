@@ -46,6 +46,11 @@ func TestMixDatasets(t *testing.T) {
 		if !strings.Contains(st.Header.Dataset, ",") || len(st.Header.Strings) != 1 || st.Header.Strings[0] != "dataset" {
 			t.Fatalf("header %q strings %v", st.Header.Dataset, st.Header.Strings)
 		}
+		// Local datasets have no revision: nor has their mixture (issue 24
+		// item 17: it was ",").
+		if st.Header.Revision != "" {
+			t.Fatalf("header revision %q for a mixture of local datasets", st.Header.Revision)
+		}
 		count := map[string]int{}
 		seen := map[string]bool{}
 		total := 0
@@ -86,5 +91,22 @@ func TestMixDatasets(t *testing.T) {
 	_, err = TrainMix(context.Background(), mix, StreamOptions{BatchSize: 8}, TrainOptions{Epochs: 1, Shuffle: true, Order: OrderPartitioned, Partitions: 2}, sink.Discard())
 	if err == nil || !strings.Contains(err.Error(), "--order global") || !strings.Contains(err.Error(), "Mixtures and the partitioned order") {
 		t.Fatalf("a mixture under --order partitioned: %v", err)
+	}
+}
+
+func TestMixRevision(t *testing.T) {
+	for _, tc := range []struct {
+		revs []string
+		want string
+	}{
+		{[]string{"", ""}, ""},
+		{[]string{"", "", ""}, ""},
+		{[]string{"abc", ""}, "abc,"},
+		{[]string{"", "def"}, ",def"},
+		{[]string{"abc", "def"}, "abc,def"},
+	} {
+		if got := mixRevision(tc.revs); got != tc.want {
+			t.Errorf("mixRevision(%q) = %q, want %q", tc.revs, got, tc.want)
+		}
 	}
 }

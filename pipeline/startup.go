@@ -1,6 +1,12 @@
 package pipeline
 
-import "github.com/lrstream/lrstream/collate"
+import (
+	"context"
+
+	"github.com/lrstream/lrstream/collate"
+	"github.com/lrstream/lrstream/shard"
+	"github.com/lrstream/lrstream/video"
+)
 
 // CheckStart refuses, before anything is read or written, what a stream
 // of srcs would refuse only at its first batch: --delta-timestamps keys
@@ -17,6 +23,10 @@ func CheckStart(srcs []Mix, so StreamOptions, to *TrainOptions) error {
 	if to != nil {
 		_, err := trainSetup(srcs, so, *to)
 		return err
+	}
+	if len(srcs) > 1 {
+		// serve checks its mixture here, before any client connects.
+		return checkMix(srcs)
 	}
 	return nil
 }
@@ -57,4 +67,37 @@ func checkDeltas(cfg *Config) error {
 	}
 	_, err := ResolveDeltas(cfg.Deltas, cfg.Dataset.Info.FPS, tol, cols)
 	return err
+}
+
+// AutoCameras returns the cameras --cameras auto would decode on cfg's
+// dataset and selection (those whose video files exist, and image
+// features), without setting up any decoding: what a command defaulting
+// to another --cameras leaves out compared with stream's default.
+func AutoCameras(ctx context.Context, cfg *Config) ([]string, error) {
+	info := &cfg.Dataset.Info
+	if len(video.Keys(info)) == 0 && len(video.ImageKeys(info)) == 0 {
+		return nil, nil
+	}
+	var spans []shard.VideoSpan
+	if len(video.Keys(info)) > 0 {
+		var err error
+		if spans, err = shard.EpisodeVideos(ctx, cfg.Source, cfg.Dataset); err != nil {
+			spans = nil // auto streams without the videos it cannot locate
+		}
+	}
+	sel, err := shareSelection(cfg.Dataset, cfg.Selection, cfg.Share)
+	if err != nil {
+		return nil, err
+	}
+	var eps []int64
+	for _, e := range cfg.Dataset.Episodes {
+		if sel.Contains(e.Index) {
+			eps = append(eps, e.Index)
+		}
+	}
+	ch, err := video.Resolve(video.ModeAuto, info, spans, eps, video.FileExists(ctx, cfg.Source))
+	if err != nil {
+		return nil, err
+	}
+	return ch.Decoded, nil
 }

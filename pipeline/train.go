@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"sort"
@@ -36,6 +37,9 @@ type TrainOptions struct {
 	BufferBytes int64
 	// Epochs is the number of passes; 0 means forever.
 	Epochs int64
+	// Log gets the iteration's warnings (the shuffle buffer lowered to
+	// its byte budget...); nil: slog.Default().
+	Log *slog.Logger
 	// Consumer is this stream's consumer number, rank*num_workers+worker,
 	// of Consumers = world_size*num_workers.
 	Consumer, Consumers int
@@ -333,7 +337,7 @@ func checkMix(srcs []Mix) error {
 			}
 		}
 	}
-	return nil
+	return checkMixCameras(srcs)
 }
 
 func featureList(fs []collate.Feature) string {
@@ -503,7 +507,7 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 				ids = append(ids, m.Config.Dataset.ID)
 				revs = append(revs, m.Config.Dataset.Revision)
 			}
-			h.Dataset, h.Revision = strings.Join(ids, ","), strings.Join(revs, ",")
+			h.Dataset, h.Revision = strings.Join(ids, ","), mixRevision(revs)
 		}
 		return s.Header(h)
 	}

@@ -33,6 +33,15 @@ type ReplayOptions struct {
 	// counts this stream's batches across epochs, its epoch is the replay's
 	// epoch and its resume token a replay token.
 	Train *TrainOptions
+	// LiveResume, when set, is a resume token carried by the stored
+	// batches of a training pre-render (--shuffle/--epochs: the live
+	// stream's tokens, copied as stored): a plain replay (no Train, the
+	// whole directory) continues after the batch that carries it, batches
+	// copied as stored (seq, epoch and tokens unchanged), so that every
+	// token a replayed batch carries resumes that replay. The end message
+	// counts the batches and samples replayed; frame counts are zero
+	// (they cannot be split by batch).
+	LiveResume string
 }
 
 // Replay writes share of the pre-rendered batches in dir to w as one
@@ -134,6 +143,16 @@ func (r *replayer) run(ctx context.Context, dir string, share pipeline.Share, op
 	if err := checkShardFiles(dir, x.Shards); err != nil {
 		return fmt.Errorf("replay: %s: %w", dir, err)
 	}
+	if opts.LiveResume != "" {
+		if opts.Train != nil || n != 1 {
+			return fmt.Errorf("replay: %s: a live resume token resumes a plain replay of the whole directory", dir)
+		}
+		lo, err := r.liveResumeStart(ctx, dir, x, hdr, opts.LiveResume)
+		if err != nil {
+			return fmt.Errorf("replay: %s: %w", dir, err)
+		}
+		sel = selection{lo: lo, hi: total, stride: 1, keepSeq: true}
+	}
 	var tr *trainRun
 	if opts.Train != nil {
 		if tr, err = newTrainRun(dir, x, share.Worker, n, sel, opts); err != nil {
@@ -162,6 +181,9 @@ func (r *replayer) run(ctx context.Context, dir string, share pipeline.Share, op
 			return fmt.Errorf("replay: %s: rank %d end message is a %q message", dir, rk.Rank, m.Type)
 		}
 		ends[i] = m.End
+	}
+	if opts.LiveResume != "" {
+		return r.write(sink.AppendEnd(nil, sink.End{Batches: batches, Samples: samples}))
 	}
 	if len(ends) == 1 && n == 1 && tr == nil {
 		// The whole of a single stream: its own end message.
@@ -228,13 +250,20 @@ func checkReplayable(dir string, x *Index) error {
 
 // selection picks the global batches lo, lo+stride, lo+2*stride, ...
 // below hi (global: counted across ranks).
-type selection struct{ lo, hi, stride int64 }
+// With keepSeq the batches keep their stored seq (a resumed replay).
+type selection struct {
+	lo, hi, stride int64
+	keepSeq        bool
+}
 
 // pick reports whether global batch g is selected, and its seq in the
 // replayed stream.
 func (s selection) pick(g int64) (bool, int64) {
 	if g < s.lo || g >= s.hi || (g-s.lo)%s.stride != 0 {
 		return false, 0
+	}
+	if s.keepSeq {
+		return true, g
 	}
 	return true, (g - s.lo) / s.stride
 }

@@ -228,7 +228,7 @@ func (r *Recipe) Check() error {
 				continue
 			}
 			if res := parseResolver(spec); res.err != nil {
-				errs = append(errs, fmt.Errorf("%s: binding %s: %w", where, schema.PyQuote(d.name), res.err))
+				errs = append(errs, fmt.Errorf("%s: binding %s: %w", where, schema.PyQuote(d.name), withSuggestion(res.err, resolverKeywords())))
 			}
 		}
 	}
@@ -329,7 +329,7 @@ func buildRecipe(d *dict, path string) (*pyRecipe, error) {
 		case "route":
 			pr.route = d.vals[i]
 		default:
-			return nil, fmt.Errorf("TrainingRecipe.__init__() got an unexpected keyword argument %s", schema.PyQuote(ks))
+			return nil, withSuggestion(fmt.Errorf("TrainingRecipe.__init__() got an unexpected keyword argument %s", schema.PyQuote(ks)), recipeKeywords())
 		}
 	}
 	// __post_init__
@@ -409,7 +409,7 @@ func buildTurn(v any) (*pyTurn, error) {
 		case "tool_calls_from":
 			t.toolCallsFrom = val
 		default:
-			return nil, fmt.Errorf("MessageTurn.__init__() got an unexpected keyword argument %s", schema.PyQuote(ks))
+			return nil, withSuggestion(fmt.Errorf("MessageTurn.__init__() got an unexpected keyword argument %s", schema.PyQuote(ks)), turnKeywords())
 		}
 	}
 	if !hasRole {

@@ -106,6 +106,11 @@ type Report struct {
 	Warnings int `json:"warnings"`
 	// Omitted counts findings not listed past MaxFindings per check.
 	Omitted int `json:"omitted"`
+	// StreamLeavesOut, set by the caller (lrstream validate), says what
+	// `lrstream stream` with its default flags leaves out of the dataset
+	// (cameras --cameras auto does not decode, and why), or that it
+	// refuses it.
+	StreamLeavesOut []string `json:"stream_leaves_out,omitempty"`
 }
 
 // Clean reports whether no error was found.

@@ -149,7 +149,7 @@ func annotate(seed uint64, ep int, length int, o *Options, t *taskSpec) episodeL
 				cams = []string{pick(r, o.Cameras)}
 			}
 			for _, cam := range cams {
-				q, a := vqaPair(r, t)
+				q, a := vqaPair(r, t, o.VideoWidth, o.VideoHeight)
 				events[f] = append(events[f],
 					langRow{role: "user", content: q, style: "vqa", camera: cam},
 					langRow{role: "assistant", content: a, style: "vqa", camera: cam})
@@ -157,7 +157,7 @@ func annotate(seed uint64, ep int, length int, o *Options, t *taskSpec) episodeL
 		}
 		if full && r.IntN(10) < 3 {
 			f := r.IntN(length)
-			events[f] = append(events[f], langRow{role: "assistant", content: traceText(r), style: "trace", camera: pick(r, o.Cameras)})
+			events[f] = append(events[f], langRow{role: "assistant", content: traceText(r, o.VideoWidth, o.VideoHeight), style: "trace", camera: pick(r, o.Cameras)})
 		}
 	}
 

@@ -244,17 +244,22 @@ func makeInterjection(r *rand.Rand, t *taskSpec) interjection {
 	}
 }
 
-// vqaPair returns a question about a camera view and its answer as JSON in
-// one of the bbox / keypoint / count / attribute / spatial shapes.
-func vqaPair(r *rand.Rand, t *taskSpec) (q, a string) {
+// vqaPair returns a question about a camera view of w×h pixels and its
+// answer as JSON in one of the bbox / keypoint / count / attribute /
+// spatial shapes; every coordinate is inside the frame (640×480 draws
+// what this generator always drew).
+func vqaPair(r *rand.Rand, t *taskSpec, w, h int) (q, a string) {
 	o := pick(r, t.objects)
 	switch r.IntN(5) {
 	case 0:
-		x, y := r.IntN(560), r.IntN(400)
+		// A box of side at most `side` (80 px on 640×480; smaller frames
+		// get smaller boxes, so that it stays inside the frame).
+		side := min(80, w/2, h/2)
+		x, y := r.IntN(w-side), r.IntN(h-side)
 		return "What is the bounding box of the " + o + "?",
-			fmt.Sprintf(`{"bbox": [%d, %d, %d, %d]}`, x, y, x+20+r.IntN(60), y+20+r.IntN(60))
+			fmt.Sprintf(`{"bbox": [%d, %d, %d, %d]}`, x, y, x+side/4+r.IntN(side*3/4), y+side/4+r.IntN(side*3/4))
 	case 1:
-		return "Point to the " + o + ".", fmt.Sprintf(`{"point": [%d, %d]}`, r.IntN(640), r.IntN(480))
+		return "Point to the " + o + ".", fmt.Sprintf(`{"point": [%d, %d]}`, r.IntN(w), r.IntN(h))
 	case 2:
 		return "How many objects are on the " + t.target + "?", fmt.Sprintf(`{"count": %d}`, r.IntN(6))
 	case 3:
@@ -284,18 +289,23 @@ func motionText(r *rand.Rand) string {
 	}
 }
 
-func traceText(r *rand.Rand) string {
+// traceText returns a trace of points inside a w×h frame: it starts away
+// from the edges and moves by steps proportional to the frame (on 640×480
+// what this generator always drew).
+func traceText(r *rand.Rand, w, h int) string {
 	var b strings.Builder
 	b.WriteByte('[')
-	x, y := 100+r.IntN(440), 100+r.IntN(280)
+	mx, my := w*5/32, h*5/24 // 100 px on 640×480
+	x, y := mx+r.IntN(w-2*mx), my+r.IntN(h-2*my)
+	sx, sy := max(1, w*30/640), max(1, h*20/480)
 	n := 4 + r.IntN(5)
 	for i := range n {
 		if i > 0 {
 			b.WriteString(", ")
 		}
 		fmt.Fprintf(&b, "[%d, %d]", x, y)
-		x = min(639, max(0, x+r.IntN(61)-30))
-		y = min(479, max(0, y+r.IntN(41)-25))
+		x = min(w-1, max(0, x+r.IntN(2*sx+1)-sx))
+		y = min(h-1, max(0, y+r.IntN(2*sy+1)-sy-h*5/480))
 	}
 	b.WriteByte(']')
 	return b.String()

@@ -32,7 +32,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	memProfile := fs.String("memprofile", "", "write an allocation profile to FILE after the stages (go tool pprof -sample_index=alloc_space)")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: lrstream bench [--dataset DIR|ORG/NAME] [--recipe FILE] [flags]\n\nMeasures, in one process on the same files: scan (a naive pqarrow read of the\nneeded columns, touching every value), decode (lrstream's reader), render (decode +\nrender; without a recipe: decode + the tasks) and stream (the whole pipeline into a discarding msgpack sink).\nSee docs/performance.md.\n\nflags:")
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err

@@ -155,3 +155,86 @@ func TestCamerasWithoutFFmpeg(t *testing.T) {
 		t.Fatalf("demo: columns %v, cameras %+v", cameraColumns(h), h.Cameras)
 	}
 }
+
+// TestPrerenderCameraNote: prerender's default --cameras none warns when
+// stream's default (auto) would decode cameras, naming them (issue 24
+// item 3); no note when --cameras is given, under -q, or when auto would
+// decode nothing (a dataset without its videos).
+func TestPrerenderCameraNote(t *testing.T) {
+	ds := cameraDataset(t)
+	noVideos := filepath.Join(t.TempDir(), "novideos")
+	o := datagen.Options{Episodes: 2, MinFrames: 8, MaxFrames: 12, Density: datagen.DensitySparse, Dim: 2, Tasks: 2, Workers: 1}
+	if _, err := datagen.Generate(context.Background(), noVideos, o); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		note bool
+	}{
+		{"default", []string{"--dataset", ds}, true},
+		{"cameras none", []string{"--dataset", ds, "--cameras", "none"}, false},
+		{"cameras auto", []string{"--dataset", ds, "--cameras", "auto"}, false},
+		{"quiet", []string{"--dataset", ds, "-q"}, false},
+		{"no videos", []string{"--dataset", noVideos}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "pr")
+			_, errb, code := runCmd(t, append([]string{"prerender", "--out", out, "--recipe", "none"}, tc.args...)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errb)
+			}
+			has := strings.Contains(errb, "prerender writes no camera frames by default")
+			if has != tc.note {
+				t.Fatalf("note %t, want %t; stderr %q", has, tc.note, errb)
+			}
+			if has && (!strings.Contains(errb, "observation.images.front, observation.images.wrist") || !strings.Contains(errb, "stream --from "+out)) {
+				t.Errorf("note does not name the cameras and the replay: %q", errb)
+			}
+		})
+	}
+}
+
+// TestMixCameraSets: a mixture whose datasets decode different cameras is
+// refused before the header (stream, serve), naming both datasets, the
+// cameras and why one is not decoded (issue 24 item 5); --cameras none
+// mixes them.
+func TestMixCameraSets(t *testing.T) {
+	withVideos := cameraDataset(t)
+	noVideos := filepath.Join(t.TempDir(), "novideos")
+	o := datagen.Options{Episodes: 3, MinFrames: 8, MaxFrames: 12, Density: datagen.DensitySparse, Dim: 2, Tasks: 2,
+		VideoWidth: 32, VideoHeight: 16, Workers: 1}
+	if _, err := datagen.Generate(context.Background(), noVideos, o); err != nil {
+		t.Fatal(err)
+	}
+	mix := []string{"--dataset", withVideos, "--dataset", noVideos, "--recipe", "none"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		ok   bool
+	}{
+		{"stream", append([]string{"stream", "--format", "jsonl"}, mix...), false},
+		{"stream shuffled", append([]string{"stream", "--format", "jsonl", "--shuffle"}, mix...), false},
+		{"serve", append([]string{"serve", "--socket", filepath.Join(t.TempDir(), "s.sock")}, mix...), false},
+		{"cameras none", append([]string{"stream", "--format", "jsonl", "--cameras", "none", "-q"}, mix...), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errb, code := runCmd(t, tc.args...)
+			if tc.ok {
+				if code != 0 {
+					t.Fatalf("exit %d: %s", code, errb)
+				}
+				return
+			}
+			for _, want := range []string{"cams and ", "novideos cannot be mixed", "decode different cameras", "observation.images.front 3x16x32",
+				"novideos: observation.images.front not decoded: video files absent", "--cameras"} {
+				if !strings.Contains(errb, want) {
+					t.Errorf("exit %d, stderr %q lacks %q", code, errb, want)
+				}
+			}
+			if code != 1 || strings.Contains(out, `"type":"header"`) || strings.Contains(out, `"type":"batch"`) {
+				t.Errorf("exit %d; stdout %.300q: want the error before any header", code, out)
+			}
+		})
+	}
+}

@@ -1,13 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lrstream/lrstream/pipeline"
 	"github.com/lrstream/lrstream/prerender"
@@ -383,5 +388,60 @@ func TestPreviewForeverNote(t *testing.T) {
 		if (n != "") != c.note || (c.note && !strings.Contains(n, "--epochs 0 streams forever")) {
 			t.Errorf("--epochs %d: note %q", c.epochs, n)
 		}
+	}
+}
+
+// TestLocalPathShapedLikeHubID: a --dataset that is not a local directory
+// but shaped like ORG/NAME is looked up on the Hub; offline that fails at
+// once, and the error says the local path does not exist (issue 24 item
+// 10). A file is refused as not a directory.
+func TestLocalPathShapedLikeHubID(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "afile")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	refused := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return "http://" + l.Addr().String()
+	}()
+	for _, tc := range []struct {
+		name string
+		cmd  []string
+		env  map[string]string
+		want []string
+	}{
+		{"stream, Hub refused", []string{"stream", "--dataset", "mydata/robot1"}, map[string]string{"HF_ENDPOINT": refused},
+			[]string{"dataset mydata/robot1 is not a local directory (no such file or directory), so it was looked up as a Hub dataset id", "connection refused"}},
+		{"validate, offline", []string{"validate", "mydata/robot1"}, map[string]string{"HF_HUB_OFFLINE": "1"},
+			[]string{"dataset mydata/robot1 is not a local directory (no such file or directory)", "HF_HUB_OFFLINE=1"}},
+		{"a file", []string{"stream", "--dataset", file}, nil, []string{file + ": not a directory"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(k string) string {
+				if k == "HF_HUB_CACHE" {
+					return filepath.Join(dir, "cache")
+				}
+				return tc.env[k]
+			}}
+			start := time.Now()
+			code := run(context.Background(), e, tc.cmd)
+			if el := time.Since(start); el > 5*time.Second {
+				t.Errorf("took %v: the Hub lookup was retried", el)
+			}
+			if code != 1 {
+				t.Errorf("exit %d", code)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(errb.String(), w) {
+					t.Errorf("stderr %q lacks %q", errb.String(), w)
+				}
+			}
+		})
 	}
 }

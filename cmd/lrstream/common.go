@@ -9,6 +9,8 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -20,6 +22,7 @@ import (
 	"github.com/lrstream/lrstream/fetch"
 	"github.com/lrstream/lrstream/pipeline"
 	"github.com/lrstream/lrstream/render"
+	"github.com/lrstream/lrstream/schema"
 	"github.com/lrstream/lrstream/shard"
 	"github.com/lrstream/lrstream/sink"
 )
@@ -35,10 +38,7 @@ type runFlags struct {
 	onError           string
 	maxErrors         int64
 	workers           int
-	cache             string
-	download          string
-	cacheDir          string
-	revision          string
+	hub               hubFlags
 	deltas            string
 	tolerance         float64
 	onInconsistent    string
@@ -57,7 +57,7 @@ type runFlags struct {
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
-	fs.Var(&f.datasets, "dataset", "local dataset directory or Hub dataset ORG/NAME[@REVISION] (default: the embedded demo dataset); repeat as SPEC:WEIGHT to mix datasets (stream, serve)")
+	fs.Var(&f.datasets, "dataset", "`SPEC`: a local dataset directory or Hub dataset ORG/NAME[@REVISION] (default: the embedded demo dataset); repeat as SPEC:WEIGHT to mix datasets (stream, serve)")
 	fs.StringVar(&f.recipe, "recipe", "", "recipe YAML file rendering each frame's messages (docs/recipes.md); without one (or with \"none\") nothing is rendered: batches carry the frames' tasks, numeric features and cameras without messages, every frame kept, as a LeRobotDataset without RenderMessagesStep (default with the demo dataset: its demo recipe)")
 	fs.StringVar(&f.mode, "mode", "fallback", "what None renders and frames without language become: fallback (LeRobot main's RenderMessagesStep: the task as one low_level user message) or drop (a None render drops the frame; frames without language pass through without messages, so drop batches only when every selected frame has language: checked before streaming). Needs a --recipe: without one no frame is rendered or dropped")
 	fs.BoolVar(&f.noTaskAug, "no-task-aug", false, "pass the canonical task explicitly (LeRobot main's RenderMessagesStep): no task_aug rotation")
@@ -79,10 +79,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.cameras, "cameras", def, "camera frames in the batches: auto (the cameras whose video files exist), all, none, or KEY,KEY... (docs/video.md; needs FFmpeg)")
 	fs.StringVar(&f.resize, "resize", "", "resize camera frames to HxW, e.g. 224x224 (bilinear: FFmpeg for videos, torchvision-exact for image features, see docs/video.md; default: the dataset's size)")
 	fs.Int64Var(&f.pieceMB, "piece-mb", pipeline.DefaultPieceBytes>>20, "MiB of decoded camera frames per decoding job: longer episodes are decoded in pieces; in flight at most (workers+1) pieces (docs/video.md, Memory)")
-	fs.StringVar(&f.download, "download", "full", "Hub data shards: full (download whole files into the Hugging Face cache, reused by later runs) or none (stream byte ranges, nothing cached; camera videos go to temporary files removed after use)")
-	fs.StringVar(&f.cache, "cache", "", "old spelling of --download (full|none); not a directory: see --cache-dir")
-	fs.StringVar(&f.cacheDir, "cache-dir", "", "Hugging Face cache `DIR`, as huggingface_hub's cache_dir (default $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub)")
-	fs.StringVar(&f.revision, "revision", "", "Hub dataset revision (branch, tag or commit), as huggingface_hub's revision=; same as --dataset ORG/NAME@`REV`")
+	f.hub.register(fs)
 }
 
 // datasetList is the repeatable --dataset flag: SPEC or SPEC:WEIGHT.
@@ -190,7 +187,42 @@ func (f *runFlags) loadRecipe() (*render.Recipe, error) {
 	case f.recipe == "":
 		return render.Load(lrstream.DemoRecipe(), "demo-recipe.yaml")
 	}
-	return render.LoadFile(f.recipe)
+	return loadCheckedRecipe(f.recipe)
+}
+
+// loadCheckedRecipe loads a recipe file and runs `recipe check`'s checks
+// on it (render.Recipe.Check: resolvers, styles and arguments every
+// binding needs), so that a binding that can never resolve is refused at
+// startup, with the YAML line of its component, rather than at the first
+// frame that draws it.
+func loadCheckedRecipe(path string) (*render.Recipe, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--recipe: %w", err)
+	}
+	r, err := render.Load(data, filepath.Base(path))
+	if err == nil {
+		err = r.Check()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--recipe %s: %w (lrstream recipe check %s describes it)", path, withLine(data, err), path)
+	}
+	return r, nil
+}
+
+// noLanguageWarning is the warning for a recipe on a dataset without
+// language columns: every frame renders as its task (the fallback), or
+// with --mode drop passes through without messages; "" when the dataset
+// has language.
+func noLanguageWarning(ds *schema.Dataset, rec *render.Recipe, mode render.Mode) string {
+	if rec == nil || ds.Info.HasLanguage(schema.ColumnPersistent) || ds.Info.HasLanguage(schema.ColumnEvents) {
+		return ""
+	}
+	what := "renders every frame as its task (the fallback)"
+	if mode == render.ModeDrop {
+		what = "renders no frame: every frame passes through without messages (--mode drop)"
+	}
+	return fmt.Sprintf("%s has no language columns (no language_persistent or language_events in info.json): the recipe %s %s; without --recipe (or with --recipe none) the batches carry the frames without messages", ds.ID, rec.Name(), what)
 }
 
 // openOne opens one dataset; rec, when set, is the recipe already loaded
@@ -228,46 +260,12 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 	}
 	var src fetch.Source
 	if dataset == "" {
-		if f.revision != "" {
-			return nil, fmt.Errorf("--revision %s needs a Hub --dataset ORG/NAME", f.revision)
+		if f.hub.revision != "" {
+			return nil, fmt.Errorf("--revision %s needs a Hub --dataset ORG/NAME", f.hub.revision)
 		}
 		src = fetch.NewFS(lrstream.DemoName, lrstream.Demo())
-	} else {
-		opts, err := fetch.HubOptionsFromEnv(e.getenv)
-		if err != nil {
-			return nil, err
-		}
-		mode := f.download
-		if f.cache != "" {
-			if m := strings.ToLower(f.cache); m != "full" && m != "none" {
-				return nil, fmt.Errorf("--cache %q: --cache is the download mode (full or none; now spelled --download), not a directory: pass the cache directory with --cache-dir or HF_HUB_CACHE", f.cache)
-			}
-			mode = f.cache
-		}
-		if opts.Cache, err = fetch.ParseCacheMode(mode); err != nil {
-			return nil, fmt.Errorf("--download: %w", err)
-		}
-		if f.cacheDir != "" {
-			opts.CacheDir = f.cacheDir
-		}
-		if f.revision != "" {
-			if _, err := os.Stat(dataset); err == nil {
-				return nil, fmt.Errorf("--revision %s: %s is a local directory; revisions apply to Hub datasets", f.revision, dataset)
-			}
-			if at := strings.LastIndex(dataset, "@"); at >= 0 {
-				if dataset[at+1:] != f.revision {
-					return nil, fmt.Errorf("--revision %s conflicts with --dataset %s: give the revision once", f.revision, dataset)
-				}
-			} else {
-				dataset += "@" + f.revision
-			}
-		}
-		if isTerminal(e.stderr) {
-			opts.Progress = e.stderr
-		}
-		if src, err = fetch.OpenDataset(ctx, dataset, opts); err != nil {
-			return nil, err
-		}
+	} else if src, err = f.hub.open(ctx, e, dataset); err != nil {
+		return nil, err
 	}
 	if rec == nil {
 		if rec, err = f.loadRecipe(); err != nil {
@@ -336,6 +334,10 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 	}
 	if err := pipeline.SetupCameras(ctx, cfg, co); err != nil {
 		return nil, err
+	}
+	// Once the dataset is checked: a failing run prints only its error.
+	if w := noLanguageWarning(ds, rec, mode); w != "" {
+		fmt.Fprintf(e.stderr, "warning: %s\n", w)
 	}
 	return cfg, nil
 }
@@ -489,14 +491,66 @@ func parseFlagsArgs(fs *flag.FlagSet, args []string) error {
 	if err != nil {
 		msg := err.Error()
 		if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
-			msg = "unknown flag --" + name
+			// As the user typed it: -q, --q and --quiet differ.
+			msg = "unknown flag " + typedFlag(args, name)
 			if s := suggestFlag(fs, name); s != "" {
 				msg += "; did you mean --" + s + "?"
 			}
+		} else {
+			msg = dashFlagNames(msg)
 		}
 		return usageError(fs, msg)
 	}
 	return nil
+}
+
+// parseInterspersed parses args with fs where positional arguments may
+// come before, between or after the flags (validate DATASET --json, verify
+// DIR -q), with parseFlagsArgs's errors; it returns the positional
+// arguments. "--" ends the flags.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := parseFlagsArgs(fs, args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if len(args) >= len(rest)+1 && args[len(args)-len(rest)-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// typedFlag returns the argument of args that names the flag name, as
+// typed ("-q" or "--q"), for an error message; "--name" when not found.
+func typedFlag(args []string, name string) string {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		for _, p := range []string{"-", "--"} {
+			if a == p+name || strings.HasPrefix(a, p+name+"=") {
+				return p + name
+			}
+		}
+	}
+	return "--" + name
+}
+
+// flagNameInError is how the flag package names a flag in its errors:
+// "for -batch-size:", "for flag -batch-size:", "argument: -batch-size".
+var flagNameInError = regexp.MustCompile(`(for flag |for |argument: )-([A-Za-z0-9][-_A-Za-z0-9]+)`)
+
+// dashFlagNames respells the flag package's "-name" in an error message
+// as the docs and help spell flags, "--name" (one-letter flags keep one
+// dash).
+func dashFlagNames(msg string) string {
+	return flagNameInError.ReplaceAllString(msg, "$1--$2")
 }
 
 // usageError prints msg and a pointer at --help for the command fs parses,

@@ -46,11 +46,11 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	force := fs.Bool("force", false, "replace a non-empty output directory")
 	quiet := fs.Bool("q", false, "no progress line and no summary")
 	videos := fs.Bool("videos", false, "write the cameras' mp4 files through FFmpeg (one per camera and data file, episodes back to back)")
-	videoSize := fs.String("video-size", "480x640", "camera frame size HEIGHTxWIDTH (with --videos)")
+	videoSize := fs.String("video-size", "480x640", "camera frame size HEIGHTxWIDTH: the cameras' declared shape, the frame VQA boxes, points and traces lie in, and with --videos the videos' size")
 	videoCodec := fs.String("video-codec", "h264", "video codec with --videos: h264 (fast to write) or av1 (what LeRobot writes)")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: lrstream gen --out DIR [flags]\n\nWrites a synthetic LeRobot v3 dataset with language annotations.\n\nflags:")
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -73,13 +73,13 @@ func runGen(ctx context.Context, e *env, args []string) error {
 		Tasks: *tasks, Seed: *seed, FilesPerChunk: *filesPerChunk, FramesPerFile: *framesPerFile,
 		Workers: *workers, Force: *force, Videos: *videos, VideoCodec: *videoCodec,
 	}
-	if *videos {
-		h, w, err := parseResize(*videoSize)
-		if err != nil {
-			return fmt.Errorf("--video-size: %w", err)
-		}
-		opts.VideoHeight, opts.VideoWidth = h, w
+	// The size is declared (info.json) and the annotations point into it
+	// with or without --videos.
+	h, w, err := parseResize(*videoSize)
+	if err != nil {
+		return fmt.Errorf("--video-size: %w", err)
 	}
+	opts.VideoHeight, opts.VideoWidth = h, w
 	if *episodes <= 0 {
 		return fmt.Errorf("--episodes must be positive")
 	}

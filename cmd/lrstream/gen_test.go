@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -58,5 +60,41 @@ func TestGen(t *testing.T) {
 	e, _, _ = genEnv()
 	if code := run(context.Background(), e, []string{"gen", "-h"}); code != 0 {
 		t.Errorf("gen -h: exit %d", code)
+	}
+}
+
+// TestGenVideoSize: --video-size is the cameras' declared shape with or
+// without --videos (the VQA and trace coordinates follow it: datagen's
+// TestViewCoordinatesInFrame).
+func TestGenVideoSize(t *testing.T) {
+	for _, tc := range []struct {
+		size  string
+		shape []int
+	}{
+		{"", []int{480, 640, 3}},
+		{"64x96", []int{64, 96, 3}},
+	} {
+		dir := filepath.Join(t.TempDir(), "ds")
+		args := []string{"gen", "--out", dir, "--episodes", "1", "--min-frames", "20", "--max-frames", "20", "--cameras", "top", "-q"}
+		if tc.size != "" {
+			args = append(args, "--video-size", tc.size)
+		}
+		e, _, errb := genEnv()
+		if code := run(context.Background(), e, args); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errb)
+		}
+		data, err := os.ReadFile(filepath.Join(dir, "meta", "info.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var info struct {
+			Features map[string]struct{ Shape []int }
+		}
+		if err := json.Unmarshal(data, &info); err != nil {
+			t.Fatal(err)
+		}
+		if got := info.Features["observation.images.top"].Shape; !slices.Equal(got, tc.shape) {
+			t.Errorf("--video-size %q: declared shape %v, want %v", tc.size, got, tc.shape)
+		}
 	}
 }

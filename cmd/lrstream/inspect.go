@@ -27,7 +27,7 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	show := fs.Int("show", 6, "frames shown in the readable view (the first frames of each outcome and blend component)")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: lrstream inspect [--dataset DIR|ORG/NAME] [--recipe FILE] [flags]\n\nRenders every frame and shows the messages, outcomes and blend choices.\nWithout a recipe (a --dataset without --recipe, or --recipe none) nothing is\nrendered: it shows the first frame of each episode with its task, every frame\nkept without messages (outcome passthrough).\nErrors do not stop inspect: they are reported per frame; with an explicit\n--on-error fail, inspect exits 1 after the report when any frame failed.\n\nflags:")
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err

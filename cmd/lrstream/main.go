@@ -77,6 +77,10 @@ func main() {
 
 // run dispatches to a subcommand and returns the process exit status.
 func run(ctx context.Context, e *env, args []string) int {
+	if len(args) == 2 && args[0] == "help" {
+		// `lrstream help CMD` is `lrstream CMD --help`.
+		args = []string{args[1], "--help"}
+	}
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		usage(e.stderr)
 		if len(args) == 0 {
@@ -114,8 +118,7 @@ func run(ctx context.Context, e *env, args []string) int {
 			}
 		}
 	}
-	fmt.Fprintf(e.stderr, "lrstream: unknown command %q\n\n", args[0])
-	usage(e.stderr)
+	unknownCommand(e.stderr, args[0])
 	return 2
 }
 
@@ -124,5 +127,5 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nRun 'lrstream <command> -h' for a command's flags, 'lrstream --version' for the version.")
+	fmt.Fprintln(w, "\nRun 'lrstream help <command>' for a command's flags, 'lrstream --version' for the version.")
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -20,10 +21,21 @@ const asMainEnv = "LRSTREAM_TEST_AS_MAIN"
 var testBinary string
 
 func TestMain(m *testing.M) {
-	if os.Getenv(asMainEnv) == "1" {
+	if os.Getenv(asMainEnv) == "1" && !fuzzWorker() {
 		main() // exits
 	}
 	os.Exit(runTests(m))
+}
+
+// fuzzWorker reports whether this process is a `go test -fuzz` worker
+// (started by the test binary, so it inherits asMainEnv, but it fuzzes).
+func fuzzWorker() bool {
+	for _, a := range os.Args[1:] {
+		if strings.HasPrefix(a, "-test.fuzzworker") {
+			return true
+		}
+	}
+	return false
 }
 
 func runTests(m *testing.M) int {

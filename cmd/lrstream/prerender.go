@@ -44,7 +44,8 @@ func runPrerender(ctx context.Context, e *env, args []string) error {
 Renders every frame and writes the batches 'lrstream stream' would emit, byte
 for byte, into zstd-compressed shards in DIR with an index (DIR/index.json).
 Camera frames only on request: --cameras defaults to none here (stream's
-default is auto), so pass stream's --cameras to get its bytes (docs/video.md).
+default is auto), so pass stream's --cameras to get its bytes; a note says
+so when the dataset has cameras auto would decode (docs/video.md).
 Interrupted runs resume where they stopped when run again; 'lrstream verify DIR'
 checks the result; 'lrstream stream --from DIR' replays it. Without a recipe
 (a --dataset without --recipe, or --recipe none) nothing is rendered and the
@@ -53,7 +54,7 @@ shards hold batches without messages. With --rank R
 into DIR; '--finalize DIR' merges them once all are done. See docs/prerender.md.
 
 flags:`)
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -101,6 +102,7 @@ flags:`)
 	if *quiet {
 		notes = io.Discard
 	}
+	tf.log = stderrLog(notes)
 	var to *pipeline.TrainOptions
 	if tf.active() {
 		o := tf.options(0, 1, 0, 1, "")
@@ -137,8 +139,16 @@ flags:`)
 	}
 	// Notes and progress once the output directory is checked: a run
 	// refused there prints only its error.
+	camerasGiven := false
+	fs.Visit(func(f *flag.Flag) { camerasGiven = camerasGiven || f.Name == "cameras" })
 	opts.Started = func() {
-		logCameraNotes(stderrLog(notes), mix)
+		log := stderrLog(notes)
+		if !camerasGiven {
+			if n := prerenderCameraNote(ctx, cfg, *out); n != "" {
+				log.Warn(n)
+			}
+		}
+		logCameraNotes(log, mix)
 		if re.WorldSize > 1 {
 			src := re.Source
 			if src == "" {
@@ -276,4 +286,18 @@ func runFinalize(e *env, dir string, quiet bool) error {
 			dir, x.WorldSize, t.Shards, t.Batches, t.Samples, t.Frames, float64(t.Bytes)/1e6)
 	}
 	return nil
+}
+
+// prerenderCameraNote says, when prerender's default --cameras none leaves
+// out cameras that stream's default (auto) would decode, that the shards
+// hold no camera frames, so that `stream --from DIR` is not mistaken for
+// `stream` with the same flags (issue 24 item 3); "" when the dataset has
+// camera auto would decode.
+func prerenderCameraNote(ctx context.Context, cfg *pipeline.Config, dir string) string {
+	keys, err := pipeline.AutoCameras(ctx, cfg)
+	if err != nil || len(keys) == 0 {
+		return "" // auto would decode none: the same stream
+	}
+	return fmt.Sprintf("prerender writes no camera frames by default (--cameras none; stream's default is auto): %s's cameras %s are not in the shards, so 'lrstream stream --from %s' replays 'lrstream stream --cameras none', not 'lrstream stream'; pass --cameras auto (or KEY,...) to pre-render them (raw frames: about 3*H*W bytes per sample and camera, docs/video.md), or --cameras none to silence this",
+		cfg.Dataset.ID, strings.Join(keys, ", "), dir)
 }

@@ -22,7 +22,8 @@ type progress struct {
 	start time.Time
 	stop  chan struct{}
 	wg    sync.WaitGroup
-	began bool // a live display's ticker runs (begin)
+	began bool   // a live display's ticker runs (begin)
+	note  string // ends the final line (finishWith)
 }
 
 // startProgress starts a display on w (nil: none) for total frames (0 if
@@ -79,7 +80,12 @@ func (p *progress) setTotal(n int64) { p.total.Store(n) }
 func (p *progress) add(n int) { p.done.Add(int64(n)) }
 
 // finish stops the display and leaves the final line.
-func (p *progress) finish() {
+func (p *progress) finish() { p.finishWith("") }
+
+// finishWith is finish with a note ending the final line: why the run
+// stopped short of its total (the reader closed the pipe), so that a
+// line ending at 47.7 % is not mistaken for a hang.
+func (p *progress) finishWith(note string) {
 	if p.w == nil {
 		return
 	}
@@ -90,6 +96,7 @@ func (p *progress) finish() {
 		close(p.stop)
 		p.wg.Wait()
 	}
+	p.note = note
 	p.draw(true)
 }
 
@@ -113,6 +120,9 @@ func (p *progress) draw(final bool) {
 	if total > 0 && rate > 0 && done < total && !final {
 		eta := time.Duration(float64(total-done) / rate * float64(time.Second)).Round(time.Second)
 		line += fmt.Sprintf("  ETA %s", eta)
+	}
+	if final && p.note != "" {
+		line += "  " + p.note
 	}
 	switch {
 	case !p.live:

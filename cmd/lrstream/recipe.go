@@ -106,7 +106,7 @@ func checkRecipe(ctx context.Context, e *env, path, dataset string) error {
 		if path == noRecipe {
 			path = "./" + path // the file, not --recipe none
 		}
-		rf := runFlags{recipe: path, mode: "fallback", onError: "fail", onInconsistent: "fail", download: "full", noBatchCheck: true}
+		rf := runFlags{recipe: path, mode: "fallback", onError: "fail", onInconsistent: "fail", hub: hubFlags{download: "full"}, noBatchCheck: true}
 		rf.datasets.Set(dataset)
 		cfg, err := rf.open(ctx, e)
 		if err != nil {

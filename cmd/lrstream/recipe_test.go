@@ -147,3 +147,62 @@ func TestRecipeCheckWarnings(t *testing.T) {
 		t.Errorf("--dataset: exit %d:\n%s%s", code, out, errb)
 	}
 }
+
+// TestRecipeCheckedAtStartup: stream, serve and prerender refuse at
+// startup, before any header, the recipes `recipe check` refuses (a
+// resolver or style typo used to fail at frame 0), with a "did you mean";
+// a recipe on a dataset without language columns is warned about (issue
+// 24 item 9).
+func TestRecipeCheckedAtStartup(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	turn := `{role: user, content: "${task}", stream: high_level}`
+	target := `{role: assistant, content: "${x}", stream: high_level, target: true, if_present: x}`
+	recipes := []struct {
+		path, want string
+	}{
+		{write("resolver.yaml", "messages:\n  - "+turn+"\n  - "+target+"\nbindings:\n  x: \"activ_at(t, style=subtask)\"\n"), "Unknown language resolver: 'activ_at' (did you mean 'active_at'?)"},
+		{write("style.yaml", "messages:\n  - "+turn+"\n  - "+target+"\nbindings:\n  x: \"active_at(t, style=subtsk)\"\n"), "Unknown language style: 'subtsk' (did you mean 'subtask'?)"},
+		{write("weight.yaml", "blend:\n  a:\n    weigth: 1.0\n    messages:\n      - "+turn+"\n"), "line 2: recipe weight.yaml: blend component 'a': TrainingRecipe.__init__() got an unexpected keyword argument 'weigth' (did you mean 'weight'?)"},
+	}
+	for _, r := range recipes {
+		for _, cmd := range [][]string{
+			{"stream", "--format", "jsonl"},
+			{"serve", "--socket", filepath.Join(dir, "s.sock")},
+			{"prerender", "--out", filepath.Join(dir, "pr")},
+		} {
+			out, errb, code := runCmd(t, append(cmd, "--recipe", r.path)...)
+			if code != 1 || !strings.Contains(errb, r.want) || !strings.Contains(errb, "--recipe "+r.path) {
+				t.Errorf("%s %s: exit %d, stderr %q lacks %q", cmd[0], filepath.Base(r.path), code, errb, r.want)
+			}
+			if strings.Contains(out, `"type":"header"`) {
+				t.Errorf("%s %s: a header before the error", cmd[0], filepath.Base(r.path))
+			}
+		}
+	}
+	demoRecipe := filepath.Join("..", "..", "testdata", "demo-recipe.yaml")
+	for _, tc := range []struct {
+		name string
+		args []string
+		warn bool
+	}{
+		{"no language columns", []string{"--dataset", shared(t, "datasets", "real", "SamueleSandrini__record-test"), "--recipe", demoRecipe}, true},
+		{"no language columns, drop", []string{"--dataset", shared(t, "datasets", "real", "SamueleSandrini__record-test"), "--recipe", demoRecipe, "--mode", "drop"}, true},
+		{"no language, no recipe", []string{"--dataset", shared(t, "datasets", "real", "SamueleSandrini__record-test")}, false},
+		{"language", []string{"--recipe", demoRecipe}, false},
+	} {
+		_, errb, code := runCmd(t, append([]string{"stream", "--format", "jsonl", "-q"}, tc.args...)...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", tc.name, code, errb)
+		}
+		if got := strings.Contains(errb, "has no language columns"); got != tc.warn {
+			t.Errorf("%s: warning %t, want %t: %q", tc.name, got, tc.warn, errb)
+		}
+	}
+}

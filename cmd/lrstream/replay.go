@@ -19,7 +19,7 @@ import (
 // flag shaped the batches when DIR was pre-rendered and is refused.
 var replayFlags = []string{
 	"from", "format", "q", "shuffle", "seed", "shuffle-buffer", "epochs", "resume", "rank", "world-size",
-	"socket", "max-clients", "client-buffer", "write-timeout",
+	"socket", "max-clients", "client-buffer", "write-timeout", "log-level",
 }
 
 // checkReplayFlags refuses flags set on the command line that a replay
@@ -67,6 +67,16 @@ func replay(ctx context.Context, e *env, fs *flag.FlagSet, dir, format string, t
 		rankNote()
 	}
 	opts := prerender.ReplayOptions{Train: replayTrain(&tf, tf.resume, x)}
+	if tf.resume != "" && prerender.IsLiveToken(tf.resume) {
+		// A token the stored batches of a training pre-render carry:
+		// it resumes the plain replay that emitted it (issue 24 item 4).
+		if tf.shuffle || tf.epochs != 1 || tf.worldSize > 1 {
+			err := errors.New("--resume: this token was carried by a plain replay's batches (as pre-rendered); it resumes 'stream --from DIR --resume TOKEN' without --shuffle, --epochs, --world-size")
+			failInBand(e, format, err)
+			return err
+		}
+		opts.Train, opts.LiveResume = nil, tf.resume
+	}
 	share := pipeline.Share{Worker: tf.rank, NumWorkers: tf.worldSize}
 	if tf.worldSize > 1 {
 		if !quiet {

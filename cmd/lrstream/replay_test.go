@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -220,4 +221,89 @@ func splitStream(t *testing.T, s string) []*sink.Message {
 			return out
 		}
 	}
+}
+
+// TestReplayResumesItsOwnTokens: every resume token a plain replay of a
+// training pre-render carries (the live stream's, as stored) resumes that
+// replay: `stream --from DIR --resume TOKEN` continues with exactly the
+// batches that followed it (issue 24 item 4); tokens of other runs and
+// replay options the token cannot honour are refused.
+func TestReplayResumesItsOwnTokens(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	if _, errb, code := runCmd(t, "prerender", "--out", dir, "--shard-size", "40KB", "--batch-size", "100", "--shuffle", "--epochs", "2", "-q"); code != 0 {
+		t.Fatalf("prerender: exit %d: %s", code, errb)
+	}
+	plain, errb, code := runCmd(t, "stream", "--from", dir)
+	if code != 0 {
+		t.Fatalf("stream --from: %s", errb)
+	}
+	st, err := sink.Decode(strings.NewReader(plain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(st.Batches)
+	if n != 24 {
+		t.Fatalf("%d batches, want 24", n)
+	}
+	for _, k := range []int{0, 5, 11, 12, 22, n - 1} { // epoch 0's last batch is 11
+		tok := st.Batches[k].Meta.Resume
+		if tok == "" {
+			t.Fatalf("batch %d carries no resume token", k)
+		}
+		out, errb, code := runCmd(t, "stream", "--from", dir, "--resume", tok)
+		if code != 0 {
+			t.Fatalf("resume after batch %d: exit %d: %s", k, code, errb)
+		}
+		got, err := sink.Decode(strings.NewReader(out))
+		if err != nil {
+			t.Fatalf("resume after batch %d: %v", k, err)
+		}
+		if len(got.Batches) != n-k-1 || got.End == nil || got.End.Batches != int64(n-k-1) {
+			t.Fatalf("resume after batch %d: %d batches (end %+v), want %d", k, len(got.Batches), got.End, n-k-1)
+		}
+		for i, b := range got.Batches {
+			w := st.Batches[k+1+i]
+			if b.Meta != w.Meta || !slices.Equal(indexesOfBatch(t, b), indexesOfBatch(t, w)) {
+				t.Fatalf("resume after batch %d: batch %d is %+v, want %+v", k, i, b.Meta, w.Meta)
+			}
+		}
+	}
+	// serve --from: a client's hello resumes with the same tokens.
+	_, sock, _ := startServer(t, "--from", dir)
+	for _, k := range []int{4, 11} {
+		c := dialHello(t, sock, sink.Hello{NumWorkers: 1, WorldSize: 1, Resume: st.Batches[k].Meta.Resume})
+		got, err := sink.Decode(c)
+		c.Close()
+		if err != nil || len(got.Batches) != n-k-1 || got.Batches[0].Meta != st.Batches[k+1].Meta {
+			t.Fatalf("serve --from, resume after batch %d: %v, %d batches", k, err, len(got.Batches))
+		}
+	}
+	tok := st.Batches[3].Meta.Resume
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--resume", st.Batches[4].Meta.Resume[:10] + "x" + st.Batches[4].Meta.Resume[11:]}, "resume token"},
+		{[]string{"--resume", tok, "--shuffle"}, "without --shuffle, --epochs"},
+		{[]string{"--resume", tok, "--epochs", "3"}, "without --shuffle, --epochs"},
+	} {
+		out, errb, code := runCmd(t, append([]string{"stream", "--from", dir}, tc.args...)...)
+		if code == 0 || !strings.Contains(errb, tc.want) || !strings.Contains(out, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q, stdout %q: want an error (in-band too) with %q", tc.args, code, errb, out, tc.want)
+		}
+	}
+	// A directory pre-rendered without training options has no tokens:
+	// a live token is refused, saying so.
+	flat := filepath.Join(t.TempDir(), "flat")
+	if _, errb, code := runCmd(t, "prerender", "--out", flat, "--batch-size", "100", "-q"); code != 0 {
+		t.Fatalf("prerender: %s", errb)
+	}
+	if _, errb, code := runCmd(t, "stream", "--from", flat, "--resume", tok); code == 0 || !strings.Contains(errb, "pre-rendered without --shuffle/--epochs") {
+		t.Errorf("live token on a plain pre-render: exit %d, stderr %q", code, errb)
+	}
+}
+
+// indexesOfBatch returns a batch's dataset indices.
+func indexesOfBatch(t *testing.T, b *sink.DecodedBatch) []int64 {
+	return indexesOf(t, &sink.Stream{Batches: []*sink.DecodedBatch{b}})
 }

@@ -61,9 +61,11 @@ func newServer(ctx context.Context, e *env, args []string) (*server, string, err
 	fs.DurationVar(&lim.WriteTimeout, "write-timeout", defaultWriteTimeout, "disconnect a client that reads nothing for this long (0: never)")
 	shmMax := fs.String("client-shm", defaultClientSHM, "largest shared-memory arena a client may offer for camera frames (Python client: connect(shm_bytes=)); a larger one, or any with 0, streams through the socket instead (docs/wire-format.md \"Shared memory\")")
 	clientMem := fs.String("client-memory", defaultClientMemory, "memory budget per client: a client whose stream needs more by its estimate (held frames, keep index and orders, write buffer) is refused in-band; the soft memory limit follows the clients' estimates (0: no budget; docs/training.md \"Memory\")")
+	quiet := fs.Bool("q", false, "log warnings and errors only, not the INFO lines of every client connection (--log-level warn)")
+	logLevel := fs.String("log-level", "info", "least severe stderr log line: debug, info, warn or error")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: lrstream serve --socket PATH [--dataset DIR|ORG/NAME] [--recipe FILE] [flags]\n\nEach client sends a msgpack hello {worker, num_workers, rank, world_size} and\nreceives the stream of its share of the episodes (docs/wire-format.md).\nWithout a recipe (a --dataset without --recipe, or --recipe none) nothing is\nrendered: the batches carry no messages.\nMemory: each client's stream must fit --client-memory by its estimate\n(held frames, keep index and orders, write buffer), or the client is refused\nin-band; without camera frames the soft memory limit is 224 MiB above the\nadmitted clients' estimates, at least 448 MiB, unless GOMEMLIMIT is set\n(docs/training.md \"Memory\").\nStops on SIGINT/SIGTERM.\n\nflags:")
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return nil, "", err
@@ -99,7 +101,17 @@ func newServer(ctx context.Context, e *env, args []string) (*server, string, err
 			return nil, "", fmt.Errorf("--client-memory %q: want a size such as 2GiB, or 0 for no budget", *clientMem)
 		}
 	}
-	log := slog.New(slog.NewTextHandler(e.stderr, nil))
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return nil, "", fmt.Errorf("--log-level %q: want debug, info, warn or error", *logLevel)
+	}
+	if *quiet {
+		level = max(level, slog.LevelWarn)
+	}
+	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+	// Every client's training iteration states the same warnings (the
+	// shuffle buffer lowered): logged once.
+	tf.log = slog.New(newOnceHandler(log.Handler()))
 	srv := &server{lim: lim, log: log, mem: &serveMemory{budget: budget}}
 	if *from != "" {
 		if err := checkReplayFlags(fs); err != nil {
@@ -110,7 +122,13 @@ func newServer(ctx context.Context, e *env, args []string) (*server, string, err
 			return nil, "", err
 		}
 		srv.stream = func(ctx context.Context, h sink.Hello, w *clientWriter, _ *sink.Ring, log *slog.Logger) error {
-			return streamReplay(ctx, h, w, *from, replayTrain(&tf, h.Resume, x))
+			train, live := replayTrain(&tf, h.Resume, x), ""
+			if h.Resume != "" && prerender.IsLiveToken(h.Resume) && !tf.shuffle && tf.epochs == 1 {
+				// A token the stored batches carry resumes the plain
+				// replay that carried it (see replay).
+				train, live = nil, h.Resume
+			}
+			return streamReplay(ctx, h, w, *from, train, live)
 		}
 	} else {
 		rf.noBatchCheck = rf.noBatchCheck || bf.batchSize == 1 // see runStream
@@ -410,14 +428,14 @@ func readReleases(conn *net.UnixConn, ring *sink.Ring) {
 // streamReplay streams a client's share of a pre-rendered directory (a
 // training iteration at batch granularity with train, which carries the
 // client's resume token).
-func streamReplay(ctx context.Context, h sink.Hello, w *clientWriter, dir string, train *prerender.TrainOptions) error {
+func streamReplay(ctx context.Context, h sink.Hello, w *clientWriter, dir string, train *prerender.TrainOptions, liveResume string) error {
 	if h.Position != nil {
 		_, err := w.Write(sink.AppendError(nil, "positions (epoch, next) apply to live training streams; a pre-rendered replay resumes from a replay resume token"))
 		return err
 	}
 	share := pipeline.Share{Worker: h.Rank*h.NumWorkers + h.Worker, NumWorkers: h.WorldSize * h.NumWorkers}
 	hs := sink.Share{Rank: h.Rank, WorldSize: h.WorldSize, Worker: h.Worker, NumWorkers: h.NumWorkers}
-	return prerender.ReplayWith(ctx, dir, share, w, prerender.ReplayOptions{HeaderShare: &hs, Train: train})
+	return prerender.ReplayWith(ctx, dir, share, w, prerender.ReplayOptions{HeaderShare: &hs, Train: train, LiveResume: liveResume})
 }
 
 // isTraining reports whether a live client gets a training iteration

@@ -65,7 +65,7 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	quiet := fs.Bool("q", false, "no progress line and no summary on stderr")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: lrstream stream [--dataset DIR|ORG/NAME] [--recipe FILE] [flags] > batches.msgpack\n\nRenders every frame, collates batches and writes the stream to stdout.\nWithout a recipe (a --dataset without --recipe, or --recipe none) nothing is\nrendered: every frame is kept and the batches carry no messages (--mode does\nnot apply).\nOn a terminal, msgpack output is replaced by a readable preview.\n\nflags:")
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -90,6 +90,10 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	if *from != "" {
 		return replay(ctx, e, fs, *from, *format, tf, *quiet, rankNote)
 	}
+	tf.log = stderrLog(e.stderr)
+	if *quiet {
+		tf.log = stderrLog(nil)
+	}
 	// Batches of one sample never mix rendered and passthrough frames:
 	// --mode drop always batches then.
 	rf.noBatchCheck = rf.noBatchCheck || bf.batchSize == 1
@@ -97,7 +101,7 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		// Metadata (or option) errors come before the stream: the consumer
 		// gets them in-band too.
-		failInBand(e, *format, err)
+		failInBand(e, *format, interruptedErr(ctx, err))
 		return err
 	}
 	cfg := mix[0].Config
@@ -119,40 +123,9 @@ func runStream(ctx context.Context, e *env, args []string) error {
 		logCameraNotes(stderrLog(e.stderr), mix)
 	}
 	rankNote()
-	if f, ok := e.stdout.(*os.File); ok {
-		// A consumer reading a pipe (a training script's stdin) wakes
-		// once per MiB instead of once per 64 KiB: with camera frames
-		// (~1 MB per sample) that is a third of its reading CPU.
-		pipesize.Grow(f, pipesize.MiB)
-	}
-	out := bufio.NewWriterSize(e.stdout, 1<<20)
-	var s sink.Sink
-	var written func() int64
-	switch {
-	case *format == "jsonl":
-		j := sink.NewJSONL(out)
-		s, written = j, j.BytesWritten
-	case preview:
-		fmt.Fprintln(e.stderr, "lrstream stream: stdout is a terminal, so this is a readable preview instead of msgpack;\n  pipe the output into a consumer (| python3 train.py) or redirect it (> batches.msgpack), or use --format jsonl")
-		if n := previewForeverNote(tf.epochs); n != "" {
-			fmt.Fprintln(e.stderr, n)
-		}
-		s = sink.NewPreview(out, 2)
-	default:
-		m := sink.NewMsgpack(out)
-		s, written = m, m.BytesWritten
-	}
-	var prog *progress
-	if !*quiet && isTerminal(e.stderr) && !isTerminal(e.stdout) {
-		prog = startProgress(e.stderr, "stream", pipeline.SelectedFrames(cfg), written)
-		cfg.Progress, cfg.ProgressTotal = prog.add, prog.setTotal
-	} else if !*quiet && !isTerminal(e.stderr) && e.stderr != nil {
-		// No terminal (a Slurm log): one summary line at the end.
-		prog = summaryOnly(e.stderr, "stream", pipeline.SelectedFrames(cfg), written)
-		cfg.Progress, cfg.ProgressTotal = prog.add, prog.setTotal
-	} else {
-		prog = startProgress(nil, "", 0, nil)
-	}
+	o := openStreamOutput(ctx, e, *format, preview, tf.epochs)
+	s := o.sink
+	prog := streamProgress(e, *quiet, cfg, o.written)
 	var st *pipeline.Stats
 	if to != nil {
 		limitTrainMemory(e, mix, *to)
@@ -160,21 +133,111 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	} else {
 		st, err = pipeline.Stream(ctx, cfg, so, s)
 	}
-	prog.finish()
-	if ferr := out.Flush(); err == nil {
+	return finishStream(e, *quiet, o, prog, st, err)
+}
+
+// finishStream flushes the output, ends the progress display and reports
+// what the run skipped; it returns the run's outcome.
+func finishStream(e *env, quiet bool, o streamOutput, prog *progress, st *pipeline.Stats, err error) error {
+	if ferr := o.buf.Flush(); err == nil {
 		err = ferr
 	}
-	if st != nil && !*quiet {
+	if err != nil && isBrokenPipe(err) {
+		// The consumer closed the pipe: that ends the stream, as `head`
+		// ends a producer, and is no failure (status 0, so that
+		// `lrstream stream | head` passes under pipefail); the progress
+		// line says why it stopped short.
+		prog.finishWith(fmt.Sprintf("stopped: the reader closed stdout after %.1f MB of the stream", float64(o.delivered.n)/1e6))
+		return nil
+	}
+	prog.finish()
+	if st != nil && !quiet {
 		reportSkipped(e.stderr, st)
 	}
 	if err == nil {
 		err = nothingKept(st)
 	}
-	if err != nil && isBrokenPipe(err) {
-		// The consumer closed the pipe: that ends the stream, cleanly.
-		return nil
-	}
 	return err
+}
+
+// interruptedErr is what a consumer reading the stream is told when
+// SIGINT/SIGTERM (ctx's cause) cut it: that the server was interrupted,
+// not a bare "context canceled". Other errors are returned as they are.
+func interruptedErr(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil || !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return fmt.Errorf("lrstream stream was interrupted (%v): the stream stops here, before its end", context.Cause(ctx))
+}
+
+// The stream's sinks, failing in-band with interruptedErr's message.
+type (
+	interruptMsgpack struct {
+		*sink.Msgpack
+		ctx context.Context
+	}
+	interruptJSONL struct {
+		*sink.JSONL
+		ctx context.Context
+	}
+)
+
+func (s interruptMsgpack) Fail(err error) error { return s.Msgpack.Fail(interruptedErr(s.ctx, err)) }
+func (s interruptJSONL) Fail(err error) error   { return s.JSONL.Fail(interruptedErr(s.ctx, err)) }
+
+// streamOutput is stream's stdout: the buffered writer, the sink writing
+// the chosen format into it, and the counts of bytes encoded (written,
+// nil for the preview) and accepted by stdout (delivered).
+type streamOutput struct {
+	buf       *bufio.Writer
+	sink      sink.Sink
+	written   func() int64
+	delivered *countingWriter
+}
+
+// openStreamOutput sets up stdout for format: msgpack, JSON lines, or on
+// a terminal (preview) a readable preview, saying so on stderr.
+func openStreamOutput(ctx context.Context, e *env, format string, preview bool, epochs int64) streamOutput {
+	if f, ok := e.stdout.(*os.File); ok {
+		// A consumer reading a pipe (a training script's stdin) wakes
+		// once per MiB instead of once per 64 KiB: with camera frames
+		// (~1 MB per sample) that is a third of its reading CPU.
+		pipesize.Grow(f, pipesize.MiB)
+	}
+	o := streamOutput{delivered: &countingWriter{w: e.stdout}}
+	o.buf = bufio.NewWriterSize(o.delivered, 1<<20)
+	switch {
+	case format == "jsonl":
+		j := sink.NewJSONL(o.buf)
+		o.sink, o.written = interruptJSONL{j, ctx}, j.BytesWritten
+	case preview:
+		fmt.Fprintln(e.stderr, "lrstream stream: stdout is a terminal, so this is a readable preview instead of msgpack;\n  pipe the output into a consumer (| python3 train.py) or redirect it (> batches.msgpack), or use --format jsonl")
+		if n := previewForeverNote(epochs); n != "" {
+			fmt.Fprintln(e.stderr, n)
+		}
+		o.sink = sink.NewPreview(o.buf, 2)
+	default:
+		m := sink.NewMsgpack(o.buf)
+		o.sink, o.written = interruptMsgpack{m, ctx}, m.BytesWritten
+	}
+	return o
+}
+
+// streamProgress is stream's progress display: a live line on a
+// terminal (unless stdout is one too), one summary line at the end on
+// other stderr (a Slurm log), nothing with -q.
+func streamProgress(e *env, quiet bool, cfg *pipeline.Config, written func() int64) *progress {
+	var prog *progress
+	switch {
+	case !quiet && isTerminal(e.stderr) && !isTerminal(e.stdout):
+		prog = startProgress(e.stderr, "stream", pipeline.SelectedFrames(cfg), written)
+	case !quiet && !isTerminal(e.stderr) && e.stderr != nil:
+		prog = summaryOnly(e.stderr, "stream", pipeline.SelectedFrames(cfg), written)
+	default:
+		return startProgress(nil, "", 0, nil)
+	}
+	cfg.Progress, cfg.ProgressTotal = prog.add, prog.setTotal
+	return prog
 }
 
 // previewForeverNote is what a terminal is told when the preview never
@@ -191,4 +254,17 @@ func previewForeverNote(epochs int64) string {
 // socket.
 func isBrokenPipe(err error) bool {
 	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.ErrClosedPipe)
+}
+
+// countingWriter counts the bytes its writer accepted: how much of the
+// stream reached the reader's pipe.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }

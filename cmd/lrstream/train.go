@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 
@@ -12,6 +13,9 @@ import (
 
 // trainFlags are the training-iteration flags of stream and serve.
 type trainFlags struct {
+	// log gets the training iteration's warnings (set by the command:
+	// its stderr logger, silent under -q).
+	log             *slog.Logger
 	shuffle         bool
 	seed            uint64
 	buffer          int
@@ -116,7 +120,7 @@ func (t *trainFlags) options(rank, worldSize, worker, numWorkers int, resume str
 	return pipeline.TrainOptions{
 		Shuffle: t.shuffle, Seed: t.seed, BufferSize: t.buffer, BufferBytes: t.bufferBudget, Epochs: t.epochs,
 		Consumer: rank*numWorkers + worker, Consumers: worldSize * numWorkers, Resume: resume,
-		Order: t.order, Partitions: t.partitions, WorldSize: worldSize,
+		Order: t.order, Partitions: t.partitions, WorldSize: worldSize, Log: t.log,
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -12,8 +13,11 @@ import (
 	"strings"
 
 	"github.com/lrstream/lrstream/fetch"
+	"github.com/lrstream/lrstream/pipeline"
 	"github.com/lrstream/lrstream/render"
+	"github.com/lrstream/lrstream/shard"
 	"github.com/lrstream/lrstream/validate"
+	"github.com/lrstream/lrstream/video"
 )
 
 func validateCommand() command {
@@ -28,42 +32,28 @@ func runValidate(ctx context.Context, e *env, args []string) error {
 	noTaskAug := fs.Bool("no-task-aug", false, "check the recipe as with stream --no-task-aug")
 	asJSON := fs.Bool("json", false, "print the report as JSON (docs/validate.md)")
 	maxFindings := fs.Int("max-findings", 50, "findings listed per check; the others are counted")
-	cache := fs.String("cache", "full", "Hub data shards: full (download into the HF cache) or none (stream byte ranges)")
+	var hub hubFlags
+	hub.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: lrstream validate DATASET [--recipe FILE] [--json] [flags]\n\nChecks a local dataset directory or a Hub dataset ORG/NAME[@REVISION] and reports\nevery problem found. Exit status: 0 no error found, 1 errors found, 2 usage.\n\nflags:")
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
-	// DATASET may come before or after the flags.
-	var dataset string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		dataset, args = args[0], args[1:]
+	// DATASET may come before, between or after the flags.
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return err
-		}
-		return exitError{2}
+	switch {
+	case len(pos) == 0:
+		return usageError(fs, "DATASET is required")
+	case len(pos) > 1:
+		return usageError(fs, fmt.Sprintf("unexpected argument %q", pos[1]))
 	}
-	if dataset == "" && fs.NArg() > 0 {
-		dataset = fs.Arg(0)
-		if err := fs.Parse(fs.Args()[1:]); err != nil {
-			return exitError{2}
-		}
-	}
-	if fs.NArg() > 0 || dataset == "" {
-		if dataset == "" {
-			fmt.Fprintln(e.stderr, "lrstream validate: DATASET is required")
-		} else {
-			fmt.Fprintf(e.stderr, "lrstream validate: unexpected argument %q\n", fs.Arg(0))
-		}
-		fmt.Fprintln(e.stderr, "Run 'lrstream validate -h' for usage.")
-		return exitError{2}
-	}
+	dataset := pos[0]
 	opts := validate.Options{NoTaskAug: *noTaskAug, MaxFindings: *maxFindings}
 	m, err := render.ParseMode(*mode)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "lrstream validate: %v\n", err)
-		return exitError{2}
+		return usageError(fs, err.Error())
 	}
 	opts.Mode = m
 	if *recipe != "" {
@@ -71,14 +61,7 @@ func runValidate(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 	}
-	hub, err := fetch.HubOptionsFromEnv(e.getenv)
-	if err != nil {
-		return err
-	}
-	if hub.Cache, err = fetch.ParseCacheMode(*cache); err != nil {
-		return err
-	}
-	src, err := fetch.OpenDataset(ctx, dataset, hub)
+	src, err := hub.open(ctx, e, dataset)
 	if err != nil {
 		return err
 	}
@@ -87,6 +70,7 @@ func runValidate(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	rep.StreamLeavesOut = streamLeavesOut(ctx, src)
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
@@ -125,6 +109,12 @@ func printReport(e *env, rep *validate.Report) {
 			fmt.Fprintf(w, "  %s\n", c)
 		}
 	}
+	if len(rep.StreamLeavesOut) > 0 {
+		fmt.Fprintln(w, "lrstream stream (default flags) leaves out:")
+		for _, c := range rep.StreamLeavesOut {
+			fmt.Fprintf(w, "  %s\n", c)
+		}
+	}
 	verdict := "clean"
 	if !rep.Clean() {
 		verdict = "problems found"
@@ -158,4 +148,40 @@ func ffprobe(dataset string) (func(ctx context.Context, name string) (float64, e
 		}
 		return d, nil
 	}, ""
+}
+
+// streamLeavesOut says what `lrstream stream` with its default flags
+// leaves out of src: each camera --cameras auto does not decode, with why
+// (video files absent, a kind stream does not decode by default), or why
+// it refuses the cameras at all. It opens the metadata and resolves the
+// cameras as stream does, without decoding anything; nil when the
+// metadata cannot be opened (the report's findings say why).
+func streamLeavesOut(ctx context.Context, src fetch.Source) []string {
+	ds, err := shard.OpenDataset(ctx, src)
+	if err != nil {
+		return nil
+	}
+	cfg := &pipeline.Config{Source: src, Dataset: ds, Workers: 1}
+	err = pipeline.SetupCameras(ctx, cfg, pipeline.CameraOptions{Spec: video.ModeAuto, NewDecoder: func() (video.Decoder, error) { return noDecoder{}, nil }})
+	if cfg.Cameras != nil {
+		cfg.Cameras.Release()
+	}
+	if err != nil {
+		return []string{"cameras: stream refuses them: " + err.Error()}
+	}
+	var out []string
+	for _, c := range cfg.CameraStatus {
+		if !c.Decoded {
+			out = append(out, fmt.Sprintf("camera %s: %s", c.Key, c.Reason))
+		}
+	}
+	return out
+}
+
+// noDecoder stands for FFmpeg where cameras are resolved but never
+// decoded (streamLeavesOut).
+type noDecoder struct{}
+
+func (noDecoder) Decode(context.Context, video.Segment, func(video.Frame) error) error {
+	return errors.New("not decoding")
 }

@@ -32,7 +32,12 @@ func TestValidateCommand(t *testing.T) {
 		{[]string{"validate", bad}, 1, "fps 0: want a positive", ""},
 		{[]string{"validate"}, 2, "", "DATASET is required"},
 		{[]string{"validate", clean, "extra"}, 2, "", `unexpected argument "extra"`},
-		{[]string{"validate", "--bogus", clean}, 2, "", "flag provided but not defined"},
+		{[]string{"validate", "--bogus", clean}, 2, "", "unknown flag --bogus"},
+		{[]string{"validate", clean, "--jsn"}, 2, "", "unknown flag --jsn; did you mean --json?"},
+		{[]string{"validate", "--download", "none", clean}, 0, "0 errors", ""},
+		{[]string{"validate", "--cache", "none", clean}, 0, "0 errors", ""},
+		{[]string{"validate", "--cache-dir", t.TempDir(), clean}, 0, "0 errors", ""},
+		{[]string{"validate", "--revision", "v2", clean}, 1, "", "is a local directory; revisions apply to Hub datasets"},
 	} {
 		out, errb, code := runCmd(t, c.args...)
 		if code != c.code || !strings.Contains(out, c.out) || !strings.Contains(errb, c.errIn) {
@@ -87,5 +92,51 @@ func TestValidateHub(t *testing.T) {
 	}
 	if rep.Dataset != "lerobot-test/jsonext" || rep.Revision != sha || rep.FramesRead != 604 || !rep.Clean() {
 		t.Fatalf("report %+v", rep)
+	}
+}
+
+// TestValidateLanguageAndLeftOut: the language checks are listed as
+// checked only for a dataset with language columns (issue 24 item 7), and
+// the summary says what stream with its default flags leaves out.
+func TestValidateLanguageAndLeftOut(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		dataset   string
+		language  bool
+		leavesOut []string
+	}{
+		{"no language columns", shared(t, "datasets", "real", "SamueleSandrini__record-test"), false,
+			[]string{"camera observation.images.front: video files absent", "camera observation.images.top: video files absent"}},
+		{"language", shared(t, "conformance", "datasets", "pub_jsonext_front_wrist"), true,
+			[]string{"camera observation.images.front: video files absent", "camera observation.images.wrist: video files absent"}},
+		{"language, videos present", cameraDataset(t), true, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errb, code := runCmd(t, "validate", tc.dataset)
+			if code != 0 {
+				t.Fatalf("exit %d: %s\n%s", code, errb, out)
+			}
+			checked, rest, _ := strings.Cut(out, "\nnot checked:\n")
+			if got := strings.Contains(checked, "\n  language: styles"); got != tc.language {
+				t.Errorf("language listed as checked: %t, want %t\n%s", got, tc.language, out)
+			}
+			if got := strings.Contains(rest, "  language: the dataset has no language columns"); got == tc.language {
+				t.Errorf("language listed as not checked: %t, want %t\n%s", got, !tc.language, out)
+			}
+			_, left, found := strings.Cut(out, "lrstream stream (default flags) leaves out:\n")
+			if found != (len(tc.leavesOut) > 0) {
+				t.Fatalf("leaves-out section: %t\n%s", found, out)
+			}
+			for _, w := range tc.leavesOut {
+				if !strings.Contains(left, "  "+w) {
+					t.Errorf("leaves-out section lacks %q:\n%s", w, left)
+				}
+			}
+			js, _, _ := runCmd(t, "validate", "--json", tc.dataset)
+			var rep validate.Report
+			if err := json.Unmarshal([]byte(js), &rep); err != nil || len(rep.StreamLeavesOut) != len(tc.leavesOut) {
+				t.Errorf("--json stream_leaves_out %q (%v), want %d entries", rep.StreamLeavesOut, err, len(tc.leavesOut))
+			}
+		})
 	}
 }

@@ -19,24 +19,18 @@ func runVerify(ctx context.Context, e *env, args []string) error {
 	quiet := fs.Bool("q", false, "print nothing on success")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: lrstream verify [-q] DIR\n\nChecks every shard of a pre-rendered directory (lrstream prerender) against\nits index: size, SHA-256, decompression, every message decoded, batch and\nsample counts, seq continuity, episode ranges. Exits 1 naming each problem.\n\nflags:")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return err
-		}
-		return exitError{2}
+		printFlags(fs)
 	}
 	// Flags may also follow DIR.
-	rest := fs.Args()
-	if len(rest) > 0 {
-		if err := parseFlags(fs, rest[1:]); err != nil {
-			return err
-		}
+	rest, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
 	}
-	if len(rest) == 0 {
-		fs.Usage()
-		return exitError{2}
+	switch {
+	case len(rest) == 0:
+		return usageError(fs, "DIR is required")
+	case len(rest) > 1:
+		return usageError(fs, fmt.Sprintf("unexpected argument %q", rest[1]))
 	}
 	dir := rest[0]
 	rep, err := prerender.Verify(ctx, dir)
