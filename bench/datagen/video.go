@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+
+	"github.com/lrstream/lrstream/video"
 )
 
 // videoCodecName is info.json's video.codec: the codec written, or
@@ -46,7 +48,7 @@ func (p *plan) writeVideos(ctx context.Context, root string) error {
 				args = append(args, "-c:v", "libx264", "-g", "2", "-preset", "veryfast", "-crf", "23")
 			}
 			args = append(args, path)
-			cmd := exec.CommandContext(ctx, ff, args...)
+			cmd := video.Command(ctx, ff, args...)
 			if out, err := cmd.CombinedOutput(); err != nil {
 				return fmt.Errorf("datagen: writing %s: ffmpeg: %v: %s", rel, err, out)
 			}
