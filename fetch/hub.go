@@ -845,6 +845,7 @@ func (h *Hub) listTree(ctx context.Context, dir string, recursive bool) ([]treeE
 		return nil, err
 	}
 	var all []treeEntry
+	seen := map[string]bool{pageKey(req.URL): true}
 	for page := 0; ; page++ {
 		if page > 100000 {
 			return nil, fmt.Errorf("list %s: too many pages", req.URL.Redacted())
@@ -870,6 +871,11 @@ func (h *Hub) listTree(ctx context.Context, dir string, recursive bool) ([]treeE
 		if !h.sameOrigin(nu) {
 			return nil, fmt.Errorf("list %s of dataset %s: pagination link to another host %s refused", displayDir(dir), h.id, nu.Host)
 		}
+		if k := pageKey(nu); seen[k] {
+			return nil, fmt.Errorf("list %s of dataset %s: the Hub's pagination cycles: page %d links back to an earlier page (%s)", displayDir(dir), h.id, page+1, shorten(nu.Redacted(), 200))
+		} else {
+			seen[k] = true
+		}
 		if req, err = h.newRequestURL(ctx, http.MethodGet, nu); err != nil {
 			return nil, err
 		}
@@ -888,6 +894,16 @@ func (h *Hub) listTree(ctx context.Context, dir string, recursive bool) ([]treeE
 	}
 	h.mu.Unlock()
 	return all, nil
+}
+
+// pageKey identifies a listing page for cycle detection: the URL with its
+// query parameters in a canonical order (a cursor repeated with its
+// parameters reordered is the same page).
+func pageKey(u *url.URL) string {
+	c := *u
+	c.RawQuery = u.Query().Encode()
+	c.Fragment, c.RawFragment = "", ""
+	return c.String()
 }
 
 // parseTreePage decodes one page of the tree API for the directory dir
