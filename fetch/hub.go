@@ -107,8 +107,19 @@ type HubOptions struct {
 	// StallTimeout is the progress deadline of response bodies: a body
 	// that delivers no byte for this long fails with ErrStalled and is
 	// retried (resumed with a Range request) within the retry budget
-	// (default DefaultStallTimeout, 30s).
+	// (default DownloadTimeout).
 	StallTimeout time.Duration
+	// ETagTimeout bounds each attempt of an API request (revision, tree
+	// listing) from connecting to its response headers
+	// (HF_HUB_ETAG_TIMEOUT; default DefaultETagTimeout, 10s). When the
+	// requested revision is cached, a revision request that times out
+	// falls back to the cache at once.
+	ETagTimeout time.Duration
+	// DownloadTimeout bounds each attempt of a file request (download,
+	// range read) from connecting to its response headers
+	// (HF_HUB_DOWNLOAD_TIMEOUT; default DefaultDownloadTimeout, 10s), and
+	// is the default StallTimeout.
+	DownloadTimeout time.Duration
 }
 
 // HubOptionsFromEnv reads the huggingface_hub environment variables exactly
@@ -168,6 +179,13 @@ func HubOptionsFromEnv(getenv func(string) string) (HubOptions, error) {
 		offline = getenv("TRANSFORMERS_OFFLINE")
 	}
 	o.Offline = envTrue(offline)
+	var err error
+	if o.ETagTimeout, err = parseTimeoutEnv("HF_HUB_ETAG_TIMEOUT", getenv("HF_HUB_ETAG_TIMEOUT"), DefaultETagTimeout); err != nil {
+		return o, err
+	}
+	if o.DownloadTimeout, err = parseTimeoutEnv("HF_HUB_DOWNLOAD_TIMEOUT", getenv("HF_HUB_DOWNLOAD_TIMEOUT"), DefaultDownloadTimeout); err != nil {
+		return o, err
+	}
 	if envTrue(getenv("HF_HUB_DISABLE_IMPLICIT_TOKEN")) {
 		return o, nil
 	}
@@ -437,8 +455,14 @@ func OpenHub(ctx context.Context, repoSpec string, opts HubOptions) (*Hub, error
 	if opts.PrefetchMemory <= 0 {
 		opts.PrefetchMemory = 256 << 20
 	}
+	if opts.ETagTimeout <= 0 {
+		opts.ETagTimeout = DefaultETagTimeout
+	}
+	if opts.DownloadTimeout <= 0 {
+		opts.DownloadTimeout = DefaultDownloadTimeout
+	}
 	if opts.StallTimeout <= 0 {
-		opts.StallTimeout = DefaultStallTimeout
+		opts.StallTimeout = opts.DownloadTimeout
 	}
 	if opts.FooterSize <= 0 {
 		opts.FooterSize = 64 << 10
@@ -472,11 +496,10 @@ func OpenHub(ctx context.Context, repoSpec string, opts HubOptions) (*Hub, error
 	if base == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = 16
-		t.ResponseHeaderTimeout = 60 * time.Second
 		base = t
 	}
 	h.httpc = &http.Client{
-		Transport:     &countingTransport{base: base, n: &h.stats.requests},
+		Transport:     &answerTransport{base: &countingTransport{base: base, n: &h.stats.requests}, def: opts.DownloadTimeout},
 		CheckRedirect: h.checkRedirect,
 	}
 	if opts.Token != "" && ep.Scheme == "http" && !isLoopback(ep.Hostname()) {
@@ -658,6 +681,7 @@ func (h *Hub) getJSON(ctx context.Context, req *http.Request, v any) (http.Heade
 }
 
 func (h *Hub) getJSONState(ctx context.Context, s *retryState, req *http.Request, v any) (http.Header, error) {
+	ctx = withAnswerTimeout(ctx, h.opts.ETagTimeout)
 	for {
 		resp, err := h.do(ctx, s, req)
 		if err != nil {
@@ -713,7 +737,12 @@ func (h *Hub) resolveRevision(ctx context.Context) error {
 	// back at once instead of spending the retry budget.
 	cached, _, cacheErr := h.cache.cachedRevision(h.requested)
 	s := h.newState(req.Method, req.URL)
-	if cacheErr == nil || h.opts.ConnectFailFast {
+	switch {
+	case cacheErr == nil:
+		// A connection accepted but never answered falls back after one
+		// answer timeout too (huggingface_hub does not retry either).
+		s.fastFail = func(err error) bool { return connectFailure(err) || errors.Is(err, ErrNoAnswer) }
+	case h.opts.ConnectFailFast:
 		s.fastFail = connectFailure
 	}
 	var body json.RawMessage
