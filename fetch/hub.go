@@ -332,6 +332,10 @@ type Hub struct {
 	deep    map[string]bool      // directories whose whole subtree is in entries
 	direct  map[string]*url.URL  // file -> CDN URL of its last redirect
 	refDone bool
+	// pinnedCached is set when the requested commit's snapshot was in the
+	// cache and no request resolved it: cached files are then checked
+	// only against listings made anyway (see cachedStale).
+	pinnedCached bool
 
 	// unreachable is set when the Hub could not be reached at OpenHub and
 	// the cached snapshot of the requested revision is used instead: the
@@ -723,7 +727,7 @@ func (h *Hub) resolveRevision(ctx context.Context) error {
 		if st, err := os.Stat(h.cache.snapshotDir(h.requested)); err == nil && st.IsDir() {
 			// A commit is immutable: a snapshot already in the cache
 			// proves it exists, no need to ask the Hub.
-			h.sha = h.requested
+			h.sha, h.pinnedCached = h.requested, true
 			return nil
 		}
 	}
@@ -1141,18 +1145,21 @@ func (h *Hub) open(ctx context.Context, name string) (File, error) {
 	if err := ValidateRemotePath(name); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnsafePath, err)
 	}
+	var e treeEntry
 	if f, err := h.cache.openSnapshot(h.sha, name); err == nil {
-		h.stats.cacheHits.Add(1)
-		h.log.Debug("hub: cache hit", "file", name)
-		return f, nil
+		se, stale := h.cachedStale(ctx, name, f.Size())
+		if !stale {
+			h.stats.cacheHits.Add(1)
+			h.log.Debug("hub: cache hit", "file", name)
+			return f, nil
+		}
+		f.Close()
+		e = se
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
-	}
-	if h.cacheOnly() {
+	} else if h.cacheOnly() {
 		return nil, h.cacheOnlyErr()
-	}
-	e, err := h.stat(ctx, name)
-	if err != nil {
+	} else if e, err = h.stat(ctx, name); err != nil {
 		return nil, err
 	}
 	if h.opts.Cache == CacheNone && isShard(name) {
