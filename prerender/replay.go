@@ -340,11 +340,14 @@ var errStop = errors.New("stop")
 // and the count; fn gets the k-th batch (raw is valid during the call).
 // fn returning errStop ends the shard early without error.
 func (r *replayer) eachBatch(ctx context.Context, dec *zstd.Decoder, dir string, s Shard, fn func(k int64, raw []byte, bi batchInfo) error) error {
-	f, err := os.Open(filepath.Join(dir, s.File))
+	f, st, err := openRegular(filepath.Join(dir, s.File))
 	if err != nil {
 		return fmt.Errorf("replay: shard %s: %w", s.File, err)
 	}
 	defer f.Close()
+	if st.Size() != s.Bytes {
+		return fmt.Errorf("replay: shard %s is %d bytes, the index says %d", s.File, st.Size(), s.Bytes)
+	}
 	// The digest is checked before any of the shard's batches is emitted:
 	// the file is hashed, then read again to decode it.
 	if err := checkDigest(f, s); err != nil {
