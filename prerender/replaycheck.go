@@ -122,4 +122,3 @@ func batchEpisodes(raw []byte) (lo, hi int64, ok bool, err error) {
 	}
 	return lo, hi, ok, nil
 }
-
