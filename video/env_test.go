@@ -62,7 +62,7 @@ func TestFFmpegEnvStripped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	d.probe(ctx, video)                                                                                                // ffprobe
-	d.matches(ctx, yuvKey{w: 2, h: 2}, yuvFor("bt470bg", "tv"))                                                                              // ffmpeg, colour check
+	d.matches(ctx, yuvKey{w: 2, h: 2}, yuvFor("bt470bg", "tv"))                                                        // ffmpeg, colour check
 	_ = d.Decode(ctx, Segment{Path: video, Start: 0, End: 0.1, Width: 2, Height: 2}, func(Frame) error { return nil }) // ffmpeg, frames
 	d.Close()
 	b, err := os.ReadFile(dump)

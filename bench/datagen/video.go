@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/lrstream/lrstream/video"
+	"github.com/lrstream/lrstream/internal/procenv"
 )
 
 // videoCodecName is info.json's video.codec: the codec written, or
@@ -48,7 +48,8 @@ func (p *plan) writeVideos(ctx context.Context, root string) error {
 				args = append(args, "-c:v", "libx264", "-g", "2", "-preset", "veryfast", "-crf", "23")
 			}
 			args = append(args, path)
-			cmd := video.Command(ctx, ff, args...)
+			cmd := exec.CommandContext(ctx, ff, args...)
+			cmd.Env = procenv.Child(os.Environ())
 			if out, err := cmd.CombinedOutput(); err != nil {
 				return fmt.Errorf("datagen: writing %s: ffmpeg: %v: %s", rel, err, out)
 			}
