@@ -384,7 +384,7 @@ func (r *replayer) eachBatch(ctx context.Context, dec *zstd.Decoder, dir string,
 		if bi.seq != s.FirstSeq+k {
 			return fmt.Errorf("replay: shard %s: batch %d has seq %d, the index says %d", s.File, k, bi.seq, s.FirstSeq+k)
 		}
-		if err := tally.batch(k, raw, bi); err != nil {
+		if err := tally.batch(raw, bi); err != nil {
 			return fmt.Errorf("replay: shard %s: %w", s.File, err)
 		}
 		if err := fn(k, raw, bi); err != nil {

@@ -49,8 +49,8 @@ func newShardTally(s Shard, batchSize int) *shardTally {
 	return &shardTally{s: s, batchSize: int64(batchSize), firstEp: -1, lastEp: -1}
 }
 
-// batch checks batch k of the shard (raw, its seq/size/epoch in bi).
-func (t *shardTally) batch(k int64, raw []byte, bi batchInfo) error {
+// batch checks the shard's next batch (raw, its seq/size/epoch in bi).
+func (t *shardTally) batch(raw []byte, bi batchInfo) error {
 	if bi.size < 1 || bi.size > t.batchSize {
 		return fmt.Errorf("batch seq %d has %d samples (batch size %d)", bi.seq, bi.size, t.batchSize)
 	}
