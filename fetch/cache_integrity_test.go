@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/lrstream/lrstream/internal/fakehub"
 )
 
 // TestHubCacheReplacesWrongSizeBlob: a cached blob whose size differs from
@@ -173,5 +175,36 @@ func TestHubStreamHashesWholeFiles(t *testing.T) {
 	buf := make([]byte, 8)
 	if _, err := file2.ReadAt(buf, file2.Size()-8); !errors.Is(err, ErrHashMismatch) {
 		t.Fatalf("footer read of a corrupt file: %v, want ErrHashMismatch", err)
+	}
+}
+
+// TestHubCacheSizeCheckGivesUpOnce: when the listing a size check needs
+// fails (the Hub answered the revision, then its tree API fails), cached
+// files are served unchecked, and the failing listing is not asked again
+// for every file.
+func TestHubCacheSizeCheckGivesUpOnce(t *testing.T) {
+	f := newFakeHub(t)
+	ctx := context.Background()
+	cache := t.TempDir()
+	o := f.options(t, cache, CacheFull)
+	o.Logger = slog.New(slog.DiscardHandler)
+	warm := mustOpenHub(t, fakeID, o)
+	names := []string{"meta/info.json", "meta/tasks.parquet", "data/chunk-000/file-000.parquet", "data/chunk-000/file-001.parquet"}
+	for _, n := range names {
+		if _, err := ReadAll(ctx, warm, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.AddFault(&fakehub.Fault{Kind: "tree", N: -1, Status: 500})
+	h := mustOpenHub(t, fakeID, o)
+	before := f.Count("tree")
+	for _, n := range names {
+		got, err := ReadAll(ctx, h, n)
+		if err != nil || !bytes.Equal(got, f.Files[n].Data) {
+			t.Fatalf("%s from the cache: %v", n, err)
+		}
+	}
+	if n := f.Count("tree") - before; n != o.Retry.MaxAttempts {
+		t.Errorf("%d tree requests, want one failed listing (%d attempts)", n, o.Retry.MaxAttempts)
 	}
 }

@@ -336,6 +336,10 @@ type Hub struct {
 	// cache and no request resolved it: cached files are then checked
 	// only against listings made anyway (see cachedStale).
 	pinnedCached bool
+	// noSizeCheck is set once a listing made only to check a cached
+	// file's size failed: later cache hits are served unchecked instead
+	// of asking a failing Hub again for every file.
+	noSizeCheck atomic.Bool
 
 	// unreachable is set when the Hub could not be reached at OpenHub and
 	// the cached snapshot of the requested revision is used instead: the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -36,12 +37,15 @@ func (h *Hub) cachedStale(ctx context.Context, name string, size int64) (treeEnt
 	e, known := h.entries[name]
 	h.mu.Unlock()
 	if !known {
-		if h.pinnedCached {
+		if h.pinnedCached || h.noSizeCheck.Load() {
 			return treeEntry{}, false
 		}
 		var err error
 		if e, err = h.stat(ctx, name); err != nil {
-			h.log.Debug("hub: cannot check the cached file against the listing", "file", name, "error", h.scrub(err).Error())
+			if !errors.Is(err, fs.ErrNotExist) {
+				h.noSizeCheck.Store(true)
+			}
+			h.log.Debug("hub: cannot check the cached file against the listing; cached files are served unchecked", "file", name, "error", h.scrub(err).Error())
 			return treeEntry{}, false
 		}
 	}
