@@ -50,6 +50,26 @@ var storedTypes = map[string][]string{
 	DTypeImage:  {"image"},
 }
 
+// coreStoredTypes widens the stored types accepted for a core frame
+// column declared dtype: the reader converts those columns to their
+// canonical types whatever their stored width (timestamps to float32,
+// indices to int64), as LeRobotDataset's cast to the declared features
+// does, so a timestamp written as float64 or an index as int32 reads the
+// same. The kind must still be the declared one (an index declared
+// float32 but stored as integers would reach training as int64).
+func coreStoredTypes(dtype string, exact []string) []string {
+	switch dtype {
+	case "float32", "float64":
+		return []string{"float32", "float64"}
+	case "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64":
+		return []string{"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
+	}
+	return exact
+}
+
+// coreColumns are the frame columns every LeRobot data file holds.
+var coreColumns = map[string]bool{"timestamp": true, "frame_index": true, "episode_index": true, "index": true, "task_index": true}
+
 // CheckStored returns an error when a data file's column disagrees with
 // the feature info.json declares for it: a different value type (action
 // declared "string", stored as list<float32>), a string or image stored
@@ -64,6 +84,9 @@ func CheckStored(f Feature, c StoredColumn) error {
 	ok, known := storedTypes[f.DType]
 	if !known {
 		return nil
+	}
+	if coreColumns[f.Name] {
+		ok = coreStoredTypes(f.DType, ok)
 	}
 	declared := f.DType
 	if f.Shape != nil {
