@@ -6,6 +6,7 @@ import (
 	"os/exec"
 
 	"github.com/lrstream/lrstream/pipeline"
+	"github.com/lrstream/lrstream/video"
 )
 
 // ffmpegFloor decodes every video file of cfg's decoded cameras with
@@ -26,7 +27,7 @@ func ffmpegFloor(ctx context.Context, cfg *pipeline.Config) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
-		out, err := exec.CommandContext(ctx, ff, "-nostdin", "-hide_banner", "-loglevel", "error",
+		out, err := video.Command(ctx, ff, "-nostdin", "-hide_banner", "-loglevel", "error",
 			"-i", path, "-map", "0:v:0", "-f", "null", "-").CombinedOutput()
 		release()
 		if err != nil {

@@ -31,6 +31,9 @@ type repoCache struct {
 	root    string // HF_HUB_CACHE
 	dir     string // root/datasets--org--name
 	lockDir string
+	// sync flushes a file or directory to stable storage (syncPath; a
+	// test may record the calls).
+	sync func(path string) error
 }
 
 // RepoFolderName is huggingface_hub's cache folder name for a dataset
@@ -48,7 +51,39 @@ func newRepoCache(root, id string) (*repoCache, error) {
 		return nil, fmt.Errorf("hub cache %s: %w", root, err)
 	}
 	folder := RepoFolderName(id)
-	return &repoCache{root: abs, dir: filepath.Join(abs, folder), lockDir: filepath.Join(abs, ".locks", folder)}, nil
+	return &repoCache{root: abs, dir: filepath.Join(abs, folder), lockDir: filepath.Join(abs, ".locks", folder), sync: syncPath}, nil
+}
+
+// syncPath fsyncs a file or a directory (a directory's fsync makes the
+// renames and links inside it durable).
+func syncPath(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// publish renames a complete, verified file to its final name so that it
+// survives a crash whole or not at all: the file's data is flushed before
+// the rename, the directory after it. huggingface_hub renames without
+// flushing; a power loss after such a rename can leave a blob of the
+// right name and size holding zeros.
+func (c *repoCache) publish(tmp, final string) error {
+	if err := c.sync(tmp); err != nil {
+		return fmt.Errorf("hub cache: flush %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return fmt.Errorf("hub cache: %w", err)
+	}
+	if err := c.sync(filepath.Dir(final)); err != nil {
+		return fmt.Errorf("hub cache: flush %s: %w", filepath.Dir(final), err)
+	}
+	return nil
 }
 
 func (c *repoCache) snapshotDir(sha string) string { return filepath.Join(c.dir, "snapshots", sha) }
@@ -208,6 +243,9 @@ func (c *repoCache) link(sha, name, hash string) error {
 		os.Remove(tmp)
 		return fmt.Errorf("hub cache: link %s: %w", name, err)
 	}
+	if err := c.sync(filepath.Dir(lp)); err != nil {
+		return fmt.Errorf("hub cache: link %s: flush: %w", name, err)
+	}
 	return nil
 }
 
@@ -223,17 +261,17 @@ func (c *repoCache) writeRef(rev, sha string) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return fmt.Errorf("hub cache: %w", err)
 	}
-	return writeFileAtomic(p, []byte(sha))
+	return c.writeFileAtomic(p, []byte(sha))
 }
 
-func writeFileAtomic(p string, data []byte) error {
+func (c *repoCache) writeFileAtomic(p string, data []byte) error {
 	tmp := p + ".lrstream-" + randSuffix()
 	if err := os.WriteFile(tmp, data, 0o644); err != nil {
 		return fmt.Errorf("hub cache: %w", err)
 	}
-	if err := os.Rename(tmp, p); err != nil {
+	if err := c.publish(tmp, p); err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("hub cache: %w", err)
+		return err
 	}
 	return nil
 }

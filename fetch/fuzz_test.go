@@ -204,3 +204,24 @@ func FuzzParseRepoSpec(f *testing.F) {
 		}
 	})
 }
+
+// FuzzTimeoutEnv: HF_HUB_ETAG_TIMEOUT / HF_HUB_DOWNLOAD_TIMEOUT values
+// parse to the default or a whole number of seconds within bounds, or to
+// an error naming the variable; never a negative or zero timeout.
+func FuzzTimeoutEnv(f *testing.F) {
+	for _, s := range []string{"", "0", "10", " 7 ", "1_0", "+3", "-3", "1.5", "ten", "_1", "1__0", "9999999999999999999999", "1048577"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		d, err := parseTimeoutEnv("HF_HUB_ETAG_TIMEOUT", v, DefaultETagTimeout)
+		if err != nil {
+			if !strings.Contains(err.Error(), "HF_HUB_ETAG_TIMEOUT") {
+				t.Fatalf("%q: error %q does not name the variable", v, err)
+			}
+			return
+		}
+		if d < time.Second || d > (1<<20)*time.Second || d%time.Second != 0 {
+			t.Fatalf("%q: timeout %v", v, d)
+		}
+	})
+}

@@ -107,8 +107,19 @@ type HubOptions struct {
 	// StallTimeout is the progress deadline of response bodies: a body
 	// that delivers no byte for this long fails with ErrStalled and is
 	// retried (resumed with a Range request) within the retry budget
-	// (default DefaultStallTimeout, 30s).
+	// (default DownloadTimeout).
 	StallTimeout time.Duration
+	// ETagTimeout bounds each attempt of an API request (revision, tree
+	// listing) from connecting to its response headers
+	// (HF_HUB_ETAG_TIMEOUT; default DefaultETagTimeout, 10s). When the
+	// requested revision is cached, a revision request that times out
+	// falls back to the cache at once.
+	ETagTimeout time.Duration
+	// DownloadTimeout bounds each attempt of a file request (download,
+	// range read) from connecting to its response headers
+	// (HF_HUB_DOWNLOAD_TIMEOUT; default DefaultDownloadTimeout, 10s), and
+	// is the default StallTimeout.
+	DownloadTimeout time.Duration
 }
 
 // HubOptionsFromEnv reads the huggingface_hub environment variables exactly
@@ -168,6 +179,13 @@ func HubOptionsFromEnv(getenv func(string) string) (HubOptions, error) {
 		offline = getenv("TRANSFORMERS_OFFLINE")
 	}
 	o.Offline = envTrue(offline)
+	var err error
+	if o.ETagTimeout, err = parseTimeoutEnv("HF_HUB_ETAG_TIMEOUT", getenv("HF_HUB_ETAG_TIMEOUT"), DefaultETagTimeout); err != nil {
+		return o, err
+	}
+	if o.DownloadTimeout, err = parseTimeoutEnv("HF_HUB_DOWNLOAD_TIMEOUT", getenv("HF_HUB_DOWNLOAD_TIMEOUT"), DefaultDownloadTimeout); err != nil {
+		return o, err
+	}
 	if envTrue(getenv("HF_HUB_DISABLE_IMPLICIT_TOKEN")) {
 		return o, nil
 	}
@@ -314,6 +332,14 @@ type Hub struct {
 	deep    map[string]bool      // directories whose whole subtree is in entries
 	direct  map[string]*url.URL  // file -> CDN URL of its last redirect
 	refDone bool
+	// pinnedCached is set when the requested commit's snapshot was in the
+	// cache and no request resolved it: cached files are then checked
+	// only against listings made anyway (see cachedStale).
+	pinnedCached bool
+	// noSizeCheck is set once a listing made only to check a cached
+	// file's size failed: later cache hits are served unchecked instead
+	// of asking a failing Hub again for every file.
+	noSizeCheck atomic.Bool
 
 	// unreachable is set when the Hub could not be reached at OpenHub and
 	// the cached snapshot of the requested revision is used instead: the
@@ -437,8 +463,14 @@ func OpenHub(ctx context.Context, repoSpec string, opts HubOptions) (*Hub, error
 	if opts.PrefetchMemory <= 0 {
 		opts.PrefetchMemory = 256 << 20
 	}
+	if opts.ETagTimeout <= 0 {
+		opts.ETagTimeout = DefaultETagTimeout
+	}
+	if opts.DownloadTimeout <= 0 {
+		opts.DownloadTimeout = DefaultDownloadTimeout
+	}
 	if opts.StallTimeout <= 0 {
-		opts.StallTimeout = DefaultStallTimeout
+		opts.StallTimeout = opts.DownloadTimeout
 	}
 	if opts.FooterSize <= 0 {
 		opts.FooterSize = 64 << 10
@@ -472,11 +504,10 @@ func OpenHub(ctx context.Context, repoSpec string, opts HubOptions) (*Hub, error
 	if base == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = 16
-		t.ResponseHeaderTimeout = 60 * time.Second
 		base = t
 	}
 	h.httpc = &http.Client{
-		Transport:     &countingTransport{base: base, n: &h.stats.requests},
+		Transport:     &answerTransport{base: &countingTransport{base: base, n: &h.stats.requests}, def: opts.DownloadTimeout},
 		CheckRedirect: h.checkRedirect,
 	}
 	if opts.Token != "" && ep.Scheme == "http" && !isLoopback(ep.Hostname()) {
@@ -658,6 +689,7 @@ func (h *Hub) getJSON(ctx context.Context, req *http.Request, v any) (http.Heade
 }
 
 func (h *Hub) getJSONState(ctx context.Context, s *retryState, req *http.Request, v any) (http.Header, error) {
+	ctx = withAnswerTimeout(ctx, h.opts.ETagTimeout)
 	for {
 		resp, err := h.do(ctx, s, req)
 		if err != nil {
@@ -699,7 +731,7 @@ func (h *Hub) resolveRevision(ctx context.Context) error {
 		if st, err := os.Stat(h.cache.snapshotDir(h.requested)); err == nil && st.IsDir() {
 			// A commit is immutable: a snapshot already in the cache
 			// proves it exists, no need to ask the Hub.
-			h.sha = h.requested
+			h.sha, h.pinnedCached = h.requested, true
 			return nil
 		}
 	}
@@ -713,7 +745,12 @@ func (h *Hub) resolveRevision(ctx context.Context) error {
 	// back at once instead of spending the retry budget.
 	cached, _, cacheErr := h.cache.cachedRevision(h.requested)
 	s := h.newState(req.Method, req.URL)
-	if cacheErr == nil || h.opts.ConnectFailFast {
+	switch {
+	case cacheErr == nil:
+		// A connection accepted but never answered falls back after one
+		// answer timeout too (huggingface_hub does not retry either).
+		s.fastFail = func(err error) bool { return connectFailure(err) || errors.Is(err, ErrNoAnswer) }
+	case h.opts.ConnectFailFast:
 		s.fastFail = connectFailure
 	}
 	var body json.RawMessage
@@ -845,6 +882,7 @@ func (h *Hub) listTree(ctx context.Context, dir string, recursive bool) ([]treeE
 		return nil, err
 	}
 	var all []treeEntry
+	seen := map[string]bool{pageKey(req.URL): true}
 	for page := 0; ; page++ {
 		if page > 100000 {
 			return nil, fmt.Errorf("list %s: too many pages", req.URL.Redacted())
@@ -870,6 +908,11 @@ func (h *Hub) listTree(ctx context.Context, dir string, recursive bool) ([]treeE
 		if !h.sameOrigin(nu) {
 			return nil, fmt.Errorf("list %s of dataset %s: pagination link to another host %s refused", displayDir(dir), h.id, nu.Host)
 		}
+		if k := pageKey(nu); seen[k] {
+			return nil, fmt.Errorf("list %s of dataset %s: the Hub's pagination cycles: page %d links back to an earlier page (%s)", displayDir(dir), h.id, page+1, shorten(nu.Redacted(), 200))
+		} else {
+			seen[k] = true
+		}
 		if req, err = h.newRequestURL(ctx, http.MethodGet, nu); err != nil {
 			return nil, err
 		}
@@ -888,6 +931,16 @@ func (h *Hub) listTree(ctx context.Context, dir string, recursive bool) ([]treeE
 	}
 	h.mu.Unlock()
 	return all, nil
+}
+
+// pageKey identifies a listing page for cycle detection: the URL with its
+// query parameters in a canonical order (a cursor repeated with its
+// parameters reordered is the same page).
+func pageKey(u *url.URL) string {
+	c := *u
+	c.RawQuery = u.Query().Encode()
+	c.Fragment, c.RawFragment = "", ""
+	return c.String()
 }
 
 // parseTreePage decodes one page of the tree API for the directory dir
@@ -1096,18 +1149,21 @@ func (h *Hub) open(ctx context.Context, name string) (File, error) {
 	if err := ValidateRemotePath(name); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnsafePath, err)
 	}
+	var e treeEntry
 	if f, err := h.cache.openSnapshot(h.sha, name); err == nil {
-		h.stats.cacheHits.Add(1)
-		h.log.Debug("hub: cache hit", "file", name)
-		return f, nil
+		se, stale := h.cachedStale(ctx, name, f.Size())
+		if !stale {
+			h.stats.cacheHits.Add(1)
+			h.log.Debug("hub: cache hit", "file", name)
+			return f, nil
+		}
+		f.Close()
+		e = se
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
-	}
-	if h.cacheOnly() {
+	} else if h.cacheOnly() {
 		return nil, h.cacheOnlyErr()
-	}
-	e, err := h.stat(ctx, name)
-	if err != nil {
+	} else if e, err = h.stat(ctx, name); err != nil {
 		return nil, err
 	}
 	if h.opts.Cache == CacheNone && isShard(name) {

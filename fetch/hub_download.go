@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,6 +17,44 @@ import (
 func fileSizeIs(p string, size int64) bool {
 	st, err := os.Stat(p)
 	return err == nil && st.Mode().IsRegular() && st.Size() == size
+}
+
+// cachedStale reports whether the cached copy of name (size bytes)
+// disagrees with the Hub's listing of the file at the pinned commit: a
+// blob truncated or extended since it was verified (a crash of a writer
+// that did not flush, a disk problem, another tool). Online the file's
+// listing is used, made if needed (one request per directory, as a cold
+// Open would make); with a cached pinned commit (no request made at all)
+// only a listing made anyway; offline or after falling back to the cache,
+// nothing. A stale copy is downloaded again (download replaces the blob).
+// The content of a blob of the right size is not hashed again on reuse
+// (docs/hub.md, "What is verified").
+func (h *Hub) cachedStale(ctx context.Context, name string, size int64) (treeEntry, bool) {
+	if h.cacheOnly() {
+		return treeEntry{}, false
+	}
+	h.mu.Lock()
+	e, known := h.entries[name]
+	h.mu.Unlock()
+	if !known {
+		if h.pinnedCached || h.noSizeCheck.Load() {
+			return treeEntry{}, false
+		}
+		var err error
+		if e, err = h.stat(ctx, name); err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				h.noSizeCheck.Store(true)
+			}
+			h.log.Debug("hub: cannot check the cached file against the listing; cached files are served unchecked", "file", name, "error", h.scrub(err).Error())
+			return treeEntry{}, false
+		}
+	}
+	if e.Type != "file" || e.size() == size {
+		return treeEntry{}, false
+	}
+	h.log.Warn("hub: a cached file's size differs from the Hub's listing; downloading it again",
+		"dataset", h.id, "file", name, "cached_bytes", size, "listed_bytes", e.size(), "blob", e.blobHash())
+	return e, true
 }
 
 // download makes sure the blob of e is in the cache (verified) and that
@@ -60,8 +99,8 @@ func (h *Hub) download(ctx context.Context, e treeEntry) error {
 		os.Remove(inc)
 		return fmt.Errorf("download %s: %w", e.Path, err)
 	}
-	if err := os.Rename(inc, blob); err != nil {
-		return fmt.Errorf("hub cache: %w", err)
+	if err := h.cache.publish(inc, blob); err != nil {
+		return err
 	}
 	h.log.Debug("hub: downloaded", "file", e.Path, "bytes", size, "blob", hash)
 	return finish()

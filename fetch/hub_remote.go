@@ -187,6 +187,11 @@ func (f *remoteFile) assemble(parts []*span, off, end int64) (out []byte, ok boo
 			return nil, false, f.ctx.Err()
 		}
 		if s.err != nil {
+			if errors.Is(s.err, ErrHashMismatch) {
+				// Content that failed its hash is not read again
+				// piecewise (the pieces cannot be verified).
+				return nil, false, s.err
+			}
 			return nil, false, nil
 		}
 	}
@@ -431,6 +436,13 @@ func (f *remoteFile) fetch(ctx context.Context, off, end int64) ([]byte, error) 
 			if err := s.retryBody(ctx, rerr); err != nil {
 				return nil, err
 			}
+		}
+	}
+	if off == 0 && end == f.size {
+		// The whole file came (a file smaller than the footer span, or
+		// a read of all of it): verify it as a download would be.
+		if err := hashBytes(buf, f.hash); err != nil {
+			return nil, fmt.Errorf("GET %s: %w", s.url, err)
 		}
 	}
 	return buf, nil

@@ -126,15 +126,17 @@ func (h *Hub) materialize(ctx context.Context, name string) (string, func(), err
 	if err != nil {
 		return "", nil, err
 	}
+	var e treeEntry
 	if st, err := os.Stat(snap); err == nil && st.Mode().IsRegular() {
-		h.stats.cacheHits.Add(1)
-		return snap, noop, nil
-	}
-	if h.cacheOnly() {
+		se, stale := h.cachedStale(ctx, name, st.Size())
+		if !stale {
+			h.stats.cacheHits.Add(1)
+			return snap, noop, nil
+		}
+		e = se
+	} else if h.cacheOnly() {
 		return "", nil, h.cacheOnlyErr()
-	}
-	e, err := h.stat(ctx, name)
-	if err != nil {
+	} else if e, err = h.stat(ctx, name); err != nil {
 		return "", nil, err
 	}
 	if h.opts.Cache != CacheNone || !isShard(name) {

@@ -31,13 +31,18 @@ type RetryPolicy struct {
 	// MaxWait caps the total time spent sleeping between attempts. A
 	// server asking for a longer wait than what is left ends the retries.
 	MaxWait time.Duration
+	// MaxNoAnswer ends the retries after this many attempts got no
+	// response headers within the answer timeout (ErrNoAnswer): a server
+	// that accepts connections and never answers costs about
+	// MaxNoAnswer answer timeouts, not MaxAttempts of them.
+	MaxNoAnswer int
 }
 
 // DefaultRetryPolicy is used for zero fields of HubOptions.Retry: 8
 // attempts, backoff from 500ms doubling up to 20s, at most 2 minutes of
 // waiting in total.
 func DefaultRetryPolicy() RetryPolicy {
-	return RetryPolicy{MaxAttempts: 8, MinBackoff: 500 * time.Millisecond, MaxBackoff: 20 * time.Second, MaxWait: 2 * time.Minute}
+	return RetryPolicy{MaxAttempts: 8, MinBackoff: 500 * time.Millisecond, MaxBackoff: 20 * time.Second, MaxWait: 2 * time.Minute, MaxNoAnswer: 3}
 }
 
 func (p RetryPolicy) withDefaults() RetryPolicy {
@@ -56,6 +61,9 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 	}
 	if p.MaxWait <= 0 {
 		p.MaxWait = d.MaxWait
+	}
+	if p.MaxNoAnswer <= 0 {
+		p.MaxNoAnswer = d.MaxNoAnswer
 	}
 	return p
 }
@@ -155,6 +163,7 @@ type retryState struct {
 	method   string
 	url      string // redacted, for errors
 	attempts int
+	noAnswer int // attempts that timed out before the response headers
 	waited   time.Duration
 	nextWait time.Duration
 	lastResp int
@@ -206,6 +215,12 @@ func (s *retryState) decide(ctx context.Context, resp *http.Response, err error)
 		if s.fastFail != nil && s.fastFail(err) {
 			s.log.Debug("hub: cannot connect, not retrying (a cached fallback exists)", "url", s.url, "error", err)
 			return false, err
+		}
+		if errors.Is(err, ErrNoAnswer) {
+			if s.noAnswer++; s.noAnswer >= s.policy.MaxNoAnswer {
+				s.why = fmt.Sprintf("the server did not answer %s", plural(s.noAnswer, "attempt"))
+				return false, ErrRetryBudget
+			}
 		}
 	} else if resp != nil {
 		s.lastResp, s.lastText = resp.StatusCode, resp.Status

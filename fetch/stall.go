@@ -9,8 +9,10 @@ import (
 )
 
 // DefaultStallTimeout is how long a Hub response body may deliver no byte
-// before the transfer counts as stalled (HubOptions.StallTimeout).
-const DefaultStallTimeout = 30 * time.Second
+// before the transfer counts as stalled (HubOptions.StallTimeout) when
+// neither StallTimeout nor DownloadTimeout is set: huggingface_hub's read
+// timeout of downloads (HF_HUB_DOWNLOAD_TIMEOUT's default).
+const DefaultStallTimeout = DefaultDownloadTimeout
 
 // ErrStalled is matched (errors.Is) by errors of a response body that
 // made no progress for HubOptions.StallTimeout. A stall is retried like a

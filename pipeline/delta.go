@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/lrstream/lrstream/collate"
+	"github.com/lrstream/lrstream/schema"
 	"github.com/lrstream/lrstream/shard"
 )
 
@@ -131,9 +132,11 @@ func ResolveDeltas(ds []Delta, fps, tolerance float64, features []collate.Featur
 		d.Offsets = make([]int, len(d.Seconds))
 		var bad []float64
 		for j, s := range d.Seconds {
-			x := s * fps
-			r := math.RoundToEven(x)
-			if math.Abs(x-r)/fps > tolerance {
+			r, ok := schema.SecondsToFrames(s, fps)
+			if !ok {
+				return nil, fmt.Errorf("--delta-timestamps %s: offset %g s is beyond ±%d frames at %g fps", d.Key, s, schema.MaxFrameOffset, fps)
+			}
+			if math.Abs(s*fps-float64(r))/fps > tolerance {
 				bad = append(bad, s)
 			}
 			d.Offsets[j] = int(r)

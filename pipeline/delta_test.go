@@ -44,6 +44,13 @@ func TestParseDeltaTimestamps(t *testing.T) {
 	if _, err := ResolveDeltas([]Delta{{Key: "nope", Seconds: []float64{0}}}, 30, DefaultTolerance, fs); err == nil {
 		t.Error("unknown key accepted")
 	}
+	// Offsets whose frame count does not fit (1e300 s, or 1e308 × fps
+	// overflowing to +Inf) are refused, never converted to a wrapped int.
+	for _, sec := range []float64{1e300, -1e300, 1e308, 3e5} {
+		if _, err := ResolveDeltas([]Delta{{Key: "action", Seconds: []float64{sec}}}, 10000, DefaultTolerance, fs); err == nil || !strings.Contains(err.Error(), "beyond") {
+			t.Errorf("offset %g s at 10000 fps: %v, want it refused", sec, err)
+		}
+	}
 	r, err := ResolveDeltas([]Delta{{Key: "action", Seconds: []float64{-1.0 / 30, 0, 0.1}}}, 30, DefaultTolerance, fs)
 	if err != nil || !reflect.DeepEqual(r[0].Offsets, []int{-1, 0, 3}) {
 		t.Fatalf("offsets %+v, %v", r, err)

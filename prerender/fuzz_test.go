@@ -3,6 +3,7 @@ package prerender
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strings"
@@ -104,6 +105,40 @@ func FuzzParseSize(f *testing.F) {
 		n, err := ParseSize(s)
 		if err == nil && (n < 1 || n > 1<<62) {
 			t.Fatalf("ParseSize(%q) = %d", s, n)
+		}
+	})
+}
+
+// FuzzBatchEpisodes: replay's episode_index skim of a batch message never
+// panics, and agrees with the full decode (sink.Decoder) when both read
+// the column.
+func FuzzBatchEpisodes(f *testing.F) {
+	_, stream := fuzzSeeds(f)
+	for i := 0; i < 3; i++ {
+		_, n, err := sink.SplitMessage(stream)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(stream[:n])
+		stream = stream[n:]
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		lo, hi, ok, err := batchEpisodes(raw)
+		if err != nil || !ok {
+			return
+		}
+		if lo > hi {
+			t.Fatalf("episodes %d..%d", lo, hi)
+		}
+		m, err := sink.NewDecoder(bytes.NewReader(raw)).Next()
+		if err != nil || m.Batch == nil {
+			return
+		}
+		if a, isArr := m.Batch.Column("episode_index").(*sink.Array); isArr && a.DType == "<i8" && len(a.Data) >= 8 {
+			first := int64(binary.LittleEndian.Uint64(a.Data))
+			if first < lo || first > hi {
+				t.Fatalf("decoded episode %d outside the skimmed %d..%d", first, lo, hi)
+			}
 		}
 	})
 }

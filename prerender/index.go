@@ -201,7 +201,7 @@ func ReadIndex(dir string) (*Index, error) {
 }
 
 func readIndexFile(path string) (*Index, error) {
-	data, err := os.ReadFile(path)
+	data, err := readRegular(path, MaxIndexBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read pre-render index: %w", err)
 	}

@@ -88,6 +88,8 @@ type replayer struct {
 	out  *bufio.Writer
 	werr error
 	buf  []byte
+	// batchSize is the index's, for the batch checks (shardTally).
+	batchSize int
 }
 
 func (r *replayer) write(p []byte) error {
@@ -116,6 +118,7 @@ func (r *replayer) run(ctx context.Context, dir string, share pipeline.Share, op
 	if err := checkReplayable(dir, x); err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
+	r.batchSize = x.BatchSize
 	// The header: the first rank with batches (ranks without any may have
 	// a schema taken from info.json alone).
 	hdr := x.Ranks[0].Header
@@ -241,9 +244,10 @@ func checkReplayable(dir string, x *Index) error {
 		}
 	}
 	// What verify refuses in the index, replay refuses too (the same
-	// checks): shard names confined to the directory, entries in order.
-	if probs := checkIndex(x); len(probs) > 0 {
-		return fmt.Errorf("%s: %s (lrstream verify %s lists every problem)", dir, probs[0], dir)
+	// checks): shard names confined to the directory, entries in order,
+	// header and end messages agreeing with the index, counts adding up.
+	if probs := indexProblems(x); len(probs) > 0 {
+		return refuseIndex(dir, probs)
 	}
 	return nil
 }
@@ -340,11 +344,14 @@ var errStop = errors.New("stop")
 // and the count; fn gets the k-th batch (raw is valid during the call).
 // fn returning errStop ends the shard early without error.
 func (r *replayer) eachBatch(ctx context.Context, dec *zstd.Decoder, dir string, s Shard, fn func(k int64, raw []byte, bi batchInfo) error) error {
-	f, err := os.Open(filepath.Join(dir, s.File))
+	f, st, err := openRegular(filepath.Join(dir, s.File))
 	if err != nil {
 		return fmt.Errorf("replay: shard %s: %w", s.File, err)
 	}
 	defer f.Close()
+	if st.Size() != s.Bytes {
+		return fmt.Errorf("replay: shard %s is %d bytes, the index says %d", s.File, st.Size(), s.Bytes)
+	}
 	// The digest is checked before any of the shard's batches is emitted:
 	// the file is hashed, then read again to decode it.
 	if err := checkDigest(f, s); err != nil {
@@ -353,7 +360,9 @@ func (r *replayer) eachBatch(ctx context.Context, dec *zstd.Decoder, dir string,
 	if err := dec.Reset(f); err != nil {
 		return fmt.Errorf("replay: shard %s: %w", s.File, err)
 	}
-	d := sink.NewDecoder(shardData(dec, s.RawBytes))
+	rawn := &countingReader{r: dec}
+	d := sink.NewDecoder(shardData(rawn, s.RawBytes))
+	tally := newShardTally(s, r.batchSize)
 	for k := int64(0); k < s.Batches; k++ {
 		if ctx.Err() != nil {
 			return fmt.Errorf("replay: %w", context.Cause(ctx)) // e.g. "server shutting down"
@@ -375,6 +384,9 @@ func (r *replayer) eachBatch(ctx context.Context, dec *zstd.Decoder, dir string,
 		if bi.seq != s.FirstSeq+k {
 			return fmt.Errorf("replay: shard %s: batch %d has seq %d, the index says %d", s.File, k, bi.seq, s.FirstSeq+k)
 		}
+		if err := tally.batch(raw, bi); err != nil {
+			return fmt.Errorf("replay: shard %s: %w", s.File, err)
+		}
 		if err := fn(k, raw, bi); err != nil {
 			if errors.Is(err, errStop) {
 				return nil
@@ -386,6 +398,9 @@ func (r *replayer) eachBatch(ctx context.Context, dec *zstd.Decoder, dir string,
 		if err == nil {
 			err = fmt.Errorf("more than the %d batches the index says", s.Batches)
 		}
+		return fmt.Errorf("replay: shard %s: %w", s.File, err)
+	}
+	if err := tally.end(rawn.n); err != nil {
 		return fmt.Errorf("replay: shard %s: %w", s.File, err)
 	}
 	return nil
@@ -433,18 +448,21 @@ func (o overrun) Read([]byte) (int, error) {
 // batchInfo is what replay reads of an encoded batch message: its seq and
 // size, and the span raw[seqStart:seqEnd] of its seq value.
 type batchInfo struct {
-	seq, size        int64
+	seq, size, epoch int64
 	seqStart, seqEnd int
 }
 
-// parseBatch reads a batch message's seq and size.
+// parseBatch reads a batch message's seq, size and epoch.
 func parseBatch(raw []byte) (batchInfo, error) {
 	var bi batchInfo
 	var err error
 	if bi.seq, bi.seqStart, bi.seqEnd, err = intField(raw, "seq"); err != nil {
 		return bi, err
 	}
-	bi.size, _, _, err = intField(raw, "size")
+	if bi.size, _, _, err = intField(raw, "size"); err != nil {
+		return bi, err
+	}
+	bi.epoch, _, _, err = intField(raw, "epoch")
 	return bi, err
 }
 

@@ -453,6 +453,9 @@ func checkShardFiles(dir string, shards []Shard) error {
 		if err != nil {
 			return fmt.Errorf("shard %s: %w", s.File, err)
 		}
+		if !st.Mode().IsRegular() {
+			return fmt.Errorf("shard %s is not a regular file (%s)", s.File, fileKind(st.Mode()))
+		}
 		if st.Size() != s.Bytes {
 			return fmt.Errorf("shard %s is %d bytes, the index says %d", s.File, st.Size(), s.Bytes)
 		}
@@ -462,7 +465,7 @@ func checkShardFiles(dir string, shards []Shard) error {
 
 // checkShard checks a committed shard's size and SHA-256.
 func checkShard(dir string, s Shard) error {
-	f, err := os.Open(filepath.Join(dir, s.File))
+	f, _, err := openRegular(filepath.Join(dir, s.File))
 	if err != nil {
 		return fmt.Errorf("shard %s: %w", s.File, err)
 	}

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -85,7 +84,7 @@ func parseReplayToken(s string) (replayToken, error) {
 // indexDigest is the hex SHA-256 of dir's index.json: what a replay token
 // is bound to.
 func indexDigest(dir string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, IndexFile))
+	b, err := readRegular(filepath.Join(dir, IndexFile), MaxIndexBytes)
 	if err != nil {
 		return "", fmt.Errorf("read pre-render index: %w", err)
 	}

@@ -25,6 +25,29 @@ var knownDTypes = map[string]bool{
 	DTypeVideo: true, DTypeImage: true, DTypeString: true, DTypeLanguage: true,
 }
 
+// MaxFPS bounds info.json's fps: no recording is sampled faster (the
+// fastest LeRobot-style sensors, force/torque at a few kHz, stay below;
+// cameras far below). With it every conversion of seconds × fps to frames
+// stays exact in a float64 and far inside an int64 (SecondsToFrames).
+const MaxFPS = 10000
+
+// MaxFrameOffset bounds a frame count or offset converted from seconds
+// (SecondsToFrames): 2^31-1 frames, 2.5 days at MaxFPS, 68 years at 1 fps.
+const MaxFrameOffset = 1<<31 - 1
+
+// SecondsToFrames converts a duration or offset in seconds to frames at
+// fps, rounded to the nearest frame (halves to even, as numpy's round
+// that LeRobot uses). ok is false when the result is not a finite number
+// within ±MaxFrameOffset, so no float→int conversion of seconds × fps can
+// overflow or take a NaN.
+func SecondsToFrames(sec, fps float64) (frames int64, ok bool) {
+	x := math.RoundToEven(sec * fps)
+	if !(math.Abs(x) <= MaxFrameOffset) { // false for NaN and ±Inf
+		return 0, false
+	}
+	return int64(x), true
+}
+
 // KnownDType reports whether dtype is a feature dtype lrstream knows.
 func KnownDType(dtype string) bool { return knownDTypes[dtype] }
 
@@ -65,8 +88,8 @@ func (in *Info) Check() []error {
 	if err := CheckVersion(in.CodebaseVersion); err != nil {
 		errs = append(errs, err)
 	}
-	if !(in.FPS > 0) || math.IsInf(in.FPS, 0) {
-		add("fps %v: want a positive, finite frame rate", in.FPS)
+	if !(in.FPS > 0 && in.FPS <= MaxFPS) {
+		add("fps %v: want a frame rate above 0 and at most %d frames per second", in.FPS, MaxFPS)
 	}
 	if in.ChunksSize <= 0 {
 		add("chunks_size %d: want a positive number of files per chunk", in.ChunksSize)
@@ -106,11 +129,8 @@ func (in *Info) Check() []error {
 		if f.Shape == nil && !f.IsLanguage() && f.DType != DTypeString {
 			add("feature %q: no shape", f.Name)
 		}
-		for _, d := range f.Shape {
-			if d <= 0 {
-				add("feature %q: shape %v: every dimension must be positive", f.Name, f.Shape)
-				break
-			}
+		if err := checkShape(f.Shape); err != nil {
+			add("feature %q: shape %v: %w", f.Name, f.Shape, err)
 		}
 		hasVideo = hasVideo || f.DType == DTypeVideo
 	}
@@ -128,6 +148,27 @@ func (in *Info) Check() []error {
 		}
 	}
 	return errs
+}
+
+// MaxFeatureValues bounds the values of one frame of a feature (the
+// product of its shape): 2^30, beyond a 16K×16K RGB frame (8×10^8), far
+// below what would overflow sizes computed from it.
+const MaxFeatureValues = 1 << 30
+
+// checkShape checks a declared shape: positive dimensions whose product
+// is at most MaxFeatureValues.
+func checkShape(shape []int) error {
+	n := 1
+	for _, d := range shape {
+		if d <= 0 {
+			return errors.New("every dimension must be positive")
+		}
+		if d > MaxFeatureValues/n {
+			return fmt.Errorf("more than %d values per frame", MaxFeatureValues)
+		}
+		n *= d
+	}
+	return nil
 }
 
 // checkTemplate checks a str.format path template: only the given fields,

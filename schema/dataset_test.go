@@ -2,6 +2,7 @@ package schema
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 )
@@ -125,6 +126,11 @@ func TestParseInfoMeaning(t *testing.T) {
 		{`"fps": 30`, `"fps": 0`, "fps 0"},
 		{`"fps": 30`, `"fps": -30`, "fps -30"},
 		{`"fps": 30`, `"fps": 1e999`, "fps"},
+		{`"fps": 30`, `"fps": 1e308`, "fps 1e+308: want a frame rate above 0 and at most 10000"},
+		{`"fps": 30`, `"fps": 10000.5`, "fps 10000.5"},
+		{`"fps": 30`, `"fps": 5e-324`, ""}, // accepted: positive (conversions are checked, SecondsToFrames)
+		{`"shape": [6]`, `"shape": [1000000000000]`, `"action": shape [1000000000000]: more than`},
+		{`"shape": [6]`, `"shape": [100000, 100000, 100000]`, `"action": shape [100000 100000 100000]: more than`},
 		{`"chunks_size": 1000`, `"chunks_size": 0`, "chunks_size 0"},
 		{`"total_frames": 10`, `"total_frames": -1`, "total_frames -1 is negative"},
 		{`"total_frames": 10`, `"total_frames": 1`, "total_frames 1 < total_episodes 2"},
@@ -146,6 +152,12 @@ func TestParseInfoMeaning(t *testing.T) {
 			t.Fatalf("case %q not applied", c.old)
 		}
 		_, err := ParseInfo([]byte(s))
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%s → %s: %v, want it accepted", c.old, c.new, err)
+			}
+			continue
+		}
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s → %s: error %v, want %q", c.old, c.new, err, c.want)
 		}
@@ -170,6 +182,32 @@ func TestFeatureNames(t *testing.T) {
 	} {
 		if got := fmt.Sprint(in.FeatureNames(tc.dtypes...)); got != tc.want {
 			t.Errorf("FeatureNames(%v) = %s, want %s", tc.dtypes, got, tc.want)
+		}
+	}
+}
+
+func TestSecondsToFrames(t *testing.T) {
+	for _, c := range []struct {
+		sec, fps float64
+		want     int64
+		ok       bool
+	}{
+		{1, 30, 30, true},
+		{-0.1, 30, -3, true},
+		{0.05, 30, 2, true}, // 1.5 → 2 (half to even)
+		{0.0833333, 30, 2, true},
+		{1.0 / 60, 30, 0, true}, // 0.5 → 0 (half to even)
+		{1e300, 30, 0, false},
+		{-1e300, 10000, 0, false},
+		{math.Inf(1), 30, 0, false},
+		{math.NaN(), 30, 0, false},
+		{1, math.NaN(), 0, false},
+		{214748.3647, 10000, MaxFrameOffset, true},
+		{214748.3648, 10000, 0, false},
+	} {
+		got, ok := SecondsToFrames(c.sec, c.fps)
+		if got != c.want || ok != c.ok {
+			t.Errorf("SecondsToFrames(%g, %g) = %d, %v; want %d, %v", c.sec, c.fps, got, ok, c.want, c.ok)
 		}
 	}
 }

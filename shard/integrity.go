@@ -143,7 +143,13 @@ func checkFileSchema(src fetch.Source, ds *schema.Dataset, path string, ft *foot
 		}
 	}
 	for _, f := range ds.Info.Features {
-		if present[f.Name] || !(f.IsNumeric() || f.IsLanguage()) {
+		if present[f.Name] {
+			if err := schema.CheckStored(f, storedColumn(ft, f.Name)); err != nil {
+				return &Error{Dataset: src.ID(), File: path, RowGroup: -1, Episode: -1, Index: -1, Column: f.Name, Err: err}
+			}
+			continue
+		}
+		if !(f.IsNumeric() || f.IsLanguage()) {
 			continue
 		}
 		kind := "feature"

@@ -21,6 +21,7 @@ import (
 	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/lrstream/lrstream/fetch"
+	"github.com/lrstream/lrstream/schema"
 )
 
 // footerOf splits a parquet file into its body and decoded footer.
@@ -201,6 +202,14 @@ func FuzzReadFooter(f *testing.F) {
 		}
 		if len(ft.shape.rgSpans) != ft.numRowGroups() {
 			t.Fatalf("thrift walk found %d row groups, parquet-go %d", len(ft.shape.rgSpans), ft.numRowGroups())
+		}
+		// The feature/schema agreement check reads any footer's columns
+		// without panicking.
+		for name := range ft.topLevel() {
+			sc := storedColumn(ft, name)
+			for _, d := range []string{"float32", "string", "image"} {
+				_ = schema.CheckStored(schema.Feature{Name: name, DType: d, Shape: []int{3}}, sc)
+			}
 		}
 		l := ft.shape.rgList
 		for rg := 0; rg < ft.numRowGroups(); rg++ {

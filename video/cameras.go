@@ -355,7 +355,11 @@ func (s *Set) Files(episodes []int64) (files []string, frames int64, err error) 
 				seen[name] = true
 				files = append(files, name)
 			}
-			frames += int64(math.Round((sp.To - sp.From) * s.Info.FPS))
+			n, ok := schema.SecondsToFrames(sp.To-sp.From, s.Info.FPS)
+			if !ok {
+				return nil, 0, fmt.Errorf("episode %d, camera %s: from_timestamp %g, to_timestamp %g: not a span of frames at %g fps", ep, c.Key, sp.From, sp.To, s.Info.FPS)
+			}
+			frames += n
 		}
 	}
 	sort.Strings(files)

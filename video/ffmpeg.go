@@ -425,7 +425,7 @@ func (s *stream) start(d *FFmpeg) error {
 	if s.yuv != nil {
 		pixFmt = "yuv420p"
 	}
-	cmd := exec.Command(d.Path, d.args(Segment{Path: s.path, Start: s.from, Width: s.w, Height: s.h}, pixFmt)...)
+	cmd := command(d.Path, d.args(Segment{Path: s.path, Start: s.from, Width: s.w, Height: s.h}, pixFmt)...)
 	// The frames' pipe, made here (not StdoutPipe) to enlarge its kernel
 	// buffer: a whole frame fits, so ffmpeg writes it without waiting for
 	// lrstream to read, and lrstream reads it in fewer calls.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"strings"
 )
 
@@ -87,7 +86,7 @@ func once[K comparable](ctx context.Context, d *FFmpeg, m *map[K]*lazyYUV, k K, 
 // probe returns the size and colorspace of the video at path when its
 // first video stream is yuv420p of even size in a colorspace YUV knows.
 func (d *FFmpeg) probe(ctx context.Context, path string) (yuvKey, bool) {
-	out, err := exec.CommandContext(ctx, d.Probe, "-v", "error", "-select_streams", "v:0",
+	out, err := Command(ctx, d.Probe, "-v", "error", "-select_streams", "v:0",
 		"-show_entries", "stream=pix_fmt,width,height,color_space,color_range", "-of", "json", path).Output()
 	if err != nil {
 		return yuvKey{}, false
@@ -137,7 +136,7 @@ func (d *FFmpeg) matches(ctx context.Context, key yuvKey, conv *YUV) bool {
 		args = append(args, "-vf", p)
 	}
 	args = append(args, "-sws_flags", "bilinear", "-f", "rawvideo", "-pix_fmt", "rgb24", "pipe:1")
-	cmd := exec.CommandContext(ctx, d.Path, args...)
+	cmd := Command(ctx, d.Path, args...)
 	cmd.Stdin = bytes.NewReader(bytes.Join(frames, nil))
 	want, err := cmd.Output()
 	n := key.w * key.h

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+
+	"github.com/lrstream/lrstream/internal/procenv"
 )
 
 // videoCodecName is info.json's video.codec: the codec written, or
@@ -47,6 +49,7 @@ func (p *plan) writeVideos(ctx context.Context, root string) error {
 			}
 			args = append(args, path)
 			cmd := exec.CommandContext(ctx, ff, args...)
+			cmd.Env = procenv.Child(os.Environ())
 			if out, err := cmd.CombinedOutput(); err != nil {
 				return fmt.Errorf("datagen: writing %s: ffmpeg: %v: %s", rel, err, out)
 			}

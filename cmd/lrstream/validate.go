@@ -135,7 +135,7 @@ func ffprobe(dataset string) (func(ctx context.Context, name string) (float64, e
 	}
 	root := dataset
 	return func(ctx context.Context, name string) (float64, error) {
-		out, err := exec.CommandContext(ctx, bin, "-v", "error", "-show_entries", "format=duration", "-of", "default=noprint_wrappers=1:nokey=1", filepath.Join(root, filepath.FromSlash(name))).Output()
+		out, err := video.Command(ctx, bin, "-v", "error", "-show_entries", "format=duration", "-of", "default=noprint_wrappers=1:nokey=1", filepath.Join(root, filepath.FromSlash(name))).Output()
 		if err != nil {
 			if ee, ok := err.(*exec.ExitError); ok && len(ee.Stderr) > 0 {
 				return 0, fmt.Errorf("ffprobe: %s", strings.TrimSpace(string(ee.Stderr)))

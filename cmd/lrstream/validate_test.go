@@ -29,7 +29,7 @@ func TestValidateCommand(t *testing.T) {
 		// fallback, which batches a dataset with unannotated episodes.
 		{[]string{"validate", "--recipe", shared(t, "recipes", "subtask.yaml"), shared(t, "conformance", "datasets", "pub_documented_top_wrist")}, 1, "recipe subtask.yaml in mode fallback", ""},
 		{[]string{"validate", "--recipe", shared(t, "recipes", "subtask.yaml"), "--mode", "drop", shared(t, "conformance", "datasets", "pub_documented_top_wrist")}, 1, "--mode drop cannot batch this dataset", ""},
-		{[]string{"validate", bad}, 1, "fps 0: want a positive", ""},
+		{[]string{"validate", bad}, 1, "fps 0: want a frame rate above 0", ""},
 		{[]string{"validate"}, 2, "", "DATASET is required"},
 		{[]string{"validate", clean, "extra"}, 2, "", `unexpected argument "extra"`},
 		{[]string{"validate", "--bogus", clean}, 2, "", "unknown flag --bogus"},

@@ -110,14 +110,19 @@ def test_snapshot_download_cache_is_used_by_lrstream(lrstream_bin, hub, tmp_path
     #   partial one (hf_hub_download fills snapshots file by file), so listing a directory online
     #   asks the Hub; the files listed are then all read from the snapshot. (huggingface_hub 1.33
     #   writes a per-commit tree listing next to the snapshot that could answer it: reported to
-    #   the fetch owner, docs/interop.md.) The data file is opened by name: no listing.
+    #   the fetch owner, docs/interop.md.)
     # - one listing per camera's video directory, for the same reason: --cameras auto decodes a
     #   camera whose video files for the selected episodes exist (docs/video.md, "Sources"); the
     #   videos are then read from the snapshot.
+    # - by branch only, one non-recursive listing of meta/ and of data/chunk-000: a cached file
+    #   opened by name has its size checked against the Hub's listing (a blob truncated since it
+    #   was downloaded is downloaded again; docs/hub.md, "What is verified").
     listing = [f"/api/datasets/{REPO_ID}/tree/{hub.sha}/meta/episodes?recursive=true"] + [
         f"/api/datasets/{REPO_ID}/tree/{hub.sha}/videos/{cam}/chunk-000?recursive=true" for cam in CAMERAS]
     online = lrstream(lrstream_bin, clean_env(HF_ENDPOINT=hub.url, HF_HUB_CACHE=cache))
-    assert [r[1] for r in repo_requests(hub)] == [f"/api/datasets/{REPO_ID}/revision/main", *listing], hub.log
+    tree = f"/api/datasets/{REPO_ID}/tree/{hub.sha}"
+    assert [r[1] for r in repo_requests(hub)] == [f"/api/datasets/{REPO_ID}/revision/main", f"{tree}/meta", listing[0],
+                                                  f"{tree}/data/chunk-000", *listing[1:]], hub.log
     hub.log.clear()
     # Online, by commit SHA whose snapshot is cached: no revision request (a commit is immutable).
     pinned = lrstream(lrstream_bin, clean_env(HF_ENDPOINT=hub.url, HF_HUB_CACHE=cache), f"{REPO_ID}@{hub.sha}")
