@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/lrstream/lrstream/fetch"
+	"github.com/lrstream/lrstream/order"
 	"github.com/lrstream/lrstream/render"
 	"github.com/lrstream/lrstream/sink"
 )
@@ -66,7 +67,7 @@ func ownStart(base TrainOptions, epoch, slot, C int64) int64 {
 	if base.Resume == "" {
 		return 0
 	}
-	tk, _ := parseToken(base.Resume)
+	tk, _, _ := order.ParseToken(base.Resume)
 	if tk.Epoch != epoch {
 		return 0
 	}
@@ -242,8 +243,8 @@ func TestPartitionedReadsOnlyItsShare(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, r := range idx.runs[0] {
-				if !want[r.episode] {
-					t.Fatalf("C=%d consumer %d plans episode %d of another partition", C, c, r.episode)
+				if !want[r.Episode] {
+					t.Fatalf("C=%d consumer %d plans episode %d of another partition", C, c, r.Episode)
 				}
 			}
 			var n atomic.Int64

@@ -1,11 +1,9 @@
-package pipeline
+package order
 
 import (
 	"fmt"
 	"slices"
 	"testing"
-
-	"github.com/lrstream/lrstream/schema"
 )
 
 // shuffleQuality measures an epoch's global sample sequence: the share of
@@ -34,33 +32,33 @@ func shuffleQuality(seq []int32, episodeOf func(int32) int64, B int) (same float
 }
 
 // qualityDataset is E episodes of L frames, positions in episode order.
-func qualityDataset(E, L int) (*Config, []episodeRun, []bool) {
-	ds := &schema.Dataset{ID: "quality"}
-	var runs []episodeRun
+func qualityDataset(E, L int) (Source, []Run, []bool) {
+	var src Source
+	var runs []Run
 	for e := 0; e < E; e++ {
-		ds.Episodes = append(ds.Episodes, schema.Episode{Index: int64(e), Length: int64(L)})
-		runs = append(runs, episodeRun{episode: int64(e), start: int64(e * L), len: int64(L)})
+		src.Episodes = append(src.Episodes, Episode{Index: int64(e), Length: int64(L)})
+		runs = append(runs, Run{Episode: int64(e), Start: int64(e * L), Len: int64(L)})
 	}
 	keep := make([]bool, E*L)
 	for i := range keep {
 		keep[i] = true
 	}
-	return &Config{Dataset: ds}, runs, keep
+	return src, runs, keep
 }
 
 // partitionedSequence is the partitioned order's global sequence of an
 // epoch, composed from the partitions as trainPartitioned serves it
 // (global batch g is batch g/P of partition g%P).
-func partitionedSequence(cfg *Config, runs []episodeRun, keep []bool, to TrainOptions, B int) []int32 {
+func partitionedSequence(src Source, runs []Run, keep []bool, to Options, B int) []int32 {
 	P := to.Partitions
-	parts, frames := partitionEpisodes(cfg, to.Seed, 0, P)
+	parts, frames := Partitions(src, to.Seed, 0, P)
 	nbp := frames[0] / int64(B)
 	for _, f := range frames {
 		nbp = min(nbp, f/int64(B))
 	}
 	orders := make([][]int32, P)
 	for p := range parts {
-		var rs []episodeRun
+		var rs []Run
 		for _, e := range parts[p] {
 			rs = append(rs, runs[e])
 		}
@@ -93,12 +91,12 @@ func TestShuffleQuality(t *testing.T) {
 		t.Logf("%d episodes of %d frames: share of consecutive samples from one episode (distinct episodes per batch)", ds.E, ds.L)
 		t.Logf("| buffer | global | partitioned, open 1 | open 2 | open 4 | open 8 |")
 		for _, buf := range []int{1, 1024, 16384, 65536} {
-			o := epochOrder(runs, keep, true, buf, newOrderRNG("epoch", 1, 0, "", ""))
+			o := epochOrder(runs, keep, true, buf, newRNG("epoch", 1, 0, "", ""))
 			s, d := shuffleQuality(o, episodeOf, B)
 			global[key{ds.E, buf, 0}] = s
 			row := fmt.Sprintf("| %d | %.1f %% (%.1f) |", buf, 100*s, d)
 			for _, open := range []int{1, 2, 4, 8} {
-				to := TrainOptions{Shuffle: true, Seed: 1, BufferSize: buf, Partitions: P, PartitionOpen: open}
+				to := Options{Shuffle: true, Seed: 1, BufferSize: buf, Partitions: P, PartitionOpen: open}
 				s, d := shuffleQuality(partitionedSequence(cfg, runs, keep, to, B), episodeOf, B)
 				part[key{ds.E, buf, open}] = s
 				row += fmt.Sprintf(" %.1f %% (%.1f) |", 100*s, d)
