@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 	"github.com/lrstream/lrstream/fetch"
 	"github.com/lrstream/lrstream/order"
 	"github.com/lrstream/lrstream/render"
+	"github.com/lrstream/lrstream/shard"
 	"github.com/lrstream/lrstream/sink"
 )
 
@@ -313,5 +315,49 @@ func TestPartitionedPosition(t *testing.T) {
 	to.Position, to.Workers = &sink.Position{Epoch: 0, Next: 0, Fingerprint: "other"}, sh.W
 	if _, err := Train(context.Background(), cfg, so, to, sink.Discard()); err == nil || !strings.Contains(err.Error(), "different run") {
 		t.Fatalf("foreign position: %v", err)
+	}
+}
+
+// TestTrainEndCountsAddUp checks the end message of every order and
+// consumer: frames = rendered + dropped + passthrough + errors
+// (docs/wire-format.md, "end"), also when frames fail to render and are
+// skipped (a conformance dataset whose recipe fails on a few frames).
+func TestTrainEndCountsAddUp(t *testing.T) {
+	ctx := context.Background()
+	src, err := fetch.NewDir(filepath.Join(conformanceDatasets(t), "pub_documented_top_wrist"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := shard.OpenDataset(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := render.LoadFile(filepath.Join(sharedDir(t), "recipes", "subtask.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &Config{Source: src, Dataset: ds, Recipe: rec, Mode: render.ModeFallback, SkipErrors: true, Workers: 2}
+	for _, ord := range []string{OrderGlobal, OrderPartitioned} {
+		for _, C := range []int{1, 2} {
+			var errs int64
+			for c := 0; c < C; c++ {
+				to := TrainOptions{Order: ord, Partitions: 2, Shuffle: true, Seed: 3, Epochs: 2, Consumer: c, Consumers: C}
+				_, msgs, err := trainRaw(t, []Mix{{Config: cfg, Weight: 1}}, StreamOptions{BatchSize: 8}, to)
+				if err != nil {
+					t.Fatalf("%s consumer %d of %d: %v", ord, c, C, err)
+				}
+				e := msgs[len(msgs)-1].End
+				if e == nil {
+					t.Fatalf("%s consumer %d of %d: no end message", ord, c, C)
+				}
+				errs += e.Errors
+				if e.Frames != e.Rendered+e.Dropped+e.Passthrough+e.Errors {
+					t.Errorf("%s consumer %d of %d: frames %d, but rendered %d + dropped %d + passthrough %d + errors %d", ord, c, C, e.Frames, e.Rendered, e.Dropped, e.Passthrough, e.Errors)
+				}
+			}
+			if errs == 0 {
+				t.Fatalf("%s, %d consumers: no frame failed: the test needs failures", ord, C)
+			}
+		}
 	}
 }

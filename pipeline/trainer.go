@@ -289,9 +289,9 @@ func (tr *trainer) end() error {
 		}
 	}
 	st.HeldPeak = int64(tr.hold.peak)
+	st.Dropped, st.Errors = tr.dropped, tr.errs
+	st.Frames += tr.dropped + tr.errs
 	if tr.whole != nil {
-		st.Dropped, st.Errors = tr.dropped, tr.errs
-		st.Frames += tr.dropped + tr.errs
 		st.Skipped = tr.whole.stats.Skipped
 	}
 	e := sink.End{
