@@ -15,6 +15,11 @@ const (
 	// of canonical partitions; a consumer reads only its own partitions'
 	// episodes.
 	Partitioned = "partitioned"
+	// Stratified is the partitioned order (same partitions, consumers,
+	// counts and resume) with each partition's batches drawn across many
+	// of its episodes at once, evenly (stratifiedOrder), instead of
+	// through a shuffle buffer share from a few.
+	Stratified = "stratified"
 )
 
 // DefaultBufferSize is the default shuffle buffer, in frames.
@@ -92,12 +97,12 @@ func Check(srcs []Source, o Options) (State, error) {
 	}
 	switch o.Order {
 	case "", Global:
-	case Partitioned:
+	case Partitioned, Stratified:
 		if len(srcs) > 1 {
 			return State{}, ErrPartitionedMix
 		}
 	default:
-		return State{}, fmt.Errorf("unknown order %q (want %s or %s)", o.Order, Global, Partitioned)
+		return State{}, fmt.Errorf("unknown order %q (want %s, %s or %s)", o.Order, Global, Partitioned, Stratified)
 	}
 	var start State
 	if o.Resume != "" {
@@ -110,9 +115,9 @@ func Check(srcs []Source, o Options) (State, error) {
 			return State{}, errors.New("resume token belongs to a different run (dataset revision, recipe, selection, mode, shuffle, seed, order, partitions or batch options differ)")
 		}
 	}
-	if o.Order == Partitioned {
+	if UsesPartitions(o.Order) {
 		if o.Partitions <= 0 || o.Partitions%o.Consumers != 0 {
-			return State{}, fmt.Errorf("--order partitioned: %d consumers (world size × workers) must divide --partitions %d", o.Consumers, o.Partitions)
+			return State{}, fmt.Errorf("--order %s: %d consumers (world size × workers) must divide --partitions %d", o.Order, o.Consumers, o.Partitions)
 		}
 		if _, err := Slot(o); err != nil {
 			return State{}, err
@@ -132,7 +137,7 @@ func New(srcs []Source, o Options) (*Stream, error) {
 	if o.Position != nil {
 		s.start = State{Epoch: o.Position.Epoch}
 	}
-	if o.Order == Partitioned {
+	if UsesPartitions(o.Order) {
 		s.kind, err = newPartitioned(s)
 	} else {
 		s.kind, err = newGlobal(s)

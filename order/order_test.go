@@ -100,3 +100,108 @@ func FuzzParseToken(f *testing.F) {
 		}
 	})
 }
+
+// checkStratified checks that stratifiedOrder serves every kept position
+// of runs exactly once, keeps each episode's frames in order and is
+// deterministic.
+func checkStratified(t *testing.T, runs []Run, keep []bool, open int) []int32 {
+	t.Helper()
+	o := Options{Shuffle: true, Seed: 4, PartitionOpen: open}
+	got := stratifiedOrder(runs, keep, o, 3, 1, "rev", "sel")
+	if again := stratifiedOrder(runs, keep, o, 3, 1, "rev", "sel"); !slices.Equal(got, again) {
+		t.Fatalf("open %d: not deterministic", open)
+	}
+	var want []int32
+	epOf := map[int32]int64{}
+	for _, r := range runs {
+		for p := r.Start; p < r.Start+r.Len; p++ {
+			epOf[int32(p)] = r.Episode
+			if keep[p] {
+				want = append(want, int32(p))
+			}
+		}
+	}
+	sorted := slices.Clone(got)
+	slices.Sort(sorted)
+	if !slices.Equal(sorted, want) {
+		t.Fatalf("open %d: served %v, want each of %v once", open, sorted, want)
+	}
+	last := map[int64]int32{}
+	for _, p := range got {
+		e := epOf[p]
+		if q, ok := last[e]; ok && q > p {
+			t.Fatalf("open %d: episode %d serves position %d after %d", open, e, p, q)
+		}
+		last[e] = p
+	}
+	return got
+}
+
+func TestStratifiedOrder(t *testing.T) {
+	// Episodes of several lengths, one of them in two runs, some frames
+	// not kept.
+	var runs []Run
+	var keep []bool
+	for e, n := range []int{5, 1, 9, 3, 7, 2, 8, 8, 4} {
+		parts := 1
+		if e == 2 {
+			parts = 2
+		}
+		for k := 0; k < parts; k++ {
+			m := n / parts
+			if k == parts-1 {
+				m = n - (parts-1)*(n/parts)
+			}
+			runs = append(runs, Run{Episode: int64(e), Start: int64(len(keep)), Len: int64(m)})
+			for i := 0; i < m; i++ {
+				keep = append(keep, (len(keep)*7)%5 != 0)
+			}
+		}
+	}
+	for _, open := range []int{0, 1, 2, 3, 4, 100} {
+		checkStratified(t, runs, keep, open)
+	}
+	// Unshuffled: position order, as the partitioned order's.
+	if got := stratifiedOrder(runs, keep, Options{PartitionOpen: 3}, 0, 0, "", ""); !slices.Equal(got, streamOrder(runs, keep, false, 0, 0, nil)) {
+		t.Fatal("unshuffled stratified order is not position order")
+	}
+	// Equal episodes in one wave: every window of n consecutive frames
+	// holds each of the n episodes once.
+	runs, keep = nil, nil
+	const n, L = 6, 10
+	for e := 0; e < n; e++ {
+		runs = append(runs, Run{Episode: int64(e), Start: int64(e * L), Len: L})
+		for i := 0; i < L; i++ {
+			keep = append(keep, true)
+		}
+	}
+	got := checkStratified(t, runs, keep, n)
+	for i := 0; i+n <= len(got); i++ {
+		seen := map[int32]bool{}
+		for _, p := range got[i : i+n] {
+			seen[p/L] = true
+		}
+		if len(seen) != n {
+			t.Fatalf("window at %d holds %d episodes, want %d: %v", i, len(seen), n, got)
+		}
+	}
+}
+
+// FuzzStratifiedOrder: any runs, kept mask and open count serve each kept
+// position exactly once, each episode in order.
+func FuzzStratifiedOrder(f *testing.F) {
+	f.Add([]byte{3, 1, 4, 1, 5}, uint16(0xbeef), uint8(2))
+	f.Add([]byte{1}, uint16(0), uint8(0))
+	f.Fuzz(func(t *testing.T, lens []byte, mask uint16, open uint8) {
+		var runs []Run
+		var keep []bool
+		for e, n := range lens {
+			n := int(n%16) + 1
+			runs = append(runs, Run{Episode: int64(e), Start: int64(len(keep)), Len: int64(n)})
+			for i := 0; i < n; i++ {
+				keep = append(keep, mask>>(len(keep)%16)&1 == 1)
+			}
+		}
+		checkStratified(t, runs, keep, int(open%40))
+	})
+}

@@ -138,7 +138,7 @@ func (pt *partitioned) epoch(e int64) (*Epoch, bool, error) {
 		for _, p := range parts {
 			neps += len(p)
 		}
-		return nil, false, fmt.Errorf("--order partitioned: the smallest of %d partitions has %d frames, less than one batch of %d (partitions hold whole episodes, and the selection has %d episodes of %d frames: use fewer --partitions or a smaller --batch-size)", P, slices.Min(frames), B, neps, sum64(frames))
+		return nil, false, fmt.Errorf("--order %s: the smallest of %d partitions has %d frames, less than one batch of %d (partitions hold whole episodes, and the selection has %d episodes of %d frames: use fewer --partitions or a smaller --batch-size)", o.Order, P, slices.Min(frames), B, neps, sum64(frames))
 	}
 	if pos := o.Position; pos != nil && e > pos.Epoch {
 		return nil, false, nil
@@ -186,9 +186,14 @@ func (pt *partitioned) plan(ep *Epoch, ix *Index) (*Plan, error) {
 		for _, e := range ep.parts[p] {
 			runs = append(runs, runOf[e]...)
 		}
-		po := partitionOrder(runs, ix.Keep, o, p, ep.Epoch, src.Revision, src.Selection)
+		var po []int32
+		if o.Order == Stratified {
+			po = stratifiedOrder(runs, ix.Keep, o, p, ep.Epoch, src.Revision, src.Selection)
+		} else {
+			po = partitionOrder(runs, ix.Keep, o, p, ep.Epoch, src.Revision, src.Selection)
+		}
 		if int64(len(po)) < ep.nbp*B {
-			return nil, fmt.Errorf("--order partitioned: epoch %d partition %d keeps %d frames, fewer than the %d batches of %d every partition serves (frames dropped by rendering; use --mode fallback or fewer partitions)", ep.Epoch, p, len(po), ep.nbp, B)
+			return nil, fmt.Errorf("--order %s: epoch %d partition %d keeps %d frames, fewer than the %d batches of %d every partition serves (frames dropped by rendering; use --mode fallback or fewer partitions)", o.Order, ep.Epoch, p, len(po), ep.nbp, B)
 		}
 		for r := int64(0); r < ep.nbp; r++ {
 			j := r*per + q

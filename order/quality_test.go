@@ -46,81 +46,125 @@ func qualityDataset(E, L int) (Source, []Run, []bool) {
 	return src, runs, keep
 }
 
-// partitionedSequence is the partitioned order's global sequence of an
-// epoch, composed from the partitions as trainPartitioned serves it
-// (global batch g is batch g/P of partition g%P).
-func partitionedSequence(src Source, runs []Run, keep []bool, to Options, B int) []int32 {
-	P := to.Partitions
-	parts, frames := Partitions(src, to.Seed, 0, P)
-	nbp := frames[0] / int64(B)
-	for _, f := range frames {
-		nbp = min(nbp, f/int64(B))
+// epochSequence is an order's global sequence of epoch 0: the batches of
+// its one consumer (with one consumer the global sequence is its own),
+// through the Stream API the engine uses.
+func epochSequence(t *testing.T, src Source, runs []Run, keep []bool, o Options) []int32 {
+	t.Helper()
+	o.Consumers, o.Epochs = 1, 1
+	s, err := New([]Source{src}, o)
+	if err != nil {
+		t.Fatal(err)
 	}
-	orders := make([][]int32, P)
-	for p := range parts {
+	ep, ok, err := s.Next()
+	if err != nil || !ok {
+		t.Fatalf("%+v: no epoch (%v)", o, err)
+	}
+	// The index holds exactly the episodes the epoch asks for (all).
+	ix := &Index{Runs: [][]Run{runs}, Keep: keep}
+	if ep.Episodes != nil {
 		var rs []Run
-		for _, e := range parts[p] {
+		for _, e := range ep.Episodes {
 			rs = append(rs, runs[e])
 		}
-		orders[p] = partitionOrder(rs, keep, to, p, 0, "", "")
+		slices.SortFunc(rs, func(a, b Run) int { return int(a.Start - b.Start) })
+		ix.Runs[0] = rs
+	}
+	pl, err := ep.Plan(ix)
+	if err != nil {
+		t.Fatal(err)
 	}
 	var seq []int32
-	for g := int64(0); g < nbp*int64(P); g++ {
-		o, r := orders[g%int64(P)], g/int64(P)
-		seq = append(seq, o[r*int64(B):(r+1)*int64(B)]...)
+	for _, k := range pl.Mine {
+		seq = append(seq, pl.Batch(k)...)
 	}
 	return seq
 }
 
-// TestShuffleQuality measures both orders' mixing, batch 32, 120
-// partitions, on 500 episodes of 600 frames (about 4 episodes a
-// partition) and 2,400 of 250 (20 a partition), and checks the figures
-// docs/training.md relies on (go test -run TestShuffleQuality -v prints
-// its table).
+// TestShuffleQuality measures the orders' mixing, batch 32, on 500
+// episodes of 600 frames and 2,400 of 250, and checks the figures
+// docs/training.md relies on (go test ./order -run TestShuffleQuality -v
+// prints its tables).
+//
+// Every partitioned order (partitioned, stratified) serves a batch from
+// one partition, so a batch mixes at most the episodes of a partition,
+// about E/P: 4.2 for 500 episodes at P = 120, 20 for 2,400. No order in
+// which C = P consumers each read only their share can do better — a
+// consumer's batches hold only the episodes it reads, about E/C of them —
+// and the global sequence is the same for every C dividing P.
 func TestShuffleQuality(t *testing.T) {
-	const B, P = 32, 120
+	const B = 32
 	type key struct {
-		E, buf, open int
+		order           string
+		E, buf, P, open int
 	}
-	global := map[key]float64{}
-	part := map[key]float64{}
+	got := map[key][2]float64{}
+	measure := func(k key, src Source, runs []Run, keep []bool, L int32) (float64, float64) {
+		o := Options{Order: k.order, Shuffle: true, Seed: 1, BufferSize: k.buf, BatchSize: B, Partitions: k.P, PartitionOpen: k.open}
+		seq := epochSequence(t, src, runs, keep, o)
+		s, d := shuffleQuality(seq, func(p int32) int64 { return int64(p / L) }, B)
+		got[k] = [2]float64{s, d}
+		return s, d
+	}
 	for _, ds := range []struct{ E, L int }{{500, 600}, {2400, 250}} {
-		cfg, runs, keep := qualityDataset(ds.E, ds.L)
+		src, runs, keep := qualityDataset(ds.E, ds.L)
 		L := int32(ds.L)
-		episodeOf := func(p int32) int64 { return int64(p / L) }
-		t.Logf("%d episodes of %d frames: share of consecutive samples from one episode (distinct episodes per batch)", ds.E, ds.L)
-		t.Logf("| buffer | global | partitioned, open 1 | open 2 | open 4 | open 8 |")
+		t.Logf("%d episodes of %d frames, 120 partitions: share of consecutive samples from one episode (distinct episodes per batch)", ds.E, ds.L)
+		t.Logf("| buffer | global | partitioned, open 1 | open 2 | open 4 | open 8 | stratified, open 24 |")
 		for _, buf := range []int{1, 1024, 16384, 65536} {
-			o := epochOrder(runs, keep, true, buf, newRNG("epoch", 1, 0, "", ""))
-			s, d := shuffleQuality(o, episodeOf, B)
-			global[key{ds.E, buf, 0}] = s
+			s, d := measure(key{Global, ds.E, buf, 0, 0}, src, runs, keep, L)
 			row := fmt.Sprintf("| %d | %.1f %% (%.1f) |", buf, 100*s, d)
 			for _, open := range []int{1, 2, 4, 8} {
-				to := Options{Shuffle: true, Seed: 1, BufferSize: buf, Partitions: P, PartitionOpen: open}
-				s, d := shuffleQuality(partitionedSequence(cfg, runs, keep, to, B), episodeOf, B)
-				part[key{ds.E, buf, open}] = s
+				s, d := measure(key{Partitioned, ds.E, buf, 120, open}, src, runs, keep, L)
 				row += fmt.Sprintf(" %.1f %% (%.1f) |", 100*s, d)
 			}
-			t.Log(row)
+			// The stratified order has no buffer: one column, the same in
+			// every row.
+			s, d = measure(key{Stratified, ds.E, buf, 120, DefaultStratifiedOpen}, src, runs, keep, L)
+			t.Log(row + fmt.Sprintf(" %.1f %% (%.1f) |", 100*s, d))
+		}
+		t.Logf("stratified order, open %d, by partitions (E/P episodes a partition):", DefaultStratifiedOpen)
+		t.Logf("| partitions | E/P | stratified |")
+		for _, P := range []int{6, 12, 24, 60, 120} {
+			s, d := measure(key{Stratified, ds.E, 0, P, DefaultStratifiedOpen}, src, runs, keep, L)
+			t.Logf("| %d | %.1f | %.1f %% (%.1f) |", P, float64(ds.E)/float64(P), 100*s, d)
 		}
 	}
 	for _, c := range []struct {
-		name   string
-		got    float64
-		lo, hi float64
+		name        string
+		k           key
+		sameHi      float64 // consecutive same-episode share, at most
+		distLo      float64 // distinct episodes per batch, at least
+		sameLo, dHi float64 // and at least / at most (0: unchecked)
 	}{
-		{"global, default buffer", global[key{500, DefaultBufferSize, 0}], 0, 0.03},
-		{"global, no buffer", global[key{500, 1, 0}], 0.99, 1},
-		// One episode at a time through a tiny buffer share: mostly runs.
-		{"partitioned open=1, default buffer", part[key{500, DefaultBufferSize, 1}], 0.6, 0.9},
-		// Open episodes bring the share near 1/open...
-		{"partitioned open=4, default buffer", part[key{2400, DefaultBufferSize, DefaultPartitionOpen}], 0.2, 0.3},
-		{"partitioned open=8, default buffer", part[key{2400, DefaultBufferSize, 8}], 0.1, 0.16},
-		// ... but never below a partition's own episodes (about 4 here).
-		{"partitioned open=8, 4 episodes a partition", part[key{500, DefaultBufferSize, 8}], 0.2, 0.3},
+		// The global order: the targets issue 29 takes from it.
+		{"global, default buffer", key{Global, 500, DefaultBufferSize, 0, 0}, 0.03, 20, 0, 0},
+		{"global, no buffer", key{Global, 500, 1, 0, 0}, 1, 0, 0.99, 1.5},
+		// The partitioned order: one episode at a time through a tiny
+		// buffer share mostly serves runs; open episodes bring the share
+		// near 1/open, but never below a partition's own episodes.
+		{"partitioned open=1, default buffer", key{Partitioned, 500, DefaultBufferSize, 120, 1}, 0.9, 0, 0.6, 0},
+		{"partitioned open=4, default buffer", key{Partitioned, 2400, DefaultBufferSize, 120, DefaultPartitionOpen}, 0.3, 0, 0.2, 0},
+		{"partitioned open=8, default buffer", key{Partitioned, 2400, DefaultBufferSize, 120, 8}, 0.16, 0, 0.1, 0},
+		{"partitioned open=8, 4 episodes a partition", key{Partitioned, 500, DefaultBufferSize, 120, 8}, 0.3, 0, 0.2, 0},
+		// The stratified order reaches the bound E/P (20 episodes a
+		// partition: 20 in every batch) and never serves two frames of
+		// an episode in a row when its episodes are alike in length.
+		{"stratified, 2,400 episodes, P=120", key{Stratified, 2400, 0, 120, DefaultStratifiedOpen}, 0.005, 19.5, 0, 20.01},
+		{"stratified, 500 episodes, P=120 (4.2 a partition)", key{Stratified, 500, 0, 120, DefaultStratifiedOpen}, 0.03, 3.9, 0, 4.5},
+		// With 20 or more episodes a partition it meets the global
+		// order's targets on both datasets.
+		{"stratified, 500 episodes, P=24", key{Stratified, 500, 0, 24, DefaultStratifiedOpen}, 0.03, 20, 0, 0},
+		{"stratified, 500 episodes, P=12", key{Stratified, 500, 0, 12, DefaultStratifiedOpen}, 0.03, 28, 0, 0},
+		{"stratified, 2,400 episodes, P=60", key{Stratified, 2400, 0, 60, DefaultStratifiedOpen}, 0.03, 28, 0, 0},
 	} {
-		if c.got < c.lo || c.got > c.hi {
-			t.Errorf("%s: %.1f %% consecutive same-episode samples, want %.0f-%.0f %%", c.name, 100*c.got, 100*c.lo, 100*c.hi)
+		g, ok := got[c.k]
+		if !ok {
+			t.Fatalf("%s: not measured", c.name)
+		}
+		same, dist := g[0], g[1]
+		if same > c.sameHi || same < c.sameLo || dist < c.distLo || (c.dHi > 0 && dist > c.dHi) {
+			t.Errorf("%s: %.2f %% consecutive same-episode samples, %.1f distinct episodes per batch; want %.0f-%.0f %%, %.1f-%.1f", c.name, 100*same, dist, 100*c.sameLo, 100*c.sameHi, c.distLo, c.dHi)
 		}
 	}
 }

@@ -3,6 +3,8 @@ package pipeline
 import (
 	"log/slog"
 	"unsafe"
+
+	"github.com/lrstream/lrstream/order"
 )
 
 // DefaultBufferBytes is the default memory budget of the shuffle buffer
@@ -64,20 +66,49 @@ func selectedMean(cfg *Config) (frames, episodes int64) {
 	return frames, episodes
 }
 
-// partitionOpen is the default PartitionOpen: DefaultPartitionOpen,
+// partitionOpen is the default PartitionOpen: defaultOpen(to.Order),
 // lowered (to 1 at least) so that what all partitions read at once, P ×
-// open × the mean episode, plus the buffer, fits the byte budget. All
-// consumers together hold that; each holds 1/C of it. Metadata only, so
-// it is the same for every consumer.
+// the episodes read at a time × the mean episode, plus the buffer (the
+// partitioned order), fits the byte budget. All consumers together hold
+// that; each holds 1/C of it. Metadata only, so it is the same for every
+// consumer.
 func partitionOpen(cfg *Config, to TrainOptions, sample int64) int {
 	frames, eps := selectedMean(cfg)
+	def := defaultOpen(to.Order)
 	if to.BufferBytes <= 0 || eps == 0 {
-		return DefaultPartitionOpen
+		return def
 	}
 	mean := max(frames/eps, 1)
-	left := to.BufferBytes/sample - int64(to.BufferSize)
+	left := to.BufferBytes / sample
+	if to.Order != OrderStratified {
+		left -= int64(to.BufferSize)
+	}
 	open := left / (int64(max(to.Partitions, 1)) * mean)
-	return int(min(max(open, 1), DefaultPartitionOpen))
+	if to.Order == OrderStratified {
+		// A wave of the stratified order has fewer than 2 × open
+		// episodes.
+		open = (open + 1) / 2
+	}
+	return int(min(max(open, 1), int64(def)))
+}
+
+// defaultOpen is PartitionOpen's default of the order named name.
+func defaultOpen(name string) int {
+	if name == OrderStratified {
+		return DefaultStratifiedOpen
+	}
+	return DefaultPartitionOpen
+}
+
+// openEpisodes is the most episodes a partition of to's order reads at
+// once: PartitionOpen, or fewer than twice as many (a wave) in the
+// stratified order.
+func openEpisodes(to TrainOptions) int64 {
+	open := int64(max(to.PartitionOpen, 1))
+	if to.Order == OrderStratified {
+		return 2*open - 1
+	}
+	return open
 }
 
 // logBuffer states the shuffle buffer's memory when the byte budget
@@ -101,15 +132,15 @@ func logBuffer(srcs []Mix, to TrainOptions, asked, frames int, sample int64) {
 			"frames", frames, "asked_frames", asked, "bytes_per_sample", sample,
 			"buffer_bytes", int64(frames)*sample, "budget_bytes", to.BufferBytes)
 	}
-	if to.Order == OrderPartitioned && to.Partitions > 0 && to.Consumers > 0 && to.BufferBytes > 0 {
+	if order.UsesPartitions(to.Order) && to.Partitions > 0 && to.Consumers > 0 && to.BufferBytes > 0 {
 		all, eps := selectedMean(srcs[0].Config)
 		if eps == 0 {
 			return
 		}
 		per := int64(to.Partitions / to.Consumers)
-		if reading := per * int64(max(to.PartitionOpen, 1)) * (all / eps) * sample; reading > to.BufferBytes {
+		if reading := per * openEpisodes(to) * (all / eps) * sample; reading > to.BufferBytes {
 			log.Warn("the partitioned order reads its partitions' episodes at once: a consumer holds about reading_bytes of decoded frames besides its buffer (more consumers, fewer partitions, --resize or a lower --shuffle-buffer-bytes lower it)",
-				"partitions_per_consumer", per, "episodes_per_partition", to.PartitionOpen, "mean_episode_frames", all/eps,
+				"partitions_per_consumer", per, "episodes_per_partition", openEpisodes(to), "mean_episode_frames", all/eps,
 				"bytes_per_sample", sample, "reading_bytes", reading)
 		}
 	}
@@ -145,22 +176,29 @@ func HeldBytes(srcs []Mix, to TrainOptions) int64 {
 	// The episode being read, and the frames of the batch being
 	// collated (at most another episode's worth is a safe bound).
 	held := int64(frames)/C + 2*longest
-	if to.Order == OrderPartitioned {
+	if order.UsesPartitions(to.Order) {
 		P := int64(max(to.Partitions, 1))
 		if to.Partitions <= 0 {
 			P = DefaultPartitions
 		}
-		open := to.PartitionOpen
-		if open <= 0 && to.Shuffle {
+		if to.PartitionOpen <= 0 && to.Shuffle {
 			to.BufferSize, to.Partitions = frames, int(P)
-			open = partitionOpen(srcs[0].Config, to, sample)
+			to.PartitionOpen = partitionOpen(srcs[0].Config, to, sample)
+		}
+		open := openEpisodes(to)
+		share := (int64(frames) + P - 1) / P // the partition's buffer share
+		if to.Order == OrderStratified {
+			share = 0 // no buffer
+		}
+		if !to.Shuffle {
+			open = 1
 		}
 		all, eps := selectedMean(srcs[0].Config)
 		mean := int64(0)
 		if eps > 0 {
 			mean = all / eps
 		}
-		held = (P/C)*((int64(frames)+P-1)/P+int64(max(open, 1))*mean) + 2*longest
+		held = (P/C)*(share+open*mean) + 2*longest
 	}
 	return held * sample
 }
@@ -183,7 +221,7 @@ func TrainBytes(srcs []Mix, to TrainOptions) int64 {
 		f, _ := selectedMean(m.Config)
 		frames += f
 	}
-	if to.Order == OrderPartitioned {
+	if order.UsesPartitions(to.Order) {
 		frames /= int64(max(to.Consumers, 1))
 	}
 	return HeldBytes(srcs, to) + frames*indexBytesPerFrame

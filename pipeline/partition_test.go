@@ -21,7 +21,10 @@ type shape struct{ R, W int }
 // partOptions returns the partitioned-order options of rank r, worker w.
 func partOptions(base TrainOptions, sh shape, r, w int) TrainOptions {
 	to := base
-	to.Order, to.WorldSize = OrderPartitioned, sh.R
+	to.WorldSize = sh.R
+	if to.Order == "" {
+		to.Order = OrderPartitioned
+	}
 	to.Consumer, to.Consumers = r*sh.W+w, sh.R*sh.W
 	return to
 }
@@ -64,6 +67,14 @@ func globalSequence(t *testing.T, cfg *Config, so StreamOptions, base TrainOptio
 	return seq, counts
 }
 
+// forPartitionedOrders runs test for each order that cuts epochs into
+// canonical partitions.
+func forPartitionedOrders(t *testing.T, test func(t *testing.T, ord string)) {
+	for _, ord := range []string{OrderPartitioned, OrderStratified} {
+		t.Run(ord, func(t *testing.T) { test(t, ord) })
+	}
+}
+
 // ownStart is the first own batch of a consumer resuming from base.Resume.
 func ownStart(base TrainOptions, epoch, slot, C int64) int64 {
 	if base.Resume == "" {
@@ -77,9 +88,13 @@ func ownStart(base TrainOptions, epoch, slot, C int64) int64 {
 }
 
 func TestPartitionedOrderInvariantToShape(t *testing.T) {
+	forPartitionedOrders(t, testPartitionedOrderInvariantToShape)
+}
+
+func testPartitionedOrderInvariantToShape(t *testing.T, ord string) {
 	cfg := demoConfig(t, render.ModeFallback)
 	so := StreamOptions{BatchSize: 8}
-	base := TrainOptions{Shuffle: true, Seed: 9, BufferSize: 64, Epochs: 2, Partitions: 6}
+	base := TrainOptions{Shuffle: true, Seed: 9, BufferSize: 64, Epochs: 2, Partitions: 6, Order: ord}
 	want, _ := globalSequence(t, cfg, so, base, shape{1, 1})
 	parts, _ := partitionEpisodes(cfg, 9, 0, 6)
 	for e := int64(0); e < 2; e++ {
@@ -130,9 +145,13 @@ func TestPartitionedOrderInvariantToShape(t *testing.T) {
 }
 
 func TestPartitionedElasticResume(t *testing.T) {
+	forPartitionedOrders(t, testPartitionedElasticResume)
+}
+
+func testPartitionedElasticResume(t *testing.T, ord string) {
 	cfg := demoConfig(t, render.ModeFallback)
 	so := StreamOptions{BatchSize: 8}
-	base := TrainOptions{Shuffle: true, Seed: 3, BufferSize: 32, Epochs: 2, Partitions: 6}
+	base := TrainOptions{Shuffle: true, Seed: 3, BufferSize: 32, Epochs: 2, Partitions: 6, Order: ord}
 	want, _ := globalSequence(t, cfg, so, base, shape{1, 1})
 	// Take the token after global batch 7 of epoch 0 on a 3×2 cluster:
 	// slot 1 (rank 1, worker 0) serves global batch 7 as own batch 1.
@@ -276,10 +295,12 @@ func TestPartitionedReadsOnlyItsShare(t *testing.T) {
 // next+w serves the rank's batches next+w, next+w+W, ... of the epoch
 // (rank-sequence index m is global batch m*R + r), so the workers read
 // round-robin continue the rank's sequence at next, on any epoch.
-func TestPartitionedPosition(t *testing.T) {
+func TestPartitionedPosition(t *testing.T) { forPartitionedOrders(t, testPartitionedPosition) }
+
+func testPartitionedPosition(t *testing.T, ord string) {
 	cfg := demoConfig(t, render.ModeFallback)
 	so := StreamOptions{BatchSize: 8}
-	base := TrainOptions{Shuffle: true, Seed: 6, BufferSize: 48, Epochs: 2, Partitions: 6}
+	base := TrainOptions{Shuffle: true, Seed: 6, BufferSize: 48, Epochs: 2, Partitions: 6, Order: ord}
 	want, _ := globalSequence(t, cfg, so, base, shape{1, 1})
 	sh := shape{2, 3}
 	for _, e := range []int64{0, 1} {

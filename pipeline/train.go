@@ -22,8 +22,12 @@ import (
 const (
 	OrderGlobal          = order.Global
 	OrderPartitioned     = order.Partitioned
+	OrderStratified      = order.Stratified
 	DefaultPartitions    = order.DefaultPartitions
 	DefaultPartitionOpen = order.DefaultPartitionOpen
+	// DefaultStratifiedOpen is PartitionOpen's default in the stratified
+	// order.
+	DefaultStratifiedOpen = order.DefaultStratifiedOpen
 	// DefaultBufferSize is the default shuffle buffer, in frames.
 	DefaultBufferSize = order.DefaultBufferSize
 )
@@ -64,15 +68,18 @@ type TrainOptions struct {
 	// Workers is num_workers per rank (Consumers = world_size × Workers),
 	// needed with Position; 0 means 1.
 	Workers int
-	// Order is OrderGlobal ("" too) or OrderPartitioned; Partitions is
-	// the number of canonical partitions of the partitioned order
-	// (DefaultPartitions when 0), which Consumers must divide.
+	// Order is OrderGlobal ("" too), OrderPartitioned or
+	// OrderStratified; Partitions is the number of canonical partitions
+	// of the partitioned and stratified orders (DefaultPartitions when
+	// 0), which Consumers must divide.
 	Order      string
 	Partitions int
 	// PartitionOpen is how many of its episodes a partition of the
 	// partitioned order reads at a time, their frames entering its buffer
-	// share in random turns (DefaultPartitionOpen when 0): more mixes
-	// better, and holds that many episodes per partition decoded.
+	// share in random turns (DefaultPartitionOpen when 0), or the fewest
+	// a partition of the stratified order interleaves (its waves have
+	// fewer than twice as many; DefaultStratifiedOpen when 0): more mixes
+	// better, and holds more episodes per partition decoded.
 	PartitionOpen int
 	// WorldSize is the number of ranks among Consumers (Consumer is
 	// rank*(Consumers/WorldSize)+worker): the header's share names the
@@ -107,7 +114,7 @@ func fingerprint(srcs []Mix, so StreamOptions, to TrainOptions) string {
 			cfg.Selection.Episodes, cfg.Selection.Exclude, cfg.Features, cfg.SkipErrors, cfg.Deltas, cfg.Tolerance, m.Weight, m.Name)
 	}
 	fmt.Fprintf(h, "%t\x00%d\x00%d\x00%d\x00%t\x00%t", to.Shuffle, to.Seed, to.BufferSize, so.BatchSize, so.DropLast, so.KeepLanguage)
-	if to.Order == OrderPartitioned {
+	if order.UsesPartitions(to.Order) {
 		fmt.Fprintf(h, "\x00%s\x00%d\x00%d", to.Order, to.Partitions, to.PartitionOpen)
 	}
 	sum := h.Sum(nil)
@@ -202,7 +209,8 @@ func trainSetup(srcs []Mix, so StreamOptions, to TrainOptions) (trainStart, erro
 	if err := checkMix(srcs); err != nil {
 		return ts, err
 	}
-	if to.Order == OrderPartitioned && to.Partitions <= 0 {
+	parts := order.UsesPartitions(to.Order)
+	if parts && to.Partitions <= 0 {
 		to.Partitions = DefaultPartitions
 	}
 	if to.BufferBytes == 0 {
@@ -213,12 +221,12 @@ func trainSetup(srcs []Mix, so StreamOptions, to TrainOptions) (trainStart, erro
 		// holds the frames, which is what the order depends on.
 		ts.asked = to.BufferSize
 		to.BufferSize, ts.sample = bufferFrames(srcs, to)
-		if to.Order == OrderPartitioned && to.PartitionOpen <= 0 {
+		if parts && to.PartitionOpen <= 0 {
 			to.PartitionOpen = partitionOpen(srcs[0].Config, to, ts.sample)
 		}
 	}
-	if to.Order == OrderPartitioned && to.PartitionOpen <= 0 {
-		to.PartitionOpen = DefaultPartitionOpen
+	if parts && to.PartitionOpen <= 0 {
+		to.PartitionOpen = defaultOpen(to.Order)
 	}
 	ts.to, ts.fp = to, fingerprint(srcs, so, to)
 	_, err := order.Check(orderSources(srcs), ts.orderOptions(so))
