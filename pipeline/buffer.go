@@ -176,6 +176,12 @@ func HeldBytes(srcs []Mix, to TrainOptions) int64 {
 	// The episode being read, and the frames of the batch being
 	// collated (at most another episode's worth is a safe bound).
 	held := int64(frames)/C + 2*longest
+	cams := cameraHeld(srcs, to)
+	if cams.rows > 0 {
+		// With cameras an episode is read a piece at a time: the piece
+		// being fed to the order, and the batch being collated.
+		held = int64(frames)/C + 2*cams.rows
+	}
 	if order.UsesPartitions(to.Order) {
 		P := int64(max(to.Partitions, 1))
 		if to.Partitions <= 0 {
@@ -198,9 +204,67 @@ func HeldBytes(srcs []Mix, to TrainOptions) int64 {
 		if eps > 0 {
 			mean = all / eps
 		}
+		if cams.rows > 0 {
+			// An open episode is read a piece at a time.
+			mean, longest = min(mean, cams.rows), cams.rows
+		}
 		held = (P/C)*(share+open*mean) + 2*longest
 	}
-	return held * sample
+	return held*sample + cams.flight
+}
+
+// trainPieceBytes is the piece size (Config.PieceBytes) of a training
+// stream with cameras: at most a sixteenth of the shuffle buffer's byte
+// budget (64 MiB at the default 1 GiB), so that the pieces being decoded
+// (the decoding window: workers + 1) and the decoder's recycled buffers
+// stay small beside the buffer. Output never depends on it.
+func trainPieceBytes(cfg *Config, budget int64) int64 {
+	pb := cfg.PieceBytes
+	if pb <= 0 {
+		pb = DefaultPieceBytes
+	}
+	if budget > 0 {
+		pb = min(pb, max(budget/16, 1<<20))
+	}
+	return pb
+}
+
+// camHeld is what a training stream's camera frames cost besides its held
+// frames: rows, the samples of a piece (0 without cameras), and flight,
+// the bytes of the pieces being decoded (the decoding window, workers + 1
+// pieces) and of the decoder's recycled piece buffers (at most
+// video.Set's 8, one camera's piece each).
+type camHeld struct {
+	rows, flight int64
+}
+
+func cameraHeld(srcs []Mix, to TrainOptions) camHeld {
+	var h camHeld
+	budget := to.BufferBytes
+	if budget == 0 {
+		budget = DefaultBufferBytes
+	}
+	for _, m := range srcs {
+		per := CameraBytesPerSample(m.Config)
+		if per == 0 {
+			continue
+		}
+		c := *m.Config
+		c.PieceBytes = trainPieceBytes(m.Config, budget)
+		rows := int64(pieceRows(&c))
+		before, after := cameraHalo(&c)
+		rows += int64(before + after)
+		w := int64(workerCount(&c))
+		var widest int64 // one camera's frame
+		if c.Cameras != nil {
+			for _, cam := range c.Cameras.Cameras {
+				widest = max(widest, int64(cam.FrameBytes()))
+			}
+		}
+		h.rows = max(h.rows, rows)
+		h.flight = max(h.flight, (w+1)*rows*per+8*rows*widest)
+	}
+	return h
 }
 
 // indexBytesPerFrame is what a training stream holds for each frame it

@@ -23,9 +23,17 @@ import (
 // The frames are stored compactly, one record and one run of feature bytes
 // per frame in two arrays per chunk (80 bytes besides the features, and no
 // per-frame allocation, which also keeps the collector's work small).
+// Frames of perFrameStride bytes or more (camera frames) get an array each
+// instead, dropped as soon as the frame is served: one array for a
+// chunk's frames would live until its last frame is served, which a
+// shuffle buffer delays by about N·ln(frames per chunk) draws, so the
+// chunks alive would hold several times the frames waiting.
 type heldChunk struct {
 	recs []heldFrame
 	data []byte // the features of recs[i] at data[i*stride:(i+1)*stride]
+	// own, for frames of perFrameStride bytes or more, holds each
+	// record's features instead of data (nil once the frame is served).
+	own [][]byte
 	// sizes are the bytes of each output feature within a stride.
 	sizes  []int
 	stride int
@@ -76,9 +84,12 @@ func (hf *heldFrame) frame(f *collate.Frame, names [][]string) {
 		f.Features = make([][]byte, len(c.sizes))
 	}
 	f.Features = f.Features[:len(c.sizes)]
-	off := int(hf.n) * c.stride
+	data, off := c.data, int(hf.n)*c.stride
+	if c.own != nil {
+		data, off = c.own[hf.n], 0
+	}
 	for k, n := range c.sizes {
-		f.Features[k] = c.data[off : off+n : off+n]
+		f.Features[k] = data[off : off+n : off+n]
 		off += n
 	}
 	f.Owner, f.Borrow = nil, nil // the held bytes are copies, reused: never borrowed
@@ -189,26 +200,28 @@ func (h *holder) hold(hc *heldChunk, n int, c *Chunk, j int, fl *filler, srcs []
 		return err
 	}
 	if !hc.sized {
-		hc.sized = true
-		hc.sizes, hc.stride = make([]int, len(h.tmp.Features)), 0
-		for k, v := range h.tmp.Features {
-			hc.sizes[k] = len(v)
-			hc.stride += len(v)
-		}
-		hc.data = make([]byte, 0, len(hc.recs)*hc.stride)
-	}
-	if at := n * hc.stride; len(hc.data) < at {
-		// Frames before this one failed: their features stay zero.
-		hc.data = append(hc.data, make([]byte, at-len(hc.data))...)
+		hc.size(h.tmp.Features)
 	}
 	if len(h.tmp.Features) != len(hc.sizes) {
 		return fmt.Errorf("%s row group %d: episode %d, index %d: %d feature values, %d for the row group's first frame", c.Unit.File, c.Unit.RowGroup, hf.episode, hf.index, len(h.tmp.Features), len(hc.sizes))
+	}
+	data := hc.data
+	if hc.own != nil {
+		data = make([]byte, 0, hc.stride)
+	} else if at := n * hc.stride; len(data) < at {
+		// Frames before this one failed: their features stay zero.
+		data = append(data, make([]byte, at-len(data))...)
 	}
 	for k, v := range h.tmp.Features {
 		if len(v) != hc.sizes[k] {
 			return fmt.Errorf("%s row group %d: episode %d, index %d: feature %d has %d bytes, %d for the row group's first frame", c.Unit.File, c.Unit.RowGroup, hf.episode, hf.index, k, len(v), hc.sizes[k])
 		}
-		hc.data = append(hc.data, v...)
+		data = append(data, v...)
+	}
+	if hc.own != nil {
+		hc.own[n] = data
+	} else {
+		hc.data = data
 	}
 	if h.keep {
 		if hc.lang == nil {
@@ -217,6 +230,37 @@ func (h *holder) hold(hc *heldChunk, n int, c *Chunk, j int, fl *filler, srcs []
 		hc.lang[n] = [2][]schema.Row{bt.PersistentRows(j), bt.EventRows(j)}
 	}
 	return nil
+}
+
+// perFrameStride is the size of a frame's features from which held frames
+// get an array each (heldChunk.own): a camera frame. Smaller frames share
+// their chunk's array.
+const perFrameStride = 32 << 10
+
+// size sets the chunk's feature sizes from its first held frame's, and
+// its storage.
+func (hc *heldChunk) size(features [][]byte) {
+	hc.sized = true
+	hc.sizes, hc.stride = make([]int, len(features)), 0
+	for k, v := range features {
+		hc.sizes[k] = len(v)
+		hc.stride += len(v)
+	}
+	if hc.stride >= perFrameStride {
+		hc.own = make([][]byte, len(hc.recs))
+		return
+	}
+	hc.data = make([]byte, 0, len(hc.recs)*hc.stride)
+}
+
+// served drops the features of frames that are served (collated: the
+// batch holds copies), when they have arrays of their own.
+func served(frames []*heldFrame) {
+	for _, f := range frames {
+		if own := f.chunk.own; own != nil {
+			own[f.n] = nil
+		}
+	}
 }
 
 // serveBatches decodes the units that the global batches mine need, in
@@ -371,6 +415,7 @@ func (bs *batchServer) serveReady() error {
 		k := bs.mine[bs.bi]
 		if int64(len(bs.picks)) == min(bs.B, bs.n-k*bs.B) {
 			err := bs.emit(bs.picks, k)
+			served(bs.picks)
 			h.release(bs.picks)
 			bs.picks = bs.picks[:0]
 			if err != nil {

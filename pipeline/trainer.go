@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/lrstream/lrstream/collate"
@@ -79,6 +80,7 @@ func newTrainer(ctx context.Context, srcs []Mix, so StreamOptions, ts trainStart
 		return nil, err
 	}
 	to := ts.to
+	srcs = trainConfigs(srcs, to)
 	tr := &trainer{ctx: ctx, srcs: srcs, so: so, to: to, fp: ts.fp, s: s, ord: ord,
 		hold: newHolder(srcs, so.KeepLanguage)}
 	tr.out.fillers = make([]*filler, len(srcs))
@@ -93,6 +95,22 @@ func newTrainer(ctx context.Context, srcs []Mix, so StreamOptions, ts trainStart
 	}
 	tr.st = &Stats{Components: make([]int64, len(srcs[0].Config.Recipe.Components()))}
 	return tr, nil
+}
+
+// trainConfigs returns srcs with the piece size of their camera streams
+// bounded by trainPieceBytes (configs copied; the order and the output
+// never depend on it).
+func trainConfigs(srcs []Mix, to TrainOptions) []Mix {
+	out := slices.Clone(srcs)
+	for d, m := range out {
+		if CameraBytesPerSample(m.Config) == 0 {
+			continue
+		}
+		c := *m.Config
+		c.PieceBytes = trainPieceBytes(m.Config, to.BufferBytes)
+		out[d].Config = &c
+	}
+	return out
 }
 
 // epochs serves the order's epochs, one plan after another.

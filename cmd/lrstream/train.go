@@ -150,17 +150,11 @@ const (
 
 // limitTrainMemory sets a soft memory limit of pipeline.TrainBytes plus
 // trainMemoryRest, at least trainMemoryLimit, for a training stream
-// without camera or image frames (whose decoded frames are memory by
-// design: their budget is --shuffle-buffer-bytes), unless GOMEMLIMIT is
-// set.
+// (with camera frames too: TrainBytes then counts the pieces being decoded,
+// docs/video.md "Memory"), unless GOMEMLIMIT is set.
 func limitTrainMemory(e *env, mix []pipeline.Mix, to pipeline.TrainOptions) {
 	if e.memoryLimit == nil || e.getenv == nil || e.getenv("GOMEMLIMIT") != "" {
 		return
-	}
-	for _, m := range mix {
-		if pipeline.CameraBytesPerSample(m.Config) > 0 {
-			return
-		}
 	}
 	e.memoryLimit(trainLimit(mix, to))
 }
