@@ -82,6 +82,9 @@ func partitionOpen(cfg *Config, to TrainOptions, sample int64) int {
 	left := to.BufferBytes / sample
 	if to.Order != OrderStratified {
 		left -= int64(to.BufferSize)
+	} else if rows := cameraHeld([]Mix{{Config: cfg, Weight: 1}}, to).rows; rows > 0 {
+		// The stratified order reads an open episode a piece at a time.
+		mean = min(mean, rows)
 	}
 	open := left / (int64(max(to.Partitions, 1)) * mean)
 	if to.Order == OrderStratified {
