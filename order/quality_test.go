@@ -46,6 +46,26 @@ func qualityDataset(E, L int) (Source, []Run, []bool) {
 	return src, runs, keep
 }
 
+// variedDataset is E episodes of lo to hi frames (deterministic lengths),
+// positions in episode order.
+func variedDataset(E, lo, hi int) (Source, []Run, []bool) {
+	var src Source
+	var runs []Run
+	r := newRNG("lengths", 1, 0, "", "")
+	var n int64
+	for e := 0; e < E; e++ {
+		L := int64(lo + r.intn(hi-lo+1))
+		src.Episodes = append(src.Episodes, Episode{Index: int64(e), Length: L})
+		runs = append(runs, Run{Episode: int64(e), Start: n, Len: L})
+		n += L
+	}
+	keep := make([]bool, n)
+	for i := range keep {
+		keep[i] = true
+	}
+	return src, runs, keep
+}
+
 // epochSequence is an order's global sequence of epoch 0: the batches of
 // its one consumer (with one consumer the global sequence is its own),
 // through the Stream API the engine uses.
@@ -130,6 +150,22 @@ func TestShuffleQuality(t *testing.T) {
 			t.Logf("| %d | %.1f | %.1f %% (%.1f) |", P, float64(ds.E)/float64(P), 100*s, d)
 		}
 	}
+	// Episodes of unequal lengths (400–800 frames, as lrstream gen
+	// writes them): the stratified order spreads each by its length, so
+	// its episodes still end together.
+	varied, vruns, vkeep := variedDataset(2400, 400, 800)
+	vL := map[int32]int64{}
+	for _, r := range vruns {
+		for p := r.Start; p < r.Start+r.Len; p++ {
+			vL[int32(p)] = r.Episode
+		}
+	}
+	for _, P := range []int{24, 120} {
+		o := Options{Order: Stratified, Shuffle: true, Seed: 1, BatchSize: B, Partitions: P, PartitionOpen: DefaultStratifiedOpen}
+		s, d := shuffleQuality(epochSequence(t, varied, vruns, vkeep, o), func(p int32) int64 { return vL[p] }, B)
+		got[key{Stratified, -2400, 0, P, DefaultStratifiedOpen}] = [2]float64{s, d}
+		t.Logf("2,400 episodes of 400-800 frames, stratified, P=%d: %.2f %% (%.1f)", P, 100*s, d)
+	}
 	for _, c := range []struct {
 		name        string
 		k           key
@@ -157,6 +193,9 @@ func TestShuffleQuality(t *testing.T) {
 		{"stratified, 500 episodes, P=24", key{Stratified, 500, 0, 24, DefaultStratifiedOpen}, 0.03, 20, 0, 0},
 		{"stratified, 500 episodes, P=12", key{Stratified, 500, 0, 12, DefaultStratifiedOpen}, 0.03, 28, 0, 0},
 		{"stratified, 2,400 episodes, P=60", key{Stratified, 2400, 0, 60, DefaultStratifiedOpen}, 0.03, 28, 0, 0},
+		// Unequal lengths: still the partition's episodes in every batch.
+		{"stratified, 2,400 episodes of 400-800 frames, P=120", key{Stratified, -2400, 0, 120, DefaultStratifiedOpen}, 0.01, 19, 0, 0},
+		{"stratified, 2,400 episodes of 400-800 frames, P=24", key{Stratified, -2400, 0, 24, DefaultStratifiedOpen}, 0.01, 24, 0, 0},
 	} {
 		g, ok := got[c.k]
 		if !ok {
