@@ -37,7 +37,9 @@ func (g *global) epoch(e int64) (*Epoch, bool, error) {
 	if pos := g.s.o.Position; pos != nil && e > pos.Epoch {
 		return nil, false, nil
 	}
-	return &Epoch{Epoch: e, plan: g.plan}, true, nil
+	ep := &Epoch{Epoch: e}
+	ep.plan = func(ix *Index) (*Plan, error) { return g.plan(e, ix) }
+	return ep, true, nil
 }
 
 // epochOrder is epoch e's order of every source's kept frames of ix.
@@ -53,11 +55,11 @@ func (g *global) epochOrder(e int64, ix *Index) []int32 {
 	return interleave(orders, weights, o.Shuffle, newRNG("mix", o.Seed, e, "", ""))
 }
 
-// plan is the consumer's batches of epoch ep over the whole selection's
+// plan is the consumer's batches of epoch e over the whole selection's
 // keep index ix.
-func (g *global) plan(ep *Epoch, ix *Index) (*Plan, error) {
+func (g *global) plan(e int64, ix *Index) (*Plan, error) {
 	o := g.s.o
-	e, C, B := ep.Epoch, int64(o.Consumers), o.BatchSize
+	C, B := int64(o.Consumers), o.BatchSize
 	order := g.epochOrder(e, ix)
 	n := int64(len(order))
 	nb := (n + B - 1) / B

@@ -203,10 +203,7 @@ type Epoch struct {
 	// the keep index of exactly these (nil: of the whole selection).
 	Episodes []int64
 
-	plan func(*Epoch, *Index) (*Plan, error)
-	// The partitioned order's epoch.
-	parts               [][]int64
-	nbp, perCons, first int64
+	plan func(*Index) (*Plan, error)
 }
 
 // Plan returns the consumer's batches of the epoch, given the keep index
@@ -215,7 +212,7 @@ func (ep *Epoch) Plan(ix *Index) (*Plan, error) {
 	if ep.Skip {
 		return nil, errors.New("internal error: a skipped epoch has no plan")
 	}
-	return ep.plan(ep, ix)
+	return ep.plan(ix)
 }
 
 // Which of an index's unkept frames (dropped by rendering, or failed) a

@@ -143,18 +143,18 @@ func (pt *partitioned) epoch(e int64) (*Epoch, bool, error) {
 	if pos := o.Position; pos != nil && e > pos.Epoch {
 		return nil, false, nil
 	}
-	ep := &Epoch{Epoch: e, Batches: nbp * int64(P), plan: pt.plan}
-	ep.perCons = nbp * int64(P) / C // own batches per epoch
-	ep.nbp, ep.parts = nbp, parts
+	pe := &partEpoch{e: e, parts: parts, nbp: nbp, perCons: nbp * int64(P) / C} // own batches per epoch
+	ep := &Epoch{Epoch: e, Batches: nbp * int64(P)}
+	ep.plan = func(ix *Index) (*Plan, error) { return pt.plan(pe, ix) }
 	start := pt.s.start
 	if e == start.Epoch && start.Batch > 0 {
 		// The first own batch j with j*C+slot >= start.Batch.
-		ep.first = max(0, (start.Batch-int64(pt.slot)+C-1)/C)
+		pe.first = max(0, (start.Batch-int64(pt.slot)+C-1)/C)
 	}
 	if o.Position != nil {
-		ep.first = o.Position.Next / pt.posW
+		pe.first = o.Position.Next / pt.posW
 	}
-	if ep.first >= ep.perCons {
+	if pe.first >= pe.perCons {
 		ep.Skip = true
 		return ep, true, nil
 	}
@@ -166,12 +166,21 @@ func (pt *partitioned) epoch(e int64) (*Epoch, bool, error) {
 	return ep, true, nil
 }
 
+// partEpoch is an epoch of the partitioned order: its partitions, the
+// batches each serves (nbp), the consumer's own batches (perCons) and the
+// first of them it serves.
+type partEpoch struct {
+	e                   int64
+	parts               [][]int64
+	nbp, perCons, first int64
+}
+
 // plan is the consumer's batches of ep, over the keep index of exactly
-// ep.Episodes: own batch j comes from its partition j%(P/C), batch
-// j/(P/C) of that partition. Each partition's order is copied in as soon
-// as it is computed, so one partition's order is held besides this
+// the epoch's Episodes: own batch j comes from its partition j%(P/C),
+// batch j/(P/C) of that partition. Each partition's order is copied in as
+// soon as it is computed, so one partition's order is held besides this
 // consumer's.
-func (pt *partitioned) plan(ep *Epoch, ix *Index) (*Plan, error) {
+func (pt *partitioned) plan(ep *partEpoch, ix *Index) (*Plan, error) {
 	o := pt.s.o
 	P, C, B := o.Partitions, o.Consumers, o.BatchSize
 	src := pt.s.srcs[0]
@@ -188,23 +197,24 @@ func (pt *partitioned) plan(ep *Epoch, ix *Index) (*Plan, error) {
 		}
 		var po []int32
 		if o.Order == Stratified {
-			po = stratifiedOrder(runs, ix.Keep, o, p, ep.Epoch, src.Revision, src.Selection)
+			po = stratifiedOrder(runs, ix.Keep, o, p, ep.e, src.Revision, src.Selection)
 		} else {
-			po = partitionOrder(runs, ix.Keep, o, p, ep.Epoch, src.Revision, src.Selection)
+			po = partitionOrder(runs, ix.Keep, o, p, ep.e, src.Revision, src.Selection)
 		}
 		if int64(len(po)) < ep.nbp*B {
-			return nil, fmt.Errorf("--order %s: epoch %d partition %d keeps %d frames, fewer than the %d batches of %d every partition serves (frames dropped by rendering; use --mode fallback or fewer partitions)", o.Order, ep.Epoch, p, len(po), ep.nbp, B)
+			return nil, fmt.Errorf("--order %s: epoch %d partition %d keeps %d frames, fewer than the %d batches of %d every partition serves (frames dropped by rendering; use --mode fallback or fewer partitions)", o.Order, ep.e, p, len(po), ep.nbp, B)
 		}
 		for r := int64(0); r < ep.nbp; r++ {
 			j := r*per + q
 			copy(order[j*B:(j+1)*B], po[r*B:(r+1)*B])
 		}
 	}
-	pl := &Plan{Epoch: ep.Epoch, Batches: ep.Batches, Order: order, B: B, Unkept: UnkeptIndex}
+	epochBatches := ep.nbp * int64(P)
+	pl := &Plan{Epoch: ep.e, Batches: epochBatches, Order: order, B: B, Unkept: UnkeptIndex}
 	for j := ep.first; j < ep.perCons; j++ {
 		pl.Mine = append(pl.Mine, j)
 	}
-	sl, e, epochBatches, perCons := int64(pt.slot), ep.Epoch, ep.Batches, ep.perCons
+	sl, e, perCons := int64(pt.slot), ep.e, ep.perCons
 	R := int64(max(o.WorldSize, 1))
 	pl.after = func(j int64) State {
 		if next := j*int64(C) + sl + 1; next < epochBatches {
