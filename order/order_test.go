@@ -1,6 +1,7 @@
 package order
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -204,4 +205,75 @@ func FuzzStratifiedOrder(f *testing.F) {
 		}
 		checkStratified(t, runs, keep, int(open%40))
 	})
+}
+
+// stratifiedBySort is stratifiedOrder's definition, by a plain sort of
+// each wave's frames by (key, episode): the oracle of its linear-time
+// merge.
+func stratifiedBySort(runs []Run, keep []bool, o Options, p int, epoch int64, revision, sel string) []int32 {
+	r := newRNG(fmt.Sprintf("stratified-%d", p), o.Seed, epoch, revision, sel)
+	var eps [][]Run
+	for i, run := range runs {
+		if i > 0 && runs[i-1].Episode == run.Episode {
+			eps[len(eps)-1] = append(eps[len(eps)-1], run)
+			continue
+		}
+		eps = append(eps, []Run{run})
+	}
+	shuffle(r, eps)
+	open := max(o.PartitionOpen, 1)
+	waves := max(1, len(eps)/open)
+	type frame struct {
+		key float64
+		ep  int
+		p   int32
+	}
+	var out []int32
+	for w := 0; w < waves; w++ {
+		var wave []frame
+		for i := w * len(eps) / waves; i < (w+1)*len(eps)/waves; i++ {
+			u := r.float()
+			var kept []int32
+			for _, run := range eps[i] {
+				for q := run.Start; q < run.Start+run.Len; q++ {
+					if keep[q] {
+						kept = append(kept, int32(q))
+					}
+				}
+			}
+			for j, q := range kept {
+				wave = append(wave, frame{(float64(j) + u) / float64(len(kept)), i, q})
+			}
+		}
+		slices.SortFunc(wave, func(a, b frame) int {
+			if a.key != b.key {
+				if a.key < b.key {
+					return -1
+				}
+				return 1
+			}
+			return a.ep - b.ep
+		})
+		for _, f := range wave {
+			out = append(out, f.p)
+		}
+	}
+	return out
+}
+
+func TestStratifiedMergeIsSort(t *testing.T) {
+	_, runs, keep := variedDataset(300, 1, 90)
+	for i := range keep {
+		keep[i] = i%7 != 3
+	}
+	for _, open := range []int{1, 2, 5, 24, 400} {
+		o := Options{Shuffle: true, Seed: 9, PartitionOpen: open}
+		for lo := 0; lo < len(runs); lo += 100 {
+			rs := runs[lo:min(lo+100, len(runs))]
+			got := stratifiedOrder(rs, keep, o, lo, 2, "r", "s")
+			if want := stratifiedBySort(rs, keep, o, lo, 2, "r", "s"); !slices.Equal(got, want) {
+				t.Fatalf("open %d, runs from %d: the merge differs from the sort", open, lo)
+			}
+		}
+	}
 }
