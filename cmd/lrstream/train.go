@@ -159,7 +159,7 @@ func limitTrainMemory(e *env, mix []pipeline.Mix, to pipeline.TrainOptions) {
 	e.memoryLimit(trainLimit(mix, to))
 }
 
-// trainLimit is the soft memory limit of a language-only training stream.
+// trainLimit is the soft memory limit of a training stream.
 func trainLimit(mix []pipeline.Mix, to pipeline.TrainOptions) int64 {
 	return max(trainMemoryLimit, pipeline.TrainBytes(mix, to)+trainMemoryRest)
 }
