@@ -21,9 +21,11 @@
 //	}
 //
 // Orders: Global (one order over the whole selection, consumer c of C
-// serving global batches c, c+C, …) and Partitioned (each epoch's
-// episodes cut into canonical partitions, a consumer reading only its
-// own). Both are pure functions of the seed, the epoch, the dataset
-// revision and the selection, never of the machine or the cluster shape
-// (docs/training.md).
+// serving global batches c, c+C, …), Partitioned (each epoch's episodes
+// cut into canonical partitions, a consumer reading only its own, each
+// partition mixing a few open episodes through its buffer share) and
+// Stratified (the same partitions and consumers, each partition spreading
+// many episodes evenly over its batches). All are pure functions of the
+// seed, the epoch, the dataset revision and the selection, never of the
+// machine or the cluster shape (docs/training.md).
 package order
