@@ -8,6 +8,7 @@ import (
 	"github.com/lrstream/lrstream/collate"
 	"github.com/lrstream/lrstream/order"
 	"github.com/lrstream/lrstream/sink"
+	"github.com/lrstream/lrstream/video"
 )
 
 // trainer serves one training stream: it asks the training order (package
@@ -81,6 +82,7 @@ func newTrainer(ctx context.Context, srcs []Mix, so StreamOptions, ts trainStart
 	}
 	to := ts.to
 	srcs = trainConfigs(srcs, to)
+	keepDecoders(srcs, to)
 	tr := &trainer{ctx: ctx, srcs: srcs, so: so, to: to, fp: ts.fp, s: s, ord: ord,
 		hold: newHolder(srcs, so.KeepLanguage)}
 	tr.out.fillers = make([]*filler, len(srcs))
@@ -111,6 +113,37 @@ func trainConfigs(srcs []Mix, to TrainOptions) []Mix {
 		out[d].Config = &c
 	}
 	return out
+}
+
+// keepDecoders lets FFmpeg keep a process per camera of each episode the
+// stratified order reads at once (a wave of its partitions), so that each
+// episode's next piece continues in the process that decoded its last one
+// instead of starting another and seeking: SetupCameras keeps two per
+// camera, enough for orders that read one episode at a time.
+func keepDecoders(srcs []Mix, to TrainOptions) {
+	if to.Order != OrderStratified || !to.Shuffle {
+		return
+	}
+	for _, m := range srcs {
+		set := m.Config.Cameras
+		if set == nil {
+			continue
+		}
+		ff, ok := set.Decoder.(*video.FFmpeg)
+		if !ok {
+			continue
+		}
+		per := int64(max(to.Partitions/max(to.Consumers, 1), 1))
+		open := min(openEpisodes(to), maxWave(m.Config, to))
+		ff.MaxIdle = max(ff.MaxIdle, int(per*open)*len(set.Cameras))
+	}
+}
+
+// maxWave is the most episodes a partition of to's stratified order holds.
+func maxWave(cfg *Config, to TrainOptions) int64 {
+	_, eps := selectedMean(cfg)
+	P := int64(max(to.Partitions, 1))
+	return (eps + P - 1) / P
 }
 
 // epochs serves the order's epochs, one plan after another.
