@@ -115,11 +115,16 @@ func trainConfigs(srcs []Mix, to TrainOptions) []Mix {
 	return out
 }
 
+// maxKeptDecoders bounds the FFmpeg processes keepDecoders keeps (each an
+// FFmpeg process with its decoder state and a few held frames).
+const maxKeptDecoders = 32
+
 // keepDecoders lets FFmpeg keep a process per camera of each episode the
 // stratified order reads at once (a wave of its partitions), so that each
 // episode's next piece continues in the process that decoded its last one
 // instead of starting another and seeking: SetupCameras keeps two per
-// camera, enough for orders that read one episode at a time.
+// camera, enough for orders that read one episode at a time. At most
+// maxKeptDecoders.
 func keepDecoders(srcs []Mix, to TrainOptions) {
 	if to.Order != OrderStratified || !to.Shuffle {
 		return
@@ -135,7 +140,7 @@ func keepDecoders(srcs []Mix, to TrainOptions) {
 		}
 		per := int64(max(to.Partitions/max(to.Consumers, 1), 1))
 		open := min(openEpisodes(to), maxWave(m.Config, to))
-		ff.MaxIdle = max(ff.MaxIdle, int(per*open)*len(set.Cameras))
+		ff.MaxIdle = max(ff.MaxIdle, min(int(per*open)*len(set.Cameras), maxKeptDecoders))
 	}
 }
 
