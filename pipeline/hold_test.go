@@ -9,6 +9,7 @@ import (
 	"github.com/lrstream/lrstream/render"
 	"github.com/lrstream/lrstream/schema"
 	"github.com/lrstream/lrstream/sink"
+	"github.com/lrstream/lrstream/video"
 )
 
 // maxUnit is the most frames a unit group of cfg's selection holds.
@@ -169,6 +170,36 @@ func TestHeldCameraFramesFreedWhenServed(t *testing.T) {
 		served([]*heldFrame{&hc.recs[0], &hc.recs[2]})
 		if hc.own[0] != nil || hc.own[2] != nil || hc.own[1] == nil {
 			t.Fatalf("%s: after serving frames 0 and 2, arrays held: %v %v %v", tc.name, hc.own[0] != nil, hc.own[1] != nil, hc.own[2] != nil)
+		}
+	}
+}
+
+// TestKeepDecoders: the stratified order keeps an FFmpeg process per
+// camera of each episode a consumer reads at once (at most
+// maxKeptDecoders); other orders keep SetupCameras' count.
+func TestKeepDecoders(t *testing.T) {
+	ds := &schema.Dataset{}
+	for e := int64(0); e < 40; e++ {
+		ds.Episodes = append(ds.Episodes, schema.Episode{Index: e, Length: 100})
+	}
+	for _, tc := range []struct {
+		name string
+		to   TrainOptions
+		want int
+	}{
+		// 2 partitions of 20 episodes, open 4: waves of up to 7
+		// episodes, 2 partitions a consumer, 2 cameras.
+		{"stratified, one consumer", TrainOptions{Order: OrderStratified, Shuffle: true, Partitions: 2, PartitionOpen: 4, Consumers: 1}, 28},
+		{"stratified, one of two", TrainOptions{Order: OrderStratified, Shuffle: true, Partitions: 2, PartitionOpen: 4, Consumers: 2}, 14},
+		{"stratified, capped", TrainOptions{Order: OrderStratified, Shuffle: true, Partitions: 2, PartitionOpen: 24, Consumers: 1}, maxKeptDecoders},
+		{"partitioned", TrainOptions{Order: OrderPartitioned, Shuffle: true, Partitions: 2, PartitionOpen: 4, Consumers: 1}, 4},
+		{"stratified, unshuffled", TrainOptions{Order: OrderStratified, Partitions: 2, PartitionOpen: 4, Consumers: 1}, 4},
+	} {
+		ff := &video.FFmpeg{MaxIdle: 4}
+		cfg := &Config{Dataset: ds, Cameras: &video.Set{Decoder: ff, Cameras: make([]video.Camera, 2)}}
+		keepDecoders([]Mix{{Config: cfg, Weight: 1}}, tc.to)
+		if ff.MaxIdle != tc.want {
+			t.Errorf("%s: MaxIdle %d, want %d", tc.name, ff.MaxIdle, tc.want)
 		}
 	}
 }
