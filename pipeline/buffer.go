@@ -3,6 +3,8 @@ package pipeline
 import (
 	"log/slog"
 	"unsafe"
+
+	"github.com/lrstream/lrstream/order"
 )
 
 // DefaultBufferBytes is the default memory budget of the shuffle buffer
@@ -64,20 +66,52 @@ func selectedMean(cfg *Config) (frames, episodes int64) {
 	return frames, episodes
 }
 
-// partitionOpen is the default PartitionOpen: DefaultPartitionOpen,
+// partitionOpen is the default PartitionOpen: defaultOpen(to.Order),
 // lowered (to 1 at least) so that what all partitions read at once, P ×
-// open × the mean episode, plus the buffer, fits the byte budget. All
-// consumers together hold that; each holds 1/C of it. Metadata only, so
-// it is the same for every consumer.
+// the episodes read at a time × the mean episode, plus the buffer (the
+// partitioned order), fits the byte budget. All consumers together hold
+// that; each holds 1/C of it. Metadata only, so it is the same for every
+// consumer.
 func partitionOpen(cfg *Config, to TrainOptions, sample int64) int {
 	frames, eps := selectedMean(cfg)
+	def := defaultOpen(to.Order)
 	if to.BufferBytes <= 0 || eps == 0 {
-		return DefaultPartitionOpen
+		return def
 	}
 	mean := max(frames/eps, 1)
-	left := to.BufferBytes/sample - int64(to.BufferSize)
+	left := to.BufferBytes / sample
+	if to.Order != OrderStratified {
+		left -= int64(to.BufferSize)
+	} else if rows := cameraHeld([]Mix{{Config: cfg, Weight: 1}}, to).rows; rows > 0 {
+		// The stratified order reads an open episode a piece at a time.
+		mean = min(mean, rows)
+	}
 	open := left / (int64(max(to.Partitions, 1)) * mean)
-	return int(min(max(open, 1), DefaultPartitionOpen))
+	if to.Order == OrderStratified {
+		// A wave of the stratified order has fewer than 2 × open
+		// episodes.
+		open = (open + 1) / 2
+	}
+	return int(min(max(open, 1), int64(def)))
+}
+
+// defaultOpen is PartitionOpen's default of the order named name.
+func defaultOpen(name string) int {
+	if name == OrderStratified {
+		return DefaultStratifiedOpen
+	}
+	return DefaultPartitionOpen
+}
+
+// openEpisodes is the most episodes a partition of to's order reads at
+// once: PartitionOpen, or fewer than twice as many (a wave) in the
+// stratified order.
+func openEpisodes(to TrainOptions) int64 {
+	open := int64(max(to.PartitionOpen, 1))
+	if to.Order == OrderStratified {
+		return 2*open - 1
+	}
+	return open
 }
 
 // logBuffer states the shuffle buffer's memory when the byte budget
@@ -101,15 +135,15 @@ func logBuffer(srcs []Mix, to TrainOptions, asked, frames int, sample int64) {
 			"frames", frames, "asked_frames", asked, "bytes_per_sample", sample,
 			"buffer_bytes", int64(frames)*sample, "budget_bytes", to.BufferBytes)
 	}
-	if to.Order == OrderPartitioned && to.Partitions > 0 && to.Consumers > 0 && to.BufferBytes > 0 {
+	if order.UsesPartitions(to.Order) && to.Partitions > 0 && to.Consumers > 0 && to.BufferBytes > 0 {
 		all, eps := selectedMean(srcs[0].Config)
 		if eps == 0 {
 			return
 		}
 		per := int64(to.Partitions / to.Consumers)
-		if reading := per * int64(max(to.PartitionOpen, 1)) * (all / eps) * sample; reading > to.BufferBytes {
+		if reading := per * openEpisodes(to) * (all / eps) * sample; reading > to.BufferBytes {
 			log.Warn("the partitioned order reads its partitions' episodes at once: a consumer holds about reading_bytes of decoded frames besides its buffer (more consumers, fewer partitions, --resize or a lower --shuffle-buffer-bytes lower it)",
-				"partitions_per_consumer", per, "episodes_per_partition", to.PartitionOpen, "mean_episode_frames", all/eps,
+				"partitions_per_consumer", per, "episodes_per_partition", openEpisodes(to), "mean_episode_frames", all/eps,
 				"bytes_per_sample", sample, "reading_bytes", reading)
 		}
 	}
@@ -145,24 +179,95 @@ func HeldBytes(srcs []Mix, to TrainOptions) int64 {
 	// The episode being read, and the frames of the batch being
 	// collated (at most another episode's worth is a safe bound).
 	held := int64(frames)/C + 2*longest
-	if to.Order == OrderPartitioned {
+	cams := cameraHeld(srcs, to)
+	if cams.rows > 0 {
+		// With cameras an episode is read a piece at a time: the piece
+		// being fed to the order, and the batch being collated.
+		held = int64(frames)/C + 2*cams.rows
+	}
+	if order.UsesPartitions(to.Order) {
 		P := int64(max(to.Partitions, 1))
 		if to.Partitions <= 0 {
 			P = DefaultPartitions
 		}
-		open := to.PartitionOpen
-		if open <= 0 && to.Shuffle {
+		if to.PartitionOpen <= 0 && to.Shuffle {
 			to.BufferSize, to.Partitions = frames, int(P)
-			open = partitionOpen(srcs[0].Config, to, sample)
+			to.PartitionOpen = partitionOpen(srcs[0].Config, to, sample)
+		}
+		open := openEpisodes(to)
+		share := (int64(frames) + P - 1) / P // the partition's buffer share
+		if to.Order == OrderStratified {
+			share = 0 // no buffer
+		}
+		if !to.Shuffle {
+			open = 1
 		}
 		all, eps := selectedMean(srcs[0].Config)
 		mean := int64(0)
 		if eps > 0 {
 			mean = all / eps
 		}
-		held = (P/C)*((int64(frames)+P-1)/P+int64(max(open, 1))*mean) + 2*longest
+		if cams.rows > 0 {
+			// An open episode is read a piece at a time.
+			mean, longest = min(mean, cams.rows), cams.rows
+		}
+		held = (P/C)*(share+open*mean) + 2*longest
 	}
-	return held * sample
+	return held*sample + cams.flight
+}
+
+// trainPieceBytes is the piece size (Config.PieceBytes) of a training
+// stream with cameras: at most a sixteenth of the shuffle buffer's byte
+// budget (64 MiB at the default 1 GiB), so that the pieces being decoded
+// (the decoding window: workers + 1) and the decoder's recycled buffers
+// stay small beside the buffer. Output never depends on it.
+func trainPieceBytes(cfg *Config, budget int64) int64 {
+	pb := cfg.PieceBytes
+	if pb <= 0 {
+		pb = DefaultPieceBytes
+	}
+	if budget > 0 {
+		pb = min(pb, max(budget/16, 1<<20))
+	}
+	return pb
+}
+
+// camHeld is what a training stream's camera frames cost besides its held
+// frames: rows, the samples of a piece (0 without cameras), and flight,
+// the bytes of the pieces being decoded (the decoding window, workers + 1
+// pieces) and of the decoder's recycled piece buffers (at most
+// video.Set's 8, one camera's piece each).
+type camHeld struct {
+	rows, flight int64
+}
+
+func cameraHeld(srcs []Mix, to TrainOptions) camHeld {
+	var h camHeld
+	budget := to.BufferBytes
+	if budget == 0 {
+		budget = DefaultBufferBytes
+	}
+	for _, m := range srcs {
+		per := CameraBytesPerSample(m.Config)
+		if per == 0 {
+			continue
+		}
+		c := *m.Config
+		c.PieceBytes = trainPieceBytes(m.Config, budget)
+		rows := int64(pieceRows(&c))
+		before, after := cameraHalo(&c)
+		rows += int64(before + after)
+		w := int64(workerCount(&c))
+		var widest int64 // one camera's frame
+		if c.Cameras != nil {
+			for _, cam := range c.Cameras.Cameras {
+				widest = max(widest, int64(cam.FrameBytes()))
+			}
+		}
+		h.rows = max(h.rows, rows)
+		h.flight = max(h.flight, (w+1)*rows*per+8*rows*widest)
+	}
+	return h
 }
 
 // indexBytesPerFrame is what a training stream holds for each frame it
@@ -183,7 +288,7 @@ func TrainBytes(srcs []Mix, to TrainOptions) int64 {
 		f, _ := selectedMean(m.Config)
 		frames += f
 	}
-	if to.Order == OrderPartitioned {
+	if order.UsesPartitions(to.Order) {
 		frames /= int64(max(to.Consumers, 1))
 	}
 	return HeldBytes(srcs, to) + frames*indexBytesPerFrame

@@ -23,9 +23,17 @@ import (
 // The frames are stored compactly, one record and one run of feature bytes
 // per frame in two arrays per chunk (80 bytes besides the features, and no
 // per-frame allocation, which also keeps the collector's work small).
+// Frames of perFrameStride bytes or more (camera frames) get an array each
+// instead, dropped as soon as the frame is served: one array for a
+// chunk's frames would live until its last frame is served, which a
+// shuffle buffer delays by about N·ln(frames per chunk) draws, so the
+// chunks alive would hold several times the frames waiting.
 type heldChunk struct {
 	recs []heldFrame
 	data []byte // the features of recs[i] at data[i*stride:(i+1)*stride]
+	// own, for frames of perFrameStride bytes or more, holds each
+	// record's features instead of data (nil once the frame is served).
+	own [][]byte
 	// sizes are the bytes of each output feature within a stride.
 	sizes  []int
 	stride int
@@ -76,9 +84,12 @@ func (hf *heldFrame) frame(f *collate.Frame, names [][]string) {
 		f.Features = make([][]byte, len(c.sizes))
 	}
 	f.Features = f.Features[:len(c.sizes)]
-	off := int(hf.n) * c.stride
+	data, off := c.data, int(hf.n)*c.stride
+	if c.own != nil {
+		data, off = c.own[hf.n], 0
+	}
 	for k, n := range c.sizes {
-		f.Features[k] = c.data[off : off+n : off+n]
+		f.Features[k] = data[off : off+n : off+n]
 		off += n
 	}
 	f.Owner, f.Borrow = nil, nil // the held bytes are copies, reused: never borrowed
@@ -189,26 +200,28 @@ func (h *holder) hold(hc *heldChunk, n int, c *Chunk, j int, fl *filler, srcs []
 		return err
 	}
 	if !hc.sized {
-		hc.sized = true
-		hc.sizes, hc.stride = make([]int, len(h.tmp.Features)), 0
-		for k, v := range h.tmp.Features {
-			hc.sizes[k] = len(v)
-			hc.stride += len(v)
-		}
-		hc.data = make([]byte, 0, len(hc.recs)*hc.stride)
-	}
-	if at := n * hc.stride; len(hc.data) < at {
-		// Frames before this one failed: their features stay zero.
-		hc.data = append(hc.data, make([]byte, at-len(hc.data))...)
+		hc.size(h.tmp.Features)
 	}
 	if len(h.tmp.Features) != len(hc.sizes) {
 		return fmt.Errorf("%s row group %d: episode %d, index %d: %d feature values, %d for the row group's first frame", c.Unit.File, c.Unit.RowGroup, hf.episode, hf.index, len(h.tmp.Features), len(hc.sizes))
+	}
+	data := hc.data
+	if hc.own != nil {
+		data = make([]byte, 0, hc.stride)
+	} else if at := n * hc.stride; len(data) < at {
+		// Frames before this one failed: their features stay zero.
+		data = append(data, make([]byte, at-len(data))...)
 	}
 	for k, v := range h.tmp.Features {
 		if len(v) != hc.sizes[k] {
 			return fmt.Errorf("%s row group %d: episode %d, index %d: feature %d has %d bytes, %d for the row group's first frame", c.Unit.File, c.Unit.RowGroup, hf.episode, hf.index, k, len(v), hc.sizes[k])
 		}
-		hc.data = append(hc.data, v...)
+		data = append(data, v...)
+	}
+	if hc.own != nil {
+		hc.own[n] = data
+	} else {
+		hc.data = data
 	}
 	if h.keep {
 		if hc.lang == nil {
@@ -217,6 +230,37 @@ func (h *holder) hold(hc *heldChunk, n int, c *Chunk, j int, fl *filler, srcs []
 		hc.lang[n] = [2][]schema.Row{bt.PersistentRows(j), bt.EventRows(j)}
 	}
 	return nil
+}
+
+// perFrameStride is the size of a frame's features from which held frames
+// get an array each (heldChunk.own): a camera frame. Smaller frames share
+// their chunk's array.
+const perFrameStride = 32 << 10
+
+// size sets the chunk's feature sizes from its first held frame's, and
+// its storage.
+func (hc *heldChunk) size(features [][]byte) {
+	hc.sized = true
+	hc.sizes, hc.stride = make([]int, len(features)), 0
+	for k, v := range features {
+		hc.sizes[k] = len(v)
+		hc.stride += len(v)
+	}
+	if hc.stride >= perFrameStride {
+		hc.own = make([][]byte, len(hc.recs))
+		return
+	}
+	hc.data = make([]byte, 0, len(hc.recs)*hc.stride)
+}
+
+// served drops the features of frames that are served (collated: the
+// batch holds copies), when they have arrays of their own.
+func served(frames []*heldFrame) {
+	for _, f := range frames {
+		if own := f.chunk.own; own != nil {
+			own[f.n] = nil
+		}
+	}
 }
 
 // serveBatches decodes the units that the global batches mine need, in
@@ -231,128 +275,168 @@ func serveBatches(ctx context.Context, srcs []Mix, idx *keepIndex, h *holder, or
 	if len(mine) == 0 {
 		return nil
 	}
-	n := int64(len(order))
-	// Serve index of each position, and the pieces of unit groups
-	// (whole groups without cameras, see pieces.go) in order of first use.
-	if cap(h.emitAt) < len(idx.keep) {
-		h.emitAt = make([]int32, len(idx.keep))
-	}
-	emitAt := h.emitAt[:len(idx.keep)]
-	for i := range emitAt {
-		emitAt[i] = -1
-	}
-	pi := newPieceIndex(srcs, idx)
+	bs := &batchServer{srcs: srcs, idx: idx, h: h, mine: mine, B: B, n: int64(len(order)), start: start, emit: emit}
+	bs.plan(order)
+	// order is not used past this point (nor by the callers after this
+	// call), so the collector can free it while the batches are served.
 	for _, m := range srcs {
 		if m.Config.Cameras != nil {
 			m.Config.Cameras.Start(ctx)
 			defer m.Config.Cameras.Release()
 		}
 	}
-	seen := make([]bool, pi.base[len(pi.base)-1])
-	var units []int
-	total := 0
-	for _, k := range mine {
-		for _, p := range order[k*B : min((k+1)*B, n)] {
-			emitAt[p] = int32(total)
-			total++
-			if u, _ := pi.at(int64(p)); !seen[u] {
-				seen[u] = true
-				units = append(units, u)
-				pi.use(u)
-			}
-		}
-	}
-	// order is not used past this point (nor by the callers after this
-	// call), so the collector can free it while the batches are served.
 	workers := srcs[0].Config.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
 	clear(h.ring)
-	cursor := 0 // next serve index
-	bi := 0     // next batch of mine
-	var fillers []*filler
-	var picks []*heldFrame
-	defer func() {
-		// An error or cancellation: drop what is still held.
-		for i := cursor; i < cursor+len(h.ring); i++ {
-			if c := &h.ring[i&(len(h.ring)-1)]; *c != nil {
-				h.release([]*heldFrame{*c})
-				*c = nil
-			}
-		}
-		h.release(picks)
-	}()
-	return ordered(ctx, len(units), workers, chunkWindow(srcs[0].Config, workers),
+	defer bs.drop()
+	return ordered(ctx, len(bs.units), workers, chunkWindow(srcs[0].Config, workers),
 		func(ctx context.Context, i int) (*Chunk, error) {
-			return pi.decode(ctx, units[i])
+			return bs.pi.decode(ctx, bs.units[i])
 		},
 		func(i int, c *Chunk) error {
-			// The piece's positions: rows [plo, phi) of its group.
-			id := units[i]
-			g := pi.group(id)
-			rows := int(idx.unitStart[g+1] - idx.unitStart[g])
-			plo, phi := pieceRange(rows, pi.base[g+1]-pi.base[g], id-pi.base[g])
-			lo, hi := idx.unitStart[g]+int64(plo), idx.unitStart[g]+int64(phi)
-			if got := int64(c.Batch.Len()); got != hi-lo {
-				return fmt.Errorf("%s row group %d: %d frames in a piece of %d (the dataset changed during the run?)", c.Unit.File, c.Unit.RowGroup, got, hi-lo)
-			}
-			if err := idx.checkRows(srcs[pi.src(id)].Config.Dataset.ID, c, pi.src(id), lo, hi); err != nil {
+			if err := bs.take(i, c); err != nil {
 				return err
 			}
-			var err error
-			if fillers, err = start(c); err != nil {
-				return err
-			}
-			src := pi.src(id)
-			cnt := 0
-			for p := lo; p < hi; p++ {
-				if emitAt[p] >= 0 {
-					cnt++
-				}
-			}
-			if cnt > 0 {
-				hc := h.chunk(cnt)
-				hc.src, hc.file, hc.rowGroup = src, c.Unit.File, c.Unit.RowGroup
-				r := 0
-				for p := lo; p < hi; p++ {
-					e := emitAt[p]
-					if e < 0 {
-						continue
-					}
-					if err := h.hold(hc, r, c, int(p-lo), fillers[src], srcs); err != nil {
-						h.held -= cnt - r
-						return err
-					}
-					*h.slot(int(e), cursor) = &hc.recs[r]
-					r++
-				}
-			}
-			// The chunk's frames are copied: its camera buffers go back
-			// for reuse.
-			c.releaseFrames(srcs[src].Config)
-			// Serve every frame whose unit is now decoded.
-			for cursor < total && len(h.ring) > 0 {
-				cell := &h.ring[cursor&(len(h.ring)-1)]
-				if *cell == nil {
-					break
-				}
-				picks = append(picks, *cell)
-				*cell = nil
-				cursor++
-				k := mine[bi]
-				if int64(len(picks)) == min(B, n-k*B) {
-					err := emit(picks, k)
-					h.release(picks)
-					picks = picks[:0]
-					if err != nil {
-						return err
-					}
-					bi++
-				}
-			}
-			return nil
+			return bs.serveReady()
 		})
+}
+
+// batchServer is one serveBatches call: the serve index of every position
+// the batches take, the pieces to decode in order of first use, and the
+// frames held until their batch is complete.
+type batchServer struct {
+	srcs  []Mix
+	idx   *keepIndex
+	h     *holder
+	pi    *pieceIndex
+	mine  []int64
+	B, n  int64 // batch size, and the epoch order's length
+	start func(c *Chunk) ([]*filler, error)
+	emit  func(frames []*heldFrame, k int64) error
+
+	emitAt  []int32 // per position: its serve index, or -1
+	units   []int   // pieces, in order of first use
+	total   int     // frames to serve
+	cursor  int     // next serve index
+	bi      int     // next batch of mine
+	fillers []*filler
+	picks   []*heldFrame
+}
+
+// plan gives each position mine serves its serve index, and lists the
+// pieces of unit groups (whole groups without cameras, see pieces.go) in
+// order of first use.
+func (bs *batchServer) plan(order []int32) {
+	h, idx := bs.h, bs.idx
+	if cap(h.emitAt) < len(idx.keep) {
+		h.emitAt = make([]int32, len(idx.keep))
+	}
+	bs.emitAt = h.emitAt[:len(idx.keep)]
+	for i := range bs.emitAt {
+		bs.emitAt[i] = -1
+	}
+	bs.pi = newPieceIndex(bs.srcs, idx)
+	seen := make([]bool, bs.pi.base[len(bs.pi.base)-1])
+	for _, k := range bs.mine {
+		for _, p := range order[k*bs.B : min((k+1)*bs.B, bs.n)] {
+			bs.emitAt[p] = int32(bs.total)
+			bs.total++
+			if u, _ := bs.pi.at(int64(p)); !seen[u] {
+				seen[u] = true
+				bs.units = append(bs.units, u)
+				bs.pi.use(u)
+			}
+		}
+	}
+}
+
+// take checks decoded piece i (chunk c) against the keep index and holds
+// the frames of it that the batches serve.
+func (bs *batchServer) take(i int, c *Chunk) error {
+	h, idx, pi := bs.h, bs.idx, bs.pi
+	// The piece's positions: rows [plo, phi) of its group.
+	id := bs.units[i]
+	g := pi.group(id)
+	rows := int(idx.unitStart[g+1] - idx.unitStart[g])
+	plo, phi := pieceRange(rows, pi.base[g+1]-pi.base[g], id-pi.base[g])
+	lo, hi := idx.unitStart[g]+int64(plo), idx.unitStart[g]+int64(phi)
+	if got := int64(c.Batch.Len()); got != hi-lo {
+		return fmt.Errorf("%s row group %d: %d frames in a piece of %d (the dataset changed during the run?)", c.Unit.File, c.Unit.RowGroup, got, hi-lo)
+	}
+	src := pi.src(id)
+	if err := idx.checkRows(bs.srcs[src].Config.Dataset.ID, c, src, lo, hi); err != nil {
+		return err
+	}
+	var err error
+	if bs.fillers, err = bs.start(c); err != nil {
+		return err
+	}
+	cnt := 0
+	for p := lo; p < hi; p++ {
+		if bs.emitAt[p] >= 0 {
+			cnt++
+		}
+	}
+	if cnt > 0 {
+		hc := h.chunk(cnt)
+		hc.src, hc.file, hc.rowGroup = src, c.Unit.File, c.Unit.RowGroup
+		r := 0
+		for p := lo; p < hi; p++ {
+			e := bs.emitAt[p]
+			if e < 0 {
+				continue
+			}
+			if err := h.hold(hc, r, c, int(p-lo), bs.fillers[src], bs.srcs); err != nil {
+				h.held -= cnt - r
+				return err
+			}
+			*h.slot(int(e), bs.cursor) = &hc.recs[r]
+			r++
+		}
+	}
+	// The chunk's frames are copied: its camera buffers go back for reuse.
+	c.releaseFrames(bs.srcs[src].Config)
+	return nil
+}
+
+// serveReady emits every batch whose frames are all decoded.
+func (bs *batchServer) serveReady() error {
+	h := bs.h
+	for bs.cursor < bs.total && len(h.ring) > 0 {
+		cell := &h.ring[bs.cursor&(len(h.ring)-1)]
+		if *cell == nil {
+			break
+		}
+		bs.picks = append(bs.picks, *cell)
+		*cell = nil
+		bs.cursor++
+		k := bs.mine[bs.bi]
+		if int64(len(bs.picks)) == min(bs.B, bs.n-k*bs.B) {
+			err := bs.emit(bs.picks, k)
+			served(bs.picks)
+			h.release(bs.picks)
+			bs.picks = bs.picks[:0]
+			if err != nil {
+				return err
+			}
+			bs.bi++
+		}
+	}
+	return nil
+}
+
+// drop releases what is still held after an error or cancellation.
+func (bs *batchServer) drop() {
+	h := bs.h
+	for i := bs.cursor; i < bs.cursor+len(h.ring); i++ {
+		if c := &h.ring[i&(len(h.ring)-1)]; *c != nil {
+			h.release([]*heldFrame{*c})
+			*c = nil
+		}
+	}
+	h.release(bs.picks)
 }
 
 // batchOf collates held frames into one batch.

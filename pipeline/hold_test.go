@@ -5,9 +5,11 @@ import (
 	"context"
 	"testing"
 
+	"github.com/lrstream/lrstream/collate"
 	"github.com/lrstream/lrstream/render"
 	"github.com/lrstream/lrstream/schema"
 	"github.com/lrstream/lrstream/sink"
+	"github.com/lrstream/lrstream/video"
 )
 
 // maxUnit is the most frames a unit group of cfg's selection holds.
@@ -48,6 +50,9 @@ func TestTrainHoldsBufferNotChunks(t *testing.T) {
 		// episodes.
 		{"partitioned", TrainOptions{Shuffle: true, Seed: 4, BufferSize: 60, Epochs: 1, Order: OrderPartitioned, Partitions: 3, PartitionOpen: 1}, 3 * (20 + L)},
 		{"partitioned, 2 open", TrainOptions{Shuffle: true, Seed: 4, BufferSize: 60, Epochs: 1, Order: OrderPartitioned, Partitions: 3, PartitionOpen: 2}, 3 * (20 + 2*L)},
+		// Stratified: per partition a wave of fewer than 2 × open
+		// episodes, no buffer.
+		{"stratified, 2 open", TrainOptions{Shuffle: true, Seed: 4, Epochs: 1, Order: OrderStratified, Partitions: 3, PartitionOpen: 2}, 3 * 3 * L},
 	} {
 		st, err := Train(context.Background(), cfg, so, tc.to, sink.Discard())
 		if err != nil {
@@ -128,5 +133,73 @@ func TestTrainBytes(t *testing.T) {
 			t.Errorf("%s: TrainBytes %d, want %d held + %d indexed frames × %d", tc.name, got, held, tc.indexed, indexBytesPerFrame)
 		}
 		t.Logf("%s: %d MB (%d MB held)", tc.name, got>>20, held>>20)
+	}
+}
+
+// TestHeldCameraFramesFreedWhenServed: frames of perFrameStride bytes or
+// more (camera frames) are held in an array each, dropped once served, so
+// a chunk whose other frames still wait in the shuffle buffer does not
+// keep the served ones alive; smaller frames share their chunk's array.
+func TestHeldCameraFramesFreedWhenServed(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		bytes int
+		own   bool
+	}{
+		{"numeric", 56, false},
+		{"camera", 2 * 480 * 640 * 3, true},
+	} {
+		h := newHolder([]Mix{{Config: &Config{}, Weight: 1}}, false)
+		hc := h.chunk(3)
+		hc.size([][]byte{make([]byte, tc.bytes)})
+		if (hc.own != nil) != tc.own {
+			t.Fatalf("%s: per-frame arrays %v, want %v", tc.name, hc.own != nil, tc.own)
+		}
+		if !tc.own {
+			continue
+		}
+		for n := range hc.recs {
+			hc.recs[n] = heldFrame{chunk: hc, n: int32(n)}
+			hc.own[n] = bytes.Repeat([]byte{byte(n + 1)}, tc.bytes)
+		}
+		var f collate.Frame
+		hc.recs[1].frame(&f, nil)
+		if len(f.Features) != 1 || len(f.Features[0]) != tc.bytes || f.Features[0][0] != 2 {
+			t.Fatalf("%s: frame 1 reads the wrong bytes", tc.name)
+		}
+		served([]*heldFrame{&hc.recs[0], &hc.recs[2]})
+		if hc.own[0] != nil || hc.own[2] != nil || hc.own[1] == nil {
+			t.Fatalf("%s: after serving frames 0 and 2, arrays held: %v %v %v", tc.name, hc.own[0] != nil, hc.own[1] != nil, hc.own[2] != nil)
+		}
+	}
+}
+
+// TestKeepDecoders: the stratified order keeps an FFmpeg process per
+// camera of each episode a consumer reads at once (at most
+// maxKeptDecoders); other orders keep SetupCameras' count.
+func TestKeepDecoders(t *testing.T) {
+	ds := &schema.Dataset{}
+	for e := int64(0); e < 40; e++ {
+		ds.Episodes = append(ds.Episodes, schema.Episode{Index: e, Length: 100})
+	}
+	for _, tc := range []struct {
+		name string
+		to   TrainOptions
+		want int
+	}{
+		// 2 partitions of 20 episodes, open 4: waves of up to 7
+		// episodes, 2 partitions a consumer, 2 cameras.
+		{"stratified, one consumer", TrainOptions{Order: OrderStratified, Shuffle: true, Partitions: 2, PartitionOpen: 4, Consumers: 1}, 28},
+		{"stratified, one of two", TrainOptions{Order: OrderStratified, Shuffle: true, Partitions: 2, PartitionOpen: 4, Consumers: 2}, 14},
+		{"stratified, capped", TrainOptions{Order: OrderStratified, Shuffle: true, Partitions: 2, PartitionOpen: 24, Consumers: 1}, maxKeptDecoders},
+		{"partitioned", TrainOptions{Order: OrderPartitioned, Shuffle: true, Partitions: 2, PartitionOpen: 4, Consumers: 1}, 4},
+		{"stratified, unshuffled", TrainOptions{Order: OrderStratified, Partitions: 2, PartitionOpen: 4, Consumers: 1}, 4},
+	} {
+		ff := &video.FFmpeg{MaxIdle: 4}
+		cfg := &Config{Dataset: ds, Cameras: &video.Set{Decoder: ff, Cameras: make([]video.Camera, 2)}}
+		keepDecoders([]Mix{{Config: cfg, Weight: 1}}, tc.to)
+		if ff.MaxIdle != tc.want {
+			t.Errorf("%s: MaxIdle %d, want %d", tc.name, ff.MaxIdle, tc.want)
+		}
 	}
 }

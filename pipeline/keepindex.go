@@ -2,12 +2,168 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
 
+	"github.com/lrstream/lrstream/order"
 	"github.com/lrstream/lrstream/render"
+	"github.com/lrstream/lrstream/shard"
 )
+
+// IndexCache remembers the keep index of each run configuration, so that
+// the many streams of one server (ranks × dataloader workers) render the
+// selection's language once instead of once per client. It is safe for
+// concurrent use; the zero value is ready.
+type IndexCache struct {
+	mu sync.Mutex
+	m  map[string]*cachedIndex
+}
+
+type cachedIndex struct {
+	once sync.Once
+	idx  *keepIndex
+	err  error
+}
+
+// get returns the keep index for srcs, building it once per key. A nil
+// cache builds it every time. Failed builds are not kept.
+func (c *IndexCache) get(ctx context.Context, srcs []Mix, key string, pass bool) (*keepIndex, error) {
+	if c == nil {
+		return keepIndexOf(ctx, srcs, pass)
+	}
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[string]*cachedIndex{}
+	}
+	e := c.m[key]
+	if e == nil {
+		e = &cachedIndex{}
+		c.m[key] = e
+	}
+	c.mu.Unlock()
+	e.once.Do(func() { e.idx, e.err = keepIndexOf(ctx, srcs, pass) })
+	if e.err != nil {
+		c.mu.Lock()
+		if c.m[key] == e {
+			delete(c.m, key)
+		}
+		c.mu.Unlock()
+		// Another stream's build was cancelled (its client left): build
+		// again for this one.
+		if ctx.Err() == nil && (errors.Is(e.err, context.Canceled) || errors.Is(e.err, context.DeadlineExceeded)) {
+			return c.get(ctx, srcs, key, pass)
+		}
+	}
+	return e.idx, e.err
+}
+
+// keepIndex is the result of the pre-pass (or of metadata alone, see
+// metaKeepIndex): which frames of the selection
+// are kept (rendered or passed through), and where each frame lives.
+// Positions number the selected frames of every source, source after
+// source, in plan order.
+type keepIndex struct {
+	units     [][]shard.Unit // unit groups (see groupUnits)
+	src       []int          // source of each unit group
+	unitStart []int64        // first position of each group; len(units)+1 entries
+	runs      [][]order.Run  // per source
+	keep      []bool
+	failed    []int64 // positions whose rendering failed, ascending
+	stats     Stats
+	// meta is set when the index was built from metadata (metaKeepIndex):
+	// every frame kept, and the rows served are checked against runs.
+	meta bool
+}
+
+// unkeptShare counts the frames of one epoch that are not kept and belong
+// to consumer c of C: dropped and failed frames at positions p with
+// p mod C == c (docs/wire-format.md, "end"). Over the C consumers the
+// shares add up to the selection's drops and errors.
+func (x *keepIndex) unkeptShare(c, C int64) (dropped, errs int64) {
+	fi := 0
+	for p, k := range x.keep {
+		if k {
+			continue
+		}
+		failed := fi < len(x.failed) && x.failed[fi] == int64(p)
+		if failed {
+			fi++
+		}
+		if int64(p)%C != c {
+			continue
+		}
+		if failed {
+			errs++
+		} else {
+			dropped++
+		}
+	}
+	return dropped, errs
+}
+
+// buildKeepIndex renders every source's selection once, reading only the
+// language columns, to learn which frames are kept. Rendering is
+// deterministic, so the answer holds for every epoch.
+func buildKeepIndex(ctx context.Context, srcs []Mix) (*keepIndex, error) {
+	idx := &keepIndex{runs: make([][]order.Run, len(srcs))}
+	var pos int64
+	for d, m := range srcs {
+		c := *m.Config
+		c.Features = []string{}
+		c.Share = Share{}
+		c.Progress = nil
+		// Which frames are kept depends on rendering only: no camera
+		// frames here (a camera failure at serve time is an error,
+		// batchOf).
+		c.Cameras, c.Images = nil, nil
+		err := runGroups(ctx, &c, func(g []shard.Unit, ch *Chunk) error {
+			if err := idx.stats.Count(&c, ch); err != nil {
+				return err
+			}
+			idx.units = append(idx.units, g)
+			idx.src = append(idx.src, d)
+			idx.unitStart = append(idx.unitStart, pos)
+			b := ch.Batch
+			runs := idx.runs[d]
+			for i := range ch.Results {
+				switch ch.Results[i].Outcome {
+				case render.Rendered, render.Passthrough:
+					idx.keep = append(idx.keep, true)
+				case render.Failed:
+					idx.keep = append(idx.keep, false)
+					idx.failed = append(idx.failed, pos)
+				default:
+					idx.keep = append(idx.keep, false)
+				}
+				ep := b.EpisodeIndex[i]
+				if k := len(runs); k > 0 && runs[k-1].Episode == ep && runs[k-1].Start+runs[k-1].Len == pos {
+					runs[k-1].Len++
+				} else {
+					runs = append(runs, order.Run{Episode: ep, Start: pos, Len: 1})
+				}
+				pos++
+			}
+			if pos > order.MaxPositions {
+				return order.ErrTooManyPositions
+			}
+			idx.runs[d] = runs
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	idx.unitStart = append(idx.unitStart, pos)
+	return idx, nil
+}
+
+// unitOf returns the unit holding position p.
+func (x *keepIndex) unitOf(p int64) int {
+	return sort.Search(len(x.units), func(i int) bool { return x.unitStart[i+1] > p })
+}
 
 // keepMemo remembers, across the epochs of one partitioned-order stream,
 // which frames of each episode the keep index kept: 1 bit a frame, plus
@@ -110,46 +266,46 @@ func (m *keepMemo) learn(idx *keepIndex) {
 	lastGroup := -1
 	fromOf := map[int64]int64{}
 	for _, r := range idx.runs[0] {
-		m.learned += r.len
-		for g+1 < len(idx.units) && idx.unitStart[g+1] <= r.start {
+		m.learned += r.Len
+		for g+1 < len(idx.units) && idx.unitStart[g+1] <= r.Start {
 			g++
 		}
-		if _, seen := fromOf[r.episode]; seen || m.noMemo[r.episode] {
+		if _, seen := fromOf[r.Episode]; seen || m.noMemo[r.Episode] {
 			// Frames of one episode in two runs.
-			m.noMemo[r.episode] = true
-			delete(m.eps, r.episode)
+			m.noMemo[r.Episode] = true
+			delete(m.eps, r.Episode)
 			continue
 		}
-		fromOf[r.episode] = r.start
-		if r.start+r.len > idx.unitStart[g+1] {
-			m.noMemo[r.episode] = true
+		fromOf[r.Episode] = r.Start
+		if r.Start+r.Len > idx.unitStart[g+1] {
+			m.noMemo[r.Episode] = true
 			continue
 		}
 		// Within a group, episodes must come in the order assemble puts
 		// them: ascending episode index.
-		if g == lastGroup && r.episode < last {
-			m.noMemo[r.episode] = true
+		if g == lastGroup && r.Episode < last {
+			m.noMemo[r.Episode] = true
 			continue
 		}
-		last, lastGroup = r.episode, g
-		k := &episodeKeep{n: r.len, bits: make([]uint64, (r.len+63)/64)}
-		for i := int64(0); i < r.len; i++ {
-			if idx.keep[r.start+i] {
+		last, lastGroup = r.Episode, g
+		k := &episodeKeep{n: r.Len, bits: make([]uint64, (r.Len+63)/64)}
+		for i := int64(0); i < r.Len; i++ {
+			if idx.keep[r.Start+i] {
 				k.bits[i/64] |= 1 << (i % 64)
 			}
 		}
 		for _, u := range idx.units[g] {
-			if slices.Contains(u.Episodes, r.episode) {
+			if slices.Contains(u.Episodes, r.Episode) {
 				k.groupUnits = append(k.groupUnits, unitKey{u.File, u.RowGroup})
 			}
 		}
-		m.eps[r.episode] = k
+		m.eps[r.Episode] = k
 	}
 	// Dropped and failed frames, per episode.
 	fi := 0
 	for _, r := range idx.runs[0] {
-		k := m.eps[r.episode]
-		for p := r.start; p < r.start+r.len; p++ {
+		k := m.eps[r.Episode]
+		for p := r.Start; p < r.Start+r.Len; p++ {
 			failed := false
 			for fi < len(idx.failed) && idx.failed[fi] < p {
 				fi++
@@ -177,7 +333,7 @@ func (m *keepMemo) assemble(ctx context.Context, cfg *Config) (*keepIndex, bool,
 	if err != nil {
 		return nil, false, err
 	}
-	idx := &keepIndex{runs: make([][]episodeRun, 1)}
+	idx := &keepIndex{runs: make([][]order.Run, 1)}
 	var pos int64
 	placed := map[int64]bool{}
 	for {
@@ -215,7 +371,7 @@ func (m *keepMemo) assemble(ctx context.Context, cfg *Config) (*keepIndex, bool,
 			if !slices.Equal(units, k.groupUnits) {
 				return nil, false, nil
 			}
-			idx.runs[0] = append(idx.runs[0], episodeRun{episode: e, start: pos, len: k.n})
+			idx.runs[0] = append(idx.runs[0], order.Run{Episode: e, Start: pos, Len: k.n})
 			for i := int64(0); i < k.n; i++ {
 				idx.keep = append(idx.keep, k.bits[i/64]&(1<<(i%64)) != 0)
 			}
@@ -223,8 +379,8 @@ func (m *keepMemo) assemble(ctx context.Context, cfg *Config) (*keepIndex, bool,
 			idx.stats.Dropped += k.dropped
 			idx.stats.Errors += k.errs
 			pos += k.n
-			if pos > maxPositions {
-				return nil, false, errTooManyPositions
+			if pos > order.MaxPositions {
+				return nil, false, order.ErrTooManyPositions
 			}
 		}
 	}
@@ -287,7 +443,7 @@ func metaKeepIndex(ctx context.Context, srcs []Mix) (idx *keepIndex, ok bool, er
 			return nil, false, nil
 		}
 	}
-	idx = &keepIndex{runs: make([][]episodeRun, len(srcs)), meta: true}
+	idx = &keepIndex{runs: make([][]order.Run, len(srcs)), meta: true}
 	var pos int64
 	for d, m := range srcs {
 		c := *m.Config
@@ -341,10 +497,10 @@ func metaKeepIndex(ctx context.Context, srcs []Mix) (idx *keepIndex, ok bool, er
 				if lens[i] == 0 {
 					continue
 				}
-				idx.runs[d] = append(idx.runs[d], episodeRun{episode: e, start: pos, len: lens[i]})
+				idx.runs[d] = append(idx.runs[d], order.Run{Episode: e, Start: pos, Len: lens[i]})
 				pos += lens[i]
-				if pos > maxPositions {
-					return nil, false, errTooManyPositions
+				if pos > order.MaxPositions {
+					return nil, false, order.ErrTooManyPositions
 				}
 			}
 		}
@@ -367,16 +523,16 @@ func (x *keepIndex) checkRows(ds string, c *Chunk, src int, lo, hi int64) error 
 		return nil
 	}
 	runs := x.runs[src]
-	i := sort.Search(len(runs), func(i int) bool { return runs[i].start+runs[i].len > lo })
+	i := sort.Search(len(runs), func(i int) bool { return runs[i].Start+runs[i].Len > lo })
 	for p := lo; p < hi; p++ {
-		for i < len(runs) && runs[i].start+runs[i].len <= p {
+		for i < len(runs) && runs[i].Start+runs[i].Len <= p {
 			i++
 		}
 		got := c.Batch.EpisodeIndex[p-lo]
-		if i == len(runs) || runs[i].start > p || runs[i].episode != got {
+		if i == len(runs) || runs[i].Start > p || runs[i].Episode != got {
 			want := int64(-1)
-			if i < len(runs) && runs[i].start <= p {
-				want = runs[i].episode
+			if i < len(runs) && runs[i].Start <= p {
+				want = runs[i].Episode
 			}
 			return fmt.Errorf("%s: %s row group %d: index %d belongs to episode %d, the episodes index places episode %d there (meta/episodes does not describe the data files)", ds, c.Unit.File, c.Unit.RowGroup, c.Batch.Index[p-lo], got, want)
 		}

@@ -2,13 +2,17 @@ package pipeline
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	"github.com/lrstream/lrstream/bench/datagen"
 	"github.com/lrstream/lrstream/fetch"
+	"github.com/lrstream/lrstream/order"
 	"github.com/lrstream/lrstream/render"
+	"github.com/lrstream/lrstream/shard"
 	"github.com/lrstream/lrstream/sink"
 )
 
@@ -18,7 +22,10 @@ type shape struct{ R, W int }
 // partOptions returns the partitioned-order options of rank r, worker w.
 func partOptions(base TrainOptions, sh shape, r, w int) TrainOptions {
 	to := base
-	to.Order, to.WorldSize = OrderPartitioned, sh.R
+	to.WorldSize = sh.R
+	if to.Order == "" {
+		to.Order = OrderPartitioned
+	}
 	to.Consumer, to.Consumers = r*sh.W+w, sh.R*sh.W
 	return to
 }
@@ -61,12 +68,20 @@ func globalSequence(t *testing.T, cfg *Config, so StreamOptions, base TrainOptio
 	return seq, counts
 }
 
+// forPartitionedOrders runs test for each order that cuts epochs into
+// canonical partitions.
+func forPartitionedOrders(t *testing.T, test func(t *testing.T, ord string)) {
+	for _, ord := range []string{OrderPartitioned, OrderStratified} {
+		t.Run(ord, func(t *testing.T) { test(t, ord) })
+	}
+}
+
 // ownStart is the first own batch of a consumer resuming from base.Resume.
 func ownStart(base TrainOptions, epoch, slot, C int64) int64 {
 	if base.Resume == "" {
 		return 0
 	}
-	tk, _ := parseToken(base.Resume)
+	tk, _, _ := order.ParseToken(base.Resume)
 	if tk.Epoch != epoch {
 		return 0
 	}
@@ -74,9 +89,13 @@ func ownStart(base TrainOptions, epoch, slot, C int64) int64 {
 }
 
 func TestPartitionedOrderInvariantToShape(t *testing.T) {
+	forPartitionedOrders(t, testPartitionedOrderInvariantToShape)
+}
+
+func testPartitionedOrderInvariantToShape(t *testing.T, ord string) {
 	cfg := demoConfig(t, render.ModeFallback)
 	so := StreamOptions{BatchSize: 8}
-	base := TrainOptions{Shuffle: true, Seed: 9, BufferSize: 64, Epochs: 2, Partitions: 6}
+	base := TrainOptions{Shuffle: true, Seed: 9, BufferSize: 64, Epochs: 2, Partitions: 6, Order: ord}
 	want, _ := globalSequence(t, cfg, so, base, shape{1, 1})
 	parts, _ := partitionEpisodes(cfg, 9, 0, 6)
 	for e := int64(0); e < 2; e++ {
@@ -127,9 +146,13 @@ func TestPartitionedOrderInvariantToShape(t *testing.T) {
 }
 
 func TestPartitionedElasticResume(t *testing.T) {
+	forPartitionedOrders(t, testPartitionedElasticResume)
+}
+
+func testPartitionedElasticResume(t *testing.T, ord string) {
 	cfg := demoConfig(t, render.ModeFallback)
 	so := StreamOptions{BatchSize: 8}
-	base := TrainOptions{Shuffle: true, Seed: 3, BufferSize: 32, Epochs: 2, Partitions: 6}
+	base := TrainOptions{Shuffle: true, Seed: 3, BufferSize: 32, Epochs: 2, Partitions: 6, Order: ord}
 	want, _ := globalSequence(t, cfg, so, base, shape{1, 1})
 	// Take the token after global batch 7 of epoch 0 on a 3×2 cluster:
 	// slot 1 (rank 1, worker 0) serves global batch 7 as own batch 1.
@@ -242,8 +265,8 @@ func TestPartitionedReadsOnlyItsShare(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, r := range idx.runs[0] {
-				if !want[r.episode] {
-					t.Fatalf("C=%d consumer %d plans episode %d of another partition", C, c, r.episode)
+				if !want[r.Episode] {
+					t.Fatalf("C=%d consumer %d plans episode %d of another partition", C, c, r.Episode)
 				}
 			}
 			var n atomic.Int64
@@ -273,10 +296,12 @@ func TestPartitionedReadsOnlyItsShare(t *testing.T) {
 // next+w serves the rank's batches next+w, next+w+W, ... of the epoch
 // (rank-sequence index m is global batch m*R + r), so the workers read
 // round-robin continue the rank's sequence at next, on any epoch.
-func TestPartitionedPosition(t *testing.T) {
+func TestPartitionedPosition(t *testing.T) { forPartitionedOrders(t, testPartitionedPosition) }
+
+func testPartitionedPosition(t *testing.T, ord string) {
 	cfg := demoConfig(t, render.ModeFallback)
 	so := StreamOptions{BatchSize: 8}
-	base := TrainOptions{Shuffle: true, Seed: 6, BufferSize: 48, Epochs: 2, Partitions: 6}
+	base := TrainOptions{Shuffle: true, Seed: 6, BufferSize: 48, Epochs: 2, Partitions: 6, Order: ord}
 	want, _ := globalSequence(t, cfg, so, base, shape{1, 1})
 	sh := shape{2, 3}
 	for _, e := range []int64{0, 1} {
@@ -313,4 +338,94 @@ func TestPartitionedPosition(t *testing.T) {
 	if _, err := Train(context.Background(), cfg, so, to, sink.Discard()); err == nil || !strings.Contains(err.Error(), "different run") {
 		t.Fatalf("foreign position: %v", err)
 	}
+}
+
+// TestTrainEndCountsAddUp checks the end message of every order and
+// consumer: frames = rendered + dropped + passthrough + errors
+// (docs/wire-format.md, "end"), also when frames fail to render and are
+// skipped (a conformance dataset whose recipe fails on a few frames).
+func TestTrainEndCountsAddUp(t *testing.T) {
+	ctx := context.Background()
+	src, err := fetch.NewDir(filepath.Join(conformanceDatasets(t), "pub_documented_top_wrist"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := shard.OpenDataset(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := render.LoadFile(filepath.Join(sharedDir(t), "recipes", "subtask.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &Config{Source: src, Dataset: ds, Recipe: rec, Mode: render.ModeFallback, SkipErrors: true, Workers: 2}
+	for _, ord := range []string{OrderGlobal, OrderPartitioned} {
+		for _, C := range []int{1, 2} {
+			var errs int64
+			for c := 0; c < C; c++ {
+				to := TrainOptions{Order: ord, Partitions: 2, Shuffle: true, Seed: 3, Epochs: 2, Consumer: c, Consumers: C}
+				_, msgs, err := trainRaw(t, []Mix{{Config: cfg, Weight: 1}}, StreamOptions{BatchSize: 8}, to)
+				if err != nil {
+					t.Fatalf("%s consumer %d of %d: %v", ord, c, C, err)
+				}
+				e := msgs[len(msgs)-1].End
+				if e == nil {
+					t.Fatalf("%s consumer %d of %d: no end message", ord, c, C)
+				}
+				errs += e.Errors
+				if e.Frames != e.Rendered+e.Dropped+e.Passthrough+e.Errors {
+					t.Errorf("%s consumer %d of %d: frames %d, but rendered %d + dropped %d + passthrough %d + errors %d", ord, c, C, e.Frames, e.Rendered, e.Dropped, e.Passthrough, e.Errors)
+				}
+			}
+			if errs == 0 {
+				t.Fatalf("%s, %d consumers: no frame failed: the test needs failures", ord, C)
+			}
+		}
+	}
+}
+
+// TestPartitionedElasticResume8x4 resumes a token of an 8 ranks × 4
+// workers cluster on 2 × 2 and on 4 × 8 (32 partitions of a generated
+// 128-episode dataset): no global batch lost or repeated, the rest of the
+// epoch and the next as the uninterrupted run's.
+func TestPartitionedElasticResume8x4(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ds")
+	if _, err := datagen.Generate(context.Background(), dir, datagen.Options{Episodes: 128, MinFrames: 40, MaxFrames: 60,
+		FramesPerFile: 1200, Cameras: []string{}, Dim: 6, Tasks: 3, Seed: 2, Workers: 1}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := datasetConfig(t, dir, nil)
+	cfg.SkipErrors = false
+	forPartitionedOrders(t, func(t *testing.T, ord string) {
+		so := StreamOptions{BatchSize: 4}
+		base := TrainOptions{Shuffle: true, Seed: 5, BufferSize: 256, Epochs: 2, Partitions: 32, Order: ord}
+		want, _ := globalSequence(t, cfg, so, base, shape{1, 1})
+		// Rank 3, worker 2 of 8 × 4 is slot 2×8+3 = 19: its own batch 5
+		// is global batch 5×32+19 = 179.
+		_, bs := trainBatches(t, cfg, so, partOptions(base, shape{8, 4}, 3, 2))
+		tok := bs[5].Meta.Resume
+		const next = 180
+		for _, sh := range []shape{{2, 2}, {4, 8}} {
+			rb := base
+			rb.Resume = tok
+			got, _ := globalSequence(t, cfg, so, rb, sh)
+			for g := int64(0); g < int64(len(want[0])); g++ {
+				b, ok := got[0][g]
+				if g < next && ok {
+					t.Fatalf("%v: resumed stream repeats global batch %d", sh, g)
+				}
+				if g >= next && (!ok || !slices.Equal(b, want[0][g])) {
+					t.Fatalf("%v: resumed stream lost or changed global batch %d", sh, g)
+				}
+			}
+			if len(got[1]) != len(want[1]) {
+				t.Fatalf("%v: epoch 1 has %d batches, want %d", sh, len(got[1]), len(want[1]))
+			}
+			for g, b := range want[1] {
+				if !slices.Equal(got[1][g], b) {
+					t.Fatalf("%v: epoch 1 global batch %d differs", sh, g)
+				}
+			}
+		}
+	})
 }

@@ -228,9 +228,15 @@ func TestStorageBytesPerConsumer(t *testing.T) {
 	if one.footer < allFooters || one.footer > int64(len(tails))*(64<<10) {
 		t.Errorf("one consumer: %d footer fetch bytes, want each file's once (footers %d)", one.footer, allFooters)
 	}
-	t.Logf("| consumers (nodes) | partitioned: row-group bytes, all consumers | per consumer (max) | footer fetches, all consumers | frames decoded per consumer (max) | global: row-group bytes, all consumers |")
+	t.Logf("| consumers (nodes) | partitioned: row-group bytes, all consumers | per consumer (max) | footer fetches, all consumers | frames decoded per consumer (max) | stratified: row-group bytes, all consumers (per consumer, max) | global: row-group bytes, all consumers |")
 	for _, C := range []int{1, 2, 8, 64} {
 		p := run(OrderPartitioned, C, false, 1)
+		// The stratified order reads the partitioned order's share (the
+		// same partitions).
+		s := run(OrderStratified, C, false, 1)
+		if float64(s.data) > 1.1*float64(one.data) || float64(s.maxData) > 1.5*float64(one.data)/float64(C) || s.frames != p.frames {
+			t.Errorf("stratified C=%d: %d row-group bytes in all (%d at most per consumer), %d frames; one consumer reads %d, the partitioned order %d frames", C, s.data, s.maxData, s.frames, one.data, p.frames)
+		}
 		g := "not run"
 		if C <= 2 { // the global order's cost is C× one consumer's: two points show it
 			gr := run(OrderGlobal, C, false, 1)
@@ -239,9 +245,9 @@ func TestStorageBytesPerConsumer(t *testing.T) {
 				t.Errorf("global C=%d: %d bytes in all, expected about %d× %d", C, gr.data, C, gone.data)
 			}
 		}
-		t.Logf("| %d (%d) | %s | %s | %s (%.2f× the footers) | %d (%.3f of %d) | %s |", C, p.nodes,
+		t.Logf("| %d (%d) | %s | %s | %s (%.2f× the footers) | %d (%.3f of %d) | %s (%s) | %s |", C, p.nodes,
 			fmtBytes(p.data, one.data), fmtBytes(p.maxData, one.data), formatInt(p.footer), float64(p.footer)/float64(allFooters),
-			p.maxFrames, float64(p.maxFrames)/float64(one.frames), one.frames, g)
+			p.maxFrames, float64(p.maxFrames)/float64(one.frames), one.frames, fmtBytes(s.data, one.data), fmtBytes(s.maxData, one.data), g)
 		// Every consumer's row groups together are read about once (1×
 		// one consumer's: the projected columns, see above) ...
 		if float64(p.data) > 1.1*float64(one.data) {

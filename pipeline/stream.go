@@ -100,119 +100,135 @@ type StreamOptions struct {
 // writes an in-band error to s (after whatever was already written) and
 // returns the error.
 func Stream(ctx context.Context, cfg *Config, so StreamOptions, s sink.Sink) (*Stats, error) {
-	st := &Stats{}
-	var b *collate.Batcher
-	var seq int64
-	headerDone := false
-	var fl *filler
-	// With a msgpack sink and several workers, full batches are encoded in
-	// parallel and written in order (same bytes as s.Batch one by one).
-	var enc *sink.Encoder
-	es, parallel := s.(sink.EncodedSink)
-	parallel = parallel && workerCount(cfg) > 1
-	start := func(features []collate.Feature) error {
-		var err error
-		if fl, err = newStreamFiller(cfg, features); err != nil {
-			return err
-		}
-		b, err = collate.NewBatcher(collate.Config{
-			BatchSize: so.BatchSize, DropLast: so.DropLast,
-			Features: fl.out, KeepLanguage: so.KeepLanguage,
-		})
-		if err != nil {
-			return err
-		}
-		headerDone = true
-		if err := s.Header(Header(cfg, so, b)); err != nil {
-			return err
-		}
-		if parallel {
-			enc = sink.NewEncoder(es, workerCount(cfg), b.Recycle)
-		}
-		return nil
-	}
-	writeBatch := func(bt *collate.Batch) error {
-		if bt == nil {
-			return nil
-		}
-		meta := sink.BatchMeta{Seq: seq, Epoch: so.Epoch}
-		seq++
-		if enc != nil {
-			return enc.Batch(bt, meta)
-		}
-		err := s.Batch(bt, meta)
-		b.Recycle(bt)
-		return err
-	}
-	var frame collate.Frame
-	err := Run(ctx, cfg, func(c *Chunk) error {
-		if !headerDone {
-			if err := start(chunkFeatures(c)); err != nil {
-				return err
-			}
-		}
-		if err := st.Count(cfg, c); err != nil {
-			return err
-		}
-		bt := c.Batch
-		for i := range c.Results {
-			r := &c.Results[i]
-			switch r.Outcome {
-			case render.Dropped:
-				b.AddNone()
-				continue
-			case render.Failed:
-				continue
-			}
-			frame.Index, frame.EpisodeIndex = bt.Index[i], bt.EpisodeIndex[i]
-			frame.FrameIndex, frame.TaskIndex = bt.FrameIndex[i], bt.TaskIndex[i]
-			frame.Timestamp, frame.Task = bt.Timestamp[i], c.Tasks[i]
-			frame.Sample = nil
-			if r.Outcome == render.Rendered {
-				frame.Sample = r.Sample
-			}
-			if err := fl.fill(&frame, c, i); err != nil {
-				return err
-			}
-			if so.KeepLanguage {
-				frame.Persistent, frame.Events = bt.PersistentRows(i), bt.EventRows(i)
-			}
-			out, err := b.Add(&frame)
-			if err != nil {
-				return fmt.Errorf("%s row group %d: episode %d, index %d: %w",
-					c.Unit.File, c.Unit.RowGroup, bt.EpisodeIndex[i], bt.Index[i], err)
-			}
-			if err := writeBatch(out); err != nil {
-				return err
-			}
-		}
-		c.releaseFrames(cfg) // the batcher copied every sample's frames
-		return nil
-	})
-	if err == nil && !headerDone {
-		err = start(infoFeatures(cfg))
+	ps := &plainStream{cfg: cfg, so: so, s: s, st: &Stats{}}
+	err := Run(ctx, cfg, ps.chunk)
+	if err == nil && ps.b == nil {
+		err = ps.start(infoFeatures(cfg))
 	}
 	if err == nil {
 		var last *collate.Batch
-		if last, err = b.Flush(); err == nil {
-			err = writeBatch(last)
+		if last, err = ps.b.Flush(); err == nil {
+			err = ps.writeBatch(last)
 		}
 	}
-	if enc != nil {
+	if ps.enc != nil {
 		// Every batch is written (or the first error known) before End or
 		// Fail touch the sink.
-		if cerr := enc.Close(); err == nil {
+		if cerr := ps.enc.Close(); err == nil {
 			err = cerr
 		}
 	}
 	if err == nil {
-		err = s.End(endOf(cfg, st, b))
+		err = s.End(endOf(cfg, ps.st, ps.b))
 	}
 	if err != nil {
 		_ = s.Fail(err)
-		return st, err
+		return ps.st, err
 	}
-	return st, nil
+	return ps.st, nil
+}
+
+// plainStream is one Stream: a sequential pass in plan order, batched.
+type plainStream struct {
+	cfg *Config
+	so  StreamOptions
+	s   sink.Sink
+	st  *Stats
+	b   *collate.Batcher // set with the header, at the first chunk
+	fl  *filler
+	// enc encodes batches in parallel and writes them in order (same
+	// bytes as s.Batch one by one), with a msgpack sink and several
+	// workers.
+	enc   *sink.Encoder
+	seq   int64
+	frame collate.Frame
+}
+
+// start makes the filler and the batcher for the stream's features and
+// writes the header.
+func (ps *plainStream) start(features []collate.Feature) error {
+	cfg, so := ps.cfg, ps.so
+	var err error
+	if ps.fl, err = newStreamFiller(cfg, features); err != nil {
+		return err
+	}
+	ps.b, err = collate.NewBatcher(collate.Config{
+		BatchSize: so.BatchSize, DropLast: so.DropLast,
+		Features: ps.fl.out, KeepLanguage: so.KeepLanguage,
+	})
+	if err != nil {
+		return err
+	}
+	if err := ps.s.Header(Header(cfg, so, ps.b)); err != nil {
+		return err
+	}
+	if es, ok := ps.s.(sink.EncodedSink); ok && workerCount(cfg) > 1 {
+		ps.enc = sink.NewEncoder(es, workerCount(cfg), ps.b.Recycle)
+	}
+	return nil
+}
+
+// writeBatch writes a completed batch (nil: none).
+func (ps *plainStream) writeBatch(bt *collate.Batch) error {
+	if bt == nil {
+		return nil
+	}
+	meta := sink.BatchMeta{Seq: ps.seq, Epoch: ps.so.Epoch}
+	ps.seq++
+	if ps.enc != nil {
+		return ps.enc.Batch(bt, meta)
+	}
+	err := ps.s.Batch(bt, meta)
+	ps.b.Recycle(bt)
+	return err
+}
+
+// chunk counts a decoded chunk's outcomes and batches its kept frames.
+func (ps *plainStream) chunk(c *Chunk) error {
+	cfg := ps.cfg
+	if ps.b == nil {
+		if err := ps.start(chunkFeatures(c)); err != nil {
+			return err
+		}
+	}
+	if err := ps.st.Count(cfg, c); err != nil {
+		return err
+	}
+	bt := c.Batch
+	frame := &ps.frame
+	for i := range c.Results {
+		r := &c.Results[i]
+		switch r.Outcome {
+		case render.Dropped:
+			ps.b.AddNone()
+			continue
+		case render.Failed:
+			continue
+		}
+		frame.Index, frame.EpisodeIndex = bt.Index[i], bt.EpisodeIndex[i]
+		frame.FrameIndex, frame.TaskIndex = bt.FrameIndex[i], bt.TaskIndex[i]
+		frame.Timestamp, frame.Task = bt.Timestamp[i], c.Tasks[i]
+		frame.Sample = nil
+		if r.Outcome == render.Rendered {
+			frame.Sample = r.Sample
+		}
+		if err := ps.fl.fill(frame, c, i); err != nil {
+			return err
+		}
+		if ps.so.KeepLanguage {
+			frame.Persistent, frame.Events = bt.PersistentRows(i), bt.EventRows(i)
+		}
+		out, err := ps.b.Add(frame)
+		if err != nil {
+			return fmt.Errorf("%s row group %d: episode %d, index %d: %w",
+				c.Unit.File, c.Unit.RowGroup, bt.EpisodeIndex[i], bt.Index[i], err)
+		}
+		if err := ps.writeBatch(out); err != nil {
+			return err
+		}
+	}
+	c.releaseFrames(cfg) // the batcher copied every sample's frames
+	return nil
 }
 
 // workerCount is cfg.Workers, or GOMAXPROCS by default.

@@ -68,8 +68,8 @@ func (t *trainFlags) register(fs *flag.FlagSet, e *env, withRank bool) {
 	fs.IntVar(&t.buffer, "shuffle-buffer", pipeline.DefaultBufferSize, "shuffle buffer size in frames")
 	fs.StringVar(&t.bufferBytes, "shuffle-buffer-bytes", "1GiB", "memory budget of the shuffle buffer (e.g. 512MiB, 2GB; 0 for none): --shuffle-buffer is lowered so that its frames fit (bytes per sample from metadata: numeric features, camera frames, overhead; docs/training.md)")
 	fs.Int64Var(&t.epochs, "epochs", 1, "passes over the selection, each reshuffled; 0 = forever")
-	fs.StringVar(&t.order, "order", pipeline.OrderGlobal, "training order: global (every consumer reads the whole selection; exact cover of kept frames) or partitioned (each consumer reads only its canonical partitions; see docs/training.md)")
-	fs.IntVar(&t.partitions, "partitions", pipeline.DefaultPartitions, "canonical partitions of --order partitioned; world size × workers must divide it")
+	fs.StringVar(&t.order, "order", pipeline.OrderGlobal, "training order: global (every consumer reads the whole selection; exact cover of kept frames), partitioned (each consumer reads only its canonical partitions) or stratified (partitioned, each batch drawn evenly across many episodes of its partition); see docs/training.md")
+	fs.IntVar(&t.partitions, "partitions", pipeline.DefaultPartitions, "canonical partitions of --order partitioned or stratified; world size × workers must divide it")
 	if withRank {
 		fs.StringVar(&t.resume, "resume", "", "resume token (from a batch's \"resume\" field): continue right after that batch")
 		fs.Var(&t.rankFlag, "rank", "this process's rank `N` (default: $RANK as set by torchrun, else 0)")
@@ -83,7 +83,7 @@ func (t *trainFlags) register(fs *flag.FlagSet, e *env, withRank bool) {
 // active reports whether the stream needs the training iteration (a global
 // order shared out by global batches) rather than a plain sequential pass.
 func (t *trainFlags) active() bool {
-	return t.shuffle || t.epochs != 1 || t.resume != "" || t.worldSize > 1 || t.order == pipeline.OrderPartitioned
+	return t.shuffle || t.epochs != 1 || t.resume != "" || t.worldSize > 1 || t.order != pipeline.OrderGlobal
 }
 
 func (t *trainFlags) validate() error {
@@ -91,8 +91,8 @@ func (t *trainFlags) validate() error {
 	if t.epochs < 0 {
 		return fmt.Errorf("--epochs must be >= 0")
 	}
-	if t.order != pipeline.OrderGlobal && t.order != pipeline.OrderPartitioned {
-		return fmt.Errorf("--order must be %s or %s", pipeline.OrderGlobal, pipeline.OrderPartitioned)
+	if t.order != pipeline.OrderGlobal && t.order != pipeline.OrderPartitioned && t.order != pipeline.OrderStratified {
+		return fmt.Errorf("--order must be %s, %s or %s", pipeline.OrderGlobal, pipeline.OrderPartitioned, pipeline.OrderStratified)
 	}
 	if t.partitions < 1 {
 		return fmt.Errorf("--partitions must be >= 1")
@@ -129,7 +129,7 @@ func (t *trainFlags) json() map[string]any {
 	if t.shuffle {
 		m["shuffle_buffer_bytes"] = t.bufferBudget
 	}
-	if t.order == pipeline.OrderPartitioned {
+	if t.order != pipeline.OrderGlobal {
 		m["order"], m["partitions"] = t.order, t.partitions
 	}
 	return m
@@ -150,22 +150,16 @@ const (
 
 // limitTrainMemory sets a soft memory limit of pipeline.TrainBytes plus
 // trainMemoryRest, at least trainMemoryLimit, for a training stream
-// without camera or image frames (whose decoded frames are memory by
-// design: their budget is --shuffle-buffer-bytes), unless GOMEMLIMIT is
-// set.
+// (with camera frames too: TrainBytes then counts the pieces being decoded,
+// docs/video.md "Memory"), unless GOMEMLIMIT is set.
 func limitTrainMemory(e *env, mix []pipeline.Mix, to pipeline.TrainOptions) {
 	if e.memoryLimit == nil || e.getenv == nil || e.getenv("GOMEMLIMIT") != "" {
 		return
 	}
-	for _, m := range mix {
-		if pipeline.CameraBytesPerSample(m.Config) > 0 {
-			return
-		}
-	}
 	e.memoryLimit(trainLimit(mix, to))
 }
 
-// trainLimit is the soft memory limit of a language-only training stream.
+// trainLimit is the soft memory limit of a training stream.
 func trainLimit(mix []pipeline.Mix, to pipeline.TrainOptions) int64 {
 	return max(trainMemoryLimit, pipeline.TrainBytes(mix, to)+trainMemoryRest)
 }
