@@ -56,6 +56,7 @@ from .reader import (
     start_stream,
 )
 from . import reader as _reader
+from .positions import CUR_NW, EPOCH, OPEN, PEND, PER, PER_NW, PER_WORLD, Positions, consumed, prefix, streams_for
 
 # Main-process position trackers, by dataset uid: (owner pid, dataset
 # weakref). Batches decoded in another process (a worker) never count.
@@ -164,7 +165,7 @@ class LRStreamBatch:
     """
 
     __slots__ = ("raw", "uid", "epoch", "index", "per_epoch", "fingerprint", "worker", "rank", "num_workers",
-                 "world_size", "meta_key", "gen", "start", "_cols", "_counted")
+                 "world_size", "meta_key", "gen", "start", "local", "_cols", "_counted")
 
     def __init__(self, raw: bytes, uid: str, epoch: int, index: int, per_epoch: int, fingerprint: str,
                  worker: int, rank: int, num_workers: int, world_size: int, meta_key: Optional[str],
@@ -180,8 +181,9 @@ class LRStreamBatch:
         self.num_workers = num_workers
         self.world_size = world_size
         self.meta_key = meta_key
-        self.gen = gen  # the worker's iteration number (persistent workers iterate several times)
-        self.start = start  # rank-sequence index the iteration started at
+        self.gen = gen  # the position record's generation when the iteration started (positions.py)
+        self.start = start  # unused (kept for pickles of older batches)
+        self.local = False  # made by an iteration of this process (not a worker's)
         self._cols: Optional[Dict[str, Any]] = None
         self._counted = False
 
@@ -422,21 +424,15 @@ class LRStreamDataset(IterableDataset):
             shm_bytes = int(shm_bytes)
         self.shm_bytes = shm_bytes
         self._uid = uuid.uuid4().hex
-        # The main process's position: [epoch, batches of it consumed]. Workers
-        # see it as it was when they were started (fork or pickle at
-        # iter(loader)); persistent workers' later iterations read _shared:
-        # [gen, gen's start epoch, gen's start index, epoch, consumed], where
-        # gen is the worker iteration of the last consumed batch (-1 after
-        # set_epoch/load_state_dict) -- a worker of iteration g that finds
-        # gen == g starts where its iteration started, else at the consumed
-        # position. Only the main process writes either.
-        self._pos = [0, 0]
-        self._shared = multiprocessing.RawArray(ctypes.c_int64, 5)
-        self._shared[0] = -1
-        self._gen = 0
+        # The training loop's position, in shared memory: the main process
+        # writes it as the loop consumes batches, workers read it when an
+        # iteration starts (positions.py).
+        self._positions = Positions()
+        self._gen = 0  # this process's iterations (persistent workers iterate several times)
         self._fp = multiprocessing.RawArray(ctypes.c_char, 64)
-        self._cluster: Optional[tuple] = None  # (num_workers, world_size) of the consumed batches
+        self._resume_cluster: Optional[tuple] = None
         self._worker_state: Optional[Dict[str, Any]] = None
+        self._worker_resume = False
         self._header: Optional[Dict[str, Any]] = None
         self._server_pid: Optional[int] = None
         self._server_log: Optional[str] = None
@@ -446,12 +442,6 @@ class LRStreamDataset(IterableDataset):
         weakref.finalize(self, _TRACKERS.pop, self._uid, None)
         if serve_args is not None:
             self._spawn(lrstream, list(serve_args))
-
-    def _set_pos(self, epoch: int, k: int, gen: int = -1, start: tuple = (0, 0)) -> None:
-        self._pos = [int(epoch), int(k)]
-        sh = self._shared
-        sh[1], sh[2], sh[3], sh[4] = start[0], start[1], int(epoch), int(k)
-        sh[0] = gen
 
     # -- server lifecycle ------------------------------------------------
     def _spawn(self, lrstream: Optional[str], args: List[str]) -> None:
@@ -577,7 +567,7 @@ class LRStreamDataset(IterableDataset):
         read once through a short connection."""
         if self._header is None:
             _, _, rank, world, _ = self._where()
-            rm = self._connect(hello(0, 1, rank, world, epoch=self._pos[0]), "lrstream server")
+            rm = self._connect(hello(0, 1, rank, world, epoch=self._positions.get(EPOCH)), "lrstream server")
             try:
                 self._header = self._read_header(rm)
             finally:
@@ -614,40 +604,61 @@ class LRStreamDataset(IterableDataset):
         return int(self.header["training"]["epoch_batches"]) // (world * w) * w
 
     # -- epochs and positions --------------------------------------------
+    def _per_epoch(self, nw: int, world: int) -> int:
+        """Batches one epoch gives a rank of world ranks x nw workers."""
+        return int(self.header["training"]["epoch_batches"]) // (world * nw) * nw
+
     @property
     def epoch(self) -> int:
-        """The epoch the next loop iterates."""
-        return self._pos[0]
+        """The epoch the next loop iterates: the epoch of the last consumed
+        batch, the next one once the loop consumed all of it."""
+        p = self._positions
+        e, nexts = p.get(EPOCH), p.nexts()
+        if min(nexts) == 0:
+            return e
+        nw = max(1, self.num_workers) if self.num_workers is not None else (p.get(CUR_NW) or p.get(PER_NW) or 1)
+        world = self._where()[3]
+        per = p.per_epoch_for(nw, world) or self._per_epoch(nw, world)
+        return e + 1 if min(streams_for(nexts, nw)) >= per else e
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next ``for batch in loader`` iterate epoch ``epoch`` from
         its start (call it in the main process, before the loop)."""
         if epoch < 0:
             raise ValueError(f"epoch {epoch} < 0")
-        self._set_pos(epoch, 0)
+        self._positions.reset(epoch, [0])
+        self._resume_cluster = None
 
     def _consumed(self, b: LRStreamBatch) -> None:
-        if b.index + 1 >= b.per_epoch:
-            self._set_pos(b.epoch + 1, 0, b.gen, (b.epoch, b.start))
-        else:
-            self._set_pos(b.epoch, b.index + 1, b.gen, (b.epoch, b.start))
-        if self._fp.value != b.fingerprint.encode():
-            self._fp.value = b.fingerprint.encode()
-        self._cluster = (b.num_workers, b.world_size)
+        if self._positions.consume(b.gen, b.epoch, b.index, b.num_workers, b.world_size, b.per_epoch, b.local):
+            if self._fp.value != b.fingerprint.encode():
+                self._fp.value = b.fingerprint.encode()
 
     def state_dict(self) -> Dict[str, Any]:
         """The position to resume from. In the main process: the epoch and
-        the batches of it this rank's training loop consumed. In a DataLoader
+        the batches of it this rank's training loop consumed (all of them
+        once the loop consumed the epoch's last batch). In a DataLoader
         worker (torchdata StatefulDataLoader): this worker's next batch."""
         if get_worker_info() is not None:
+            self._positions.mark_stateful()
             if self._worker_state is None:  # before iterating: where this worker would start
                 worker, nw, _, world, _ = self._where()
-                return {"version": STATE_VERSION, "epoch": self._pos[0], "next": self._pos[1] + worker,
+                return {"version": STATE_VERSION, "epoch": self._positions.get(EPOCH),
+                        "next": streams_for(self._positions.nexts(), nw)[worker],
                         "fingerprint": self._fp.value.decode(), "num_workers": nw, "world_size": world}
             return dict(self._worker_state)
-        nw, world = self._cluster or (None, None)
-        return {"version": STATE_VERSION, "epoch": self._pos[0], "batches": self._pos[1],
-                "fingerprint": self._fp.value.decode(), "num_workers": nw, "world_size": world}
+        p = self._positions
+        nexts, per = p.nexts(), p.get(PER)
+        k = prefix(nexts, per)
+        state = {"version": STATE_VERSION, "epoch": p.get(EPOCH),
+                 "batches": k if k is not None else consumed(nexts, per),
+                 "fingerprint": self._fp.value.decode(), "num_workers": p.get(PER_NW) or None,
+                 "world_size": p.get(PER_WORLD) or None, "epoch_batches": per or None,
+                 # the loop was inside the epoch: a resume serves its rest first (even if empty)
+                 "open": bool(p.get(PEND) or p.get(OPEN) or not per or min(nexts) < per)}
+        if k is None:
+            state["streams"] = nexts
+        return state
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Continue from ``state`` (from :meth:`state_dict`)."""
@@ -657,13 +668,16 @@ class LRStreamDataset(IterableDataset):
             self._worker_state = dict(state)
             self._worker_resume = True
             return
-        self._set_pos(state["epoch"], state["batches"])
+        nexts = [int(n) for n in state.get("streams") or [state["batches"]]]
+        cluster = (state.get("num_workers") or 0, state.get("world_size") or 0)
+        self._positions.reset(state["epoch"], nexts, per=int(state.get("epoch_batches") or 0), cluster=cluster,
+                              pending=bool(state.get("open", True)))
         self._fp.value = (state.get("fingerprint") or "").encode()
         self._resume_cluster = (state.get("num_workers"), state.get("world_size"))
 
     def _check_resume_cluster(self, nw: int, world: int) -> None:
-        saved = getattr(self, "_resume_cluster", None)
-        if not saved or saved[0] is None or self._pos[1] == 0:
+        saved = self._resume_cluster
+        if not saved or saved[0] is None or min(self._positions.nexts()) == 0:
             return
         snw, sworld = saved
         if sworld != world:
@@ -676,40 +690,47 @@ class LRStreamDataset(IterableDataset):
 
     # -- iteration -------------------------------------------------------
     def __iter__(self) -> Iterator[LRStreamBatch]:
-        # Not a generator: the start position is taken now, when the
-        # DataLoader (re)starts the iteration, not at the first next().
+        # Not a generator: the start position is taken, and the worker state
+        # set, now -- when the DataLoader (re)starts the iteration and
+        # torchdata asks for the state at once -- not at the first next().
         worker, nw, rank, world, in_worker = self._where()
         if self.num_workers is not None and max(1, self.num_workers) != nw and (in_worker or self.num_workers > 0):
             raise ValueError(f"LRStreamDataset(num_workers={self.num_workers}) but the DataLoader runs "
                              f"{nw if in_worker else 0} workers: pass the same number to both")
-        ws = self._worker_state if getattr(self, "_worker_resume", False) else None
+        ws = self._worker_state if self._worker_resume else None
         self._worker_resume = False
         if ws is not None:
             if ws.get("num_workers") != nw or ws.get("world_size") != world:
                 raise ValueError(f"worker state for {ws.get('num_workers')} workers x {ws.get('world_size')} ranks "
                                  f"cannot resume with {nw} x {world}")
             epoch, nxt, fp = int(ws["epoch"]), int(ws["next"]), ws.get("fingerprint") or ""
+            gen = self._positions.restored(self._iteration_id(), epoch, nxt, nw, world,
+                                           int(ws.get("epoch_batches") or 0))
         else:
             self._check_resume_cluster(nw, world)
-            gen = self._gen
-            if gen == 0 or not in_worker:
-                epoch, k = self._pos  # as when this process was started (or the main process's own)
-            else:
-                sh = self._shared[:]
-                epoch, k = (sh[1], sh[2]) if sh[0] == gen else (sh[3], sh[4])
+            epoch, nxt, gen = self._positions.plan(worker, nw, world, self._per_epoch, in_worker and self._gen == 0)
             fp = self._fp.value.decode()
-            nxt = k + worker
-        gen = self._gen
-        if in_worker:
-            self._gen += 1
-        return self._stream(worker, nw, rank, world, epoch, nxt, fp, gen, nxt - worker)
+        self._gen += 1
+        st = self._worker_state = {"version": STATE_VERSION, "epoch": epoch, "next": nxt, "fingerprint": fp,
+                                   "num_workers": nw, "world_size": world}
+        return self._stream(worker, nw, rank, world, st, gen, in_worker)
 
-    def _stream(self, worker, nw, rank, world, epoch, nxt, fp, gen, start) -> Iterator[LRStreamBatch]:
+    def _iteration_id(self) -> int:
+        """The same for every worker of one DataLoader iteration, different
+        for another: the DataLoader's base seed (worker seed - id) and this
+        worker's iteration count."""
+        info = get_worker_info()
+        base = (info.seed - info.id) if info is not None else int.from_bytes(os.urandom(7), "little")
+        return ((base * 1000003 + self._gen) & ((1 << 62) - 1)) | 1
+
+    def _stream(self, worker, nw, rank, world, st, gen, in_worker) -> Iterator[LRStreamBatch]:
+        """The iteration's batches; st is its worker state (updated in place:
+        the next batch to serve, never past the epoch)."""
         where = f"lrstream server {self.socket_path} (rank {rank}, worker {worker})"
+        epoch, nxt, fp = st["epoch"], st["next"], st["fingerprint"]
         # In a worker, batches stay raw bytes (decoded in the main process),
         # except walked ones (camera frames: shared-memory tensors); without
         # workers they are decoded as they arrive.
-        in_worker = get_worker_info() is not None
         # The shared-memory arena: without workers the camera tensors are
         # views of it; a worker copies each region into a shared-memory
         # tensor of its own (the DataLoader passes those by descriptor).
@@ -742,8 +763,7 @@ class LRStreamDataset(IterableDataset):
             tr = header["training"]
             fp = tr["fingerprint"]
             per_epoch = int(tr["epoch_batches"]) // int(tr["consumers"]) * nw
-            self._worker_state = {"version": STATE_VERSION, "epoch": epoch, "next": nxt, "fingerprint": fp,
-                                  "num_workers": nw, "world_size": world}
+            st.update(fingerprint=fp, epoch_batches=per_epoch)
             while True:
                 if shm is not None and shm.batches:
                     shm.send_ack(rm.send)  # after a batch, before blocking on the next message
@@ -753,12 +773,11 @@ class LRStreamDataset(IterableDataset):
                 t = raw["type"] if type(raw) is dict else _peek_type(raw)
                 if t == "batch":
                     b = LRStreamBatch(raw, self._uid, epoch, nxt, per_epoch, fp, worker, rank, nw, world, self.meta_key,
-                                      gen, start)
+                                      gen)
+                    b.local = not in_worker
                     raw = None  # only the batch references its arrays (the arena's release check)
                     nxt += nw
-                    self._worker_state = {**self._worker_state, "next": nxt}
-                    if nxt >= per_epoch:
-                        self._worker_state.update(epoch=epoch + 1, next=worker)
+                    st["next"] = nxt  # after the epoch's last batch: past its end, never the next epoch
                     if shm is not None:
                         shm.batches += 1
                     yield b
@@ -766,6 +785,8 @@ class LRStreamDataset(IterableDataset):
                     continue
                 msg = raw if type(raw) is dict else decode_message(raw)
                 if msg["type"] == "end":
+                    if not in_worker:
+                        self._positions.close(gen)
                     return
                 if msg["type"] == "error":
                     raise StreamError(msg.get("message", "unknown error"))
