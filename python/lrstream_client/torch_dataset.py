@@ -22,6 +22,7 @@ rank's batches in worker round-robin order, which for consumers
 
 from __future__ import annotations
 
+import collections.abc
 import ctypes
 import multiprocessing
 import os
@@ -35,7 +36,7 @@ import threading
 import time
 import uuid
 import weakref
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 import torch
@@ -151,17 +152,21 @@ def shared_alloc(shape, dt: np.dtype, nbytes: int):
 WALK_BYTES = _reader.WALK_BYTES
 
 
-class LRStreamBatch:
-    """One batch as a DataLoader yields it: a read-only mapping from column
-    name to a ``torch.Tensor`` (numeric columns; writable, own memory -- from
-    a worker, camera columns are tensors in shared memory of their own) or a
-    list (task, messages, ...), decoded on first access in the main process;
-    a numeric column becomes a tensor when it is first read (a training step
-    reads a few of a batch's columns).
+class LRStreamBatch(collections.abc.Mapping):
+    """One batch as a DataLoader yields it: a read-only mapping
+    (``collections.abc.Mapping``) from column name to a ``torch.Tensor``
+    (numeric columns; writable, own memory -- from a worker, camera columns
+    are tensors in shared memory of their own) or a list (task, messages,
+    ...), decoded on first access in the main process; a numeric column
+    becomes a tensor when it is first read (a training step reads a few of a
+    batch's columns). ``batch.to(device, non_blocking=True)`` moves its
+    tensors (what accelerate's ``send_to_device`` and Lightning's
+    ``move_data_to_device`` call). ``dict(batch)`` or ``batch.to_dict()``
+    gives a plain dict.
 
-    It is deliberately not a ``collections.abc.Mapping``: torch's
-    ``default_convert`` would then walk every message dict in the worker.
-    ``dict(batch)`` or ``batch.to_dict()`` gives a plain dict.
+    torch's ``default_convert`` (the DataLoader's collate_fn with
+    ``batch_size=None``) would walk a Mapping -- every message dict, in the
+    worker: this module makes it pass LRStreamBatch through unchanged.
     """
 
     __slots__ = ("raw", "uid", "epoch", "index", "per_epoch", "fingerprint", "worker", "rank", "num_workers",
@@ -188,9 +193,26 @@ class LRStreamBatch:
         self._counted = False
 
     def __reduce__(self):
-        return (LRStreamBatch, (self.raw, self.uid, self.epoch, self.index, self.per_epoch, self.fingerprint,
+        raw = self.raw
+        if self._cols is not None:  # decoded (a transform ran in the worker): the columns by value
+            raw = {"type": "batch", "seq": self.index, "epoch": self.epoch, "columns": self._cols}
+        return (LRStreamBatch, (raw, self.uid, self.epoch, self.index, self.per_epoch, self.fingerprint,
                                 self.worker, self.rank, self.num_workers, self.world_size, self.meta_key,
                                 self.gen, self.start))
+
+    def _with(self, cols: Dict[str, Any]) -> "LRStreamBatch":
+        """A batch with the same position and other columns (already decoded)."""
+        b = LRStreamBatch(b"", self.uid, self.epoch, self.index, self.per_epoch, self.fingerprint, self.worker,
+                          self.rank, self.num_workers, self.world_size, self.meta_key, self.gen, self.start)
+        b._cols, b._counted, b.local = cols, self._counted, self.local
+        return b
+
+    def to(self, *args, **kwargs) -> "LRStreamBatch":
+        """The batch with every tensor moved/converted by ``Tensor.to(*args,
+        **kwargs)`` (e.g. ``batch.to("cuda", non_blocking=True)``); lists
+        stay. Counts the batch as consumed."""
+        return self._with({k: v.to(*args, **kwargs) if isinstance(v, torch.Tensor) else v
+                           for k, v in self._all().items()})
 
     def _decode(self) -> Dict[str, Any]:
         raw = self.raw
@@ -229,7 +251,18 @@ class LRStreamBatch:
     def _all(self) -> Dict[str, Any]:
         return _columns_to_torch(self._use())
 
-    # Mapping protocol (every access counts the batch as consumed).
+    def _transformed(self, fn) -> "LRStreamBatch":
+        """The batch fn(columns) makes (LRStreamDataset(transform=)); does not
+        count this batch as consumed."""
+        if self._cols is None:
+            self._cols = self._decode()
+        out = fn(_columns_to_torch(self._cols))
+        if not isinstance(out, collections.abc.Mapping):
+            raise TypeError(f"LRStreamDataset transform must return a mapping of columns, got {type(out).__name__}")
+        return self._with(dict(out))
+
+    # Mapping protocol (every access counts the batch as consumed). Mapping's
+    # __eq__ compares the decoded columns; a batch is not hashable.
     def __getitem__(self, key: str) -> Any:
         cols = self._cols if self._counted else self._use()
         v = cols[key]
@@ -292,6 +325,30 @@ try:  # detect DataLoader(ds) without batch_size=None, with a clear error
     default_collate_fn_map[LRStreamBatch] = _refuse_default_collate
 except ImportError:  # pragma: no cover - older torch
     pass
+
+
+def _pass_batches(convert):
+    """torch's default_convert, passing LRStreamBatch through unchanged (it
+    would rebuild a Mapping as a dict of converted values: every column
+    decoded, every message dict walked, in the worker)."""
+    if getattr(convert, "_lrstream", False):
+        return convert
+
+    def default_convert(data):
+        if type(data) is LRStreamBatch:
+            return data
+        return convert(data)
+
+    default_convert._lrstream = True
+    default_convert.__doc__ = convert.__doc__
+    return default_convert
+
+
+# The DataLoader (and torchdata's) take _utils.collate.default_convert when
+# constructed with batch_size=None; its recursion looks the name up there too.
+from torch.utils.data._utils import collate as _collate  # noqa: E402
+
+_collate.default_convert = _pass_batches(_collate.default_convert)
 
 
 def _pdeathsig(parent: int):
@@ -387,6 +444,12 @@ class LRStreamDataset(IterableDataset):
     consumed; in a worker (torchdata StatefulDataLoader), that worker's
     next batch.
 
+    ``transform(columns) -> columns`` (optional) runs on every batch where
+    it is made -- in the DataLoader worker, so augmentation runs in parallel,
+    or in the main process without workers: ``columns`` is a dict of the
+    batch's tensors and lists; return a mapping (the batch the loop gets,
+    still an LRStreamBatch with its position).
+
     ``len(ds)`` is the number of batches one epoch gives this rank; it needs
     ``num_workers`` (the DataLoader's) because the last
     ``batches mod (world_size * num_workers)`` global batches of an epoch
@@ -407,6 +470,7 @@ class LRStreamDataset(IterableDataset):
         read_timeout: Optional[float] = 600.0,
         stopped_timeout: float = 1.5,
         shm_bytes: Optional[int] = None,
+        transform: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = None,
     ):
         super().__init__()
         if (socket_path is None) == (serve_args is None):
@@ -423,6 +487,7 @@ class LRStreamDataset(IterableDataset):
             _reader.check_shm_bytes(shm_bytes)  # here: a bad size fails at construction, not in a worker
             shm_bytes = int(shm_bytes)
         self.shm_bytes = shm_bytes
+        self.transform = transform
         self._uid = uuid.uuid4().hex
         # The training loop's position, in shared memory: the main process
         # writes it as the loop consumes batches, workers read it when an
@@ -775,6 +840,8 @@ class LRStreamDataset(IterableDataset):
                     b = LRStreamBatch(raw, self._uid, epoch, nxt, per_epoch, fp, worker, rank, nw, world, self.meta_key,
                                       gen)
                     b.local = not in_worker
+                    if self.transform is not None:
+                        b = b._transformed(self.transform)
                     raw = None  # only the batch references its arrays (the arena's release check)
                     nxt += nw
                     st["next"] = nxt  # after the epoch's last batch: past its end, never the next epoch
