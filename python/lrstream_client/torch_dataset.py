@@ -735,10 +735,36 @@ class LRStreamDataset(IterableDataset):
             return
         nexts = [int(n) for n in state.get("streams") or [state["batches"]]]
         cluster = (state.get("num_workers") or 0, state.get("world_size") or 0)
-        self._positions.reset(state["epoch"], nexts, per=int(state.get("epoch_batches") or 0), cluster=cluster,
-                              pending=bool(state.get("open", True)))
-        self._fp.value = (state.get("fingerprint") or "").encode()
+        per = int(state.get("epoch_batches") or 0)
         self._resume_cluster = (state.get("num_workers"), state.get("world_size"))
+        world = self._where()[3]
+        if cluster[1] and cluster[1] != world and max(nexts) > 0 and self._partitioned():
+            nexts = [self._rescaled(nexts, cluster[1], world)]
+            cluster, per, self._resume_cluster = (0, 0), 0, None
+        self._positions.reset(state["epoch"], nexts, per=per, cluster=cluster, pending=bool(state.get("open", True)))
+        self._fp.value = (state.get("fingerprint") or "").encode()
+
+    def _partitioned(self) -> bool:
+        """The server serves --order partitioned (from the header's options)."""
+        return (self.header.get("options") or {}).get("order") == "partitioned"
+
+    @staticmethod
+    def _rescaled(nexts: List[int], sworld: int, world: int) -> int:
+        """Under --order partitioned a rank's index m is global batch m x
+        world_size + rank: after a DDP step every rank consumed k batches,
+        the global batches [0, k x sworld). On world ranks each rank resumes
+        at that global position / world -- when it divides evenly, so that
+        every rank keeps the same number of batches (DDP)."""
+        k = prefix(nexts)
+        if k is None:
+            raise ValueError("a checkpoint whose batches were consumed out of order (in_order=False) resumes only "
+                             f"with its own world_size {sworld}")
+        g = k * sworld
+        if g % world:
+            raise ValueError(f"checkpoint of {k} batches x world_size {sworld} = {g} global batches cannot resume on "
+                             f"world_size {world} (--order partitioned): each rank must resume at the same step, so "
+                             f"the new world_size must divide {g}; resume with such a world_size, or at an epoch boundary")
+        return g // world
 
     def _check_resume_cluster(self, nw: int, world: int) -> None:
         saved = self._resume_cluster
@@ -748,7 +774,7 @@ class LRStreamDataset(IterableDataset):
         if sworld != world:
             raise ValueError(f"checkpoint taken mid-epoch with world_size {sworld} cannot resume with world_size {world}: "
                              "the ranks' shares of the epoch differ; resume with the same world_size, or at an epoch boundary")
-        if world > 1 and snw != nw:
+        if world > 1 and snw != nw and not self._partitioned():  # partitioned: index m is global m x world + rank
             raise ValueError(f"checkpoint taken mid-epoch with num_workers {snw} x world_size {world} cannot resume with "
                              f"num_workers {nw}: with several ranks the worker count decides each rank's batches; "
                              "resume with the same num_workers, or at an epoch boundary")

@@ -184,3 +184,49 @@ def test_out_of_order_stateful_loader_refused(server):
     with pytest.raises(ValueError, match=r"StatefulDataLoader\(in_order=False\) cannot checkpoint"):
         for b in loader:
             b["index"]
+
+
+@pytest.fixture(scope="module")
+def partitioned(lrstream_bin):
+    from conftest import SERVE_ARGS, serving
+
+    yield from serving(lrstream_bin, *SERVE_ARGS, "--order", "partitioned", "--partitions", "4")
+
+
+def rank_run(server, world, rank, nw=0, stop=None, state=None):
+    ds = LRStreamDataset(server, rank=rank, world_size=world, num_workers=nw)
+    if state is not None:
+        ds.load_state_dict(pickle.loads(state))
+    got = []
+    for b in DataLoader(ds, batch_size=None, num_workers=nw):
+        got.append(tuple(b["index"].tolist()))
+        if len(got) == stop:
+            break
+    return got, pickle.dumps(ds.state_dict())
+
+
+@pytest.mark.parametrize("k,world2,nw2", [(2, 1, 0), (2, 4, 0), (4, 1, 2), (4, 4, 1), (3, 1, 4)])
+def test_partitioned_elastic_resume(partitioned, k, world2, nw2):
+    """Item 7: under --order partitioned a rank's batch m is global batch
+    m x world_size + rank, so a mid-epoch checkpoint of 2 ranks (k batches
+    each, a synchronous DDP step) resumes on another number of ranks (and
+    workers): together they serve exactly the rest of the epoch's global
+    sequence, each rank the same number of batches."""
+    glob = order(partitioned, 0, 0)  # one rank, no workers: the global sequence
+    first = [rank_run(partitioned, 2, r, stop=k) for r in range(2)]
+    done = [b for m in range(k) for b in (first[0][0][m], first[1][0][m])]  # DDP steps, rank 0 then 1
+    assert done == glob[:2 * k]
+    rest = [rank_run(partitioned, world2, r, nw=nw2, state=first[0][1])[0] for r in range(world2)]
+    assert len({len(x) for x in rest}) == 1, "ranks resumed with different batch counts"
+    resumed = [b for m in range(len(rest[0])) for b in (x[m] for x in rest)]
+    assert resumed == glob[2 * k:2 * k + len(resumed)] and len(glob) - len(done + resumed) < world2 * max(1, nw2)
+
+
+def test_partitioned_elastic_resume_refused_when_uneven(partitioned):
+    """3 batches x 2 ranks = 6 global batches cannot be split evenly over 4
+    ranks: refused, with a message saying why (and under the global order
+    any mid-epoch world_size change is refused)."""
+    _, state = rank_run(partitioned, 2, 0, stop=3)
+    ds = LRStreamDataset(partitioned, rank=0, world_size=4)
+    with pytest.raises(ValueError, match="must divide 6"):
+        ds.load_state_dict(pickle.loads(state))
