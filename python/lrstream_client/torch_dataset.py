@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections.abc
 import ctypes
+import logging
 import multiprocessing
 import os
 import shutil
@@ -62,6 +63,8 @@ from .positions import CUR_NW, EPOCH, OPEN, PEND, PER, PER_NW, PER_WORLD, Positi
 # Main-process position trackers, by dataset uid: (owner pid, dataset
 # weakref). Batches decoded in another process (a worker) never count.
 _TRACKERS: Dict[str, Any] = {}
+
+_log = logging.getLogger("lrstream_client")
 
 STATE_VERSION = 1
 
@@ -351,6 +354,10 @@ from torch.utils.data._utils import collate as _collate  # noqa: E402
 _collate.default_convert = _pass_batches(_collate.default_convert)
 
 
+class ServerGoneError(RuntimeError):
+    """The lrstream server died, or is stopped, while a client waited for it."""
+
+
 def _pdeathsig(parent: int):
     """preexec_fn (Linux): the server gets SIGTERM when the thread that
     spawned it ends -- with the process, whatever killed it (SIGKILL too).
@@ -450,6 +457,13 @@ class LRStreamDataset(IterableDataset):
     batch's tensors and lists; return a mapping (the batch the loop gets,
     still an LRStreamBatch with its position).
 
+    ``reconnect_timeout`` (seconds; default None: off): when a server you
+    run yourself (``socket_path``) goes away mid-stream -- killed,
+    restarted by a supervisor -- wait up to that long for a server on the
+    same socket and continue with the next batch the iteration has not
+    served (same run: the fingerprint is checked). A spawned server's
+    death stays final.
+
     ``len(ds)`` is the number of batches one epoch gives this rank; it needs
     ``num_workers`` (the DataLoader's) because the last
     ``batches mod (world_size * num_workers)`` global batches of an epoch
@@ -471,6 +485,7 @@ class LRStreamDataset(IterableDataset):
         stopped_timeout: float = 1.5,
         shm_bytes: Optional[int] = None,
         transform: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = None,
+        reconnect_timeout: Optional[float] = None,
     ):
         super().__init__()
         if (socket_path is None) == (serve_args is None):
@@ -488,6 +503,7 @@ class LRStreamDataset(IterableDataset):
             shm_bytes = int(shm_bytes)
         self.shm_bytes = shm_bytes
         self.transform = transform
+        self.reconnect_timeout = reconnect_timeout
         self._uid = uuid.uuid4().hex
         # The training loop's position, in shared memory: the main process
         # writes it as the loop consumes batches, workers read it when an
@@ -560,11 +576,14 @@ class LRStreamDataset(IterableDataset):
     def _fail(self, problem: str, cause: Optional[BaseException] = None) -> RuntimeError:
         log = _tail(self._server_log)
         msg = problem + (f"; its output ends with:\n{log}" if log else "")
-        return RuntimeError(msg)
+        return ServerGoneError(msg)
 
-    def _connect(self, h: bytes, what: str, decode: bool = False, shm=None) -> RawMessages:
-        """A connection that sent the hello h (with shm's memfd, if given)."""
-        deadline = time.monotonic() + self.connect_timeout
+    def _connect(self, h: bytes, what: str, decode: bool = False, shm=None,
+                 timeout: Optional[float] = None) -> RawMessages:
+        """A connection that sent the hello h (with shm's memfd, if given);
+        waits up to timeout (default connect_timeout) for the socket."""
+        timeout = self.connect_timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
         while True:
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
@@ -581,8 +600,8 @@ class LRStreamDataset(IterableDataset):
                 if problem:
                     raise self._fail(problem) from None
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"no lrstream server on {self.socket_path} after {self.connect_timeout:g} s "
-                                       f"(connect_timeout): {e}") from None
+                    raise TimeoutError(f"no lrstream server on {self.socket_path} after {timeout:g} s "
+                                       f"(connect_timeout / reconnect_timeout): {e}") from None
                 time.sleep(0.05)
             except BaseException:
                 s.close()
@@ -814,14 +833,10 @@ class LRStreamDataset(IterableDataset):
         base = (info.seed - info.id) if info is not None else int.from_bytes(os.urandom(7), "little")
         return ((base * 1000003 + self._gen) & ((1 << 62) - 1)) | 1
 
-    def _stream(self, worker, nw, rank, world, st, gen, in_worker) -> Iterator[LRStreamBatch]:
-        """The iteration's batches; st is its worker state (updated in place:
-        the next batch to serve, never past the epoch)."""
+    def _open(self, worker, nw, rank, world, st, in_worker, timeout=None):
+        """Connect at st's position (epoch, next) and read the header:
+        (connection, arena, batches per epoch)."""
         where = f"lrstream server {self.socket_path} (rank {rank}, worker {worker})"
-        epoch, nxt, fp = st["epoch"], st["next"], st["fingerprint"]
-        # In a worker, batches stay raw bytes (decoded in the main process),
-        # except walked ones (camera frames: shared-memory tensors); without
-        # workers they are decoded as they arrive.
         # The shared-memory arena: without workers the camera tensors are
         # views of it; a worker copies each region into a shared-memory
         # tensor of its own (the DataLoader passes those by descriptor).
@@ -830,9 +845,9 @@ class LRStreamDataset(IterableDataset):
             size = 0 if in_worker else SHM_BYTES
         shm = new_arena(size, copy_alloc=shared_alloc if in_worker else None)
         try:
-            rm = self._connect(hello(worker, nw, rank, world, epoch=epoch, next=nxt, fingerprint=fp or None,
-                                     shm=shm.size if shm is not None else None), where,
-                               decode=not in_worker, shm=shm)
+            rm = self._connect(hello(worker, nw, rank, world, epoch=st["epoch"], next=st["next"],
+                                     fingerprint=st["fingerprint"] or None, shm=shm.size if shm is not None else None),
+                               where, decode=not in_worker, shm=shm, timeout=timeout)
         except BaseException:
             if shm is not None:
                 shm.drop()
@@ -843,34 +858,60 @@ class LRStreamDataset(IterableDataset):
                 self._header = header
             shm, walk = start_stream(header, shm, WALK_BYTES)
             rm.shm = shm
+            # In a worker, batches stay raw bytes (decoded in the main
+            # process), except walked ones: camera frames, received straight
+            # into tensors in shared memory, which the DataLoader hands to the
+            # main process by file descriptor. Without workers batches are
+            # decoded as they arrive.
             if not in_worker:
                 rm.walk(walk)
             elif walk:
-                # Camera frames in a worker: received straight into tensors in
-                # shared memory, which the DataLoader hands to the main
-                # process by file descriptor (no pickle of the payload, no
-                # further copy).
                 rm.walk(True, alloc=shared_alloc)
             tr = header["training"]
-            fp = tr["fingerprint"]
             per_epoch = int(tr["epoch_batches"]) // int(tr["consumers"]) * nw
-            st.update(fingerprint=fp, epoch_batches=per_epoch)
+            st.update(fingerprint=tr["fingerprint"], epoch_batches=per_epoch)
+            return rm, shm, per_epoch
+        except BaseException:
+            rm._sock.close()
+            raise
+
+    def _reconnect(self, e: BaseException, rm, worker, nw, rank, world, st, in_worker):
+        """After a lost server (reconnect_timeout set): a new connection at
+        the next batch this iteration has not served, else e."""
+        if not self.reconnect_timeout or isinstance(e, StreamError) or self._server_log is not None:
+            raise e
+        rm._sock.close()
+        _log.warning("lrstream server %s lost (%s); reconnecting at epoch %d, batch %d (up to %g s)",
+                     self.socket_path, str(e).splitlines()[0], st["epoch"], st["next"], self.reconnect_timeout)
+        try:
+            return self._open(worker, nw, rank, world, st, in_worker, timeout=self.reconnect_timeout)
+        except TimeoutError as t:
+            raise t from e
+
+    def _stream(self, worker, nw, rank, world, st, gen, in_worker) -> Iterator[LRStreamBatch]:
+        """The iteration's batches; st is its worker state (updated in place:
+        the next batch to serve, never past the epoch)."""
+        rm, shm, per_epoch = self._open(worker, nw, rank, world, st, in_worker)
+        try:
             while True:
-                if shm is not None and shm.batches:
-                    shm.send_ack(rm.send)  # after a batch, before blocking on the next message
-                raw = rm.next()
-                if not raw:
-                    raise self._truncated(rm, "without an 'end' message")
+                try:
+                    if shm is not None and shm.batches:
+                        shm.send_ack(rm.send)  # after a batch, before blocking on the next message
+                    raw = rm.next()
+                    if not raw:
+                        raise self._truncated(rm, "without an 'end' message")
+                except (TruncatedStreamError, ServerGoneError, ConnectionError) as e:
+                    rm, shm, per_epoch = self._reconnect(e, rm, worker, nw, rank, world, st, in_worker)
+                    continue
                 t = raw["type"] if type(raw) is dict else _peek_type(raw)
                 if t == "batch":
-                    b = LRStreamBatch(raw, self._uid, epoch, nxt, per_epoch, fp, worker, rank, nw, world, self.meta_key,
-                                      gen)
+                    b = LRStreamBatch(raw, self._uid, st["epoch"], st["next"], per_epoch, st["fingerprint"], worker,
+                                      rank, nw, world, self.meta_key, gen)
                     b.local = not in_worker
                     if self.transform is not None:
                         b = b._transformed(self.transform)
                     raw = None  # only the batch references its arrays (the arena's release check)
-                    nxt += nw
-                    st["next"] = nxt  # after the epoch's last batch: past its end, never the next epoch
+                    st["next"] += nw  # after the epoch's last batch: past its end, never the next epoch
                     if shm is not None:
                         shm.batches += 1
                     yield b
