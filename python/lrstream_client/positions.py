@@ -11,13 +11,16 @@ valid for any ``W``; with ``in_order=False`` (or batches the loop never
 read) they need not be, and the record keeps the streams (a resume then
 needs the same ``W``).
 
-The record lives in shared memory (``multiprocessing.RawArray``): the main
-process writes it when the loop consumes a batch, on ``set_epoch`` and
+The record lives in shared memory (``multiprocessing.RawArray``, no lock:
+whatever context the DataLoader's workers use): only the main process
+writes the position, when the loop consumes a batch, on ``set_epoch`` and
 ``load_state_dict``; workers read it when an iteration starts (fresh
-workers of a new iteration, persistent workers' later iterations) and write
-it only when they resume from a worker state of torchdata's
-StatefulDataLoader (so that the main process and later iterations know
-where the restored iteration started).
+workers of a new iteration from the record as it was at their fork,
+persistent workers' later iterations from the live one). Workers restored
+from torchdata StatefulDataLoader states announce where they start, each
+in its own residue's slot (one writer per word); readers fold a complete
+announcement into the position, so that the main process and later
+iterations know where the restored iteration started.
 
 An epoch is *complete* when every stream is past ``per_epoch``. A new
 iteration from a complete epoch starts the next epoch -- except the first
@@ -45,13 +48,19 @@ PER = 3       # batches per epoch of cluster (PER_NW, PER_WORLD), 0 = unknown
 PER_NW = 4
 PER_WORLD = 5
 PEND = 6      # id of a pending resume (first iteration serves the rest of EPOCH), 0 = none
-GROUP = 7     # id of the restored iteration whose workers filled NEXT, 0 = none
+GROUP = 7     # id of a restored iteration announced in R_* (not folded into the record yet), 0 = none
 OPEN = 8      # 1: the last consumed batch came from an iteration of this process still running
 CUR_NW = 9    # workers of the latest iteration (0 = none yet)
 STATEFUL = 10  # 1: a worker was asked for its state (torchdata's StatefulDataLoader)
+R_EPOCH = 11  # the announced restored iteration: epoch, workers, batches per epoch, world size
+R_NW = 12
+R_PER = 13
+R_WORLD = 14
 NEXT = 16
 SEEN = NEXT + MAXW  # per worker id: the PEND it has used
-SIZE = SEEN + MAXW
+R_GROUP = SEEN + MAXW  # per residue: the restored iteration that wrote R_NEXT
+R_NEXT = R_GROUP + MAXW
+SIZE = R_NEXT + MAXW
 
 FAR = 1 << 62  # a stream not published yet
 
@@ -116,7 +125,6 @@ class Positions:
 
     def __init__(self) -> None:
         self._a = multiprocessing.RawArray(ctypes.c_int64, SIZE)
-        self._lock = multiprocessing.Lock()
         self.snap: Optional[List[int]] = None  # the record when this process was forked or pickled
         self.reset(0, [0])
         _LIVE.add(self)
@@ -127,69 +135,89 @@ class Positions:
         return state
 
     # -- reading ------------------------------------------------------------
-    def nexts(self, a: Optional[Sequence[int]] = None) -> List[int]:
+    @staticmethod
+    def _restored(a: Sequence[int]) -> bool:
+        """A restored iteration announced all its streams, not folded yet."""
+        g = a[GROUP]
+        return g != 0 and all(a[R_GROUP + r] == g for r in range(a[R_NW]))
+
+    def view(self, a: Optional[Sequence[int]] = None) -> Tuple[int, List[int], int, int, int, int, int]:
+        """(gen, nexts, epoch, per, per_nw, per_world, pend) of the record
+        (the live one, or a snapshot), a complete restored announcement
+        folded in."""
         a = self._a if a is None else a
-        return [a[NEXT + r] for r in range(max(1, a[NW]))]
+        if self._restored(a):
+            return (a[GEN] + 1, [a[R_NEXT + r] for r in range(a[R_NW])], a[R_EPOCH], a[R_PER], a[R_NW],
+                    a[R_WORLD], 0)
+        return a[GEN], [a[NEXT + r] for r in range(max(1, a[NW]))], a[EPOCH], a[PER], a[PER_NW], a[PER_WORLD], a[PEND]
+
+    def nexts(self) -> List[int]:
+        return self.view()[1]
 
     def get(self, field: int) -> int:
-        return self._a[field]
+        """A field of the live record (restored announcement folded in for EPOCH, PER*, PEND)."""
+        v = self.view()
+        return {GEN: v[0], EPOCH: v[2], PER: v[3], PER_NW: v[4], PER_WORLD: v[5], PEND: v[6]}.get(field, self._a[field])
 
-    def per_epoch_for(self, nw: int, world: int, a: Optional[Sequence[int]] = None) -> int:
-        a = self._a if a is None else a
-        if a[PER] > 0 and a[PER_NW] == nw and a[PER_WORLD] == world:
-            return a[PER]
-        return 0
+    def per_epoch_for(self, nw: int, world: int) -> int:
+        _, _, _, per, pnw, pworld, _ = self.view()
+        return per if per > 0 and pnw == nw and pworld == world else 0
 
     # -- main process -------------------------------------------------------
+    def _write(self, gen: int, epoch: int, nexts: List[int], per: int, cluster: Tuple[int, int], pend: int) -> None:
+        a = self._a
+        a[GROUP] = 0  # an announcement, if any, is folded in or superseded
+        a[EPOCH] = int(epoch)
+        a[NW] = len(nexts)
+        for r, n in enumerate(nexts):
+            a[NEXT + r] = int(n)
+        a[PER], a[PER_NW], a[PER_WORLD] = int(per), int(cluster[0]), int(cluster[1])
+        a[PEND] = pend
+        a[OPEN] = 0
+        a[GEN] = gen
+
     def reset(self, epoch: int, nexts: List[int], *, per: int = 0, cluster: Tuple[int, int] = (0, 0),
               pending: bool = False) -> None:
         """set_epoch / load_state_dict: a new position; batches of earlier
         iterations no longer count."""
         if len(nexts) > MAXW:
             raise ValueError(f"a position of {len(nexts)} workers' streams: at most {MAXW}")
-        with self._lock:
-            a = self._a
-            a[GEN] += 1
-            a[EPOCH] = int(epoch)
-            a[NW] = len(nexts)
-            for r, n in enumerate(nexts):
-                a[NEXT + r] = int(n)
-            a[PER], a[PER_NW], a[PER_WORLD] = int(per), int(cluster[0]), int(cluster[1])
-            a[PEND] = int.from_bytes(os.urandom(7), "little") | 1 if pending else 0
-            a[GROUP] = 0
-            a[OPEN] = 0
+        gen = self.view()[0] + 1
+        self._write(gen, epoch, nexts, per, cluster, int.from_bytes(os.urandom(7), "little") | 1 if pending else 0)
 
     def consume(self, gen: int, epoch: int, index: int, nw: int, world: int, per: int, local: bool) -> bool:
         """The loop took batch `index` of `epoch` (an iteration of nw
         workers started at record generation gen). False: a batch of an
         older position (before set_epoch / load_state_dict), not counted."""
-        with self._lock:
-            a = self._a
-            if gen != a[GEN]:
+        a = self._a
+        if self._restored(a):  # fold a restored iteration's announcement in
+            g, nexts, e, p, pnw, pworld, _ = self.view()
+            self._write(g, e, nexts, p, (pnw, pworld), 0)
+        if gen != a[GEN]:
+            return False
+        if a[EPOCH] != epoch or a[NW] != nw:
+            if a[EPOCH] == epoch:
+                cur = streams_for(self.nexts(), nw)  # same epoch, another form: as nw streams
+            elif epoch > a[EPOCH]:
+                cur = list(range(nw))  # the next epoch, from its start
+            else:
                 return False
-            if a[EPOCH] != epoch or a[NW] != nw:
-                if a[EPOCH] == epoch:
-                    cur = streams_for(self.nexts(), nw)  # same epoch, another form: as nw streams
-                elif epoch > a[EPOCH]:
-                    cur = list(range(nw))  # the next epoch, from its start
-                else:
-                    return False
-                a[EPOCH], a[NW] = epoch, nw
-                for r in range(nw):
-                    a[NEXT + cur[r] % nw] = cur[r]
-            if a[STATEFUL] and nw > 1 and index < max(self.nexts()) - nw:
-                raise ValueError(
-                    "StatefulDataLoader(in_order=False) cannot checkpoint LRStreamDataset exactly: batches arrive out "
-                    "of order and torchdata then skips its snapshots and replays batches on resume (lost and "
-                    "repeated batches). Use in_order=True, or the plain torch DataLoader(in_order=False) with "
-                    "ds.state_dict() / ds.load_state_dict(), which are exact")
-            r = NEXT + index % nw
-            if index + nw > a[r]:
-                a[r] = index + nw
-            a[PER], a[PER_NW], a[PER_WORLD] = per, nw, world
-            a[PEND] = 0
-            a[OPEN] = 1 if local else 0
-            return True
+            a[EPOCH], a[NW] = epoch, nw
+            for r in range(nw):
+                a[NEXT + cur[r] % nw] = cur[r]
+        if a[STATEFUL] and nw > 1 and index < max(self.nexts()) - nw:
+            raise ValueError(
+                "StatefulDataLoader(in_order=False) cannot checkpoint LRStreamDataset exactly: batches arrive out "
+                "of order and torchdata then skips its snapshots and replays batches on resume (lost and "
+                "repeated batches). Use in_order=True, or the plain torch DataLoader(in_order=False) with "
+                "ds.state_dict() / ds.load_state_dict(), which are exact")
+        r = NEXT + index % nw
+        if index + nw > a[r]:
+            a[r] = index + nw
+        a[PER], a[PER_NW], a[PER_WORLD] = per, nw, world
+        a[PEND] = 0
+        a[OPEN] = 1 if local else 0
+        return True
 
     def mark_stateful(self) -> None:
         """A worker was asked for its state: the loader is torchdata's."""
@@ -197,9 +225,8 @@ class Positions:
 
     def close(self, gen: int) -> None:
         """An iteration of this process ended (its stream's end)."""
-        with self._lock:
-            if self._a[GEN] == gen:
-                self._a[OPEN] = 0
+        if self._a[GEN] == gen:
+            self._a[OPEN] = 0
 
     # -- workers (and the main process when it iterates itself) --------------
     def plan(self, worker: int, nw: int, world: int, per_epoch, fresh: bool) -> Tuple[int, int, int]:
@@ -211,34 +238,29 @@ class Positions:
         (the DataLoader waits for every worker to restart before it goes on)."""
         if worker >= MAXW:
             raise ValueError(f"DataLoader worker {worker}: LRStreamDataset supports at most {MAXW} workers")
-        with self._lock:
-            live = self._a
-            a = self.snap if fresh and self.snap is not None else live
-            live[CUR_NW] = nw
-            epoch, gen, pend = a[EPOCH], a[GEN], a[PEND]
-            streams = streams_for(self.nexts(a), nw)
-            first = pend != 0 and live[SEEN + worker] != pend
-            live[SEEN + worker] = pend
-            per = self.per_epoch_for(nw, world, a)
+        live = self._a
+        gen, nexts, epoch, per, pnw, pworld, pend = self.view(self.snap if fresh and self.snap is not None else live)
+        live[CUR_NW] = nw
+        streams = streams_for(nexts, nw)
+        first = pend != 0 and live[SEEN + worker] != pend
+        live[SEEN + worker] = pend
         k = min(streams)
         if k > 0 and not first:
-            if k >= (per or per_epoch(nw, world)):  # the header, outside the lock (a connection)
+            if k >= (per if per > 0 and pnw == nw and pworld == world else per_epoch(nw, world)):
                 return epoch + 1, worker, gen
         return epoch, streams[worker], gen
 
     def restored(self, group: int, epoch: int, nxt: int, nw: int, world: int, per: int) -> int:
         """A worker of a restored StatefulDataLoader iteration (group: that
-        iteration's id) starts at (epoch, nxt): record it, so that the main
-        process and later iterations know. Returns the record generation."""
-        with self._lock:
-            a = self._a
-            if a[GROUP] != group:
-                a[GEN] += 1
-                a[GROUP], a[EPOCH], a[NW] = group, epoch, nw
-                for r in range(nw):
-                    a[NEXT + r] = FAR
-                a[PEND], a[OPEN] = 0, 0
-                a[PER], a[PER_NW], a[PER_WORLD] = per, nw, world
-            a[NEXT + nxt % nw] = nxt
-            a[CUR_NW] = nw
-            return a[GEN]
+        iteration's id) starts at (epoch, nxt): announce it in its residue's
+        slot. Returns the record generation its batches carry (the one the
+        announcement gets when folded in)."""
+        a = self._a
+        r = nxt % nw
+        a[R_NEXT + r] = nxt
+        a[R_GROUP + r] = group
+        # The same values from every worker of the iteration.
+        a[R_EPOCH], a[R_NW], a[R_PER], a[R_WORLD] = epoch, nw, per, world
+        a[GROUP] = group
+        a[CUR_NW] = nw
+        return a[GEN] + 1

@@ -330,28 +330,27 @@ except ImportError:  # pragma: no cover - older torch
     pass
 
 
-def _pass_batches(convert):
-    """torch's default_convert, passing LRStreamBatch through unchanged (it
-    would rebuild a Mapping as a dict of converted values: every column
-    decoded, every message dict walked, in the worker)."""
-    if getattr(convert, "_lrstream", False):
-        return convert
-
-    def default_convert(data):
-        if type(data) is LRStreamBatch:
-            return data
-        return convert(data)
-
-    default_convert._lrstream = True
-    default_convert.__doc__ = convert.__doc__
-    return default_convert
-
-
-# The DataLoader (and torchdata's) take _utils.collate.default_convert when
-# constructed with batch_size=None; its recursion looks the name up there too.
+# torch's default_convert (the DataLoader's collate_fn with batch_size=None)
+# would rebuild a Mapping as a dict of converted values: every column
+# decoded, every message dict walked, in the worker. The DataLoader (and
+# torchdata's) take _utils.collate.default_convert when constructed, and its
+# recursion looks the name up there too: it is replaced, once, by a
+# module-level function (picklable: spawned workers get it by reference)
+# that passes LRStreamBatch through unchanged.
 from torch.utils.data._utils import collate as _collate  # noqa: E402
 
-_collate.default_convert = _pass_batches(_collate.default_convert)
+_torch_default_convert = getattr(_collate.default_convert, "_lrstream_wraps", _collate.default_convert)
+
+
+def default_convert(data):
+    if type(data) is LRStreamBatch:
+        return data
+    return _torch_default_convert(data)
+
+
+default_convert._lrstream_wraps = _torch_default_convert
+default_convert.__doc__ = _torch_default_convert.__doc__
+_collate.default_convert = default_convert
 
 
 class ServerGoneError(RuntimeError):

@@ -67,9 +67,12 @@ def test_record_consume_and_plan():
 
 
 def test_record_restored_workers():
-    """Workers restored from StatefulDataLoader states publish where they
-    start; the record is their streams, under a new generation."""
+    """Workers restored from StatefulDataLoader states announce where they
+    start, each in its residue's slot; once every slot is in, the record
+    reads as their streams, under the next generation."""
     p = Positions()
     g = p.restored(77, 3, 9, 2, 1, 10)
     assert p.restored(77, 3, 8, 2, 1, 10) == g and p.get(EPOCH) == 3 and prefix(p.nexts()) == 8
-    assert p.restored(78, 4, 0, 1, 1, 10) == g + 1 and p.nexts() == [0]  # another iteration: a new record
+    assert p.restored(78, 4, 0, 1, 1, 10) == g and p.nexts() == [0] and p.get(EPOCH) == 4  # another one
+    # the main process folds the announcement in when the loop consumes the restored iteration's batch
+    assert p.consume(g, 4, 0, 1, 1, 10, local=False) and p.nexts() == [1] and p.get(0) == g
