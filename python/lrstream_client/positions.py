@@ -73,8 +73,11 @@ _LIVE: "weakref.WeakSet[Positions]" = weakref.WeakSet()
 
 
 def _snap_all() -> None:
-    for p in list(_LIVE):
-        p.snap = p._a[:]
+    try:
+        for p in list(_LIVE):
+            p.snap = p._a[:]
+    except Exception:  # never in the way of a fork (a worker then reads the live record)
+        pass
 
 
 if hasattr(os, "register_at_fork"):
