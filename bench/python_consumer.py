@@ -69,8 +69,17 @@ def main():
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--pool-bytes", type=int, help="the reader's ArrayPool bound (0: a new array for every camera column)")
     ap.add_argument("--shm-bytes", type=int, help="the client's shared-memory arena for camera frames (0: through the socket; default: the client's)")
+    ap.add_argument("--import-torch", action="store_true",
+                    help="import torch first (a training process: ~160k more live objects for Python's collector)")
+    ap.add_argument("--gc-freeze", action="store_true", help="gc.freeze() before reading (after --import-torch)")
     ap.add_argument("serve_args", nargs="*")
     a = ap.parse_args()
+    if a.import_torch:
+        import torch  # noqa: F401
+    if a.gc_freeze:
+        import gc
+
+        gc.freeze()
     proc = None
     tmp = None
     sock = a.socket

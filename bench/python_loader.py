@@ -33,6 +33,16 @@ def children_cpu():
     return r.ru_utime + r.ru_stime
 
 
+def server_cpu(pid):
+    """CPU seconds of the server process so far, its exited children (FFmpeg) included."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
+
+
 PAGE = 4096
 
 
@@ -141,6 +151,8 @@ def main():
                     help="record epoch 0 once, then serve the recording from a minimal process (sendfile): "
                          "the client is the bottleneck, not the server's CPU (not for --workers N>0: each "
                          "worker asks for its own share)")
+    ap.add_argument("--gc-freeze", action="store_true",
+                    help="gc.freeze() after importing torch (what docs/python.md advises after building the model)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("serve_args", nargs="*")
     a = ap.parse_args()
@@ -152,6 +164,11 @@ def main():
     import torch  # noqa: F401
 
     from lrstream_client import LRStreamDataset  # noqa: F401
+
+    if a.gc_freeze:
+        import gc
+
+        gc.freeze()
 
     tmp = tempfile.mkdtemp(prefix="lrs-bench-")
     sock = os.path.join(tmp, "s.sock")
@@ -183,10 +200,12 @@ def main():
                 runs.append((f"DataLoader num_workers={w}", lambda w=int(w): loader(sock, w)))
         if a.stream:
             runs.append(("lrstream stream > /dev/null", lambda: stream(a.lrstream, a.serve_args, warm[0])))
-        best, all_ = {}, {}
+        best, all_, srv = {}, {}, {}
         for _ in range(a.rounds):
             for name, f in runs:
+                s0 = server_cpu(proc.pid)
                 r = f()
+                srv.setdefault(name, []).append((server_cpu(proc.pid) - s0) / r[0])
                 all_.setdefault(name, []).append(r)
                 if name not in best or (r[2] + r[3]) / r[0] < (best[name][2] + best[name][3]) / best[name][0]:
                     best[name] = r
@@ -213,6 +232,8 @@ def main():
              "median_ratio_to_bare": round(median_rate(name) / base_med, 3),
              "main_cpu_us_per_sample": round(cpu / n * 1e6, 3),
              "child_cpu_us_per_sample": round(wcpu / n * 1e6, 3),
+             # the server's CPU per sample, median round (not the stream row: another process)
+             "server_cpu_us_per_sample": None if is_stream else round(sorted(srv[name])[len(srv[name]) // 2] * 1e6),
              "cpu_ratio": None if is_stream else round(base_cpu / ((cpu + wcpu) / n), 3)}
         if st:
             r["ratio_to_stream"] = round(n / dt / (st[0][1] / st[0][2]), 3)
@@ -222,16 +243,17 @@ def main():
         print(json.dumps(out, indent=1))
         return
     print(f"{'configuration':31} {'samples/s':>10} {'ratio':>6} {'median':>8} {'ratio':>6} "
-          f"{'main CPU µs/sample':>19} {'child CPU µs/sample':>20} {'CPU ratio':>9}"
+          f"{'main CPU µs/sample':>19} {'child CPU µs/sample':>20} {'CPU ratio':>9} {'server µs/sample':>16}"
           + (f" {'vs stream':>9} {'median':>6}" if st else ""))
     for r in out:
         print(f"{r['config']:31} {r['samples_per_sec']:>10} {r['ratio_to_bare']:>6} "
               f"{r['median_samples_per_sec']:>8} {r['median_ratio_to_bare']:>6} "
               f"{r['main_cpu_us_per_sample']:>19} {r['child_cpu_us_per_sample']:>20} {str(r['cpu_ratio'] or '-'):>9}"
+              f" {str(r['server_cpu_us_per_sample'] or '-'):>16}"
               + (f" {r['ratio_to_stream']:>9} {r['median_ratio_to_stream']:>6}" if st else ""))
     print("ratio: best round's samples/s / the bare reader's; median: median round's; CPU ratio: the bare "
           "reader's CPU per sample / this one's (main + workers); child CPU: DataLoader workers, or the "
-          "`lrstream stream` process and its FFmpeg children")
+          "`lrstream stream` process and its FFmpeg children; server: the serve process (FFmpeg included), median round")
 
 
 if __name__ == "__main__":

@@ -879,7 +879,10 @@ class RawMessages:
     def _recv(self, mv: memoryview) -> int:
         """One read into mv: the bytes read, 0 at the end of the stream."""
         if self._readinto is not None:
-            return self._readinto(mv) or 0
+            try:
+                return self._readinto(mv) or 0
+            except socket.timeout:  # a socket file (connect) with read_timeout as its timeout
+                raise TimeoutError(f"{self._what} sent nothing within the socket's timeout (read_timeout)") from None
         waited = 0.0
         while True:
             try:

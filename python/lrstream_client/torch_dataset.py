@@ -22,7 +22,9 @@ rank's batches in worker round-robin order, which for consumers
 
 from __future__ import annotations
 
+import collections.abc
 import ctypes
+import logging
 import multiprocessing
 import os
 import shutil
@@ -35,7 +37,7 @@ import threading
 import time
 import uuid
 import weakref
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 import torch
@@ -56,10 +58,13 @@ from .reader import (
     start_stream,
 )
 from . import reader as _reader
+from .positions import CUR_NW, EPOCH, OPEN, PEND, PER, PER_NW, PER_WORLD, Positions, consumed, prefix, streams_for
 
 # Main-process position trackers, by dataset uid: (owner pid, dataset
 # weakref). Batches decoded in another process (a worker) never count.
 _TRACKERS: Dict[str, Any] = {}
+
+_log = logging.getLogger("lrstream_client")
 
 STATE_VERSION = 1
 
@@ -150,21 +155,25 @@ def shared_alloc(shape, dt: np.dtype, nbytes: int):
 WALK_BYTES = _reader.WALK_BYTES
 
 
-class LRStreamBatch:
-    """One batch as a DataLoader yields it: a read-only mapping from column
-    name to a ``torch.Tensor`` (numeric columns; writable, own memory -- from
-    a worker, camera columns are tensors in shared memory of their own) or a
-    list (task, messages, ...), decoded on first access in the main process;
-    a numeric column becomes a tensor when it is first read (a training step
-    reads a few of a batch's columns).
+class LRStreamBatch(collections.abc.Mapping):
+    """One batch as a DataLoader yields it: a read-only mapping
+    (``collections.abc.Mapping``) from column name to a ``torch.Tensor``
+    (numeric columns; writable, own memory -- from a worker, camera columns
+    are tensors in shared memory of their own) or a list (task, messages,
+    ...), decoded on first access in the main process; a numeric column
+    becomes a tensor when it is first read (a training step reads a few of a
+    batch's columns). ``batch.to(device, non_blocking=True)`` moves its
+    tensors (what accelerate's ``send_to_device`` and Lightning's
+    ``move_data_to_device`` call). ``dict(batch)`` or ``batch.to_dict()``
+    gives a plain dict.
 
-    It is deliberately not a ``collections.abc.Mapping``: torch's
-    ``default_convert`` would then walk every message dict in the worker.
-    ``dict(batch)`` or ``batch.to_dict()`` gives a plain dict.
+    torch's ``default_convert`` (the DataLoader's collate_fn with
+    ``batch_size=None``) would walk a Mapping -- every message dict, in the
+    worker: this module makes it pass LRStreamBatch through unchanged.
     """
 
     __slots__ = ("raw", "uid", "epoch", "index", "per_epoch", "fingerprint", "worker", "rank", "num_workers",
-                 "world_size", "meta_key", "gen", "start", "_cols", "_counted")
+                 "world_size", "meta_key", "gen", "start", "local", "_cols", "_counted")
 
     def __init__(self, raw: bytes, uid: str, epoch: int, index: int, per_epoch: int, fingerprint: str,
                  worker: int, rank: int, num_workers: int, world_size: int, meta_key: Optional[str],
@@ -180,15 +189,33 @@ class LRStreamBatch:
         self.num_workers = num_workers
         self.world_size = world_size
         self.meta_key = meta_key
-        self.gen = gen  # the worker's iteration number (persistent workers iterate several times)
-        self.start = start  # rank-sequence index the iteration started at
+        self.gen = gen  # the position record's generation when the iteration started (positions.py)
+        self.start = start  # unused (kept for pickles of older batches)
+        self.local = False  # made by an iteration of this process (not a worker's)
         self._cols: Optional[Dict[str, Any]] = None
         self._counted = False
 
     def __reduce__(self):
-        return (LRStreamBatch, (self.raw, self.uid, self.epoch, self.index, self.per_epoch, self.fingerprint,
+        raw = self.raw
+        if self._cols is not None:  # decoded (a transform ran in the worker): the columns by value
+            raw = {"type": "batch", "seq": self.index, "epoch": self.epoch, "columns": self._cols}
+        return (LRStreamBatch, (raw, self.uid, self.epoch, self.index, self.per_epoch, self.fingerprint,
                                 self.worker, self.rank, self.num_workers, self.world_size, self.meta_key,
                                 self.gen, self.start))
+
+    def _with(self, cols: Dict[str, Any]) -> "LRStreamBatch":
+        """A batch with the same position and other columns (already decoded)."""
+        b = LRStreamBatch(b"", self.uid, self.epoch, self.index, self.per_epoch, self.fingerprint, self.worker,
+                          self.rank, self.num_workers, self.world_size, self.meta_key, self.gen, self.start)
+        b._cols, b._counted, b.local = cols, self._counted, self.local
+        return b
+
+    def to(self, *args, **kwargs) -> "LRStreamBatch":
+        """The batch with every tensor moved/converted by ``Tensor.to(*args,
+        **kwargs)`` (e.g. ``batch.to("cuda", non_blocking=True)``); lists
+        stay. Counts the batch as consumed."""
+        return self._with({k: v.to(*args, **kwargs) if isinstance(v, torch.Tensor) else v
+                           for k, v in self._all().items()})
 
     def _decode(self) -> Dict[str, Any]:
         raw = self.raw
@@ -227,7 +254,18 @@ class LRStreamBatch:
     def _all(self) -> Dict[str, Any]:
         return _columns_to_torch(self._use())
 
-    # Mapping protocol (every access counts the batch as consumed).
+    def _transformed(self, fn) -> "LRStreamBatch":
+        """The batch fn(columns) makes (LRStreamDataset(transform=)); does not
+        count this batch as consumed."""
+        if self._cols is None:
+            self._cols = self._decode()
+        out = fn(_columns_to_torch(self._cols))
+        if not isinstance(out, collections.abc.Mapping):
+            raise TypeError(f"LRStreamDataset transform must return a mapping of columns, got {type(out).__name__}")
+        return self._with(dict(out))
+
+    # Mapping protocol (every access counts the batch as consumed). Mapping's
+    # __eq__ compares the decoded columns; a batch is not hashable.
     def __getitem__(self, key: str) -> Any:
         cols = self._cols if self._counted else self._use()
         v = cols[key]
@@ -290,6 +328,33 @@ try:  # detect DataLoader(ds) without batch_size=None, with a clear error
     default_collate_fn_map[LRStreamBatch] = _refuse_default_collate
 except ImportError:  # pragma: no cover - older torch
     pass
+
+
+# torch's default_convert (the DataLoader's collate_fn with batch_size=None)
+# would rebuild a Mapping as a dict of converted values: every column
+# decoded, every message dict walked, in the worker. The DataLoader (and
+# torchdata's) take _utils.collate.default_convert when constructed, and its
+# recursion looks the name up there too: it is replaced, once, by a
+# module-level function (picklable: spawned workers get it by reference)
+# that passes LRStreamBatch through unchanged.
+from torch.utils.data._utils import collate as _collate  # noqa: E402
+
+_torch_default_convert = getattr(_collate.default_convert, "_lrstream_wraps", _collate.default_convert)
+
+
+def default_convert(data):
+    if type(data) is LRStreamBatch:
+        return data
+    return _torch_default_convert(data)
+
+
+default_convert._lrstream_wraps = _torch_default_convert
+default_convert.__doc__ = _torch_default_convert.__doc__
+_collate.default_convert = default_convert
+
+
+class ServerGoneError(RuntimeError):
+    """The lrstream server died, or is stopped, while a client waited for it."""
 
 
 def _pdeathsig(parent: int):
@@ -385,6 +450,19 @@ class LRStreamDataset(IterableDataset):
     consumed; in a worker (torchdata StatefulDataLoader), that worker's
     next batch.
 
+    ``transform(columns) -> columns`` (optional) runs on every batch where
+    it is made -- in the DataLoader worker, so augmentation runs in parallel,
+    or in the main process without workers: ``columns`` is a dict of the
+    batch's tensors and lists; return a mapping (the batch the loop gets,
+    still an LRStreamBatch with its position).
+
+    ``reconnect_timeout`` (seconds; default None: off): when a server you
+    run yourself (``socket_path``) goes away mid-stream -- killed,
+    restarted by a supervisor -- wait up to that long for a server on the
+    same socket and continue with the next batch the iteration has not
+    served (same run: the fingerprint is checked). A spawned server's
+    death stays final.
+
     ``len(ds)`` is the number of batches one epoch gives this rank; it needs
     ``num_workers`` (the DataLoader's) because the last
     ``batches mod (world_size * num_workers)`` global batches of an epoch
@@ -405,6 +483,8 @@ class LRStreamDataset(IterableDataset):
         read_timeout: Optional[float] = 600.0,
         stopped_timeout: float = 1.5,
         shm_bytes: Optional[int] = None,
+        transform: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = None,
+        reconnect_timeout: Optional[float] = None,
     ):
         super().__init__()
         if (socket_path is None) == (serve_args is None):
@@ -421,22 +501,18 @@ class LRStreamDataset(IterableDataset):
             _reader.check_shm_bytes(shm_bytes)  # here: a bad size fails at construction, not in a worker
             shm_bytes = int(shm_bytes)
         self.shm_bytes = shm_bytes
+        self.transform = transform
+        self.reconnect_timeout = reconnect_timeout
         self._uid = uuid.uuid4().hex
-        # The main process's position: [epoch, batches of it consumed]. Workers
-        # see it as it was when they were started (fork or pickle at
-        # iter(loader)); persistent workers' later iterations read _shared:
-        # [gen, gen's start epoch, gen's start index, epoch, consumed], where
-        # gen is the worker iteration of the last consumed batch (-1 after
-        # set_epoch/load_state_dict) -- a worker of iteration g that finds
-        # gen == g starts where its iteration started, else at the consumed
-        # position. Only the main process writes either.
-        self._pos = [0, 0]
-        self._shared = multiprocessing.RawArray(ctypes.c_int64, 5)
-        self._shared[0] = -1
-        self._gen = 0
+        # The training loop's position, in shared memory: the main process
+        # writes it as the loop consumes batches, workers read it when an
+        # iteration starts (positions.py).
+        self._positions = Positions()
+        self._gen = 0  # this process's iterations (persistent workers iterate several times)
         self._fp = multiprocessing.RawArray(ctypes.c_char, 64)
-        self._cluster: Optional[tuple] = None  # (num_workers, world_size) of the consumed batches
+        self._resume_cluster: Optional[tuple] = None
         self._worker_state: Optional[Dict[str, Any]] = None
+        self._worker_resume = False
         self._header: Optional[Dict[str, Any]] = None
         self._server_pid: Optional[int] = None
         self._server_log: Optional[str] = None
@@ -446,12 +522,6 @@ class LRStreamDataset(IterableDataset):
         weakref.finalize(self, _TRACKERS.pop, self._uid, None)
         if serve_args is not None:
             self._spawn(lrstream, list(serve_args))
-
-    def _set_pos(self, epoch: int, k: int, gen: int = -1, start: tuple = (0, 0)) -> None:
-        self._pos = [int(epoch), int(k)]
-        sh = self._shared
-        sh[1], sh[2], sh[3], sh[4] = start[0], start[1], int(epoch), int(k)
-        sh[0] = gen
 
     # -- server lifecycle ------------------------------------------------
     def _spawn(self, lrstream: Optional[str], args: List[str]) -> None:
@@ -505,11 +575,14 @@ class LRStreamDataset(IterableDataset):
     def _fail(self, problem: str, cause: Optional[BaseException] = None) -> RuntimeError:
         log = _tail(self._server_log)
         msg = problem + (f"; its output ends with:\n{log}" if log else "")
-        return RuntimeError(msg)
+        return ServerGoneError(msg)
 
-    def _connect(self, h: bytes, what: str, decode: bool = False, shm=None) -> RawMessages:
-        """A connection that sent the hello h (with shm's memfd, if given)."""
-        deadline = time.monotonic() + self.connect_timeout
+    def _connect(self, h: bytes, what: str, decode: bool = False, shm=None,
+                 timeout: Optional[float] = None) -> RawMessages:
+        """A connection that sent the hello h (with shm's memfd, if given);
+        waits up to timeout (default connect_timeout) for the socket."""
+        timeout = self.connect_timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
         while True:
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
@@ -526,8 +599,8 @@ class LRStreamDataset(IterableDataset):
                 if problem:
                     raise self._fail(problem) from None
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"no lrstream server on {self.socket_path} after {self.connect_timeout:g} s "
-                                       f"(connect_timeout): {e}") from None
+                    raise TimeoutError(f"no lrstream server on {self.socket_path} after {timeout:g} s "
+                                       f"(connect_timeout / reconnect_timeout): {e}") from None
                 time.sleep(0.05)
             except BaseException:
                 s.close()
@@ -577,7 +650,7 @@ class LRStreamDataset(IterableDataset):
         read once through a short connection."""
         if self._header is None:
             _, _, rank, world, _ = self._where()
-            rm = self._connect(hello(0, 1, rank, world, epoch=self._pos[0]), "lrstream server")
+            rm = self._connect(hello(0, 1, rank, world, epoch=self._positions.get(EPOCH)), "lrstream server")
             try:
                 self._header = self._read_header(rm)
             finally:
@@ -614,40 +687,61 @@ class LRStreamDataset(IterableDataset):
         return int(self.header["training"]["epoch_batches"]) // (world * w) * w
 
     # -- epochs and positions --------------------------------------------
+    def _per_epoch(self, nw: int, world: int) -> int:
+        """Batches one epoch gives a rank of world ranks x nw workers."""
+        return int(self.header["training"]["epoch_batches"]) // (world * nw) * nw
+
     @property
     def epoch(self) -> int:
-        """The epoch the next loop iterates."""
-        return self._pos[0]
+        """The epoch the next loop iterates: the epoch of the last consumed
+        batch, the next one once the loop consumed all of it."""
+        p = self._positions
+        e, nexts = p.get(EPOCH), p.nexts()
+        if min(nexts) == 0:
+            return e
+        nw = max(1, self.num_workers) if self.num_workers is not None else (p.get(CUR_NW) or p.get(PER_NW) or 1)
+        world = self._where()[3]
+        per = p.per_epoch_for(nw, world) or self._per_epoch(nw, world)
+        return e + 1 if min(streams_for(nexts, nw)) >= per else e
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next ``for batch in loader`` iterate epoch ``epoch`` from
         its start (call it in the main process, before the loop)."""
         if epoch < 0:
             raise ValueError(f"epoch {epoch} < 0")
-        self._set_pos(epoch, 0)
+        self._positions.reset(epoch, [0])
+        self._resume_cluster = None
 
     def _consumed(self, b: LRStreamBatch) -> None:
-        if b.index + 1 >= b.per_epoch:
-            self._set_pos(b.epoch + 1, 0, b.gen, (b.epoch, b.start))
-        else:
-            self._set_pos(b.epoch, b.index + 1, b.gen, (b.epoch, b.start))
-        if self._fp.value != b.fingerprint.encode():
-            self._fp.value = b.fingerprint.encode()
-        self._cluster = (b.num_workers, b.world_size)
+        if self._positions.consume(b.gen, b.epoch, b.index, b.num_workers, b.world_size, b.per_epoch, b.local):
+            if self._fp.value != b.fingerprint.encode():
+                self._fp.value = b.fingerprint.encode()
 
     def state_dict(self) -> Dict[str, Any]:
         """The position to resume from. In the main process: the epoch and
-        the batches of it this rank's training loop consumed. In a DataLoader
+        the batches of it this rank's training loop consumed (all of them
+        once the loop consumed the epoch's last batch). In a DataLoader
         worker (torchdata StatefulDataLoader): this worker's next batch."""
         if get_worker_info() is not None:
+            self._positions.mark_stateful()
             if self._worker_state is None:  # before iterating: where this worker would start
                 worker, nw, _, world, _ = self._where()
-                return {"version": STATE_VERSION, "epoch": self._pos[0], "next": self._pos[1] + worker,
+                return {"version": STATE_VERSION, "epoch": self._positions.get(EPOCH),
+                        "next": streams_for(self._positions.nexts(), nw)[worker],
                         "fingerprint": self._fp.value.decode(), "num_workers": nw, "world_size": world}
             return dict(self._worker_state)
-        nw, world = self._cluster or (None, None)
-        return {"version": STATE_VERSION, "epoch": self._pos[0], "batches": self._pos[1],
-                "fingerprint": self._fp.value.decode(), "num_workers": nw, "world_size": world}
+        p = self._positions
+        nexts, per = p.nexts(), p.get(PER)
+        k = prefix(nexts, per)
+        state = {"version": STATE_VERSION, "epoch": p.get(EPOCH),
+                 "batches": k if k is not None else consumed(nexts, per),
+                 "fingerprint": self._fp.value.decode(), "num_workers": p.get(PER_NW) or None,
+                 "world_size": p.get(PER_WORLD) or None, "epoch_batches": per or None,
+                 # the loop was inside the epoch: a resume serves its rest first (even if empty)
+                 "open": bool(p.get(PEND) or p.get(OPEN) or not per or min(nexts) < per)}
+        if k is None:
+            state["streams"] = nexts
+        return state
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Continue from ``state`` (from :meth:`state_dict`)."""
@@ -657,59 +751,91 @@ class LRStreamDataset(IterableDataset):
             self._worker_state = dict(state)
             self._worker_resume = True
             return
-        self._set_pos(state["epoch"], state["batches"])
-        self._fp.value = (state.get("fingerprint") or "").encode()
+        nexts = [int(n) for n in state.get("streams") or [state["batches"]]]
+        cluster = (state.get("num_workers") or 0, state.get("world_size") or 0)
+        per = int(state.get("epoch_batches") or 0)
         self._resume_cluster = (state.get("num_workers"), state.get("world_size"))
+        world = self._where()[3]
+        if cluster[1] and cluster[1] != world and max(nexts) > 0 and self._partitioned():
+            nexts = [self._rescaled(nexts, cluster[1], world)]
+            cluster, per, self._resume_cluster = (0, 0), 0, None
+        self._positions.reset(state["epoch"], nexts, per=per, cluster=cluster, pending=bool(state.get("open", True)))
+        self._fp.value = (state.get("fingerprint") or "").encode()
+
+    def _partitioned(self) -> bool:
+        """The server serves --order partitioned (from the header's options)."""
+        return (self.header.get("options") or {}).get("order") == "partitioned"
+
+    @staticmethod
+    def _rescaled(nexts: List[int], sworld: int, world: int) -> int:
+        """Under --order partitioned a rank's index m is global batch m x
+        world_size + rank: after a DDP step every rank consumed k batches,
+        the global batches [0, k x sworld). On world ranks each rank resumes
+        at that global position / world -- when it divides evenly, so that
+        every rank keeps the same number of batches (DDP)."""
+        k = prefix(nexts)
+        if k is None:
+            raise ValueError("a checkpoint whose batches were consumed out of order (in_order=False) resumes only "
+                             f"with its own world_size {sworld}")
+        g = k * sworld
+        if g % world:
+            raise ValueError(f"checkpoint of {k} batches x world_size {sworld} = {g} global batches cannot resume on "
+                             f"world_size {world} (--order partitioned): each rank must resume at the same step, so "
+                             f"the new world_size must divide {g}; resume with such a world_size, or at an epoch boundary")
+        return g // world
 
     def _check_resume_cluster(self, nw: int, world: int) -> None:
-        saved = getattr(self, "_resume_cluster", None)
-        if not saved or saved[0] is None or self._pos[1] == 0:
+        saved = self._resume_cluster
+        if not saved or saved[0] is None or min(self._positions.nexts()) == 0:
             return
         snw, sworld = saved
         if sworld != world:
             raise ValueError(f"checkpoint taken mid-epoch with world_size {sworld} cannot resume with world_size {world}: "
                              "the ranks' shares of the epoch differ; resume with the same world_size, or at an epoch boundary")
-        if world > 1 and snw != nw:
+        if world > 1 and snw != nw and not self._partitioned():  # partitioned: index m is global m x world + rank
             raise ValueError(f"checkpoint taken mid-epoch with num_workers {snw} x world_size {world} cannot resume with "
                              f"num_workers {nw}: with several ranks the worker count decides each rank's batches; "
                              "resume with the same num_workers, or at an epoch boundary")
 
     # -- iteration -------------------------------------------------------
     def __iter__(self) -> Iterator[LRStreamBatch]:
-        # Not a generator: the start position is taken now, when the
-        # DataLoader (re)starts the iteration, not at the first next().
+        # Not a generator: the start position is taken, and the worker state
+        # set, now -- when the DataLoader (re)starts the iteration and
+        # torchdata asks for the state at once -- not at the first next().
         worker, nw, rank, world, in_worker = self._where()
         if self.num_workers is not None and max(1, self.num_workers) != nw and (in_worker or self.num_workers > 0):
             raise ValueError(f"LRStreamDataset(num_workers={self.num_workers}) but the DataLoader runs "
                              f"{nw if in_worker else 0} workers: pass the same number to both")
-        ws = self._worker_state if getattr(self, "_worker_resume", False) else None
+        ws = self._worker_state if self._worker_resume else None
         self._worker_resume = False
         if ws is not None:
             if ws.get("num_workers") != nw or ws.get("world_size") != world:
                 raise ValueError(f"worker state for {ws.get('num_workers')} workers x {ws.get('world_size')} ranks "
                                  f"cannot resume with {nw} x {world}")
             epoch, nxt, fp = int(ws["epoch"]), int(ws["next"]), ws.get("fingerprint") or ""
+            gen = self._positions.restored(self._iteration_id(), epoch, nxt, nw, world,
+                                           int(ws.get("epoch_batches") or 0))
         else:
             self._check_resume_cluster(nw, world)
-            gen = self._gen
-            if gen == 0 or not in_worker:
-                epoch, k = self._pos  # as when this process was started (or the main process's own)
-            else:
-                sh = self._shared[:]
-                epoch, k = (sh[1], sh[2]) if sh[0] == gen else (sh[3], sh[4])
+            epoch, nxt, gen = self._positions.plan(worker, nw, world, self._per_epoch, in_worker and self._gen == 0)
             fp = self._fp.value.decode()
-            nxt = k + worker
-        gen = self._gen
-        if in_worker:
-            self._gen += 1
-        return self._stream(worker, nw, rank, world, epoch, nxt, fp, gen, nxt - worker)
+        self._gen += 1
+        st = self._worker_state = {"version": STATE_VERSION, "epoch": epoch, "next": nxt, "fingerprint": fp,
+                                   "num_workers": nw, "world_size": world}
+        return self._stream(worker, nw, rank, world, st, gen, in_worker)
 
-    def _stream(self, worker, nw, rank, world, epoch, nxt, fp, gen, start) -> Iterator[LRStreamBatch]:
+    def _iteration_id(self) -> int:
+        """The same for every worker of one DataLoader iteration, different
+        for another: the DataLoader's base seed (worker seed - id) and this
+        worker's iteration count."""
+        info = get_worker_info()
+        base = (info.seed - info.id) if info is not None else int.from_bytes(os.urandom(7), "little")
+        return ((base * 1000003 + self._gen) & ((1 << 62) - 1)) | 1
+
+    def _open(self, worker, nw, rank, world, st, in_worker, timeout=None):
+        """Connect at st's position (epoch, next) and read the header:
+        (connection, arena, batches per epoch)."""
         where = f"lrstream server {self.socket_path} (rank {rank}, worker {worker})"
-        # In a worker, batches stay raw bytes (decoded in the main process),
-        # except walked ones (camera frames: shared-memory tensors); without
-        # workers they are decoded as they arrive.
-        in_worker = get_worker_info() is not None
         # The shared-memory arena: without workers the camera tensors are
         # views of it; a worker copies each region into a shared-memory
         # tensor of its own (the DataLoader passes those by descriptor).
@@ -718,9 +844,9 @@ class LRStreamDataset(IterableDataset):
             size = 0 if in_worker else SHM_BYTES
         shm = new_arena(size, copy_alloc=shared_alloc if in_worker else None)
         try:
-            rm = self._connect(hello(worker, nw, rank, world, epoch=epoch, next=nxt, fingerprint=fp or None,
-                                     shm=shm.size if shm is not None else None), where,
-                               decode=not in_worker, shm=shm)
+            rm = self._connect(hello(worker, nw, rank, world, epoch=st["epoch"], next=st["next"],
+                                     fingerprint=st["fingerprint"] or None, shm=shm.size if shm is not None else None),
+                               where, decode=not in_worker, shm=shm, timeout=timeout)
         except BaseException:
             if shm is not None:
                 shm.drop()
@@ -731,34 +857,60 @@ class LRStreamDataset(IterableDataset):
                 self._header = header
             shm, walk = start_stream(header, shm, WALK_BYTES)
             rm.shm = shm
+            # In a worker, batches stay raw bytes (decoded in the main
+            # process), except walked ones: camera frames, received straight
+            # into tensors in shared memory, which the DataLoader hands to the
+            # main process by file descriptor. Without workers batches are
+            # decoded as they arrive.
             if not in_worker:
                 rm.walk(walk)
             elif walk:
-                # Camera frames in a worker: received straight into tensors in
-                # shared memory, which the DataLoader hands to the main
-                # process by file descriptor (no pickle of the payload, no
-                # further copy).
                 rm.walk(True, alloc=shared_alloc)
             tr = header["training"]
-            fp = tr["fingerprint"]
             per_epoch = int(tr["epoch_batches"]) // int(tr["consumers"]) * nw
-            self._worker_state = {"version": STATE_VERSION, "epoch": epoch, "next": nxt, "fingerprint": fp,
-                                  "num_workers": nw, "world_size": world}
+            st.update(fingerprint=tr["fingerprint"], epoch_batches=per_epoch)
+            return rm, shm, per_epoch
+        except BaseException:
+            rm._sock.close()
+            raise
+
+    def _reconnect(self, e: BaseException, rm, worker, nw, rank, world, st, in_worker):
+        """After a lost server (reconnect_timeout set): a new connection at
+        the next batch this iteration has not served, else e."""
+        if not self.reconnect_timeout or isinstance(e, StreamError) or self._server_log is not None:
+            raise e
+        rm._sock.close()
+        _log.warning("lrstream server %s lost (%s); reconnecting at epoch %d, batch %d (up to %g s)",
+                     self.socket_path, str(e).splitlines()[0], st["epoch"], st["next"], self.reconnect_timeout)
+        try:
+            return self._open(worker, nw, rank, world, st, in_worker, timeout=self.reconnect_timeout)
+        except TimeoutError as t:
+            raise t from e
+
+    def _stream(self, worker, nw, rank, world, st, gen, in_worker) -> Iterator[LRStreamBatch]:
+        """The iteration's batches; st is its worker state (updated in place:
+        the next batch to serve, never past the epoch)."""
+        rm, shm, per_epoch = self._open(worker, nw, rank, world, st, in_worker)
+        try:
             while True:
-                if shm is not None and shm.batches:
-                    shm.send_ack(rm.send)  # after a batch, before blocking on the next message
-                raw = rm.next()
-                if not raw:
-                    raise self._truncated(rm, "without an 'end' message")
+                try:
+                    if shm is not None and shm.batches:
+                        shm.send_ack(rm.send)  # after a batch, before blocking on the next message
+                    raw = rm.next()
+                    if not raw:
+                        raise self._truncated(rm, "without an 'end' message")
+                except (TruncatedStreamError, ServerGoneError, ConnectionError) as e:
+                    rm, shm, per_epoch = self._reconnect(e, rm, worker, nw, rank, world, st, in_worker)
+                    continue
                 t = raw["type"] if type(raw) is dict else _peek_type(raw)
                 if t == "batch":
-                    b = LRStreamBatch(raw, self._uid, epoch, nxt, per_epoch, fp, worker, rank, nw, world, self.meta_key,
-                                      gen, start)
+                    b = LRStreamBatch(raw, self._uid, st["epoch"], st["next"], per_epoch, st["fingerprint"], worker,
+                                      rank, nw, world, self.meta_key, gen)
+                    b.local = not in_worker
+                    if self.transform is not None:
+                        b = b._transformed(self.transform)
                     raw = None  # only the batch references its arrays (the arena's release check)
-                    nxt += nw
-                    self._worker_state = {**self._worker_state, "next": nxt}
-                    if nxt >= per_epoch:
-                        self._worker_state.update(epoch=epoch + 1, next=worker)
+                    st["next"] += nw  # after the epoch's last batch: past its end, never the next epoch
                     if shm is not None:
                         shm.batches += 1
                     yield b
@@ -766,6 +918,8 @@ class LRStreamDataset(IterableDataset):
                     continue
                 msg = raw if type(raw) is dict else decode_message(raw)
                 if msg["type"] == "end":
+                    if not in_worker:
+                        self._positions.close(gen)
                     return
                 if msg["type"] == "error":
                     raise StreamError(msg.get("message", "unknown error"))

@@ -540,6 +540,34 @@ def _write_all(fd, data):
     with os.fdopen(fd, "wb") as f:
         f.write(data)
 
+class ConnectReadTimeoutTest(unittest.TestCase):
+    def test_read_timeout_says_so(self):
+        """A server that accepts and sends nothing: connect's read_timeout
+        ends the wait with a TimeoutError that says what timed out."""
+        import time
+
+        import lrstream_client as lc
+
+        d = tempfile.mkdtemp(prefix="lrs-silent-")
+        path = os.path.join(d, "silent.sock")
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        srv.bind(path)
+        srv.listen(1)
+        conns = []
+        threading.Thread(target=lambda: conns.append(srv.accept()), daemon=True).start()
+        t0 = time.monotonic()
+        try:
+            with self.assertRaisesRegex(TimeoutError, r"sent nothing within the socket's timeout \(read_timeout\)"):
+                with lc.connect(path, timeout=5, read_timeout=0.3, shm_bytes=0) as r:
+                    r.header
+            self.assertLess(time.monotonic() - t0, 3)
+        finally:
+            srv.close()
+            os.unlink(path)
+            os.rmdir(d)
+
 
 if __name__ == "__main__":
     unittest.main()
+
+

@@ -477,7 +477,8 @@ def test_server_that_reads_no_releases():
     n = 0
     try:
         with pytest.raises(TimeoutError, match="release messages"):
-            with lc.connect(path, timeout=5, read_timeout=1, shm_bytes=1 << 20) as r:
+            # read_timeout 3 s: on a loaded machine the fake server thread may not send for 1 s
+            with lc.connect(path, timeout=5, read_timeout=3, shm_bytes=1 << 20) as r:
                 for _ in r:
                     n += 1
     finally:
