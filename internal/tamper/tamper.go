@@ -209,3 +209,36 @@ func Rename(from, to string) Edit {
 		return fields, cols, nil
 	}
 }
+
+// SetFloat64 sets row of the float64 column col to v.
+func SetFloat64(col string, row int, v float64) Edit {
+	return func(fields []arrow.Field, cols []arrow.Array) ([]arrow.Field, []arrow.Array, error) {
+		i, err := find(fields, col)
+		if err != nil {
+			return nil, nil, err
+		}
+		a, ok := cols[i].(*array.Float64)
+		if !ok {
+			return nil, nil, fmt.Errorf("column %s: type %s", col, cols[i].DataType())
+		}
+		vals := append([]float64(nil), a.Float64Values()...)
+		vals[row] = v
+		b := array.NewFloat64Builder(memory.DefaultAllocator)
+		b.AppendValues(vals, nil)
+		cols[i] = b.NewArray()
+		return fields, cols, nil
+	}
+}
+
+// Chain applies edits in order.
+func Chain(edits ...Edit) Edit {
+	return func(fields []arrow.Field, cols []arrow.Array) ([]arrow.Field, []arrow.Array, error) {
+		var err error
+		for _, e := range edits {
+			if fields, cols, err = e(fields, cols); err != nil {
+				return nil, nil, err
+			}
+		}
+		return fields, cols, nil
+	}
+}

@@ -1,0 +1,97 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lrstream/lrstream/bench/datagen"
+	"github.com/lrstream/lrstream/fetch"
+	"github.com/lrstream/lrstream/internal/tamper"
+	"github.com/lrstream/lrstream/schema"
+	"github.com/lrstream/lrstream/shard"
+)
+
+// episodeSpans returns the dataset's video ranges of camera key by
+// episode (the row of the episode in the one index file).
+func episodeSpans(t *testing.T, dir, key string) (*schema.Dataset, []shard.VideoSpan) {
+	t.Helper()
+	src, err := fetch.NewDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := shard.OpenDataset(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spans, err := shard.EpisodeVideos(context.Background(), src, ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []shard.VideoSpan
+	for _, s := range spans {
+		if s.Key == key {
+			out = append(out, s)
+		}
+	}
+	return ds, out
+}
+
+// TestCameraInconsistentVideoIndex: an episodes index whose video ranges
+// disagree with the episodes (moved by a frame, swapped, pointed at
+// another episode's frames) is refused at startup naming episode, camera
+// and file, under every --cameras that decodes the camera (issue 25
+// item 1: these streamed neighbouring frames with rc 0).
+func TestCameraInconsistentVideoIndex(t *testing.T) {
+	const cam = "observation.images.front"
+	index := "meta/episodes/chunk-000/file-000.parquet"
+	from, to := "videos/"+cam+"/from_timestamp", "videos/"+cam+"/to_timestamp"
+	tests := []struct {
+		name string
+		edit func(s []shard.VideoSpan, fps float64) tamper.Edit
+		want string
+	}{
+		{"moved by one frame", func(s []shard.VideoSpan, fps float64) tamper.Edit {
+			return tamper.Chain(tamper.SetFloat64(from, 1, s[1].From+1/fps), tamper.SetFloat64(to, 1, s[1].To+1/fps))
+		}, "overlaps episode 1's"},
+		{"swapped", func(s []shard.VideoSpan, fps float64) tamper.Edit {
+			return tamper.Chain(tamper.SetFloat64(from, 0, s[2].From), tamper.SetFloat64(to, 0, s[2].To),
+				tamper.SetFloat64(from, 2, s[0].From), tamper.SetFloat64(to, 2, s[0].To))
+		}, "but the episode has"},
+		{"pointed at the file's start", func(s []shard.VideoSpan, fps float64) tamper.Edit {
+			return tamper.Chain(tamper.SetFloat64(from, 2, 0), tamper.SetFloat64(to, 2, s[2].To-s[2].From))
+		}, "overlaps episode 0's"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := videoDataset(t, func(o *datagen.Options) {
+				o.Episodes, o.MinFrames, o.MaxFrames, o.FramesPerFile, o.Cameras = 3, 8, 30, 100, []string{"front"}
+			})
+			ds, spans := episodeSpans(t, dir, cam)
+			if len(spans) != 3 || spans[1].File != spans[0].File || spans[2].File != spans[0].File || spans[0].To-spans[0].From == spans[2].To-spans[2].From {
+				t.Fatalf("spans %+v: want 3 episodes of different lengths in one file", spans)
+			}
+			if err := tamper.Parquet(filepath.Join(dir, index), tc.edit(spans, ds.Info.FPS)); err != nil {
+				t.Fatal(err)
+			}
+			for _, spec := range []string{"all", "auto", cam} {
+				_, err := cameraConfig(t, dir, spec)
+				var se *shard.Error
+				if err == nil || !errors.As(err, &se) {
+					t.Fatalf("--cameras %s: error %v, want a *shard.Error", spec, err)
+				}
+				for _, w := range []string{tc.want, "episode ", "camera " + cam, "videos/" + cam + "/chunk-000/file-000.mp4", index} {
+					if !strings.Contains(err.Error(), w) {
+						t.Fatalf("--cameras %s: error %q does not say %q", spec, err, w)
+					}
+				}
+			}
+			// Without frames nothing is looked up in the videos.
+			if _, err := cameraConfig(t, dir, "none"); err != nil {
+				t.Fatalf("--cameras none: %v", err)
+			}
+		})
+	}
+}
