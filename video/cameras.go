@@ -191,6 +191,9 @@ type Set struct {
 	// when a run ends.
 	ReleaseFiles func()
 	spans        map[int64]map[string]shard.VideoSpan
+	needs        map[string]FileNeeds // by video file (CheckStream)
+	checksMu     sync.Mutex
+	checks       map[string]*fileCheck // by video file: its CheckStream verdict
 	resize       bool
 	free         chan []byte // recycled frame buffers (Buffer, Recycle)
 	prepared     sync.Once   // the first segment prepared the other cameras
@@ -403,7 +406,88 @@ func NewSet(d Decoder, info *schema.Info, spans []shard.VideoSpan, keys []string
 		m[sp.Key] = sp
 	}
 	s.resize = resizeH > 0 && resizeW > 0
+	s.needs = fileNeeds(info, s.Cameras, spans, s.resize)
 	return s, nil
+}
+
+// fileNeeds returns what the episodes of the decoded cameras need of
+// each of their video files (CheckStream): every episode the index puts
+// in a file counts, selected or not, so that every consumer of a dataset
+// judges a file the same way.
+func fileNeeds(info *schema.Info, cams []Camera, spans []shard.VideoSpan, resize bool) map[string]FileNeeds {
+	byKey := map[string]Camera{}
+	for _, c := range cams {
+		byKey[c.Key] = c
+	}
+	needs := map[string]FileNeeds{}
+	for _, sp := range spans {
+		c, ok := byKey[sp.Key]
+		if !ok {
+			continue
+		}
+		name, err := info.VideoFile(sp.Key, sp.Chunk, sp.File)
+		if err != nil {
+			continue // its segments report it
+		}
+		n := needs[name]
+		if !resize {
+			n.Width, n.Height = c.W, c.H
+		}
+		n.FPS = info.FPS
+		if info.FPS > 0 {
+			n.End = max(n.End, sp.From+float64(sp.Length)/info.FPS)
+		}
+		needs[name] = n
+	}
+	return needs
+}
+
+// fileCheck is one video file's CheckStream verdict, shared by its
+// segments: done is closed when err is set.
+type fileCheck struct {
+	done chan struct{}
+	err  error
+}
+
+// checkFile checks the video file name (local path path) once, before
+// any of its frames is used: with a StreamProber decoder, its stream
+// against the dataset (CheckStream). A file that fails fails every
+// sample of it (with --on-error skip: all of them skipped, counted).
+func (s *Set) checkFile(ctx context.Context, name, path string) error {
+	p, ok := s.Decoder.(StreamProber)
+	if !ok {
+		return nil
+	}
+	s.checksMu.Lock()
+	if s.checks == nil {
+		s.checks = map[string]*fileCheck{}
+	}
+	fc := s.checks[name]
+	if fc == nil {
+		fc = &fileCheck{done: make(chan struct{})}
+		s.checks[name] = fc
+		s.checksMu.Unlock()
+		si, err := p.ProbeStream(ctx, path)
+		if err == nil {
+			err = CheckStream(si, s.needs[name], s.Tolerance)
+		}
+		if ctx.Err() != nil {
+			s.checksMu.Lock()
+			delete(s.checks, name) // cancelled: not a verdict
+			s.checksMu.Unlock()
+			err = ctx.Err()
+		}
+		fc.err = err
+		close(fc.done)
+		return err
+	}
+	s.checksMu.Unlock()
+	select {
+	case <-fc.done:
+		return fc.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Fill decodes camera cam's frames for the samples (episodes[i],
@@ -473,6 +557,15 @@ func (s *Set) fillEpisode(ctx context.Context, c Camera, ep int64, index []int64
 		return nil
 	}
 	defer release()
+	if err := s.checkFile(ctx, name, path); err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+		for k, i := range order {
+			ferr(i, name, queries[k], math.NaN(), err)
+		}
+		return nil
+	}
 	margin := s.Tolerance
 	if s.Info.FPS > 0 {
 		margin = max(margin, 1/s.Info.FPS)
