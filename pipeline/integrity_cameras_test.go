@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -91,6 +92,84 @@ func TestCameraInconsistentVideoIndex(t *testing.T) {
 			// Without frames nothing is looked up in the videos.
 			if _, err := cameraConfig(t, dir, "none"); err != nil {
 				t.Fatalf("--cameras none: %v", err)
+			}
+		})
+	}
+}
+
+// TestCamerasAutoPerCamera: --cameras auto decides each camera from all
+// its video files: all present, decoded; none, left out with the reason
+// (CameraNote); some, an error naming the camera and the absent file —
+// also when a directory stands where the file should be, or the index
+// points at a file that is not there (issue 25 item 4: the camera was
+// dropped from every frame with rc 0).
+func TestCamerasAutoPerCamera(t *testing.T) {
+	const front, wrist = "observation.images.front", "observation.images.wrist"
+	second := "videos/" + wrist + "/chunk-000/file-001.mp4"
+	tests := []struct {
+		name    string
+		break_  func(t *testing.T, dir string)
+		decoded []string
+		note    string // in CameraNote
+		err     []string
+	}{
+		{"all present", func(*testing.T, string) {}, []string{front, wrist}, "", nil},
+		{"a camera without files", func(t *testing.T, dir string) {
+			if err := os.RemoveAll(filepath.Join(dir, "videos", wrist)); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{front}, "not decoding " + wrist + ": video files absent, e.g. videos/" + wrist + "/chunk-000/file-000.mp4", nil},
+		{"one file absent", func(t *testing.T, dir string) {
+			if err := os.Remove(filepath.Join(dir, second)); err != nil {
+				t.Fatal(err)
+			}
+		}, nil, "", []string{"--cameras auto: camera " + wrist + ": 1 of its ", " video files are absent (" + second + ")"}},
+		{"a directory instead of a file", func(t *testing.T, dir string) {
+			p := filepath.Join(dir, second)
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(filepath.Join(p, "x"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, nil, "", []string{"camera " + wrist + ": 1 of its ", " video files are absent (" + second + ")"}},
+		{"the index points at an absent file", func(t *testing.T, dir string) {
+			err := tamper.Parquet(filepath.Join(dir, "meta/episodes/chunk-000/file-000.parquet"), tamper.SetInt("videos/"+wrist+"/file_index", 0, 7))
+			if err != nil {
+				t.Fatal(err)
+			}
+		}, nil, "", []string{"camera " + wrist + ": 1 of its ", " video files are absent (videos/" + wrist + "/chunk-000/file-007.mp4)"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := videoDataset(t, func(o *datagen.Options) { o.Episodes, o.MinFrames, o.MaxFrames, o.FramesPerFile = 4, 10, 14, 25 })
+			tc.break_(t, dir)
+			cfg, err := cameraConfig(t, dir, "auto")
+			if tc.err != nil {
+				if err == nil {
+					t.Fatalf("no error; cameras %+v", cfg.CameraStatus)
+				}
+				for _, w := range tc.err {
+					if !strings.Contains(err.Error(), w) {
+						t.Fatalf("error %q does not say %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, c := range cfg.CameraStatus {
+				if c.Decoded {
+					got = append(got, c.Key)
+				}
+			}
+			if strings.Join(got, ",") != strings.Join(tc.decoded, ",") {
+				t.Fatalf("decoded %v, want %v", got, tc.decoded)
+			}
+			if note := CameraNote(cfg); !strings.Contains(note, tc.note) || (tc.note == "") != (note == "") {
+				t.Fatalf("CameraNote %q, want %q", note, tc.note)
 			}
 		})
 	}

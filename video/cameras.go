@@ -82,10 +82,12 @@ type Choice struct {
 }
 
 // Resolve decides which cameras to decode. spec is "auto" (the default:
-// every camera whose video files for the selected episodes exist),
-// "all" (every camera; absent files are an error when decoded), "none",
-// or a comma-separated list of camera keys. spans gives the episodes'
-// video locations; episodes the selected episodes (nil: all).
+// every camera whose video files all exist; see autoCameras), "all"
+// (every camera; absent files are an error when decoded), "none", or a
+// comma-separated list of camera keys. spans gives the episodes' video
+// locations; episodes the selected episodes (nil: all), which auto does
+// not look at: it decides from every file of a camera, so that every
+// consumer of a dataset (each worker, rank or node) decides the same.
 func Resolve(spec string, info *schema.Info, spans []shard.VideoSpan, episodes []int64, exists func(name string) bool) (Choice, error) {
 	ch := Choice{Available: visualKeys(info)}
 	switch spec {
@@ -95,44 +97,9 @@ func Resolve(spec string, info *schema.Info, spans []shard.VideoSpan, episodes [
 		ch.Decoded = append([]string(nil), ch.Available...)
 		return ch, nil
 	case "", ModeAuto:
-		sel := map[int64]bool{}
-		for _, e := range episodes {
-			sel[e] = true
-		}
-		missing := map[string]bool{}
-		checked := map[string]bool{}
-		for _, sp := range spans {
-			if episodes != nil && !sel[sp.Episode] {
-				continue
-			}
-			name, err := info.VideoFile(sp.Key, sp.Chunk, sp.File)
-			if err != nil {
-				missing[sp.Key] = true
-				continue
-			}
-			if !checked[name] {
-				checked[name] = true
-				if !exists(name) {
-					missing[sp.Key] = true
-				}
-			}
-		}
-		have := map[string]bool{}
-		for _, sp := range spans {
-			have[sp.Key] = true
-		}
-		for _, k := range ch.Available {
-			if f, _ := info.Feature(k); f.DType == schema.DTypeImage {
-				ch.Decoded = append(ch.Decoded, k) // in the data files
-				continue
-			}
-			if missing[k] || !have[k] {
-				ch.Absent = append(ch.Absent, k)
-			} else {
-				ch.Decoded = append(ch.Decoded, k)
-			}
-		}
-		return ch, nil
+		dec, absent, err := autoCameras(info, ch.Available, spans, exists)
+		ch.Decoded, ch.Absent = dec, absent
+		return ch, err
 	}
 	known := map[string]bool{}
 	for _, k := range ch.Available {
@@ -151,6 +118,71 @@ func Resolve(spec string, info *schema.Info, spans []shard.VideoSpan, episodes [
 		ch.Decoded = append(ch.Decoded, k)
 	}
 	return ch, nil
+}
+
+// autoCameras is --cameras auto: image features are decoded (they live
+// in the data files); each video camera is decided from all its video
+// files in the episodes index (every episode, selected or not):
+//
+//   - all present: decoded;
+//   - none present (or the index locates none): left out (Absent), which
+//     commands report with a warning (pipeline.CameraNote);
+//   - some present: an error naming the camera and the absent files — a
+//     partial copy (an interrupted download, a cache missing a blob, a
+//     directory where a file should be, an index pointing at a file that
+//     is not there) would otherwise train on a camera set that depends
+//     on the copy.
+func autoCameras(info *schema.Info, available []string, spans []shard.VideoSpan, exists func(string) bool) (decoded, absent []string, err error) {
+	files := map[string][]string{} // camera → its files, index order, once each
+	seen := map[string]bool{}
+	for _, sp := range spans {
+		name, err := info.VideoFile(sp.Key, sp.Chunk, sp.File)
+		if err != nil {
+			continue // its frames fail naming the template's error
+		}
+		if !seen[name] {
+			seen[name] = true
+			files[sp.Key] = append(files[sp.Key], name)
+		}
+	}
+	for _, k := range available {
+		if f, _ := info.Feature(k); f.DType == schema.DTypeImage {
+			decoded = append(decoded, k)
+			continue
+		}
+		var missing []string
+		for _, name := range files[k] {
+			if !exists(name) {
+				missing = append(missing, name)
+			}
+		}
+		switch n := len(files[k]); {
+		case n == 0 || len(missing) == n:
+			absent = append(absent, k)
+		case len(missing) > 0:
+			return nil, nil, partialCameraError(k, missing, n)
+		default:
+			decoded = append(decoded, k)
+		}
+	}
+	return decoded, absent, nil
+}
+
+// partialCameraError is --cameras auto's error for a camera some of whose
+// video files are absent.
+func partialCameraError(key string, missing []string, total int) error {
+	shown := missing
+	if len(shown) > 5 {
+		shown = shown[:5]
+	}
+	more := ""
+	if len(missing) > len(shown) {
+		more = fmt.Sprintf(" and %d more", len(missing)-len(shown))
+	}
+	return fmt.Errorf("--cameras auto: camera %s: %d of its %d video files are absent (%s%s) while the others are present: "+
+		"this copy of the dataset is incomplete, and the camera would be left out of every sample here while other copies decode it. "+
+		"Fetch the absent files, or choose the cameras with --cameras KEY,… (without %s) or --cameras none",
+		key, len(missing), total, strings.Join(shown, ", "), more, key)
 }
 
 // FileExists reports whether a file exists in src (for Resolve), listing
