@@ -151,3 +151,27 @@ func toPlanes(img image.Image, dst []byte) {
 		}
 	}
 }
+
+// CheckImage is lrstream validate's check of one encoded image of camera
+// c (its data file's <key>.bytes), for what Fill would refuse: a null or
+// empty image, a header that is not an image's, a size other than
+// info.json's or beyond PIL's limit (CheckImageHeader), a PNG whose
+// chunks are cut short or damaged (CheckPNG) — all without decoding the
+// pixels; with deep, the image is also decoded whole, as Fill decodes it.
+func CheckImage(b []byte, present bool, c Camera, deep bool) error {
+	if !present {
+		return errors.New("no image (null)")
+	}
+	if err := CheckImageHeader(b, c, false); err != nil {
+		return err
+	}
+	if bytes.HasPrefix(b, []byte(pngSignature)) {
+		if err := CheckPNG(b); err != nil {
+			return fmt.Errorf("decoding image: %w", err)
+		}
+	}
+	if deep {
+		return decodeImage(b, true, c, false, make([]byte, c.FrameBytes()))
+	}
+	return nil
+}

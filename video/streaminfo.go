@@ -9,6 +9,9 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+
+	"github.com/lrstream/lrstream/schema"
+	"github.com/lrstream/lrstream/shard"
 )
 
 // StreamInfo describes the first video stream of a file as its container
@@ -236,4 +239,52 @@ func rateMatches(si StreamInfo, fps, tol float64) (string, bool) {
 		known = append(known, fmt.Sprintf("%s %d/%d", [2]string{"r_frame_rate", "avg_frame_rate"}[i], r[0], r[1]))
 	}
 	return strings.Join(known, ", "), len(known) == 0
+}
+
+// CountPackets demuxes the whole of a video file's first video stream
+// without decoding it (ffprobe -count_packets) and returns how many
+// packets (frames) it could read: a file cut short (a faststart file
+// whose header still lists every frame) holds fewer than it states.
+func (d *FFmpeg) CountPackets(ctx context.Context, path string) (int64, error) {
+	if d.Probe == "" {
+		return 0, errNoProbe
+	}
+	out, err := exec.CommandContext(ctx, d.Probe, "-v", "error", "-select_streams", "v:0", "-count_packets",
+		"-show_entries", "stream=nb_read_packets", "-of", "json", path).Output()
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		return 0, fmt.Errorf("ffprobe -count_packets: %w", err)
+	}
+	var r struct {
+		Streams []struct {
+			N string `json:"nb_read_packets"`
+		} `json:"streams"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil || len(r.Streams) != 1 {
+		return 0, fmt.Errorf("ffprobe -count_packets: unexpected report %.200q", out)
+	}
+	n, err := strconv.ParseInt(r.Streams[0].N, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("ffprobe -count_packets: nb_read_packets %q", r.Streams[0].N)
+	}
+	return n, nil
+}
+
+// NeedsFor returns what the episodes index (spans) needs of each video
+// file of the dataset's cameras (CheckStream), at info.json's frame sizes:
+// the checks stream runs on each file before using it, for lrstream
+// validate.
+func NeedsFor(info *schema.Info, spans []shard.VideoSpan) map[string]FileNeeds {
+	var cams []Camera
+	for _, k := range Keys(info) {
+		f, _ := info.Feature(k)
+		c, h, w, err := FeatureShape(f)
+		if err != nil {
+			continue
+		}
+		cams = append(cams, Camera{Key: k, C: c, H: h, W: w})
+	}
+	return fileNeeds(info, cams, spans, false)
 }
