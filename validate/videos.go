@@ -130,7 +130,9 @@ func (v *validator) videoPresence(ctx context.Context, keys []string, spans []sh
 func (v *validator) videoFile(ctx context.Context, f videoFileRef, need video.FileNeeds, spans []shard.VideoSpan) {
 	ff := v.opts.Video
 	path := filepath.Join(v.opts.VideoDir, filepath.FromSlash(f.name))
-	bad := func(msg string) { v.c.add(Finding{Severity: Error, Check: CheckVideo, File: f.name, Column: f.key, Message: msg}) }
+	bad := func(msg string) {
+		v.c.add(Finding{Severity: Error, Check: CheckVideo, File: f.name, Column: f.key, Message: msg})
+	}
 	si, err := ff.ProbeStream(ctx, path)
 	if err != nil {
 		bad("cannot read the video: " + err.Error())
