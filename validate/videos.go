@@ -147,13 +147,16 @@ func (v *validator) videoFile(ctx context.Context, f videoFileRef, need video.Fi
 		start = 0
 	}
 	want := int64(math.Round((need.End - start) * need.FPS))
-	n, err := ff.CountPackets(ctx, path)
+	n, problems, err := ff.CountPackets(ctx, path)
 	switch {
 	case err != nil:
 		bad("cannot read the video's packets: " + err.Error())
 		return
 	case n < want:
 		bad(fmt.Sprintf("only %d of the video's packets can be read, its episodes need %d frames: the file is cut short or damaged (stream fails at the first frame past the break)", n, want))
+		return
+	case problems != "":
+		bad(fmt.Sprintf("reading the video's packets, ffprobe reports: %s: the file is cut short or damaged (stream fails there)", strings.ReplaceAll(problems, "\n", " | ")))
 		return
 	}
 	if v.opts.Deep {

@@ -243,19 +243,24 @@ func rateMatches(si StreamInfo, fps, tol float64) (string, bool) {
 
 // CountPackets demuxes the whole of a video file's first video stream
 // without decoding it (ffprobe -count_packets) and returns how many
-// packets (frames) it could read: a file cut short (a faststart file
-// whose header still lists every frame) holds fewer than it states.
-func (d *FFmpeg) CountPackets(ctx context.Context, path string) (int64, error) {
+// packets (frames) it could read, and what ffprobe reported as wrong on
+// the way ("" when nothing): a file cut short (a faststart file whose
+// header still lists every frame) holds fewer packets than it states, or
+// a partial last one.
+func (d *FFmpeg) CountPackets(ctx context.Context, path string) (n int64, problems string, err error) {
 	if d.Probe == "" {
-		return 0, errNoProbe
+		return 0, "", errNoProbe
 	}
-	out, err := exec.CommandContext(ctx, d.Probe, "-v", "error", "-select_streams", "v:0", "-count_packets",
-		"-show_entries", "stream=nb_read_packets", "-of", "json", path).Output()
+	cmd := exec.CommandContext(ctx, d.Probe, "-v", "error", "-select_streams", "v:0", "-count_packets",
+		"-show_entries", "stream=nb_read_packets", "-of", "json", path)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
 		if ctx.Err() != nil {
-			return 0, ctx.Err()
+			return 0, "", ctx.Err()
 		}
-		return 0, fmt.Errorf("ffprobe -count_packets: %w", err)
+		return 0, "", fmt.Errorf("ffprobe -count_packets: %v: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	var r struct {
 		Streams []struct {
@@ -263,13 +268,17 @@ func (d *FFmpeg) CountPackets(ctx context.Context, path string) (int64, error) {
 		} `json:"streams"`
 	}
 	if err := json.Unmarshal(out, &r); err != nil || len(r.Streams) != 1 {
-		return 0, fmt.Errorf("ffprobe -count_packets: unexpected report %.200q", out)
+		return 0, "", fmt.Errorf("ffprobe -count_packets: unexpected report %.200q", out)
 	}
-	n, err := strconv.ParseInt(r.Streams[0].N, 10, 64)
+	n, err = strconv.ParseInt(r.Streams[0].N, 10, 64)
 	if err != nil || n < 0 {
-		return 0, fmt.Errorf("ffprobe -count_packets: nb_read_packets %q", r.Streams[0].N)
+		return 0, "", fmt.Errorf("ffprobe -count_packets: nb_read_packets %q", r.Streams[0].N)
 	}
-	return n, nil
+	problems = strings.TrimSpace(stderr.String())
+	if len(problems) > 500 {
+		problems = problems[:500] + "…"
+	}
+	return n, problems, nil
 }
 
 // NeedsFor returns what the episodes index (spans) needs of each video
