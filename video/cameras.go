@@ -569,33 +569,26 @@ func (s *Set) fillEpisode(ctx context.Context, c Camera, ep int64, index []int64
 		}
 		return nil
 	}
-	// Queries in ascending order (a run of one episode is, but do not
-	// rely on it).
-	order := make([]int, len(index))
-	queries := make([]float64, len(index))
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool { return ts[order[a]] < ts[order[b]] })
-	for k, i := range order {
-		queries[k] = sp.From + float64(ts[i])
+	order, queries := sortedQueries(sp.From, ts)
+	failAll := func(err error) {
+		for k, i := range order {
+			ferr(i, name, queries[k], math.NaN(), err)
+		}
 	}
 	s.prepared.Do(func() { s.prepare(ctx, ep, c.Key) })
 	path, release, err := s.Locate(ctx, name)
 	if err != nil {
-		for k, i := range order {
-			ferr(i, name, queries[k], math.NaN(), err)
-		}
+		failAll(err)
 		return nil
 	}
 	defer release()
+	// The file's stream against the dataset, once per file, before any
+	// of its frames is used.
 	if err := s.checkFile(ctx, name, path); err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr
 		}
-		for k, i := range order {
-			ferr(i, name, queries[k], math.NaN(), err)
-		}
+		failAll(err)
 		return nil
 	}
 	margin := s.Tolerance
@@ -632,6 +625,22 @@ func (s *Set) fillEpisode(ctx context.Context, c Camera, ep int64, index []int64
 		}
 	}
 	return nil
+}
+
+// sortedQueries returns the samples' order by timestamp and the
+// timestamps queried in the file (from + ts), in that order: ascending
+// (a run of one episode is, but do not rely on it).
+func sortedQueries(from float64, ts []float32) (order []int, queries []float64) {
+	order = make([]int, len(ts))
+	queries = make([]float64, len(ts))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return ts[order[a]] < ts[order[b]] })
+	for k, i := range order {
+		queries[k] = from + float64(ts[i])
+	}
+	return order, queries
 }
 
 // IsNotExist reports whether err says a file is absent.
