@@ -363,6 +363,19 @@ func TestValidatePredictsStreamImage(t *testing.T) {
 	sweep(t, imageBase(t), cases)
 }
 
+// TestValidateExtraFrames: a video with a frame duplicated (the others
+// re-timed) streams — its timestamps match — but validate warns that
+// the file holds frames its episodes do not account for.
+func TestValidateExtraFrames(t *testing.T) {
+	ff := needFFmpeg(t)
+	dir := videoBase(t)
+	ffmpegRewrite(t, dir, nil, "-vf", `loop=loop=1:size=1:start=5,setpts=N/FRAME_RATE/TB`, "-c:v", "libx264", "-g", "2")
+	rep := runDir(t, dir, Options{Video: ff, VideoDir: dir})
+	if !has(rep, Warning, CheckVideo, frontFile, "holds 1 frame(s) past the end of its last episode") {
+		t.Fatalf("no warning:%s", dump(rep))
+	}
+}
+
 // TestValidateVideoPathTemplate: a dataset whose video_path is not the
 // default, which stream decodes, has no "video file missing" finding.
 func TestValidateVideoPathTemplate(t *testing.T) {

@@ -159,6 +159,10 @@ func (v *validator) videoFile(ctx context.Context, f videoFileRef, need video.Fi
 		bad(fmt.Sprintf("reading the video's packets, ffprobe reports: %s: the file is cut short or damaged (stream fails there)", strings.ReplaceAll(problems, "\n", " | ")))
 		return
 	}
+	if extra := n - want; extra > 0 {
+		v.c.add(Finding{Severity: Warning, Check: CheckVideo, File: f.name, Column: f.key,
+			Message: fmt.Sprintf("the video holds %d frame(s) past the end of its last episode: frames the episodes index does not account for (harmless at the end of the file; a frame duplicated in the middle would give every later frame its predecessor's pixels)", extra)})
+	}
 	if v.opts.Deep {
 		v.decodeFile(ctx, f, path, need, spans)
 	}
