@@ -8,9 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lrstream/lrstream"
 	"github.com/lrstream/lrstream/bench/datagen"
 	"github.com/lrstream/lrstream/fetch"
+	"github.com/lrstream/lrstream/internal/fakehub"
 	"github.com/lrstream/lrstream/internal/tamper"
+	"github.com/lrstream/lrstream/render"
 	"github.com/lrstream/lrstream/schema"
 	"github.com/lrstream/lrstream/shard"
 )
@@ -172,5 +175,49 @@ func TestCamerasAutoPerCamera(t *testing.T) {
 				t.Fatalf("CameraNote %q, want %q", note, tc.note)
 			}
 		})
+	}
+}
+
+// TestCamerasAutoOfflinePartialCache: offline, a Hub cache holding only
+// some of a camera's video files (the episodes an earlier run streamed,
+// or a blob gone) makes --cameras auto fail naming the camera and the
+// files, instead of dropping the camera on this node only (issue 25
+// item 4).
+func TestCamerasAutoOfflinePartialCache(t *testing.T) {
+	dir := videoDataset(t, func(o *datagen.Options) { o.Episodes, o.MinFrames, o.MaxFrames, o.FramesPerFile = 4, 10, 14, 25 })
+	rec, err := render.Load(lrstream.DemoRecipe(), "demo-recipe.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := fakehub.New(t, dir, fakehub.Options{ID: "org/cams"})
+	cache := t.TempDir()
+	open := func(offline bool) (*Config, error) {
+		src, err := fetch.OpenDataset(context.Background(), "org/cams", fetch.HubOptions{Endpoint: hub.URL(), CacheDir: cache, Cache: fetch.CacheFull, Offline: offline})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds, err := shard.OpenDataset(context.Background(), src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := ds.Episodes[len(ds.Episodes)-1]
+		cfg := &Config{Source: src, Dataset: ds, Recipe: rec, Mode: render.ModeFallback, Workers: 2, Selection: episodeSelection([]int64{last.Index})}
+		return cfg, SetupCameras(context.Background(), cfg, CameraOptions{Spec: "auto"})
+	}
+	// Online: the Hub lists every file; one episode's videos are fetched.
+	cfg, err := open(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := streamBytes(cfg, 8); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(videosFetched(hub)); n != 2 {
+		t.Fatalf("%d videos fetched, want the episode's 2", n)
+	}
+	// Offline: the cache holds one of each camera's files.
+	_, err = open(true)
+	if err == nil || !strings.Contains(err.Error(), "--cameras auto: camera observation.images.front: ") || !strings.Contains(err.Error(), "video files are absent (videos/observation.images.front/chunk-000/file-000.mp4") {
+		t.Fatalf("offline with a partial cache: %v", err)
 	}
 }
