@@ -183,9 +183,10 @@ type FileNeeds struct {
 //   - its time base can hold frames 1/fps apart within tol;
 //   - its frames have the size info.json says (unless resized);
 //   - it lasts to the end of its last episode, with no frame of slack:
-//     start + duration and start + frames / fps reach End - tol (a file
-//     one frame short has every frame after the missing one shifted,
-//     with timestamps that still match).
+//     start + frames / fps (start + duration when the container states
+//     no frame count) reaches End - tol (a file one frame short has every
+//     frame after the missing one shifted, with timestamps that still
+//     match).
 //
 // tol is LeRobot's tolerance_s.
 func CheckStream(si StreamInfo, need FileNeeds, tol float64) error {
@@ -210,16 +211,22 @@ func CheckStream(si StreamInfo, need FileNeeds, tol float64) error {
 	if math.IsNaN(start) {
 		start = 0
 	}
-	if math.IsNaN(si.Duration) && si.Frames < 0 {
+	// The frame count when the container states it (mp4 always does):
+	// a duration may or may not include the last frame's own duration
+	// depending on the writer, a count is exact. Else the duration.
+	switch {
+	case si.Frames >= 0:
+		if start+float64(si.Frames)/fps < need.End-tol {
+			return fmt.Errorf("the video has %d frames, its episodes need %d (to %.6f s per the episodes index): it is %d frame(s) short",
+				si.Frames, int64(math.Round((need.End-start)*fps)), need.End, int64(math.Round((need.End-start)*fps))-si.Frames)
+		}
+	case !math.IsNaN(si.Duration):
+		if start+si.Duration < need.End-tol {
+			return fmt.Errorf("the video ends at %.6f s (%d frames at %g fps), before its last episode does (%.6f s per the episodes index): it is %d frame(s) short",
+				start+si.Duration, int64(math.Round(si.Duration*fps)), fps, need.End, int64(math.Round((need.End-start-si.Duration)*fps)))
+		}
+	default:
 		return errors.New("the container states neither the video's duration nor its frame count: its length cannot be checked against the episodes index")
-	}
-	if !math.IsNaN(si.Duration) && start+si.Duration < need.End-tol {
-		return fmt.Errorf("the video ends at %.6f s (%d frames at %g fps), before its last episode does (%.6f s per the episodes index): it is %d frame(s) short",
-			start+si.Duration, int64(math.Round(si.Duration*fps)), fps, need.End, int64(math.Round((need.End-start-si.Duration)*fps)))
-	}
-	if si.Frames >= 0 && start+float64(si.Frames)/fps < need.End-tol {
-		return fmt.Errorf("the video has %d frames, its episodes need %d (to %.6f s per the episodes index): it is %d frame(s) short",
-			si.Frames, int64(math.Round((need.End-start)*fps)), need.End, int64(math.Round((need.End-start)*fps))-si.Frames)
 	}
 	return nil
 }

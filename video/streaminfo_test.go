@@ -93,9 +93,11 @@ func TestCheckStream(t *testing.T) {
 			si.FrameRate, si.AvgFrameRate, si.Duration = [2]int64{15, 1}, [2]int64{1800, 119}, 3.966667
 		}, "(r_frame_rate 15/1, avg_frame_rate 1800/119) is not info.json's fps 30"},
 		{"one frame short", func(si *StreamInfo, _ *FileNeeds) { si.Duration, si.Frames = 1.966667, 59 }, "it is 1 frame(s) short"},
+		{"a frame missing, the duration kept", func(si *StreamInfo, _ *FileNeeds) { si.Frames = 59 }, "the video has 59 frames, its episodes need 60"},
+		{"duration without the last frame's, every frame there", func(si *StreamInfo, _ *FileNeeds) { si.Duration = 1.966667 }, ""},
 		{"one frame short, count only", func(si *StreamInfo, _ *FileNeeds) { si.Duration, si.Frames = math.NaN(), 59 }, "the video has 59 frames, its episodes need 60"},
 		{"one frame short, duration only", func(si *StreamInfo, _ *FileNeeds) { si.Duration, si.Frames = 1.966667, -1 }, "1 frame(s) short"},
-		{"late start", func(si *StreamInfo, _ *FileNeeds) { si.Start = 0.1; si.Duration = 1.8 }, "short"},
+		{"late start", func(si *StreamInfo, _ *FileNeeds) { si.Start, si.Duration, si.Frames = 0.1, 1.8, -1 }, "short"},
 		{"length unknown", func(si *StreamInfo, _ *FileNeeds) { si.Duration, si.Frames = math.NaN(), -1 }, "neither the video's duration nor its frame count"},
 		{"wrong size", func(si *StreamInfo, _ *FileNeeds) { si.Width, si.Height = 64, 48 }, "the video's frames are 64x48, info.json says 96x64"},
 		{"coarse time base", func(si *StreamInfo, _ *FileNeeds) { si.TimeBase = [2]int64{1, 1000} }, "time base 1/1000 s cannot hold frames 1/30 s apart"},

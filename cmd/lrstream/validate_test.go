@@ -71,7 +71,7 @@ func TestValidateFFprobe(t *testing.T) {
 		}
 	}
 	out, _, code := runCmd(t, "validate", dir)
-	if code != 1 || !strings.Contains(out, "the video ends at 1.000000 s (10 frames at 10 fps), before its last episode does") ||
+	if code != 1 || !strings.Contains(out, "the video has 10 frames, its episodes need 604") ||
 		!strings.Contains(out, "it lasts to its last episode's end with no frame of slack") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
