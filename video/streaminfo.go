@@ -77,6 +77,12 @@ func (d *FFmpeg) ProbeStream(ctx context.Context, path string) (StreamInfo, erro
 	}
 }
 
+// probeCommand is the ffprobe process of ProbeStream and CountPackets
+// (one place for how lrstream starts ffprobe).
+func probeCommand(ctx context.Context, path string, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, path, args...)
+}
+
 // lazyStream is one ProbeStream answer, shared: done is closed when set.
 type lazyStream struct {
 	done chan struct{}
@@ -88,7 +94,7 @@ type lazyStream struct {
 const probeEntries = "stream=codec_type,pix_fmt,width,height,color_space,color_range,r_frame_rate,avg_frame_rate,time_base,start_time,duration,nb_frames:format=duration"
 
 func (d *FFmpeg) runProbe(ctx context.Context, path string) (StreamInfo, error) {
-	cmd := exec.CommandContext(ctx, d.Probe, "-v", "error", "-select_streams", "v:0",
+	cmd := probeCommand(ctx, d.Probe, "-v", "error", "-select_streams", "v:0",
 		"-show_entries", probeEntries, "-of", "json", path)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -258,7 +264,7 @@ func (d *FFmpeg) CountPackets(ctx context.Context, path string) (n int64, proble
 	if d.Probe == "" {
 		return 0, "", errNoProbe
 	}
-	cmd := exec.CommandContext(ctx, d.Probe, "-v", "error", "-select_streams", "v:0", "-count_packets",
+	cmd := probeCommand(ctx, d.Probe, "-v", "error", "-select_streams", "v:0", "-count_packets",
 		"-show_entries", "stream=nb_read_packets", "-of", "json", path)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
