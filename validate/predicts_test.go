@@ -16,6 +16,7 @@ import (
 	"github.com/lrstream/lrstream"
 	"github.com/lrstream/lrstream/bench/datagen"
 	"github.com/lrstream/lrstream/fetch"
+	"github.com/lrstream/lrstream/internal/fakehub"
 	"github.com/lrstream/lrstream/internal/tamper"
 	"github.com/lrstream/lrstream/pipeline"
 	"github.com/lrstream/lrstream/render"
@@ -124,7 +125,7 @@ func sweep(t *testing.T, base string, cases []corruption) {
 		if err := streamAll(t, dir); err != nil {
 			t.Fatalf("stream: %v", err)
 		}
-		rep := runDir(t, dir, Options{Video: ff, VideoDir: dir, Deep: true})
+		rep := runDir(t, dir, Options{Video: ff, Deep: true})
 		if !rep.Clean() {
 			t.Fatalf("validate --deep: %d errors:%s", rep.Errors, dump(rep))
 		}
@@ -136,7 +137,7 @@ func sweep(t *testing.T, base string, cases []corruption) {
 			if err := streamAll(t, dir); err == nil {
 				t.Fatal("stream delivered every frame: not a corruption stream refuses")
 			}
-			rep := runDir(t, dir, Options{Video: ff, VideoDir: dir, Deep: tc.deep})
+			rep := runDir(t, dir, Options{Video: ff, Deep: tc.deep})
 			found := false
 			for _, f := range rep.Findings {
 				s := f.String()
@@ -370,7 +371,7 @@ func TestValidateExtraFrames(t *testing.T) {
 	ff := needFFmpeg(t)
 	dir := videoBase(t)
 	ffmpegRewrite(t, dir, nil, "-vf", `loop=loop=1:size=1:start=5,setpts=N/FRAME_RATE/TB`, "-c:v", "libx264", "-g", "2")
-	rep := runDir(t, dir, Options{Video: ff, VideoDir: dir})
+	rep := runDir(t, dir, Options{Video: ff})
 	if !has(rep, Warning, CheckVideo, frontFile, "holds 1 frame(s) past the end of its last episode") {
 		t.Fatalf("no warning:%s", dump(rep))
 	}
@@ -391,7 +392,7 @@ func TestValidateVideoPathTemplate(t *testing.T) {
 	if err := streamAll(t, dir); err != nil {
 		t.Fatalf("stream: %v", err)
 	}
-	rep := runDir(t, dir, Options{Video: ff, VideoDir: dir, Deep: true})
+	rep := runDir(t, dir, Options{Video: ff, Deep: true})
 	for _, f := range rep.Findings {
 		if f.Check == CheckVideo && f.Severity != Info {
 			t.Errorf("finding %s", f)
@@ -399,5 +400,25 @@ func TestValidateVideoPathTemplate(t *testing.T) {
 	}
 	if !rep.Clean() {
 		t.Fatalf("validate:%s", dump(rep))
+	}
+}
+
+// TestValidateHubVideos: with --deep a Hub dataset's videos are fetched
+// and checked as a local dataset's are (stream fetches them too).
+func TestValidateHubVideos(t *testing.T) {
+	ff := needFFmpeg(t)
+	dir := videoBase(t)
+	ffmpegRewrite(t, dir, nil, "-vf", `select='not(eq(n\,5))',setpts=N/FRAME_RATE/TB`, "-c:v", "libx264", "-g", "2")
+	hub := fakehub.New(t, dir, fakehub.Options{ID: "org/videos"})
+	src, err := fetch.OpenDataset(context.Background(), "org/videos", fetch.HubOptions{Endpoint: hub.URL(), CacheDir: t.TempDir(), Cache: fetch.CacheFull})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), src, Options{Video: ff, Deep: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !has(rep, Error, CheckVideo, frontFile, "1 frame(s) short") {
+		t.Fatalf("the short video is not reported:%s", dump(rep))
 	}
 }

@@ -124,12 +124,12 @@ type Options struct {
 	Recipe    *render.Recipe
 	Mode      render.Mode
 	NoTaskAug bool
-	// Video, when set with VideoDir (a local dataset's directory), reads
-	// the present video files for the per-file checks (ffprobe: stream
-	// against the index, packets; with Deep, every frame decoded); nil
-	// leaves them unchecked, VideoNote saying why.
+	// Video, when set, reads the present video files for the per-file
+	// checks (ffprobe: stream against the index, packets; with Deep,
+	// every frame decoded), each through fetch.Materialize (a local
+	// dataset's own file; a Hub dataset's downloaded); nil leaves them
+	// unchecked, VideoNote saying why.
 	Video     *video.FFmpeg
-	VideoDir  string
 	VideoNote string
 	// Deep decodes every frame where a cheap check cannot tell: every
 	// video frame (damaged media bytes), every image whole.

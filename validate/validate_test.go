@@ -257,7 +257,7 @@ func TestVideos(t *testing.T) {
 	if err != nil {
 		t.Skip(err) // the corruption sweep requires it under CI
 	}
-	rep = runDir(t, dir, Options{Video: ff, VideoDir: dir})
+	rep = runDir(t, dir, Options{Video: ff})
 	if !has(rep, Error, CheckVideo, "videos/observation.images.front/chunk-000/file-000.mp4", "cannot read the video") {
 		t.Errorf("a file that is not a video not reported:%s", dump(rep))
 	}

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"path/filepath"
 	"sort"
 	"strings"
 
+	"github.com/lrstream/lrstream/fetch"
 	"github.com/lrstream/lrstream/shard"
 	"github.com/lrstream/lrstream/video"
 )
@@ -40,7 +40,7 @@ func (v *validator) videos(ctx context.Context) {
 		v.notChecked("video files: none present")
 		return
 	}
-	if v.opts.Video == nil || v.opts.VideoDir == "" {
+	if v.opts.Video == nil {
 		v.notChecked("video files' streams (frame rate, size, length): " + v.opts.VideoNote)
 		return
 	}
@@ -129,7 +129,12 @@ func (v *validator) videoPresence(ctx context.Context, keys []string, spans []sh
 // and with Deep its frames.
 func (v *validator) videoFile(ctx context.Context, f videoFileRef, need video.FileNeeds, spans []shard.VideoSpan) {
 	ff := v.opts.Video
-	path := filepath.Join(v.opts.VideoDir, filepath.FromSlash(f.name))
+	path, release, err := fetch.Materialize(ctx, v.src, f.name)
+	if err != nil {
+		v.c.add(Finding{Severity: Error, Check: CheckVideo, File: f.name, Column: f.key, Message: "cannot read the video file: " + err.Error()})
+		return
+	}
+	defer release()
 	bad := func(msg string) {
 		v.c.add(Finding{Severity: Error, Check: CheckVideo, File: f.name, Column: f.key, Message: msg})
 	}

@@ -62,7 +62,7 @@ func runValidate(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	opts.Video, opts.VideoDir, opts.VideoNote = videoChecker(dataset)
+	opts.Video, opts.VideoNote = videoChecker(dataset, *deep)
 	if opts.Video != nil {
 		defer opts.Video.Close()
 	}
@@ -122,18 +122,18 @@ func printReport(e *env, rep *validate.Report) {
 	fmt.Fprintf(w, "%d errors, %d warnings: %s\n", rep.Errors, rep.Warnings, verdict)
 }
 
-// videoChecker returns FFmpeg and the directory of a local dataset for
-// validate's per-file video checks, else nil and why.
-func videoChecker(dataset string) (*video.FFmpeg, string, string) {
-	st, err := os.Stat(dataset)
-	if err != nil || !st.IsDir() {
-		return nil, "", "not checked for Hub datasets (the videos are not downloaded)"
+// videoChecker returns FFmpeg for validate's per-file video checks of a
+// local dataset, or of a Hub dataset with --deep (its videos are then
+// downloaded, as stream would), else nil and why.
+func videoChecker(dataset string, deep bool) (*video.FFmpeg, string) {
+	if st, err := os.Stat(dataset); (err != nil || !st.IsDir()) && !deep {
+		return nil, "not checked for Hub datasets without --deep (the videos are not downloaded)"
 	}
 	ff, err := video.NewFFmpeg()
 	if err != nil {
-		return nil, "", "not checked: " + err.Error()
+		return nil, "not checked: " + err.Error()
 	}
-	return ff, dataset, ""
+	return ff, ""
 }
 
 // streamLeavesOut says what `lrstream stream` with its default flags
