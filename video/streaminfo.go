@@ -77,10 +77,10 @@ func (d *FFmpeg) ProbeStream(ctx context.Context, path string) (StreamInfo, erro
 	}
 }
 
-// probeCommand is the ffprobe process of ProbeStream and CountPackets
-// (one place for how lrstream starts ffprobe).
+// probeCommand is the ffprobe process of ProbeStream and CountPackets:
+// Command, with an environment stripped of credentials (env.go).
 func probeCommand(ctx context.Context, path string, args ...string) *exec.Cmd {
-	return exec.CommandContext(ctx, path, args...)
+	return Command(ctx, path, args...)
 }
 
 // lazyStream is one ProbeStream answer, shared: done is closed when set.
