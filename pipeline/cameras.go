@@ -143,6 +143,9 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 	if len(videoKeys) == 0 {
 		return nil
 	}
+	if err := checkVideoSpans(cfg, spans, videoKeys); err != nil {
+		return err
+	}
 	newDec := o.NewDecoder
 	if newDec == nil {
 		newDec = func() (video.Decoder, error) {
@@ -224,6 +227,25 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 		ff.Hold = before + after + 2
 	}
 	return nil
+}
+
+// checkVideoSpans refuses, at startup, an episodes index whose video
+// ranges of the decoded cameras disagree with the episodes' lengths or
+// overlap within a file (shard.CheckVideoSpans): their frames would be a
+// neighbour's. It is an error whatever --on-inconsistent says.
+func checkVideoSpans(cfg *Config, spans []shard.VideoSpan, keys []string) error {
+	tol := cfg.Tolerance
+	if tol <= 0 {
+		tol = DefaultTolerance
+	}
+	errs := shard.CheckVideoSpans(cfg.Dataset, spans, keys, tol)
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	}
+	return fmt.Errorf("%w (and %d more problems of the episodes index's video ranges; lrstream validate lists them)", errs[0], len(errs)-1)
 }
 
 // Reasons of sink.Camera: a camera left out by --cameras, and one whose

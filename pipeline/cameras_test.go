@@ -350,16 +350,36 @@ func TestCameraBadVideos(t *testing.T) {
 		name   string
 		break_ func(dir string)
 		want   string
+		// wholeFile: the file is refused before any of its frames is
+		// used (CheckStream), so with SkipErrors every sample of it is
+		// skipped, none delivered.
+		wholeFile bool
 	}{
-		{"missing file (removed after startup)", nil, "no such file"},
+		{"missing file (removed after startup)", nil, "no such file", true},
 		{"truncated", func(dir string) {
 			p := filepath.Join(dir, file)
 			b, _ := os.ReadFile(p)
 			os.WriteFile(p, b[:len(b)/2], 0o644)
-		}, "ffmpeg"},
-		{"not a video", func(dir string) { os.WriteFile(filepath.Join(dir, file), []byte("garbage"), 0o644) }, "ffmpeg"},
-		{"shorter than its episodes", func(dir string) { reencode(dir, "-frames:v", "10") }, "no frame within tolerance"},
-		{"wrong fps", func(dir string) { reencode(dir, "-r", "25") }, "no frame within tolerance"},
+		}, "Invalid data found", true},
+		{"not a video", func(dir string) { os.WriteFile(filepath.Join(dir, file), []byte("garbage"), 0o644) }, "ffprobe", true},
+		{"shorter than its episodes", func(dir string) { reencode(dir, "-frames:v", "10") }, "frame(s) short", true},
+		// Issue 25 item 3: one frame dropped in the middle, the others
+		// re-timed at the fps: every frame after it had a matching
+		// timestamp and its successor's pixels.
+		{"one frame short", func(dir string) { reencode(dir, "-vf", `select='not(eq(n\,5))',setpts=N/FRAME_RATE/TB`) }, "it is 1 frame(s) short", true},
+		{"wrong fps", func(dir string) { reencode(dir, "-r", "25") }, "is not info.json's fps 30", true},
+		// Issue 25 item 2: timestamps scaled x2 (every other query
+		// matched a frame of another time).
+		{"timestamps scaled x2", func(dir string) {
+			p := filepath.Join(dir, file)
+			tmp := p + ".tmp.mp4"
+			if out, err := exec.Command("ffmpeg", "-nostdin", "-loglevel", "error", "-y", "-itsscale", "2", "-i", p, "-c", "copy", tmp).CombinedOutput(); err != nil {
+				t.Fatalf("ffmpeg: %v: %s", err, out)
+			}
+			if err := os.Rename(tmp, p); err != nil {
+				t.Fatal(err)
+			}
+		}, "(r_frame_rate 15/1, avg_frame_rate", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -404,6 +424,18 @@ func TestCameraBadVideos(t *testing.T) {
 			}
 			if int64(kept)+st.Errors != cfg.Dataset.Info.TotalFrames {
 				t.Fatalf("kept %d + skipped %d != %d frames", kept, st.Errors, cfg.Dataset.Info.TotalFrames)
+			}
+			if tc.wholeFile {
+				var inFile int64
+				_, spans := episodeSpans(t, dir, cam)
+				for _, sp := range spans {
+					if sp.File == 0 {
+						inFile += sp.Length
+					}
+				}
+				if st.Errors != inFile {
+					t.Fatalf("with SkipErrors: %d samples skipped, the broken file holds %d", st.Errors, inFile)
+				}
 			}
 		})
 	}

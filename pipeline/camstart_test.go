@@ -69,8 +69,8 @@ func startupDataset(t *testing.T) (dir string, inMissing []int64, files func(eps
 // whose video files for the selected episodes (selection and share) are
 // absent fails in SetupCameras — before any output, and before FFmpeg is
 // looked for — naming camera, file, episode and count and saying how to go
-// on; files of episodes not selected do not count; auto leaves the camera
-// out and says why.
+// on; files of episodes not selected do not count; auto, which decides
+// from all of a camera's files, refuses the partial camera.
 func TestCamerasAbsentAtStartup(t *testing.T) {
 	dir, inMissing, files := startupDataset(t)
 	missing := map[int64]bool{}
@@ -103,7 +103,11 @@ func TestCamerasAbsentAtStartup(t *testing.T) {
 		{name: "list without it", spec: front, decoded: []string{front}},
 		{name: "all, episodes whose files exist", spec: "all", sel: others, decoded: []string{front, wrist}},
 		{name: "all, an episode in the absent file", spec: "all", sel: inMissing[:1], wantErr: []string{first, count(inMissing[:1], front, wrist)}},
-		{name: "auto", spec: "auto", decoded: []string{front}},
+		// Auto decides per camera from all its files (issue 25 item 4):
+		// some present, some absent is an error naming camera and
+		// file, whatever the selection.
+		{name: "auto", spec: "auto", wantErr: []string{"--cameras auto: camera " + wrist + ": 1 of its " + fmt.Sprint(files(nil, wrist)) + " video files are absent (videos/" + wrist + "/chunk-000/file-001.mp4)", "--cameras none"}},
+		{name: "auto, episodes whose files exist", spec: "auto", sel: others, wantErr: []string{"--cameras auto: camera " + wrist}},
 	}
 	// The shares of two workers: each fails exactly when it holds an
 	// episode of the absent file.
@@ -184,7 +188,7 @@ func TestCamerasAbsentAtStartup(t *testing.T) {
 
 // TestCamerasAbsentOnHub: on a Hub dataset the check answers from the
 // file listing: --cameras all fails at startup naming the absent file,
-// auto leaves the camera out, and neither downloads a video.
+// auto refuses the partial camera, and neither downloads a video.
 func TestCamerasAbsentOnHub(t *testing.T) {
 	dir, inMissing, _ := startupDataset(t)
 	rec, err := render.Load(lrstream.DemoRecipe(), "demo-recipe.yaml")
@@ -204,7 +208,9 @@ func TestCamerasAbsentOnHub(t *testing.T) {
 		spec, want string
 	}{
 		{"all", fmt.Sprintf("video file videos/observation.images.wrist/chunk-000/file-001.mp4 (episode %d) is not in org/absent", inMissing[0])},
-		{"auto", ""},
+		// Auto decides from all of a camera's files: some absent is an
+		// error (issue 25 item 4), answered from the listing too.
+		{"auto", "--cameras auto: camera observation.images.wrist: 1 of its"},
 	} {
 		cfg := &Config{Source: src, Dataset: ds, Recipe: rec, Mode: render.ModeFallback, Workers: 2}
 		err := SetupCameras(context.Background(), cfg, CameraOptions{Spec: tc.spec})
@@ -256,7 +262,12 @@ func TestCameraNote(t *testing.T) {
 // TestCheckStartCameraWindow: a --delta-timestamps window on a decoded
 // camera passes CheckStart; on a camera auto leaves out it is refused.
 func TestCheckStartCameraWindow(t *testing.T) {
-	dir, _, _ := startupDataset(t) // the wrist camera lacks a file
+	dir, _, _ := startupDataset(t)
+	// The wrist camera lacks every file (auto leaves it out; one file
+	// absent of several is an error: TestCamerasAbsentAtStartup).
+	if err := os.RemoveAll(filepath.Join(dir, "videos", "observation.images.wrist")); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		key     string
 		wantErr bool

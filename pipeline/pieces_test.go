@@ -455,7 +455,8 @@ func TestCameraPiecesShareProcesses(t *testing.T) {
 				t.Fatal(err)
 			}
 			err = SetupCameras(context.Background(), cfg, CameraOptions{Spec: "observation.images.front", NewDecoder: func() (video.Decoder, error) {
-				return &video.FFmpeg{Path: filepath.Join(bin, "ffmpeg"), Threads: 1}, nil
+				probe, _ := exec.LookPath("ffprobe") // each file's check
+				return &video.FFmpeg{Path: filepath.Join(bin, "ffmpeg"), Probe: probe, Threads: 1}, nil
 			}})
 			if err != nil {
 				t.Fatal(err)

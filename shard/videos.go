@@ -20,6 +20,9 @@ type VideoSpan struct {
 	From, To float64
 	// IndexFile is the meta/episodes file listing it.
 	IndexFile string
+	// Length is the episode's number of frames (its index range; 0 when
+	// the episode is not in the dataset's index).
+	Length int64
 }
 
 // EpisodeVideos reads the video location of every episode and video
@@ -55,6 +58,13 @@ func EpisodeVideos(ctx context.Context, src fetch.Source, ds *schema.Dataset) ([
 			return nil, fileErr(src.ID(), name, err)
 		}
 		out = append(out, spans...)
+	}
+	length := make(map[int64]int64, len(ds.Episodes))
+	for _, e := range ds.Episodes {
+		length[e.Index] = e.ToIndex - e.FromIndex
+	}
+	for i := range out {
+		out[i].Length = length[out[i].Episode]
 	}
 	return out, nil
 }

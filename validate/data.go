@@ -69,6 +69,7 @@ func (v *validator) data(ctx context.Context) {
 		}
 	}
 	states := map[int64]*episodeState{}
+	images := v.imageChecker()
 	for _, p := range order {
 		if ctx.Err() != nil {
 			return
@@ -88,6 +89,7 @@ func (v *validator) data(ctx context.Context) {
 				continue
 			}
 			v.r.FramesRead += int64(b.Len())
+			images.unit(ctx, u, b)
 			v.timing(b, states)
 			v.values(b)
 			lc.batch(b, states)

@@ -12,6 +12,7 @@ import (
 	"github.com/lrstream/lrstream/render"
 	"github.com/lrstream/lrstream/schema"
 	"github.com/lrstream/lrstream/shard"
+	"github.com/lrstream/lrstream/video"
 )
 
 // Severity grades a finding.
@@ -37,6 +38,7 @@ const (
 	CheckValues   = "values"   // numeric feature values
 	CheckLanguage = "language" // language column invariants
 	CheckVideo    = "video"    // video files
+	CheckImage    = "image"    // image features (encoded images in the data files)
 	CheckRecipe   = "recipe"   // what --recipe does on the dataset
 )
 
@@ -122,11 +124,16 @@ type Options struct {
 	Recipe    *render.Recipe
 	Mode      render.Mode
 	NoTaskAug bool
-	// Probe, when set, returns a local video file's duration in seconds
-	// (ffprobe); nil leaves video lengths unchecked (and says so).
-	Probe func(ctx context.Context, name string) (float64, error)
-	// ProbeNote says why Probe is nil, for the report.
-	ProbeNote string
+	// Video, when set, reads the present video files for the per-file
+	// checks (ffprobe: stream against the index, packets; with Deep,
+	// every frame decoded), each through fetch.Materialize (a local
+	// dataset's own file; a Hub dataset's downloaded); nil leaves them
+	// unchecked, VideoNote saying why.
+	Video     *video.FFmpeg
+	VideoNote string
+	// Deep decodes every frame where a cheap check cannot tell: every
+	// video frame (damaged media bytes), every image whole.
+	Deep bool
 	// MaxFindings caps the findings listed per check (default 50); the
 	// others are counted in Report.Omitted.
 	MaxFindings int

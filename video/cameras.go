@@ -82,10 +82,12 @@ type Choice struct {
 }
 
 // Resolve decides which cameras to decode. spec is "auto" (the default:
-// every camera whose video files for the selected episodes exist),
-// "all" (every camera; absent files are an error when decoded), "none",
-// or a comma-separated list of camera keys. spans gives the episodes'
-// video locations; episodes the selected episodes (nil: all).
+// every camera whose video files all exist; see autoCameras), "all"
+// (every camera; absent files are an error when decoded), "none", or a
+// comma-separated list of camera keys. spans gives the episodes' video
+// locations; episodes the selected episodes (nil: all), which auto does
+// not look at: it decides from every file of a camera, so that every
+// consumer of a dataset (each worker, rank or node) decides the same.
 func Resolve(spec string, info *schema.Info, spans []shard.VideoSpan, episodes []int64, exists func(name string) bool) (Choice, error) {
 	ch := Choice{Available: visualKeys(info)}
 	switch spec {
@@ -95,44 +97,9 @@ func Resolve(spec string, info *schema.Info, spans []shard.VideoSpan, episodes [
 		ch.Decoded = append([]string(nil), ch.Available...)
 		return ch, nil
 	case "", ModeAuto:
-		sel := map[int64]bool{}
-		for _, e := range episodes {
-			sel[e] = true
-		}
-		missing := map[string]bool{}
-		checked := map[string]bool{}
-		for _, sp := range spans {
-			if episodes != nil && !sel[sp.Episode] {
-				continue
-			}
-			name, err := info.VideoFile(sp.Key, sp.Chunk, sp.File)
-			if err != nil {
-				missing[sp.Key] = true
-				continue
-			}
-			if !checked[name] {
-				checked[name] = true
-				if !exists(name) {
-					missing[sp.Key] = true
-				}
-			}
-		}
-		have := map[string]bool{}
-		for _, sp := range spans {
-			have[sp.Key] = true
-		}
-		for _, k := range ch.Available {
-			if f, _ := info.Feature(k); f.DType == schema.DTypeImage {
-				ch.Decoded = append(ch.Decoded, k) // in the data files
-				continue
-			}
-			if missing[k] || !have[k] {
-				ch.Absent = append(ch.Absent, k)
-			} else {
-				ch.Decoded = append(ch.Decoded, k)
-			}
-		}
-		return ch, nil
+		dec, absent, err := autoCameras(info, ch.Available, spans, exists)
+		ch.Decoded, ch.Absent = dec, absent
+		return ch, err
 	}
 	known := map[string]bool{}
 	for _, k := range ch.Available {
@@ -151,6 +118,71 @@ func Resolve(spec string, info *schema.Info, spans []shard.VideoSpan, episodes [
 		ch.Decoded = append(ch.Decoded, k)
 	}
 	return ch, nil
+}
+
+// autoCameras is --cameras auto: image features are decoded (they live
+// in the data files); each video camera is decided from all its video
+// files in the episodes index (every episode, selected or not):
+//
+//   - all present: decoded;
+//   - none present (or the index locates none): left out (Absent), which
+//     commands report with a warning (pipeline.CameraNote);
+//   - some present: an error naming the camera and the absent files — a
+//     partial copy (an interrupted download, a cache missing a blob, a
+//     directory where a file should be, an index pointing at a file that
+//     is not there) would otherwise train on a camera set that depends
+//     on the copy.
+func autoCameras(info *schema.Info, available []string, spans []shard.VideoSpan, exists func(string) bool) (decoded, absent []string, err error) {
+	files := map[string][]string{} // camera → its files, index order, once each
+	seen := map[string]bool{}
+	for _, sp := range spans {
+		name, err := info.VideoFile(sp.Key, sp.Chunk, sp.File)
+		if err != nil {
+			continue // its frames fail naming the template's error
+		}
+		if !seen[name] {
+			seen[name] = true
+			files[sp.Key] = append(files[sp.Key], name)
+		}
+	}
+	for _, k := range available {
+		if f, _ := info.Feature(k); f.DType == schema.DTypeImage {
+			decoded = append(decoded, k)
+			continue
+		}
+		var missing []string
+		for _, name := range files[k] {
+			if !exists(name) {
+				missing = append(missing, name)
+			}
+		}
+		switch n := len(files[k]); {
+		case n == 0 || len(missing) == n:
+			absent = append(absent, k)
+		case len(missing) > 0:
+			return nil, nil, partialCameraError(k, missing, n)
+		default:
+			decoded = append(decoded, k)
+		}
+	}
+	return decoded, absent, nil
+}
+
+// partialCameraError is --cameras auto's error for a camera some of whose
+// video files are absent.
+func partialCameraError(key string, missing []string, total int) error {
+	shown := missing
+	if len(shown) > 5 {
+		shown = shown[:5]
+	}
+	more := ""
+	if len(missing) > len(shown) {
+		more = fmt.Sprintf(" and %d more", len(missing)-len(shown))
+	}
+	return fmt.Errorf("--cameras auto: camera %s: %d of its %d video files are absent (%s%s) while the others are present: "+
+		"this copy of the dataset is incomplete, and the camera would be left out of every sample here while other copies decode it. "+
+		"Fetch the absent files, or choose the cameras with --cameras KEY,… (without %s) or --cameras none",
+		key, len(missing), total, strings.Join(shown, ", "), more, key)
 }
 
 // FileExists reports whether a file exists in src (for Resolve), listing
@@ -191,6 +223,9 @@ type Set struct {
 	// when a run ends.
 	ReleaseFiles func()
 	spans        map[int64]map[string]shard.VideoSpan
+	needs        map[string]FileNeeds // by video file (CheckStream)
+	checksMu     sync.Mutex
+	checks       map[string]*fileCheck // by video file: its CheckStream verdict
 	resize       bool
 	free         chan []byte // recycled frame buffers (Buffer, Recycle)
 	prepared     sync.Once   // the first segment prepared the other cameras
@@ -403,7 +438,88 @@ func NewSet(d Decoder, info *schema.Info, spans []shard.VideoSpan, keys []string
 		m[sp.Key] = sp
 	}
 	s.resize = resizeH > 0 && resizeW > 0
+	s.needs = fileNeeds(info, s.Cameras, spans, s.resize)
 	return s, nil
+}
+
+// fileNeeds returns what the episodes of the decoded cameras need of
+// each of their video files (CheckStream): every episode the index puts
+// in a file counts, selected or not, so that every consumer of a dataset
+// judges a file the same way.
+func fileNeeds(info *schema.Info, cams []Camera, spans []shard.VideoSpan, resize bool) map[string]FileNeeds {
+	byKey := map[string]Camera{}
+	for _, c := range cams {
+		byKey[c.Key] = c
+	}
+	needs := map[string]FileNeeds{}
+	for _, sp := range spans {
+		c, ok := byKey[sp.Key]
+		if !ok {
+			continue
+		}
+		name, err := info.VideoFile(sp.Key, sp.Chunk, sp.File)
+		if err != nil {
+			continue // its segments report it
+		}
+		n := needs[name]
+		if !resize {
+			n.Width, n.Height = c.W, c.H
+		}
+		n.FPS = info.FPS
+		if info.FPS > 0 {
+			n.End = max(n.End, sp.From+float64(sp.Length)/info.FPS)
+		}
+		needs[name] = n
+	}
+	return needs
+}
+
+// fileCheck is one video file's CheckStream verdict, shared by its
+// segments: done is closed when err is set.
+type fileCheck struct {
+	done chan struct{}
+	err  error
+}
+
+// checkFile checks the video file name (local path path) once, before
+// any of its frames is used: with a StreamProber decoder, its stream
+// against the dataset (CheckStream). A file that fails fails every
+// sample of it (with --on-error skip: all of them skipped, counted).
+func (s *Set) checkFile(ctx context.Context, name, path string) error {
+	p, ok := s.Decoder.(StreamProber)
+	if !ok {
+		return nil
+	}
+	s.checksMu.Lock()
+	if s.checks == nil {
+		s.checks = map[string]*fileCheck{}
+	}
+	fc := s.checks[name]
+	if fc == nil {
+		fc = &fileCheck{done: make(chan struct{})}
+		s.checks[name] = fc
+		s.checksMu.Unlock()
+		si, err := p.ProbeStream(ctx, path)
+		if err == nil {
+			err = CheckStream(si, s.needs[name], s.Tolerance)
+		}
+		if ctx.Err() != nil {
+			s.checksMu.Lock()
+			delete(s.checks, name) // cancelled: not a verdict
+			s.checksMu.Unlock()
+			err = ctx.Err()
+		}
+		fc.err = err
+		close(fc.done)
+		return err
+	}
+	s.checksMu.Unlock()
+	select {
+	case <-fc.done:
+		return fc.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Fill decodes camera cam's frames for the samples (episodes[i],
@@ -453,26 +569,28 @@ func (s *Set) fillEpisode(ctx context.Context, c Camera, ep int64, index []int64
 		}
 		return nil
 	}
-	// Queries in ascending order (a run of one episode is, but do not
-	// rely on it).
-	order := make([]int, len(index))
-	queries := make([]float64, len(index))
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool { return ts[order[a]] < ts[order[b]] })
-	for k, i := range order {
-		queries[k] = sp.From + float64(ts[i])
+	order, queries := sortedQueries(sp.From, ts)
+	failAll := func(err error) {
+		for k, i := range order {
+			ferr(i, name, queries[k], math.NaN(), err)
+		}
 	}
 	s.prepared.Do(func() { s.prepare(ctx, ep, c.Key) })
 	path, release, err := s.Locate(ctx, name)
 	if err != nil {
-		for k, i := range order {
-			ferr(i, name, queries[k], math.NaN(), err)
-		}
+		failAll(err)
 		return nil
 	}
 	defer release()
+	// The file's stream against the dataset, once per file, before any
+	// of its frames is used.
+	if err := s.checkFile(ctx, name, path); err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+		failAll(err)
+		return nil
+	}
 	margin := s.Tolerance
 	if s.Info.FPS > 0 {
 		margin = max(margin, 1/s.Info.FPS)
@@ -507,6 +625,22 @@ func (s *Set) fillEpisode(ctx context.Context, c Camera, ep int64, index []int64
 		}
 	}
 	return nil
+}
+
+// sortedQueries returns the samples' order by timestamp and the
+// timestamps queried in the file (from + ts), in that order: ascending
+// (a run of one episode is, but do not rely on it).
+func sortedQueries(from float64, ts []float32) (order []int, queries []float64) {
+	order = make([]int, len(ts))
+	queries = make([]float64, len(ts))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return ts[order[a]] < ts[order[b]] })
+	for k, i := range order {
+		queries[k] = from + float64(ts[i])
+	}
+	return order, queries
 }
 
 // IsNotExist reports whether err says a file is absent.

@@ -80,11 +80,12 @@ type FFmpeg struct {
 	RGB24 bool
 
 	mu      sync.Mutex
-	probes  map[string]*lazyYUV // by video path
-	checks  map[yuvKey]*lazyYUV // by size and colorspace
-	live    []*stream           // running processes, busy or kept
-	waiters []*Segment          // segments waiting for a busy process
-	changed chan struct{}       // closed when a process is released
+	probes  map[string]*lazyYUV    // by video path
+	streams map[string]*lazyStream // ProbeStream's answers, by video path
+	checks  map[yuvKey]*lazyYUV    // by size and colorspace
+	live    []*stream              // running processes, busy or kept
+	waiters []*Segment             // segments waiting for a busy process
+	changed chan struct{}          // closed when a process is released
 	tick    uint64
 	started int // processes started (tests)
 }
@@ -112,7 +113,11 @@ func NewFFmpeg() (*FFmpeg, error) {
 	}
 	probe := filepath.Join(filepath.Dir(p), "ffprobe")
 	if st, err := os.Stat(probe); err != nil || st.IsDir() {
-		probe, _ = exec.LookPath("ffprobe")
+		if probe, err = exec.LookPath("ffprobe"); err != nil {
+			// Every video file is checked with ffprobe before its
+			// frames are used (Set, CheckStream).
+			return nil, fmt.Errorf("%w (%v)", ErrNoFFmpeg, errNoProbe)
+		}
 	}
 	return &FFmpeg{Path: p, Probe: probe}, nil
 }

@@ -61,6 +61,9 @@ func decodeImage(b []byte, present bool, c Camera, resize bool, dst []byte) erro
 	if !present {
 		return errors.New("no image (null)")
 	}
+	if err := CheckImageHeader(b, c, resize); err != nil {
+		return err
+	}
 	img, format, err := image.Decode(bytes.NewReader(b))
 	if err != nil {
 		return fmt.Errorf("decoding image: %w", err)
@@ -72,14 +75,45 @@ func decodeImage(b []byte, present bool, c Camera, resize bool, dst []byte) erro
 		return nil
 	}
 	if !resize {
+		// The header said otherwise (CheckImageHeader): a decoder bug
+		// or a file whose header and data disagree.
 		return fmt.Errorf("%s image is %dx%d, info.json says %dx%d (use --resize HxW to resize)", format, w, h, c.W, c.H)
-	}
-	if w == 0 || h == 0 {
-		return fmt.Errorf("%s image is %dx%d: nothing to resize", format, w, h)
 	}
 	src := make([]byte, 3*w*h)
 	toPlanes(img, src)
 	resizePlanes(src, 3, h, w, dst, c.H, c.W)
+	return nil
+}
+
+// MaxImagePixels is PIL's Image.MAX_IMAGE_PIXELS (1024·1024·1024 / 4 / 3):
+// PIL, which LeRobot decodes image features with, warns about an image
+// larger than this and refuses one larger than twice this
+// (DecompressionBombError). lrstream refuses what PIL refuses.
+const MaxImagePixels = 1024 * 1024 * 1024 / 4 / 3
+
+// CheckImageHeader reads an encoded image's header (image.DecodeConfig:
+// the PNG IHDR chunk or the JPEG SOF marker; no pixel is decoded) and
+// refuses, before anything is allocated for its pixels, an image whose
+// size differs from c's (without resize: info.json's shape is what the
+// batches declare) or that has more than 2·MaxImagePixels pixels (PIL's
+// decompression-bomb limit; with resize any size up to that is
+// accepted). A 560 KB PNG can declare 24000x24000 pixels.
+func CheckImageHeader(b []byte, c Camera, resize bool) error {
+	cfg, format, err := image.DecodeConfig(bytes.NewReader(b))
+	if err != nil {
+		return fmt.Errorf("decoding image header: %w", err)
+	}
+	w, h := cfg.Width, cfg.Height
+	if !resize && (w != c.W || h != c.H) {
+		return fmt.Errorf("%s image is %dx%d, info.json says %dx%d (use --resize HxW to resize)", format, w, h, c.W, c.H)
+	}
+	if w <= 0 || h <= 0 {
+		return fmt.Errorf("%s image is %dx%d: no pixels", format, w, h)
+	}
+	if int64(w)*int64(h) > 2*MaxImagePixels {
+		return fmt.Errorf("%s image is %dx%d = %d pixels, more than twice PIL's MAX_IMAGE_PIXELS (%d): refused as a decompression bomb, as PIL refuses it",
+			format, w, h, int64(w)*int64(h), int64(MaxImagePixels))
+	}
 	return nil
 }
 
@@ -116,4 +150,28 @@ func toPlanes(img image.Image, dst []byte) {
 			}
 		}
 	}
+}
+
+// CheckImage is lrstream validate's check of one encoded image of camera
+// c (its data file's <key>.bytes), for what Fill would refuse: a null or
+// empty image, a header that is not an image's, a size other than
+// info.json's or beyond PIL's limit (CheckImageHeader), a PNG whose
+// chunks are cut short or damaged (CheckPNG) — all without decoding the
+// pixels; with deep, the image is also decoded whole, as Fill decodes it.
+func CheckImage(b []byte, present bool, c Camera, deep bool) error {
+	if !present {
+		return errors.New("no image (null)")
+	}
+	if err := CheckImageHeader(b, c, false); err != nil {
+		return err
+	}
+	if bytes.HasPrefix(b, []byte(pngSignature)) {
+		if err := CheckPNG(b); err != nil {
+			return fmt.Errorf("decoding image: %w", err)
+		}
+	}
+	if deep {
+		return decodeImage(b, true, c, false, make([]byte, c.FrameBytes()))
+	}
+	return nil
 }

@@ -2,10 +2,14 @@ package video
 
 import (
 	"bytes"
+	"compress/zlib"
+	"encoding/binary"
+	"hash/crc32"
 	"image"
 	"image/color"
 	"image/jpeg"
 	"image/png"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -72,4 +76,100 @@ func TestDecodeImage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pngHeader returns a PNG holding only its signature, an IHDR chunk of
+// w×h 8-bit pixels of colour type ct, and a small IDAT of zlib data
+// that inflates to rows of zeros: the shape of a decompression bomb (a
+// few hundred bytes declaring any size).
+func pngHeader(t testing.TB, w, h uint32, ct byte) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	b.WriteString("\x89PNG\r\n\x1a\n")
+	chunk := func(typ string, data []byte) {
+		var n [4]byte
+		binary.BigEndian.PutUint32(n[:], uint32(len(data)))
+		b.Write(n[:])
+		c := crc32.NewIEEE()
+		c.Write([]byte(typ))
+		c.Write(data)
+		b.WriteString(typ)
+		b.Write(data)
+		binary.BigEndian.PutUint32(n[:], c.Sum32())
+		b.Write(n[:])
+	}
+	ihdr := make([]byte, 13)
+	binary.BigEndian.PutUint32(ihdr[0:], w)
+	binary.BigEndian.PutUint32(ihdr[4:], h)
+	ihdr[8], ihdr[9] = 8, ct
+	chunk("IHDR", ihdr)
+	var z bytes.Buffer
+	zw := zlib.NewWriter(&z)
+	zw.Write(make([]byte, 64<<10))
+	zw.Close()
+	chunk("IDAT", z.Bytes())
+	chunk("IEND", nil)
+	return b.Bytes()
+}
+
+// TestImageBomb: an image whose header declares a size that disagrees
+// with info.json, or more pixels than PIL accepts, is refused from its
+// header, before its pixels are allocated (issue 25 item 7: a 560 KB
+// 24000x24000 PNG took 605 MB, and 4 GB with --resize).
+func TestImageBomb(t *testing.T) {
+	cam := Camera{Key: "observation.image", C: 3, H: 48, W: 64}
+	tests := []struct {
+		name    string
+		data    []byte
+		resize  bool
+		wantErr string
+	}{
+		{"24000x24000 gray, no resize", pngHeader(t, 24000, 24000, 0), false, "info.json says 64x48"},
+		{"24000x24000 gray, resize", pngHeader(t, 24000, 24000, 0), true, "decompression bomb"},
+		{"just over PIL's limit, resize", pngHeader(t, 2*MaxImagePixels/1000+1, 1000, 0), true, "more than twice PIL's MAX_IMAGE_PIXELS"},
+		{"2000x2000 rgb, no resize", pngHeader(t, 2000, 2000, 2), false, "png image is 2000x2000, info.json says 64x48"},
+		{"zero width", pngHeader(t, 0, 48, 2), true, "decoding image header"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := make([]byte, cam.FrameBytes())
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			err := decodeImage(tc.data, true, cam, tc.resize, dst)
+			runtime.ReadMemStats(&after)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error %v, want %q", err, tc.wantErr)
+			}
+			if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+				t.Fatalf("refusing it allocated %d bytes", n)
+			}
+		})
+	}
+	// Under the limit with --resize: decoded (and its stated size is
+	// what it has).
+	ok := pngHeader(t, 100, 60, 0)
+	if err := CheckImageHeader(ok, cam, true); err != nil {
+		t.Fatalf("100x60 with resize: %v", err)
+	}
+}
+
+// FuzzDecodeImage: any bytes give an error or a frame, never a panic,
+// and never more than the frame's worth of pixels without resize.
+func FuzzDecodeImage(f *testing.F) {
+	f.Add(pngHeader(f, 4, 3, 2), false)
+	f.Add(pngHeader(f, 40000, 40000, 6), true)
+	f.Add([]byte("\x89PNG\r\n\x1a\n"), false)
+	f.Add([]byte{0xff, 0xd8, 0xff, 0xc0, 0, 17, 8, 0xff, 0xff, 0xff, 0xff, 3}, true)
+	cam := Camera{Key: "k", C: 3, H: 3, W: 4}
+	f.Fuzz(func(t *testing.T, data []byte, resize bool) {
+		if resize {
+			// Sizes up to PIL's limit are accepted with resize: keep
+			// the fuzzer's memory small.
+			if c, _, err := image.DecodeConfig(bytes.NewReader(data)); err == nil && int64(c.Width)*int64(c.Height) > 1<<20 {
+				t.Skip("large image")
+			}
+		}
+		dst := make([]byte, cam.FrameBytes())
+		_ = decodeImage(data, true, cam, resize, dst)
+	})
 }

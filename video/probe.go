@@ -3,7 +3,6 @@ package video
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 )
@@ -85,30 +84,27 @@ func once[K comparable](ctx context.Context, d *FFmpeg, m *map[K]*lazyYUV, k K, 
 
 // probe returns the size and colorspace of the video at path when its
 // first video stream is yuv420p of even size in a colorspace YUV knows.
+// (ProbeStream: the same ffprobe run as the file's check.)
 func (d *FFmpeg) probe(ctx context.Context, path string) (yuvKey, bool) {
-	out, err := Command(ctx, d.Probe, "-v", "error", "-select_streams", "v:0",
-		"-show_entries", "stream=pix_fmt,width,height,color_space,color_range", "-of", "json", path).Output()
+	si, err := d.ProbeStream(ctx, path)
 	if err != nil {
 		return yuvKey{}, false
 	}
-	return parseProbe(out)
+	return yuvKeyOf(si)
 }
 
 // parseProbe reads ffprobe's JSON report of a video stream.
 func parseProbe(out []byte) (yuvKey, bool) {
-	var r struct {
-		Streams []struct {
-			PixFmt     string `json:"pix_fmt"`
-			Width      int    `json:"width"`
-			Height     int    `json:"height"`
-			ColorSpace string `json:"color_space"`
-			ColorRange string `json:"color_range"`
-		} `json:"streams"`
-	}
-	if err := json.Unmarshal(out, &r); err != nil || len(r.Streams) != 1 {
+	si, err := parseStreamInfo(out)
+	if err != nil {
 		return yuvKey{}, false
 	}
-	st := r.Streams[0]
+	return yuvKeyOf(si)
+}
+
+// yuvKeyOf returns a stream's size and colorspace, and whether its frames
+// can come as YUV: yuv420p of even size in a colorspace YUV knows.
+func yuvKeyOf(st StreamInfo) (yuvKey, bool) {
 	k := yuvKey{w: st.Width, h: st.Height, space: st.ColorSpace, rng: st.ColorRange}
 	ok := st.PixFmt == "yuv420p" && k.w > 0 && k.h > 0 && k.w%2 == 0 && k.h%2 == 0 &&
 		k.w <= 1<<15 && k.h <= 1<<15 && yuvFor(k.space, k.rng) != nil

@@ -18,14 +18,16 @@ func stderrLog(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, nil))
 }
 
-// logCameraNotes logs, once per dataset, the cameras a run leaves out
-// without having been asked to (--cameras auto on a copy without video
-// files): a piped stream would otherwise drop them silently. Commands
-// skip it when a terminal preview shows the cameras' status itself.
+// logCameraNotes warns, once per dataset, about the cameras a run leaves
+// out without having been asked to (--cameras auto on a copy without
+// video files): a piped stream would otherwise drop them silently. -q
+// does not hide it (a camera missing from training is not a progress
+// note); commands skip it only when a terminal preview shows the
+// cameras' status itself.
 func logCameraNotes(log *slog.Logger, mix []pipeline.Mix) {
 	for _, m := range mix {
 		if note := pipeline.CameraNote(m.Config); note != "" {
-			log.Info(note)
+			log.Warn(note)
 		}
 	}
 }

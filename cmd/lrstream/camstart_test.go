@@ -107,10 +107,11 @@ func TestCamerasAbsentFailAtStartup(t *testing.T) {
 
 // TestCameraNoteLogged: when --cameras auto leaves the dataset's cameras
 // out (video files absent), every command says so once on stderr (log/slog)
-// — the stream being piped, no preview shows it — unless --cameras none
-// (or -q) asks for silence (issue item 2).
+// — the stream being piped, no preview shows it — as a warning -q does
+// not hide, unless --cameras none asks for silence (issue item 2; issue
+// 25 item 4).
 func TestCameraNoteLogged(t *testing.T) {
-	const note = `level=INFO msg="cameras: lrstream-demo declares observation.images.front, observation.images.wrist; decoding none: video files absent, e.g. videos/observation.images.front/chunk-000/file-000.mp4; --cameras none to silence"`
+	const note = `level=WARN msg="cameras: lrstream-demo declares observation.images.front, observation.images.wrist; decoding none: video files absent, e.g. videos/observation.images.front/chunk-000/file-000.mp4; --cameras none to silence"`
 	tests := []struct {
 		args []string
 		want int // notes
@@ -119,12 +120,12 @@ func TestCameraNoteLogged(t *testing.T) {
 		{[]string{"stream", "--format", "jsonl"}, 1},
 		{[]string{"stream", "--shuffle"}, 1},
 		{[]string{"stream", "--cameras", "none"}, 0},
-		{[]string{"stream", "-q"}, 0},
+		{[]string{"stream", "-q"}, 1},
 		{[]string{"bench", "--stages", "decode"}, 1},
 		{[]string{"inspect", "--show", "1"}, 1},
 		{[]string{"prerender", "--cameras", "auto", "--out", "OUT"}, 1},
 		{[]string{"prerender", "--out", "OUT"}, 0}, // --cameras none by default
-		{[]string{"prerender", "--cameras", "auto", "-q", "--out", "OUT"}, 0},
+		{[]string{"prerender", "--cameras", "auto", "-q", "--out", "OUT"}, 1},
 		{[]string{"serve", "--socket", "SOCK"}, 1},
 		{[]string{"serve", "--socket", "SOCK", "--cameras", "none"}, 0},
 	}

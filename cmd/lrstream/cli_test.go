@@ -174,7 +174,8 @@ func TestSummaryLine(t *testing.T) {
 	if !strings.HasPrefix(errb, "stream: 1175/1175 frames (100.0%)") || strings.Count(errb, "\n") != 1 || strings.Contains(errb, "\r") {
 		t.Errorf("summary %q", errb)
 	}
-	if _, errb, _ := runCmd(t, "stream", "--format", "jsonl", "-q"); errb != "" {
+	// (-q does not hide the demo's camera warning: --cameras none.)
+	if _, errb, _ := runCmd(t, "stream", "--format", "jsonl", "--cameras", "none", "-q"); errb != "" {
 		t.Errorf("-q: stderr %q", errb)
 	}
 }

@@ -148,7 +148,7 @@ flags:`)
 				log.Warn(n)
 			}
 		}
-		logCameraNotes(log, mix)
+		logCameraNotes(stderrLog(e.stderr), mix) // not hidden by -q
 		if re.WorldSize > 1 {
 			src := re.Source
 			if src == "" {

@@ -118,8 +118,9 @@ func runStream(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	preview := *format == "msgpack" && isTerminal(e.stdout)
-	if !*quiet && !preview {
-		// The preview lists the cameras and why one is not decoded.
+	if !preview {
+		// The preview lists the cameras and why one is not decoded; -q
+		// does not hide the warning.
 		logCameraNotes(stderrLog(e.stderr), mix)
 	}
 	rankNote()

@@ -7,10 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
 
 	"github.com/lrstream/lrstream/fetch"
 	"github.com/lrstream/lrstream/pipeline"
@@ -32,10 +28,11 @@ func runValidate(ctx context.Context, e *env, args []string) error {
 	noTaskAug := fs.Bool("no-task-aug", false, "check the recipe as with stream --no-task-aug")
 	asJSON := fs.Bool("json", false, "print the report as JSON (docs/validate.md)")
 	maxFindings := fs.Int("max-findings", 50, "findings listed per check; the others are counted")
+	deep := fs.Bool("deep", false, "also decode every video frame and every image (damaged media bytes show only then)")
 	var hub hubFlags
 	hub.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: lrstream validate DATASET [--recipe FILE] [--json] [flags]\n\nChecks a local dataset directory or a Hub dataset ORG/NAME[@REVISION] and reports\nevery problem found. Exit status: 0 no error found, 1 errors found, 2 usage.\n\nflags:")
+		fmt.Fprintln(e.stderr, "usage: lrstream validate DATASET [--recipe FILE] [--deep] [--json] [flags]\n\nChecks a local dataset directory or a Hub dataset ORG/NAME[@REVISION] and reports\nevery problem found. Exit status: 0 no error found, 1 errors found, 2 usage.\n\nflags:")
 		printFlags(fs)
 	}
 	// DATASET may come before, between or after the flags.
@@ -50,7 +47,7 @@ func runValidate(ctx context.Context, e *env, args []string) error {
 		return usageError(fs, fmt.Sprintf("unexpected argument %q", pos[1]))
 	}
 	dataset := pos[0]
-	opts := validate.Options{NoTaskAug: *noTaskAug, MaxFindings: *maxFindings}
+	opts := validate.Options{NoTaskAug: *noTaskAug, MaxFindings: *maxFindings, Deep: *deep}
 	m, err := render.ParseMode(*mode)
 	if err != nil {
 		return usageError(fs, err.Error())
@@ -65,7 +62,10 @@ func runValidate(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	opts.Probe, opts.ProbeNote = ffprobe(dataset)
+	opts.Video, opts.VideoNote = videoChecker(dataset, *deep)
+	if opts.Video != nil {
+		defer opts.Video.Close()
+	}
 	rep, err := validate.Run(ctx, src, opts)
 	if err != nil {
 		return err
@@ -122,32 +122,18 @@ func printReport(e *env, rep *validate.Report) {
 	fmt.Fprintf(w, "%d errors, %d warnings: %s\n", rep.Errors, rep.Warnings, verdict)
 }
 
-// ffprobe returns a video duration probe for a local dataset directory
-// when ffprobe is on PATH, else nil and why.
-func ffprobe(dataset string) (func(ctx context.Context, name string) (float64, error), string) {
-	st, err := os.Stat(dataset)
-	if err != nil || !st.IsDir() {
-		return nil, "not checked for Hub datasets (the videos are not downloaded)"
+// videoChecker returns FFmpeg for validate's per-file video checks of a
+// local dataset, or of a Hub dataset with --deep (its videos are then
+// downloaded, as stream would), else nil and why.
+func videoChecker(dataset string, deep bool) (*video.FFmpeg, string) {
+	if st, err := os.Stat(dataset); (err != nil || !st.IsDir()) && !deep {
+		return nil, "not checked for Hub datasets without --deep (the videos are not downloaded)"
 	}
-	bin, err := exec.LookPath("ffprobe")
+	ff, err := video.NewFFmpeg()
 	if err != nil {
-		return nil, "not checked: ffprobe is not on PATH"
+		return nil, "not checked: " + err.Error()
 	}
-	root := dataset
-	return func(ctx context.Context, name string) (float64, error) {
-		out, err := video.Command(ctx, bin, "-v", "error", "-show_entries", "format=duration", "-of", "default=noprint_wrappers=1:nokey=1", filepath.Join(root, filepath.FromSlash(name))).Output()
-		if err != nil {
-			if ee, ok := err.(*exec.ExitError); ok && len(ee.Stderr) > 0 {
-				return 0, fmt.Errorf("ffprobe: %s", strings.TrimSpace(string(ee.Stderr)))
-			}
-			return 0, fmt.Errorf("ffprobe: %w", err)
-		}
-		d, err := strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
-		if err != nil {
-			return 0, fmt.Errorf("ffprobe: duration %q: %w", strings.TrimSpace(string(out)), err)
-		}
-		return d, nil
-	}, ""
+	return ff, ""
 }
 
 // streamLeavesOut says what `lrstream stream` with its default flags

@@ -65,13 +65,14 @@ func TestValidateFFprobe(t *testing.T) {
 	for _, cam := range []string{"front", "wrist"} {
 		p := filepath.Join(dir, "videos", "observation.images."+cam, "chunk-000", "file-000.mp4")
 		os.MkdirAll(filepath.Dir(p), 0o755)
-		cmd := exec.Command(ffmpeg, "-v", "error", "-f", "lavfi", "-i", "testsrc=size=32x32:rate=10:duration=1", "-pix_fmt", "yuv420p", p)
+		cmd := exec.Command(ffmpeg, "-v", "error", "-f", "lavfi", "-i", "testsrc=size=640x480:rate=10:duration=1", "-pix_fmt", "yuv420p", p)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("ffmpeg: %v %s", err, out)
 		}
 	}
 	out, _, code := runCmd(t, "validate", dir)
-	if code != 1 || !strings.Contains(out, "past the video's end (1.000 s)") || !strings.Contains(out, "long enough for their episodes' to_timestamp (ffprobe)") {
+	if code != 1 || !strings.Contains(out, "the video has 10 frames, its episodes need 604") ||
+		!strings.Contains(out, "it lasts to its last episode's end with no frame of slack") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 }

@@ -209,3 +209,69 @@ func Rename(from, to string) Edit {
 		return fields, cols, nil
 	}
 }
+
+// SetFloat64 sets row of the float64 column col to v.
+func SetFloat64(col string, row int, v float64) Edit {
+	return func(fields []arrow.Field, cols []arrow.Array) ([]arrow.Field, []arrow.Array, error) {
+		i, err := find(fields, col)
+		if err != nil {
+			return nil, nil, err
+		}
+		a, ok := cols[i].(*array.Float64)
+		if !ok {
+			return nil, nil, fmt.Errorf("column %s: type %s", col, cols[i].DataType())
+		}
+		vals := append([]float64(nil), a.Float64Values()...)
+		vals[row] = v
+		b := array.NewFloat64Builder(memory.DefaultAllocator)
+		b.AppendValues(vals, nil)
+		cols[i] = b.NewArray()
+		return fields, cols, nil
+	}
+}
+
+// Chain applies edits in order.
+func Chain(edits ...Edit) Edit {
+	return func(fields []arrow.Field, cols []arrow.Array) ([]arrow.Field, []arrow.Array, error) {
+		var err error
+		for _, e := range edits {
+			if fields, cols, err = e(fields, cols); err != nil {
+				return nil, nil, err
+			}
+		}
+		return fields, cols, nil
+	}
+}
+
+// SetImages adds (or replaces) column col as a LeRobot image feature,
+// struct<bytes: binary, path: string>, with row i's bytes img(i) (nil: a
+// null image).
+func SetImages(col string, img func(row int) []byte) Edit {
+	return func(fields []arrow.Field, cols []arrow.Array) ([]arrow.Field, []arrow.Array, error) {
+		n := 0
+		if len(cols) > 0 {
+			n = cols[0].Len()
+		}
+		typ := arrow.StructOf(arrow.Field{Name: "bytes", Type: arrow.BinaryTypes.Binary, Nullable: true},
+			arrow.Field{Name: "path", Type: arrow.BinaryTypes.String, Nullable: true})
+		b := array.NewStructBuilder(memory.DefaultAllocator, typ)
+		bb := b.FieldBuilder(0).(*array.BinaryBuilder)
+		pb := b.FieldBuilder(1).(*array.StringBuilder)
+		for i := 0; i < n; i++ {
+			data := img(i)
+			if data == nil {
+				b.AppendNull()
+				continue
+			}
+			b.Append(true)
+			bb.Append(data)
+			pb.AppendNull()
+		}
+		a := b.NewArray()
+		if i, err := find(fields, col); err == nil {
+			cols[i], fields[i] = a, arrow.Field{Name: col, Type: typ, Nullable: true}
+			return fields, cols, nil
+		}
+		return append(fields, arrow.Field{Name: col, Type: typ, Nullable: true}), append(cols, a), nil
+	}
+}
