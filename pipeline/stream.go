@@ -307,6 +307,9 @@ func newStreamFiller(cfg *Config, features []collate.Feature) (*filler, error) {
 	if tol <= 0 {
 		tol = DefaultTolerance
 	}
+	if err := deltaCameraKeys(cfg, features); err != nil {
+		return nil, err
+	}
 	deltas, err := ResolveDeltas(cfg.Deltas, cfg.Dataset.Info.FPS, tol, features)
 	if err != nil {
 		return nil, err
@@ -339,7 +342,10 @@ func infoFeatures(cfg *Config) []collate.Feature {
 		if !ok {
 			continue
 		}
-		out = append(out, collate.Feature{Name: f.Name, DType: dt, Shape: f.Shape})
+		// As the chunks' features (readEmitted): LeRobot's dtype and shape.
+		if e, err := collate.Emitted(collate.Feature{Name: f.Name, DType: dt, Shape: f.Shape}); err == nil {
+			out = append(out, e)
+		}
 	}
 	return out
 }
