@@ -274,7 +274,7 @@ func Header(cfg *Config, so StreamOptions, b *collate.Batcher) sink.Header {
 		Tools:        tools,
 		Options:      so.Options,
 		Components:   comps,
-		Cameras:      cfg.CameraStatus,
+		Cameras:      cameraHeader(cfg),
 		Share: sink.Share{
 			Worker: cfg.Share.Worker, NumWorkers: max(cfg.Share.NumWorkers, 1),
 			WorldSize: 1,

@@ -46,6 +46,8 @@ type runFlags struct {
 	// cameras and resize are --cameras and --resize; camerasDefault is
 	// the command's --cameras default ("auto" unless set before register).
 	cameras, resize, camerasDefault string
+	// depthUnit is --depth-unit (mm or m).
+	depthUnit string
 	// pieceMB is --piece-mb: the decoded frames of one decoding job.
 	pieceMB int64
 	// noBatchCheck skips the --mode drop batching check (inspect does
@@ -77,6 +79,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	}
 	f.camerasDefault = def
 	fs.StringVar(&f.cameras, "cameras", def, "camera frames in the batches: auto (the cameras whose video files exist), all, none, or KEY,KEY... (docs/video.md; needs FFmpeg)")
+	fs.StringVar(&f.depthUnit, "depth-unit", "mm", "unit of depth cameras' float32 values: mm (LeRobotDataset's default depth_output_unit) or m (docs/video.md, Depth cameras)")
 	fs.StringVar(&f.resize, "resize", "", "resize camera frames to HxW, e.g. 224x224 (bilinear: FFmpeg for videos, torchvision-exact for image features, see docs/video.md; default: the dataset's size)")
 	fs.Int64Var(&f.pieceMB, "piece-mb", pipeline.DefaultPieceBytes>>20, "MiB of decoded camera frames per decoding job: longer episodes are decoded in pieces; in flight at most (workers+1) pieces (docs/video.md, Memory)")
 	f.hub.register(fs)
@@ -326,7 +329,7 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 		return nil, fmt.Errorf("--piece-mb %d: want a positive number of MiB", f.pieceMB)
 	}
 	cfg.PieceBytes = f.pieceMB << 20 // 0 (commands without the flag): the default
-	co := pipeline.CameraOptions{Spec: f.cameras}
+	co := pipeline.CameraOptions{Spec: f.cameras, DepthUnit: f.depthUnit}
 	if f.resize != "" {
 		if co.ResizeH, co.ResizeW, err = parseResize(f.resize); err != nil {
 			return nil, err

@@ -1,0 +1,66 @@
+package validate
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/lrstream/lrstream/schema"
+	"github.com/lrstream/lrstream/shard"
+	"github.com/lrstream/lrstream/video"
+)
+
+// cameraKinds reports every camera (video or image feature) that stream
+// would leave out (--cameras auto) or refuse (all, or its key), with the
+// reason, and checks depth features: quantization parameters present and
+// meaningful (depth_min < depth_max, depth_min + shift > 0 for log), one
+// channel, and the codec and pixel format info.json records able to hold
+// 12-bit codes.
+func (v *validator) cameraKinds() {
+	var depth []string
+	for _, f := range v.ds.Info.Features {
+		if !f.IsVisual() {
+			continue
+		}
+		col := f.Name
+		if _, err := video.NewCamera(f, video.DepthMillimetres); err != nil {
+			v.c.add(Finding{Severity: Error, Check: CheckVideo, File: shard.InfoPath, Column: col,
+				Message: fmt.Sprintf("lrstream cannot decode this camera (stream leaves it out under --cameras auto, refuses it under all or its key; LeRobotDataset may read it differently): %v", err)})
+			continue
+		}
+		if !video.IsDepth(f) {
+			continue
+		}
+		depth = append(depth, col)
+		p, _ := video.DepthOf(f)
+		if len(p.Missing) > 0 {
+			v.c.add(Finding{Severity: Warning, Check: CheckVideo, File: shard.InfoPath, Column: col,
+				Message: fmt.Sprintf("depth map without %s in its info: read as LeRobot's defaults (depth_min %g, depth_max %g, shift %g, use_log %v), as LeRobotDataset does; if the recording used others every depth value is wrong",
+					strings.Join(p.Missing, ", "), video.DefaultDepthMin, video.DefaultDepthMax, video.DefaultDepthShift, video.DefaultDepthLog)})
+		}
+		v.depthEncoding(f)
+	}
+	if len(depth) > 0 {
+		v.checked("depth cameras (" + strings.Join(depth, ", ") + "): quantization parameters present and meaningful, one channel, a 12-bit pixel format in info.json")
+	}
+}
+
+// depthEncoding checks the pixel format info.json records for a depth
+// feature's video (video.pix_fmt; LeRobot writes gray12le).
+func (v *validator) depthEncoding(f schema.Feature) {
+	var info map[string]json.RawMessage
+	_ = json.Unmarshal(f.Info, &info)
+	var pf string
+	if raw, ok := info["video.pix_fmt"]; ok {
+		_ = json.Unmarshal(raw, &pf)
+	}
+	if pf == "" {
+		v.c.add(Finding{Severity: Warning, Check: CheckVideo, File: shard.InfoPath, Column: f.Name,
+			Message: "depth map without video.pix_fmt in its info: its 12-bit pixel format is checked only when its frames are decoded"})
+		return
+	}
+	if err := video.CheckDepthPixFmt(pf); err != nil {
+		v.c.add(Finding{Severity: Error, Check: CheckVideo, File: shard.InfoPath, Column: f.Name,
+			Message: "depth map: " + err.Error()})
+	}
+}
