@@ -98,11 +98,15 @@ func DepthOf(f schema.Feature) (*DepthParams, error) {
 	return p, nil
 }
 
+// maxDepthParam bounds the parameters (metres): far beyond any sensor, and
+// small enough that the float32 arithmetic of the table stays finite.
+const maxDepthParam = 1e9
+
 // check refuses parameters that cannot be dequantized meaningfully.
 func (p *DepthParams) check() error {
 	for i, v := range []float64{p.Min, p.Max, p.Shift} {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return fmt.Errorf("%s is %v", depthInfoKeys[i], v)
+		if math.IsNaN(v) || math.IsInf(v, 0) || math.Abs(v) > maxDepthParam {
+			return fmt.Errorf("%s is %v: want a finite depth in metres, |x| <= %g", depthInfoKeys[i], v, float64(maxDepthParam))
 		}
 	}
 	if !(p.Min < p.Max) {

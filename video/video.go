@@ -39,7 +39,7 @@ type Frame struct {
 	// Gray12 says Pix is Width×Height little-endian 16-bit gray codes
 	// (gray12le: 0…4095), for a depth camera.
 	Gray12 bool
-	raw []byte // the decoder's buffer holding Pix
+	raw    []byte // the decoder's buffer holding Pix
 }
 
 // Decoder decodes the frames of one segment sequentially, from at most one

@@ -48,6 +48,9 @@ type runFlags struct {
 	cameras, resize, camerasDefault string
 	// depthUnit is --depth-unit (mm or m).
 	depthUnit string
+	// evalSplit and split are --eval-split and --split.
+	evalSplit float64
+	split     string
 	// pieceMB is --piece-mb: the decoded frames of one decoding job.
 	pieceMB int64
 	// noBatchCheck skips the --mode drop batching check (inspect does
@@ -65,6 +68,8 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.noTaskAug, "no-task-aug", false, "pass the canonical task explicitly (LeRobot main's RenderMessagesStep): no task_aug rotation")
 	fs.StringVar(&f.episodes, "episodes", "", "episodes to read, e.g. 0-9,12 (default all)")
 	fs.StringVar(&f.exclude, "exclude-episodes", "", "episodes to skip, e.g. 3,5-7")
+	fs.Float64Var(&f.evalSplit, "eval-split", 0, "hold out this fraction of the selected episodes per task for evaluation, as LeRobot's DatasetConfig.eval_split (the last ceil(n*F) episodes of each task); --split says which part to stream (docs/reading.md)")
+	fs.StringVar(&f.split, "split", "train", "with --eval-split: train (the episodes kept for training) or eval (the held-out ones)")
 	fs.StringVar(&f.features, "features", "", "numeric features to emit, comma-separated (default every numeric feature; \"none\" for none)")
 	fs.StringVar(&f.onError, "on-error", "fail", "a frame whose rendering fails: fail (stop) or skip (count it, report it at the end)")
 	fs.Int64Var(&f.maxErrors, "max-errors", 0, "with --on-error skip: fail once more than N frames failed to render (0: no limit)")
@@ -294,6 +299,13 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 	}
 	if err := shard.CheckSelection(ds, sel); err != nil {
 		return nil, err
+	}
+	if f.evalSplit != 0 {
+		if sel, err = shard.SplitSelection(ds, sel, f.evalSplit, f.split); err != nil {
+			return nil, err
+		}
+	} else if f.split != "" && f.split != "train" {
+		return nil, fmt.Errorf("--split %s needs --eval-split", f.split)
 	}
 	if miss := shard.MissingEpisodes(ds, sel); len(miss) > 0 {
 		msg := fmt.Sprintf("--episodes: %s has no episode %s (it has %d episodes)", ds.ID, miss, len(ds.Episodes))

@@ -172,3 +172,42 @@ def test_rgb_and_image_cameras_match_lerobot(lrstream_bin, feature_datasets, var
             compare_batch(one, lerobot_collate_fn([items[int(i)]]), [RGB, IMG], rgb_uint8=(RGB,), image_k255=(IMG,))
             n += 1
     assert n == len(items)
+
+
+@pytest.mark.parametrize("frac", [0.2, 0.4, 0.5, 0.6, 0.7])
+def test_eval_split_matches_lerobot(lrstream_bin, feature_datasets, frac, monkeypatch):
+    """--eval-split F --split train|eval streams exactly the episodes LeRobot's
+    make_train_eval_datasets gives its train and eval datasets (DatasetConfig.eval_split)."""
+    from types import SimpleNamespace
+
+    import lerobot.datasets.factory as factory
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    root = feature_datasets["short"]  # 5 episodes, two tasks alternating
+    full = LeRobotDataset("interop/features_short", root=root)
+    made = []
+
+    class Capture:  # the train and eval LeRobotDatasets: their episode lists
+        def __init__(self, repo_id, **kw):
+            made.append(kw["episodes"])
+            self.meta = full.meta
+
+    monkeypatch.setattr(factory, "make_dataset", lambda cfg: full)
+    monkeypatch.setattr(factory, "resolve_delta_timestamps", lambda *a: None)
+    monkeypatch.setattr(factory, "LeRobotDataset", Capture)
+    ds_cfg = SimpleNamespace(eval_split=frac, image_transforms=SimpleNamespace(enable=False), repo_id="x", root=root,
+                             revision=None, video_backend="pyav", use_imagenet_stats=False)
+    cfg = SimpleNamespace(dataset=ds_cfg, trainable_config=None, tolerance_s=1e-4)
+    try:
+        factory.make_train_eval_datasets(cfg)
+    except ValueError as e:
+        assert "leaves 0 training episodes" in str(e)
+        p = subprocess.run([str(lrstream_bin), "stream", "--dataset", str(root), "--cameras", "none",
+                            "--eval-split", str(frac)], capture_output=True)
+        assert p.returncode != 0 and b"leaves 0 training episodes" in p.stderr, p.stderr
+        return
+    train, held = made
+    for part, want in (("train", train), ("eval", held)):
+        _, batches = lrstream(lrstream_bin, root, "--cameras", "none", "--eval-split", str(frac), "--split", part)
+        got = sorted({int(e) for b in batches for e in b["episode_index"]})
+        assert got == sorted(want), (part, got, want)
