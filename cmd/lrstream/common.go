@@ -84,7 +84,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	}
 	f.camerasDefault = def
 	fs.StringVar(&f.cameras, "cameras", def, "camera frames in the batches: auto (the cameras whose video files exist), all, none, or KEY,KEY... (docs/video.md; needs FFmpeg)")
-	fs.StringVar(&f.depthUnit, "depth-unit", "mm", "unit of depth cameras' float32 values: mm (LeRobotDataset's default depth_output_unit) or m (docs/video.md, Depth cameras)")
+	fs.StringVar(&f.depthUnit, "depth-unit", "mm", "unit of depth cameras' float32 values: mm (as LeRobotDataset's depth_output_unit) or m (docs/video.md, Depth cameras)")
 	fs.StringVar(&f.resize, "resize", "", "resize camera frames to HxW, e.g. 224x224 (bilinear: FFmpeg for videos, torchvision-exact for image features, see docs/video.md; default: the dataset's size)")
 	fs.Int64Var(&f.pieceMB, "piece-mb", pipeline.DefaultPieceBytes>>20, "MiB of decoded camera frames per decoding job: longer episodes are decoded in pieces; in flight at most (workers+1) pieces (docs/video.md, Memory)")
 	f.hub.register(fs)
