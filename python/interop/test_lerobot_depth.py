@@ -237,3 +237,37 @@ def test_eight_bit_depth_stream(lrstream_bin, feature_datasets, tmp_path):
     for s in (str(dep.relative_to(root)), f"camera {DEPTH}", "episode 0", "index 0", "pixel format yuv420p",
               "12-bit"):
         assert s in err, (s, err)
+
+
+def test_depth_over_serve_and_torch(lrstream_bin, feature_datasets, tmp_path):
+    """The Python client hands depth columns over like RGB ones: over `serve` (shared memory when
+    the platform has it) the float32 columns equal the pipe's, and to_torch makes float32 tensors."""
+    import tempfile
+    import time
+
+    import torch
+
+    from lrstream_client import connect, to_torch
+
+    root = feature_datasets["linear"]
+    _, want, _ = stream(lrstream_bin, root, "--cameras", DEPTH, "--workers", "1")
+    d = tempfile.mkdtemp(prefix="lrs-depth-")
+    sock = os.path.join(d, "s.sock")
+    p = subprocess.Popen([str(lrstream_bin), "serve", "--socket", sock, "--dataset", str(root), "--cameras", DEPTH,
+                          "--batch-size", "4", "--workers", "1"], stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(400):
+            if os.path.exists(sock) or p.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert p.poll() is None, "lrstream serve exited"
+        with connect(sock, timeout=10, read_timeout=120) as r:
+            got = [(np.array(b[DEPTH]), to_torch(b)[DEPTH]) for b in r]
+    finally:
+        p.terminate()
+        p.wait(10)
+        shutil.rmtree(d, ignore_errors=True)
+    assert len(got) == len(want)
+    for (arr, t), w in zip(got, want):
+        assert arr.dtype == np.float32 and np.array_equal(arr, w[DEPTH])
+        assert t.dtype == torch.float32 and t.shape == arr.shape
