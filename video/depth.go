@@ -180,9 +180,13 @@ func (t *DepthTable) Value(code uint16) float32 { return t.lut[code] }
 // takes source pixel (⌊y·sh/dh⌋, ⌊x·sw/dw⌋) — depth values are never
 // blended (a blend of a near and a far surface is a depth nothing is at).
 func (t *DepthTable) Fill(dst, pix []byte, sw, sh, dw, dh int) {
+	lut := (*[1 << 16]float32)(t.lut) // indexed by a uint16: no bounds checks
 	if sw == dw && sh == dh {
-		for i := range dw * dh {
-			binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(t.lut[binary.LittleEndian.Uint16(pix[2*i:])]))
+		n := dw * dh
+		pix, dst = pix[:2*n], dst[:4*n]
+		for i := range n {
+			p := pix[2*i : 2*i+2 : 2*i+2]
+			binary.LittleEndian.PutUint32(dst[4*i:4*i+4:4*i+4], math.Float32bits(lut[uint16(p[0])|uint16(p[1])<<8]))
 		}
 		return
 	}
@@ -194,7 +198,7 @@ func (t *DepthTable) Fill(dst, pix []byte, sw, sh, dw, dh int) {
 		row := pix[2*(y*sh/dh)*sw:]
 		out := dst[4*y*dw:]
 		for x, sx := range xs {
-			binary.LittleEndian.PutUint32(out[4*x:], math.Float32bits(t.lut[binary.LittleEndian.Uint16(row[2*sx:])]))
+			binary.LittleEndian.PutUint32(out[4*x:], math.Float32bits(lut[binary.LittleEndian.Uint16(row[2*sx:])]))
 		}
 	}
 }

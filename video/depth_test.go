@@ -208,3 +208,18 @@ func FuzzDepthOf(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkDepthFill: one 480×640 gray12le frame dequantized to float32.
+func BenchmarkDepthFill(b *testing.B) {
+	tab, _ := (&DepthParams{Min: 0.01, Max: 10, Shift: 3.5, Log: true}).Table(DepthMillimetres)
+	w, h := 640, 480
+	pix := make([]byte, 2*w*h)
+	for i := range w * h {
+		binary.LittleEndian.PutUint16(pix[2*i:], uint16(i%4096))
+	}
+	dst := make([]byte, 4*w*h)
+	b.SetBytes(int64(len(dst)))
+	for b.Loop() {
+		tab.Fill(dst, pix, w, h, w, h)
+	}
+}
