@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/lrstream/lrstream/internal/half"
 )
 
 // Emission rules: the dtype and per-sample shape a numeric feature has in
@@ -90,7 +92,7 @@ func ConvertData(stored string, data []byte) ([]byte, error) {
 		for i := range n {
 			var v float32
 			if stored == "<f2" {
-				v = Float16To32(binary.LittleEndian.Uint16(data[2*i:]))
+				v = half.ToFloat32(binary.LittleEndian.Uint16(data[2*i:]))
 			} else {
 				v = float32(math.Float64frombits(binary.LittleEndian.Uint64(data[8*i:])))
 			}
@@ -132,25 +134,4 @@ func intAt(stored string, data []byte, i int) (int64, error) {
 		return int64(u), nil
 	}
 	return 0, fmt.Errorf("unsupported integer dtype %q", stored)
-}
-
-// Float16To32 converts IEEE 754 half-precision bits to float32 exactly
-// (every half value is a float32: subnormals, infinities and NaN payloads
-// included). Written here rather than taken from arrow-go's float16, whose
-// Float32 maps half subnormals to wrong float32 values.
-func Float16To32(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	frac := uint32(h) & 0x3ff
-	switch {
-	case exp == 0x1f: // Inf, NaN (payload kept)
-		return math.Float32frombits(sign | 0xff<<23 | frac<<13)
-	case exp != 0: // normal
-		return math.Float32frombits(sign | (exp+127-15)<<23 | frac<<13)
-	case frac == 0: // ±0
-		return math.Float32frombits(sign)
-	}
-	// Subnormal: frac × 2^-24, normal as a float32.
-	v := float32(frac) * (1.0 / (1 << 24))
-	return math.Float32frombits(sign | math.Float32bits(v))
 }
