@@ -65,8 +65,8 @@ func cameraHeader(cfg *Config) []sink.Camera {
 			continue
 		}
 		out[i].Kind, out[i].DType, out[i].Shape = c.Kind(), c.DType(), []int{c.C, c.H, c.W}
-		if c.Depth != nil {
-			out[i].Unit = c.DepthUnit
+		if c.Kind() == video.KindDepth {
+			out[i].Unit = c.DepthUnit // "" for a depth image of unknown unit (as stored)
 		}
 	}
 	return out

@@ -27,7 +27,11 @@ type Camera struct {
 	Depth     *DepthTable
 	DepthUnit string
 	depth     *DepthParams
+	img       *imageDepth // a depth image feature (TIFF values, no table)
 }
+
+// isDepth reports whether c is a depth camera (video or image).
+func (c Camera) isDepth() bool { return c.Depth != nil || c.img != nil }
 
 // FrameBytes is the size of one frame in the batch.
 func (c Camera) FrameBytes() int { return c.C * c.H * c.W * c.ItemSize() }
@@ -35,7 +39,7 @@ func (c Camera) FrameBytes() int { return c.C * c.H * c.W * c.ItemSize() }
 // ItemSize is the size of one value of the camera's frames: 4 (float32)
 // for depth, 1 (uint8) for RGB.
 func (c Camera) ItemSize() int {
-	if c.Depth != nil {
+	if c.isDepth() {
 		return 4
 	}
 	return 1
@@ -43,7 +47,7 @@ func (c Camera) ItemSize() int {
 
 // DType is the numpy dtype of the camera's frames in the batches.
 func (c Camera) DType() string {
-	if c.Depth != nil {
+	if c.isDepth() {
 		return "<f4"
 	}
 	return "|u1"
@@ -51,7 +55,7 @@ func (c Camera) DType() string {
 
 // Kind is "depth" or "rgb".
 func (c Camera) Kind() string {
-	if c.Depth != nil {
+	if c.isDepth() {
 		return KindDepth
 	}
 	return KindRGB

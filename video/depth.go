@@ -259,11 +259,20 @@ func NewCamera(f schema.Feature, unit string) (Camera, error) {
 		}
 		return cam, nil
 	}
-	if f.DType != schema.DTypeVideo {
-		return Camera{}, fmt.Errorf("camera %s: a depth map stored as %s features; lrstream decodes depth video features only", f.Name, f.DType)
-	}
 	if c != 1 {
 		return Camera{}, fmt.Errorf("camera %s: declared a depth map (info.is_depth_map) but its shape %v has %d channels, want 1", f.Name, f.Shape, c)
+	}
+	if f.DType == schema.DTypeImage {
+		stored, err := depthUnitOf(f)
+		if err != nil {
+			return Camera{}, err
+		}
+		if unit != DepthMillimetres && unit != DepthMetres {
+			return Camera{}, fmt.Errorf("camera %s: depth unit %q: want mm or m", f.Name, unit)
+		}
+		cam.img = &imageDepth{stored: stored, out: unit}
+		cam.DepthUnit = cam.img.unit()
+		return cam, nil
 	}
 	if cam.Depth, err = dp.Table(unit); err != nil {
 		return Camera{}, fmt.Errorf("camera %s: %w", f.Name, err)
@@ -302,5 +311,40 @@ func putFrame(dst []byte, c Camera, f Frame) error {
 		return fmt.Errorf("depth camera: the decoder gave a frame that is not gray12le")
 	}
 	c.Depth.Fill(dst, f.Pix, f.Width, f.Height, c.W, c.H)
+	return nil
+}
+
+// depthUnitOf returns a depth image feature's info["depth_unit"] ("" when
+// absent or null: LeRobot returns such values as stored).
+func depthUnitOf(f schema.Feature) (string, error) {
+	info, _ := jsonObject(f.Info)
+	raw, ok := info["depth_unit"]
+	if !ok || isNull(raw) {
+		return "", nil
+	}
+	var u string
+	if json.Unmarshal(raw, &u) != nil || (u != DepthMillimetres && u != DepthMetres) {
+		return "", fmt.Errorf("camera %s: info \"depth_unit\" is %s, want \"mm\" or \"m\"", f.Name, raw)
+	}
+	return u, nil
+}
+
+// decodeDepthImage decodes a depth image feature's TIFF into dst (c's
+// float32 frame), resized by nearest neighbour when resize is set.
+func decodeDepthImage(b []byte, c Camera, resize bool, dst []byte) error {
+	w, h, vals, err := decodeDepthTIFF(b)
+	if err != nil {
+		return err
+	}
+	if (w != c.W || h != c.H) && !resize {
+		return fmt.Errorf("depth image is %dx%d, info.json says %dx%d (use --resize HxW to resize)", w, h, c.W, c.H)
+	}
+	for y := range c.H {
+		row := vals[(y*h/c.H)*w:]
+		out := dst[4*y*c.W:]
+		for x := range c.W {
+			binary.LittleEndian.PutUint32(out[4*x:], math.Float32bits(c.img.convert(row[x*w/c.W])))
+		}
+	}
 	return nil
 }

@@ -85,7 +85,12 @@ func TestNewCameraKinds(t *testing.T) {
 		{"rgb", depthFeature("", "", 4, 6, 3), KindRGB, ""},
 		{"3-channel depth", depthFeature(depth, "", 4, 6, 3), "", "has 3 channels, want 1"},
 		{"1-channel not depth", depthFeature("", ""), "", "not a depth map"},
-		{"depth image", func() schema.Feature { f := depthFeature(depth, ""); f.DType = schema.DTypeImage; return f }(), "", "depth video features only"},
+		{"depth image", func() schema.Feature { f := depthFeature(depth, ""); f.DType = schema.DTypeImage; return f }(), KindDepth, ""},
+		{"depth image, bad unit", func() schema.Feature {
+			f := depthFeature(`{"is_depth_map":true,"depth_unit":"cm"}`, "")
+			f.DType = schema.DTypeImage
+			return f
+		}(), "", `want "mm" or "m"`},
 	}
 	for _, c := range cases {
 		cam, err := NewCamera(c.f, DepthMillimetres)

@@ -41,6 +41,10 @@ import numpy as np
 RGB = "observation.images.rgb"
 IMG = "observation.images.img"
 DEPTH = "observation.images.depth"
+# depth image features (use_videos=False: TIFF frames in the data files), given to the writer as
+# uint16 millimetres and float32 metres (its info.depth_unit records which)
+DEPTH_IMG_MM = "observation.images.depth_mm"
+DEPTH_IMG_M = "observation.images.depth_m"
 
 NUMERIC = {
     "next.reward": ("float32", (1,)),
@@ -62,6 +66,7 @@ VARIANTS = {
     "log": dict(lengths=(5, 3, 7, 4), videos=True, rgb_codec="av1", depth="log"),
     "linear": dict(lengths=(4, 6, 3), videos=True, rgb_codec="h264", depth="linear"),
     "short": dict(lengths=(1, 2, 3, 1, 2), videos=False, rgb_codec=None, depth=None),
+    "depthimg": dict(lengths=(3, 4), videos=False, rgb_codec=None, depth="image"),
 }
 
 
@@ -147,6 +152,10 @@ def make_dataset(root: str | Path, variant: str = "log", height: int = 24, width
             kwargs["depth_encoder"] = DepthEncoderConfig()
     else:
         features[IMG] = {"dtype": "image", **hwc}
+    if spec["depth"] == "image":
+        for k in (DEPTH_IMG_MM, DEPTH_IMG_M):
+            features[k] = {"dtype": "image", "shape": (height, width, 1), "names": ["height", "width", "channels"],
+                           "info": {"is_depth_map": True}}
     ds = LeRobotDataset.create(repo_id=repo_id, fps=fps, features=features, root=root,
                                robot_type="interop_bot", use_videos=spec["videos"], **kwargs)
     rng = np.random.default_rng(seed)
@@ -157,6 +166,10 @@ def make_dataset(root: str | Path, variant: str = "log", height: int = 24, width
             frame = {k: numeric_value(k, dt, sh, g, rng) for k, (dt, sh) in numeric.items()}
             frame["task"] = f"task {ep % 2}"
             frame[IMG] = rgb_pixels(1, g, height, width)
+            if spec["depth"] == "image":
+                d = depth_metres(g, height, width, 0.05, 8.0)
+                frame[DEPTH_IMG_MM] = np.rint(d * 1000).astype(np.uint16)[..., None]
+                frame[DEPTH_IMG_M] = d.astype(np.float32)[..., None]
             if spec["videos"]:
                 frame[RGB] = rgb_pixels(0, g, height, width)
                 d = depth_metres(g, height, width, lo, hi, kwargs["depth_encoder"])

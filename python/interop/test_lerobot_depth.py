@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 
 from lrstream_client.reader import StreamReader
-from make_lerobot_features import DEPTH, IMG, RGB
+from make_lerobot_features import DEPTH, DEPTH_IMG_M, DEPTH_IMG_MM, IMG, RGB, make_dataset
 from test_lerobot_features import feature_datasets  # noqa: F401  (session fixture)
 
 # LeRobotDataset items that LeRobot 0.6.1 itself cannot decode (see the module docstring).
@@ -271,3 +271,40 @@ def test_depth_over_serve_and_torch(lrstream_bin, feature_datasets, tmp_path):
     for (arr, t), w in zip(got, want):
         assert arr.dtype == np.float32 and np.array_equal(arr, w[DEPTH])
         assert t.dtype == torch.float32 and t.shape == arr.shape
+
+
+@pytest.fixture(scope="module")
+def depth_image_dataset(tmp_path_factory) -> Path:
+    base = os.environ.get("LRSTREAM_INTEROP_DATASETS")
+    root = Path(base) if base else tmp_path_factory.mktemp("depthimg")
+    d, done = root / "features_depthimg", root / ".features_depthimg.complete"
+    if not done.exists():
+        shutil.rmtree(d, ignore_errors=True)
+        make_dataset(d, "depthimg", repo_id="interop/features_depthimg")
+        done.touch()
+    return d
+
+
+@pytest.mark.parametrize("unit", ["mm", "m"])
+def test_depth_images_match_lerobot(lrstream_bin, depth_image_dataset, unit):
+    """Depth image features (use_videos=False: uint16 mm and float32 m TIFFs in the data files):
+    float32 (N, 1, H, W) in the stored unit converted to depth_output_unit, as LeRobotDataset."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    root = depth_image_dataset
+    ds = LeRobotDataset("interop/features_depthimg", root=root, depth_output_unit=unit)
+    header, batches, _ = stream(lrstream_bin, root, "--depth-unit", unit)
+    cams = {c["key"]: c for c in header["cameras"]}
+    for k in (DEPTH_IMG_MM, DEPTH_IMG_M):
+        assert cams[k]["kind"] == "depth" and cams[k]["dtype"] == "<f4" and cams[k]["unit"] == unit, cams[k]
+    n = 0
+    for b in batches:
+        for j, idx in enumerate(b["index"]):
+            it = ds[int(idx)]
+            for k in (DEPTH_IMG_MM, DEPTH_IMG_M):
+                want = it[k].numpy()
+                got = np.asarray(b[k])[j]
+                assert got.dtype == np.float32 and want.dtype == np.float32 and got.shape == want.shape, k
+                assert np.array_equal(got, want), (k, int(idx), float(np.abs(got - want).max()))
+            n += 1
+    assert n == len(ds)
