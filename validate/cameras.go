@@ -32,6 +32,10 @@ func (v *validator) cameraKinds() {
 			continue
 		}
 		depth = append(depth, col)
+		if f.DType == schema.DTypeImage {
+			v.depthImage(f)
+			continue
+		}
 		p, _ := video.DepthOf(f)
 		if len(p.Missing) > 0 {
 			v.c.add(Finding{Severity: Warning, Check: CheckVideo, File: shard.InfoPath, Column: col,
@@ -62,5 +66,17 @@ func (v *validator) depthEncoding(f schema.Feature) {
 	if err := video.CheckDepthPixFmt(pf); err != nil {
 		v.c.add(Finding{Severity: Error, Check: CheckVideo, File: shard.InfoPath, Column: f.Name,
 			Message: "depth map: " + err.Error()})
+	}
+}
+
+// depthImage checks a depth image feature: without info.depth_unit its
+// values cannot be converted to the requested unit (LeRobot returns them
+// as stored, and so does lrstream).
+func (v *validator) depthImage(f schema.Feature) {
+	var info map[string]json.RawMessage
+	_ = json.Unmarshal(f.Info, &info)
+	if raw, ok := info["depth_unit"]; !ok || string(raw) == "null" {
+		v.c.add(Finding{Severity: Warning, Check: CheckVideo, File: shard.InfoPath, Column: f.Name,
+			Message: "depth image without depth_unit in its info: its values are returned as stored, not converted to --depth-unit (as LeRobotDataset)"})
 	}
 }
