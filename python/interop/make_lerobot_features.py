@@ -10,8 +10,9 @@ Written the way a LeRobot user writes them (``LeRobotDataset.create`` /
   (PNG bytes in the parquet files) in the same dataset, and a depth camera:
   a video feature flagged ``info.is_depth_map``, quantized by LeRobot's writer
   (log or linear, ``DepthEncoderConfig``) to 12-bit codes in HEVC lossless
-  ``gray12le`` (LeRobot's default and only depth codec: its other codecs
-  refuse ``gray12le``);
+  ``gray12le`` (LeRobot's default depth codec) or AV1 ``gray12le`` through
+  libaom (``aom``: the one other codec 0.6.1 accepts for ``gray12le``;
+  h264 and libsvtav1 refuse it);
 * several episodes per video file (LeRobot's default file-size limits).
 
 ``variant``:
@@ -65,6 +66,7 @@ NUMERIC = {
 VARIANTS = {
     "log": dict(lengths=(5, 3, 7, 4), videos=True, rgb_codec="av1", depth="log"),
     "linear": dict(lengths=(4, 6, 3), videos=True, rgb_codec="h264", depth="linear"),
+    "aom": dict(lengths=(4, 5, 3), videos=True, rgb_codec="h264", depth="log", depth_codec="libaom-av1"),
     "short": dict(lengths=(1, 2, 3, 1, 2), videos=False, rgb_codec=None, depth=None),
     "depthimg": dict(lengths=(3, 4), videos=False, rgb_codec=None, depth="image"),
 }
@@ -148,6 +150,8 @@ def make_dataset(root: str | Path, variant: str = "log", height: int = 24, width
         kwargs["rgb_encoder"] = RGBEncoderConfig(vcodec="h264") if spec["rgb_codec"] == "h264" else RGBEncoderConfig()
         if spec["depth"] == "linear":
             kwargs["depth_encoder"] = DepthEncoderConfig(depth_min=0.2, depth_max=4.0, use_log=False)
+        elif spec.get("depth_codec"):  # the other codec 0.6.1 accepts for gray12le
+            kwargs["depth_encoder"] = DepthEncoderConfig(vcodec=spec["depth_codec"], extra_options={})
         else:
             kwargs["depth_encoder"] = DepthEncoderConfig()
     else:
