@@ -67,6 +67,14 @@ func (v *validator) depthEncoding(f schema.Feature) {
 		v.c.add(Finding{Severity: Error, Check: CheckVideo, File: shard.InfoPath, Column: f.Name,
 			Message: "depth map: " + err.Error()})
 	}
+	var codec string
+	if raw, ok := info["video.codec"]; ok {
+		_ = json.Unmarshal(raw, &codec)
+	}
+	if codec == "av1" {
+		v.c.add(Finding{Severity: Warning, Check: CheckVideo, File: shard.InfoPath, Column: f.Name,
+			Message: "depth map in AV1: lrstream decodes it, but LeRobotDataset 0.6.1 refuses to open the dataset (it maps the recorded codec av1 to libsvtav1, which has no gray12le)"})
+	}
 }
 
 // depthImage checks a depth image feature: without info.depth_unit its

@@ -41,6 +41,7 @@ func TestDepthFeatures(t *testing.T) {
 		{"log min+shift", with("video.shift", -1.0), 1, Error, "must be positive"},
 		{"missing max", with("video.depth_max", nil), 1, Warning, "without video.depth_max"},
 		{"8-bit", with("video.pix_fmt", "yuv420p"), 1, Error, "pixel format yuv420p"},
+		{"av1", with("video.codec", "av1"), 1, Warning, "LeRobotDataset 0.6.1 refuses"},
 		{"three channels", good, 3, Error, "has 3 channels, want 1"},
 		{"not depth, 1 channel", map[string]any{"is_depth_map": false}, 1, Error, "not a depth map"},
 	}
