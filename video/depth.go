@@ -84,16 +84,16 @@ func DepthOf(f schema.Feature) (*DepthParams, error) {
 		}
 		if i == 3 {
 			if err := json.Unmarshal(raw, &p.Log); err != nil {
-				return nil, fmt.Errorf("camera %s: info %q is %s, want true or false", f.Name, k, raw)
+				return nil, fmt.Errorf("camera %s: meta/info.json info %q is %s, want true or false", f.Name, k, raw)
 			}
 			continue
 		}
 		if err := json.Unmarshal(raw, nums[i]); err != nil {
-			return nil, fmt.Errorf("camera %s: info %q is %s, want a number (metres)", f.Name, k, raw)
+			return nil, fmt.Errorf("camera %s: meta/info.json info %q is %s, want a number (metres)", f.Name, k, raw)
 		}
 	}
 	if err := p.check(); err != nil {
-		return nil, fmt.Errorf("camera %s: depth quantization: %w", f.Name, err)
+		return nil, fmt.Errorf("camera %s: meta/info.json depth quantization: %w", f.Name, err)
 	}
 	return p, nil
 }
@@ -260,7 +260,7 @@ func NewCamera(f schema.Feature, unit string) (Camera, error) {
 		return cam, nil
 	}
 	if c != 1 {
-		return Camera{}, fmt.Errorf("camera %s: declared a depth map (info.is_depth_map) but its shape %v has %d channels, want 1", f.Name, f.Shape, c)
+		return Camera{}, fmt.Errorf("camera %s: declared a depth map (meta/info.json info.is_depth_map) but its shape %v has %d channels, want 1", f.Name, f.Shape, c)
 	}
 	if f.DType == schema.DTypeImage {
 		stored, err := depthUnitOf(f)
