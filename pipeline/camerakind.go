@@ -23,9 +23,6 @@ func depthUnit(o CameraOptions) string {
 // from ch.Decoded and returned with the reason (listed in the preview and
 // CameraNote's line). Under all or a list it is an error naming it.
 func cameraKinds(cfg *Config, o CameraOptions, ch *video.Choice) (map[string]string, error) {
-	if u := depthUnit(o); u != video.DepthMillimetres && u != video.DepthMetres {
-		return nil, fmt.Errorf("--depth-unit %q: want mm or m", u)
-	}
 	auto := o.Spec == "" || o.Spec == video.ModeAuto
 	out := map[string]string{}
 	for _, k := range ch.Decoded {

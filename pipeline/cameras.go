@@ -37,6 +37,9 @@ type CameraOptions struct {
 // cfg.Cameras and cfg.CameraStatus. Datasets without video features are
 // left as they are.
 func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
+	if u := depthUnit(o); u != video.DepthMillimetres && u != video.DepthMetres {
+		return fmt.Errorf("--depth-unit %q: want mm or m", u)
+	}
 	keys := video.Keys(&cfg.Dataset.Info)
 	if len(keys) == 0 && len(video.ImageKeys(&cfg.Dataset.Info)) == 0 {
 		if o.Spec != "" && o.Spec != video.ModeAuto && o.Spec != video.ModeNone && o.Spec != video.ModeAll {

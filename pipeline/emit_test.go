@@ -149,3 +149,15 @@ func TestEmittedDTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestDepthUnitFlag: --depth-unit is checked on every dataset, with
+// cameras or not.
+func TestDepthUnitFlag(t *testing.T) {
+	cfg := demoConfig(t, render.ModeFallback)
+	for unit, ok := range map[string]bool{"": true, "mm": true, "m": true, "cm": false} {
+		err := SetupCameras(context.Background(), cfg, CameraOptions{Spec: video.ModeNone, DepthUnit: unit})
+		if (err == nil) != ok {
+			t.Errorf("--depth-unit %q: %v", unit, err)
+		}
+	}
+}
