@@ -10,12 +10,11 @@ import (
 	"github.com/lrstream/lrstream/video"
 )
 
-// cameraKinds reports every camera (video or image feature) that stream
-// would leave out (--cameras auto) or refuse (all, or its key), with the
-// reason, and checks depth features: quantization parameters present and
-// meaningful (depth_min < depth_max, depth_min + shift > 0 for log), one
-// channel, and the codec and pixel format info.json records able to hold
-// 12-bit codes.
+// cameraKinds checks depth features beyond what stream refuses
+// (cameraShapes reports those: unusable quantization parameters, channel
+// counts): parameters present (LeRobot's defaults otherwise), the pixel
+// format info.json records able to hold 12-bit codes, AV1 (which
+// LeRobotDataset 0.6.1 cannot open), a depth image's unit.
 func (v *validator) cameraKinds() {
 	var depth []string
 	for _, f := range v.ds.Info.Features {
@@ -24,9 +23,7 @@ func (v *validator) cameraKinds() {
 		}
 		col := f.Name
 		if _, err := video.NewCamera(f, video.DepthMillimetres); err != nil {
-			v.c.add(Finding{Severity: Error, Check: CheckVideo, File: shard.InfoPath, Column: col,
-				Message: fmt.Sprintf("lrstream cannot decode this camera (stream leaves it out under --cameras auto, refuses it under all or its key; LeRobotDataset may read it differently): %v", err)})
-			continue
+			continue // cameraShapes reports it, with the reason
 		}
 		if !video.IsDepth(f) {
 			continue

@@ -68,7 +68,7 @@ func TestDepthFeatures(t *testing.T) {
 			if err := os.WriteFile(p, out, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			rep := runDir(t, dir, Options{ProbeNote: "no probe in this test"})
+			rep := runDir(t, dir, Options{})
 			found := false
 			for _, fd := range rep.Findings {
 				if fd.Column == "observation.images.wrist" && fd.File == "meta/info.json" {
