@@ -22,6 +22,9 @@ type CameraOptions struct {
 	Spec string
 	// ResizeH and ResizeW, when set, resize every camera's frames.
 	ResizeH, ResizeW int
+	// DepthUnit is the unit of depth cameras' values: "mm" (default,
+	// LeRobotDataset's depth_output_unit) or "m".
+	DepthUnit string
 	// NewDecoder makes the decoder, called only when a camera is decoded
 	// (default video.NewFFmpeg: FFmpeg is needed only then).
 	NewDecoder func() (video.Decoder, error)
@@ -34,6 +37,9 @@ type CameraOptions struct {
 // cfg.Cameras and cfg.CameraStatus. Datasets without video features are
 // left as they are.
 func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
+	if u := depthUnit(o); u != video.DepthMillimetres && u != video.DepthMetres {
+		return fmt.Errorf("--depth-unit %q: want mm or m", u)
+	}
 	keys := video.Keys(&cfg.Dataset.Info)
 	if len(keys) == 0 && len(video.ImageKeys(&cfg.Dataset.Info)) == 0 {
 		if o.Spec != "" && o.Spec != video.ModeAuto && o.Spec != video.ModeNone && o.Spec != video.ModeAll {
@@ -66,6 +72,10 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 	}
 	exists := video.FileExists(ctx, cfg.Source)
 	ch, err := video.Resolve(o.Spec, &cfg.Dataset.Info, spans, eps, exists)
+	if err != nil {
+		return err
+	}
+	unsupported, err := cameraKinds(cfg, o, &ch)
 	if err != nil {
 		return err
 	}
@@ -104,6 +114,8 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 		st := sink.Camera{Key: k, Decoded: decoded[k]}
 		switch {
 		case decoded[k]:
+		case unsupported[k] != "":
+			st.Reason = unsupported[k]
 		case absent[k] && indexErr != nil:
 			st.Reason = "episodes index: " + indexErr.Error()
 		case absent[k] && absentWhy[k] != "":
@@ -124,20 +136,17 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 			videoKeys = append(videoKeys, k)
 			continue
 		}
-		c, h, w, err := video.FeatureShape(f)
+		cam, err := video.NewCamera(f, depthUnit(o))
 		if err != nil {
 			return err
-		}
-		if c != 3 {
-			return fmt.Errorf("camera %s: %d channels; lrstream decodes RGB (3) cameras", k, c)
 		}
 		if images == nil {
 			images = &video.ImageSet{Source: cfg.Source, Resize: o.ResizeH > 0 && o.ResizeW > 0}
 		}
 		if images.Resize {
-			h, w = o.ResizeH, o.ResizeW
+			cam.H, cam.W = o.ResizeH, o.ResizeW
 		}
-		images.Cameras = append(images.Cameras, video.Camera{Key: k, C: c, H: h, W: w})
+		images.Cameras = append(images.Cameras, cam)
 	}
 	cfg.Images = images
 	if len(videoKeys) == 0 {
@@ -200,6 +209,9 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 	}
 	set, err := video.NewSet(dec, &cfg.Dataset.Info, spans, videoKeys, o.ResizeH, o.ResizeW, tol, loc)
 	if err != nil {
+		return err
+	}
+	if err := set.SetDepthUnit(depthUnit(o)); err != nil {
 		return err
 	}
 	if len(eps) > 0 {
@@ -405,7 +417,7 @@ func attachFrames(ctx context.Context, cfg *Config, gr *groupRead, c *Chunk, lo,
 	}
 	addColumn := func(cam video.Camera, buf []byte, errs []error) {
 		fb := cam.FrameBytes()
-		c.Batch.Features = append(c.Batch.Features, shard.FeatureData{Name: cam.Key, DType: "|u1", Shape: []int{cam.C, cam.H, cam.W},
+		c.Batch.Features = append(c.Batch.Features, shard.FeatureData{Name: cam.Key, DType: cam.DType(), Shape: []int{cam.C, cam.H, cam.W},
 			Data: buf[(lo-flo)*fb : (hi-flo)*fb : (hi-flo)*fb]})
 		c.frameCols++
 		if c.ext != nil {

@@ -31,12 +31,12 @@ func groupUnits(units []shard.Unit) [][]shard.Unit {
 
 // readGroup reads a group of units as one batch.
 func readGroup(ctx context.Context, cfg *Config, g []shard.Unit, opts shard.Options) (*shard.Batch, error) {
-	b, err := shard.ReadUnit(ctx, cfg.Source, cfg.Dataset, g[0], opts)
+	b, err := readEmitted(ctx, cfg, g[0], opts)
 	if err != nil || len(g) == 1 {
 		return b, err
 	}
 	for _, u := range g[1:] {
-		nb, err := shard.ReadUnit(ctx, cfg.Source, cfg.Dataset, u, opts)
+		nb, err := readEmitted(ctx, cfg, u, opts)
 		if err != nil {
 			return nil, err
 		}

@@ -65,6 +65,9 @@ func checkDeltas(cfg *Config) error {
 	if tol <= 0 {
 		tol = DefaultTolerance
 	}
+	if err := deltaCameraKeys(cfg, cols); err != nil {
+		return err
+	}
 	_, err := ResolveDeltas(cfg.Deltas, cfg.Dataset.Info.FPS, tol, cols)
 	return err
 }

@@ -274,7 +274,7 @@ func Header(cfg *Config, so StreamOptions, b *collate.Batcher) sink.Header {
 		Tools:        tools,
 		Options:      so.Options,
 		Components:   comps,
-		Cameras:      cfg.CameraStatus,
+		Cameras:      cameraHeader(cfg),
 		Share: sink.Share{
 			Worker: cfg.Share.Worker, NumWorkers: max(cfg.Share.NumWorkers, 1),
 			WorldSize: 1,
@@ -306,6 +306,9 @@ func newStreamFiller(cfg *Config, features []collate.Feature) (*filler, error) {
 	tol := cfg.Tolerance
 	if tol <= 0 {
 		tol = DefaultTolerance
+	}
+	if err := deltaCameraKeys(cfg, features); err != nil {
+		return nil, err
 	}
 	deltas, err := ResolveDeltas(cfg.Deltas, cfg.Dataset.Info.FPS, tol, features)
 	if err != nil {
@@ -339,7 +342,10 @@ func infoFeatures(cfg *Config) []collate.Feature {
 		if !ok {
 			continue
 		}
-		out = append(out, collate.Feature{Name: f.Name, DType: dt, Shape: f.Shape})
+		// As the chunks' features (readEmitted): LeRobot's dtype and shape.
+		if e, err := collate.Emitted(collate.Feature{Name: f.Name, DType: dt, Shape: f.Shape}); err == nil {
+			out = append(out, e)
+		}
 	}
 	return out
 }

@@ -70,6 +70,10 @@ type Feature struct {
 	// Names is the raw JSON of the feature's "names" (a list, an object or
 	// null); nil when absent.
 	Names json.RawMessage
+	// Info and VideoInfo are the raw JSON of the feature's "info" and
+	// (legacy) "video_info" objects; nil when absent. Video features keep
+	// their encoding there (e.g. a depth map's quantization, video.DepthOf).
+	Info, VideoInfo json.RawMessage
 }
 
 // Feature dtypes with a special meaning.
@@ -273,9 +277,11 @@ type infoJSON struct {
 }
 
 type featureJSON struct {
-	DType string          `json:"dtype"`
-	Shape []int           `json:"shape"`
-	Names json.RawMessage `json:"names"`
+	DType     string          `json:"dtype"`
+	Shape     []int           `json:"shape"`
+	Names     json.RawMessage `json:"names"`
+	Info      json.RawMessage `json:"info"`
+	VideoInfo json.RawMessage `json:"video_info"`
 }
 
 // ParseInfo parses meta/info.json, keeping the features in file order,
@@ -350,6 +356,12 @@ func ParseInfoUnchecked(data []byte) (Info, error) {
 		f := Feature{Name: name, DType: fj.DType, Shape: fj.Shape}
 		if len(fj.Names) > 0 {
 			f.Names = append(json.RawMessage(nil), fj.Names...)
+		}
+		if len(fj.Info) > 0 {
+			f.Info = append(json.RawMessage(nil), fj.Info...)
+		}
+		if len(fj.VideoInfo) > 0 {
+			f.VideoInfo = append(json.RawMessage(nil), fj.VideoInfo...)
 		}
 		in.Features = append(in.Features, f)
 	}

@@ -498,7 +498,17 @@ func headerFromMap(m schema.Map) (*Header, error) {
 		list, _ := cs.([]any)
 		for _, e := range list {
 			cm, _ := e.(schema.Map)
-			h.Cameras = append(h.Cameras, Camera{Key: getStr(cm, "key"), Decoded: getBool(cm, "decoded")})
+			c := Camera{Key: getStr(cm, "key"), Decoded: getBool(cm, "decoded"), Kind: getStr(cm, "kind"),
+				DType: getStr(cm, "dtype"), Unit: getStr(cm, "unit")}
+			if v, ok := cm.Get("shape"); ok {
+				dims, _ := v.([]any)
+				c.Shape = []int{}
+				for _, d := range dims {
+					n, _ := d.(int64)
+					c.Shape = append(c.Shape, int(n))
+				}
+			}
+			h.Cameras = append(h.Cameras, c)
 		}
 	}
 	if v, ok := m.Get("share"); ok {

@@ -87,11 +87,7 @@ func AppendHeader(dst []byte, h Header) ([]byte, error) {
 		b = mpStr(b, "cameras")
 		b = mpArrayHeader(b, len(h.Cameras))
 		for _, c := range h.Cameras {
-			b = mpMapHeader(b, 2)
-			b = mpStr(b, "key")
-			b = mpStr(b, c.Key)
-			b = mpStr(b, "decoded")
-			b = mpBool(b, c.Decoded)
+			b = appendCamera(b, c)
 		}
 	}
 	b = mpStr(b, "share")
@@ -697,4 +693,38 @@ func appendValue(b []byte, v any) ([]byte, error) {
 		return b, nil
 	}
 	return b, fmt.Errorf("unsupported value type %T", v)
+}
+
+// appendCamera appends one entry of the header's cameras: key and decoded,
+// and for a decoded camera its kind, dtype, shape and (depth) unit.
+func appendCamera(b []byte, c Camera) []byte {
+	n := 2
+	if c.Decoded && c.Kind != "" {
+		n += 3
+		if c.Unit != "" {
+			n++
+		}
+	}
+	b = mpMapHeader(b, n)
+	b = mpStr(b, "key")
+	b = mpStr(b, c.Key)
+	b = mpStr(b, "decoded")
+	b = mpBool(b, c.Decoded)
+	if n == 2 {
+		return b
+	}
+	b = mpStr(b, "kind")
+	b = mpStr(b, c.Kind)
+	b = mpStr(b, "dtype")
+	b = mpStr(b, c.DType)
+	b = mpStr(b, "shape")
+	b = mpArrayHeader(b, len(c.Shape))
+	for _, d := range c.Shape {
+		b = mpInt(b, int64(d))
+	}
+	if c.Unit != "" {
+		b = mpStr(b, "unit")
+		b = mpStr(b, c.Unit)
+	}
+	return b
 }

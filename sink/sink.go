@@ -97,6 +97,12 @@ type Camera struct {
 	// wire header carries key and decoded, so a stream and its replay
 	// agree whatever the reason).
 	Reason string
+	// Kind ("rgb" or "depth"), DType (numpy dtype: "|u1", "<f4"), Shape
+	// (per sample, [C, H, W]) and Unit (depth: "mm" or "m"; "" otherwise)
+	// describe a decoded camera's column; written only for decoded cameras.
+	Kind, DType string
+	Shape       []int
+	Unit        string
 }
 
 // Training is the header's description of a training stream's order: what

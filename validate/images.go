@@ -2,25 +2,18 @@ package validate
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/lrstream/lrstream/schema"
 	"github.com/lrstream/lrstream/shard"
 	"github.com/lrstream/lrstream/video"
 )
 
-// imageCamera returns image feature k's camera as stream decodes it, or
-// why stream cannot (the check pipeline.SetupCameras makes).
+// imageCamera returns image feature k's camera as stream decodes it (RGB,
+// or a depth image), or why stream cannot (video.NewCamera, the check
+// pipeline.SetupCameras makes).
 func imageCamera(info *schema.Info, k string) (video.Camera, error) {
 	f, _ := info.Feature(k)
-	c, h, w, err := video.FeatureShape(f)
-	if err != nil {
-		return video.Camera{}, err
-	}
-	if c != 3 {
-		return video.Camera{}, fmt.Errorf("camera %s: %d channels; lrstream decodes RGB (3) cameras", k, c)
-	}
-	return video.Camera{Key: k, C: c, H: h, W: w}, nil
+	return video.NewCamera(f, video.DepthMillimetres)
 }
 
 // imageChecker checks the image features' encoded images of every frame,

@@ -41,7 +41,10 @@ func needFFmpeg(t *testing.T) *video.FFmpeg {
 // streamAll streams dir as `lrstream stream` does with --cameras auto
 // (every camera decoded whose files exist), to the end, and returns its
 // error: nil when every frame was delivered.
-func streamAll(t *testing.T, dir string) error {
+func streamAll(t *testing.T, dir string) error { return streamCameras(t, dir, "auto") }
+
+// streamCameras streams dir with --cameras spec.
+func streamCameras(t *testing.T, dir, spec string) error {
 	t.Helper()
 	ctx := context.Background()
 	src, err := fetch.NewDir(dir)
@@ -57,7 +60,7 @@ func streamAll(t *testing.T, dir string) error {
 		t.Fatal(err)
 	}
 	cfg := &pipeline.Config{Source: src, Dataset: ds, Recipe: rec, Mode: render.ModeFallback, Workers: 2}
-	if err := pipeline.SetupCameras(ctx, cfg, pipeline.CameraOptions{Spec: "auto"}); err != nil {
+	if err := pipeline.SetupCameras(ctx, cfg, pipeline.CameraOptions{Spec: spec}); err != nil {
 		return err
 	}
 	defer func() {
@@ -105,6 +108,10 @@ type corruption struct {
 	deep bool
 	// want are substrings of one of validate's error findings.
 	want []string
+	// cameras is the --cameras stream refuses it with (default auto; a
+	// camera of a kind lrstream cannot decode is left out by auto with a
+	// note, issue 27, and refused by all).
+	cameras string
 }
 
 // sweep checks that each corruption of base makes stream fail and
@@ -134,8 +141,12 @@ func sweep(t *testing.T, base string, cases []corruption) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := copyBase(t)
 			tc.break_(t, dir)
-			if err := streamAll(t, dir); err == nil {
-				t.Fatal("stream delivered every frame: not a corruption stream refuses")
+			spec := tc.cameras
+			if spec == "" {
+				spec = "auto"
+			}
+			if err := streamCameras(t, dir, spec); err == nil {
+				t.Fatalf("stream --cameras %s delivered every frame: not a corruption stream refuses", spec)
 			}
 			rep := runDir(t, dir, Options{Video: ff, Deep: tc.deep})
 			found := false
@@ -241,7 +252,7 @@ func TestValidatePredictsStreamVideo(t *testing.T) {
 		}, want: []string{frontFile, "is not info.json's fps 25"}},
 		{name: "shape [48,64,4]", break_: func(t *testing.T, dir string) {
 			editInfo(t, dir, func(info map[string]any) { feature(info, frontKey)["shape"] = []int{48, 64, 4} })
-		}, want: []string{frontKey, "4 channels"}},
+		}, want: []string{frontKey, "4 channels"}, cameras: "all"},
 		{name: "faststart cut at 60%", break_: cutFaststart(60), want: []string{frontFile, "cut short or damaged"}},
 		{name: "faststart cut at 80%", break_: cutFaststart(80), want: []string{frontFile, "cut short or damaged"}},
 		{name: "faststart cut at 97%", break_: cutFaststart(97), want: []string{frontFile, "cut short or damaged"}},

@@ -253,6 +253,7 @@ func (v *validator) run(ctx context.Context) {
 	v.episodeIDs()
 	v.data(ctx)
 	v.videos(ctx)
+	v.cameraKinds()
 	if v.opts.Recipe != nil {
 		v.recipe(ctx)
 	} else {

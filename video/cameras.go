@@ -22,10 +22,50 @@ import (
 type Camera struct {
 	Key     string
 	C, H, W int
+	// Depth, for a depth camera (C = 1), dequantizes its 12-bit codes to
+	// float32 in DepthUnit; nil for an RGB camera (uint8).
+	Depth     *DepthTable
+	DepthUnit string
+	depth     *DepthParams
+	img       *imageDepth // a depth image feature (TIFF values, no table)
 }
 
+// isDepth reports whether c is a depth camera (video or image).
+func (c Camera) isDepth() bool { return c.Depth != nil || c.img != nil }
+
 // FrameBytes is the size of one frame in the batch.
-func (c Camera) FrameBytes() int { return c.C * c.H * c.W }
+func (c Camera) FrameBytes() int { return c.C * c.H * c.W * c.ItemSize() }
+
+// ItemSize is the size of one value of the camera's frames: 4 (float32)
+// for depth, 1 (uint8) for RGB.
+func (c Camera) ItemSize() int {
+	if c.isDepth() {
+		return 4
+	}
+	return 1
+}
+
+// DType is the numpy dtype of the camera's frames in the batches.
+func (c Camera) DType() string {
+	if c.isDepth() {
+		return "<f4"
+	}
+	return "|u1"
+}
+
+// Kind is "depth" or "rgb".
+func (c Camera) Kind() string {
+	if c.isDepth() {
+		return KindDepth
+	}
+	return KindRGB
+}
+
+// Camera kinds (the header's cameras[].kind).
+const (
+	KindRGB   = "rgb"
+	KindDepth = "depth"
+)
 
 // Keys returns the dataset's video features (its cameras) in info.json
 // order.
@@ -417,17 +457,14 @@ func NewSet(d Decoder, info *schema.Info, spans []shard.VideoSpan, keys []string
 		if !ok || f.DType != schema.DTypeVideo {
 			return nil, fmt.Errorf("camera %s: not a video feature of info.json", k)
 		}
-		c, h, w, err := FeatureShape(f)
+		cam, err := NewCamera(f, DepthMillimetres)
 		if err != nil {
 			return nil, err
 		}
-		if c != 3 {
-			return nil, fmt.Errorf("camera %s: %d channels; lrstream decodes RGB (3) cameras", k, c)
-		}
 		if resizeH > 0 && resizeW > 0 {
-			h, w = resizeH, resizeW
+			cam.H, cam.W = resizeH, resizeW
 		}
-		s.Cameras = append(s.Cameras, Camera{Key: k, C: c, H: h, W: w})
+		s.Cameras = append(s.Cameras, cam)
 	}
 	for _, sp := range spans {
 		m := s.spans[sp.Episode]
@@ -595,18 +632,21 @@ func (s *Set) fillEpisode(ctx context.Context, c Camera, ep int64, index []int64
 	if s.Info.FPS > 0 {
 		margin = max(margin, 1/s.Info.FPS)
 	}
-	seg := Segment{Path: path}
-	if s.resize {
+	seg := Segment{Path: path, Gray12: c.Depth != nil}
+	if s.resize && c.Depth == nil { // depth: resized in Go, nearest (DepthTable.Fill)
 		seg.Width, seg.Height = c.W, c.H
 	}
 	handled, err := Select(ctx, s.Decoder, seg, queries, s.Tolerance, margin,
 		func(m Match) error {
 			i := order[m.Query]
-			if m.Frame.Width != c.W || m.Frame.Height != c.H {
+			if (m.Frame.Width != c.W || m.Frame.Height != c.H) && !(s.resize && c.Depth != nil) {
 				ferr(i, name, queries[m.Query], m.Frame.PTS, fmt.Errorf("frame is %dx%d, info.json says %dx%d (use --resize HxW to resize)", m.Frame.Width, m.Frame.Height, c.W, c.H))
 				return nil
 			}
-			ToCHW(dst[i*fb:(i+1)*fb], m.Frame)
+			if err := putFrame(dst[i*fb:(i+1)*fb], c, m.Frame); err != nil {
+				ferr(i, name, queries[m.Query], m.Frame.PTS, err)
+				return nil
+			}
 			if matched != nil {
 				matched(i, name, m.Frame.PTS)
 			}

@@ -82,6 +82,7 @@ type FFmpeg struct {
 	mu      sync.Mutex
 	probes  map[string]*lazyYUV    // by video path
 	streams map[string]*lazyStream // ProbeStream's answers, by video path
+	grays   sync.Map               // video path → error of grayCheck (depth cameras)
 	checks  map[yuvKey]*lazyYUV    // by size and colorspace
 	live    []*stream              // running processes, busy or kept
 	waiters []*Segment             // segments waiting for a busy process
@@ -163,8 +164,13 @@ func (d *FFmpeg) Decode(ctx context.Context, seg Segment, fn func(Frame) error) 
 	if _, err := os.Stat(seg.Path); err != nil {
 		return fmt.Errorf("video file: %w", err)
 	}
+	if seg.Gray12 {
+		if err := d.grayCheck(ctx, seg.Path); err != nil {
+			return err
+		}
+	}
 	var yuv *YUV
-	if seg.Width == 0 && seg.Height == 0 {
+	if seg.Width == 0 && seg.Height == 0 && !seg.Gray12 {
 		var err error
 		if yuv, err = d.yuv(ctx, seg.Path); err != nil {
 			return err
@@ -262,7 +268,7 @@ func (d *FFmpeg) acquire(ctx context.Context, seg Segment, yuv *YUV) (*stream, e
 	}
 	unwait()
 	s := &stream{path: seg.Path, w: seg.Width, h: seg.Height, from: seg.Start, gone: math.Inf(-1), busy: true, seg: seg,
-		hold: max(d.Hold, 2), yuv: yuv}
+		hold: max(d.Hold, 2), yuv: yuv, gray: seg.Gray12}
 	d.live = append(d.live, s)
 	d.started++
 	d.mu.Unlock()
@@ -381,6 +387,7 @@ type stream struct {
 	path  string
 	w, h  int
 	yuv   *YUV    // the frames come as YUV 4:2:0 converted by it (nil: RGB24)
+	gray  bool    // the frames come as gray12le (a depth camera)
 	from  float64 // the start of the segment it was started for
 	cmd   *exec.Cmd
 	out   *os.File // the frames' pipe
@@ -405,7 +412,7 @@ type stream struct {
 }
 
 func (s *stream) sameVideo(seg Segment) bool {
-	return s.path == seg.Path && s.w == seg.Width && s.h == seg.Height
+	return s.path == seg.Path && s.w == seg.Width && s.h == seg.Height && s.gray == seg.Gray12
 }
 
 // last is the pts of the last frame read (the start before any).
@@ -429,6 +436,9 @@ func (s *stream) start(d *FFmpeg) error {
 	pixFmt := "rgb24"
 	if s.yuv != nil {
 		pixFmt = "yuv420p"
+	}
+	if s.gray {
+		pixFmt = "gray12le"
 	}
 	cmd := command(d.Path, d.args(Segment{Path: s.path, Start: s.from, Width: s.w, Height: s.h}, pixFmt)...)
 	// The frames' pipe, made here (not StdoutPipe) to enlarge its kernel
@@ -494,6 +504,9 @@ func (s *stream) read() (Frame, bool, error) {
 		return Frame{}, false, nil
 	}
 	n := fi.w * fi.h * 3
+	if s.gray {
+		n = fi.w * fi.h * 2
+	}
 	if s.yuv != nil {
 		n = yuvSize(fi.w, fi.h)
 		if fi.w%2 != 0 || fi.h%2 != 0 {
@@ -531,7 +544,7 @@ func (s *stream) read() (Frame, bool, error) {
 	if string(buf[:head]) != y4mFrame[:head] {
 		return Frame{}, false, fmt.Errorf("frame at %.6f s: ffmpeg's yuv4mpeg frame header is %q, want %q", fi.pts, buf[:head], y4mFrame)
 	}
-	f := Frame{PTS: fi.pts, Width: fi.w, Height: fi.h, Pix: buf[head:], YUV: s.yuv, raw: buf}
+	f := Frame{PTS: fi.pts, Width: fi.w, Height: fi.h, Pix: buf[head:], YUV: s.yuv, Gray12: s.gray, raw: buf}
 	s.recent = append(s.recent, f)
 	return f, true, nil
 }

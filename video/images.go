@@ -61,6 +61,9 @@ func decodeImage(b []byte, present bool, c Camera, resize bool, dst []byte) erro
 	if !present {
 		return errors.New("no image (null)")
 	}
+	if c.img != nil {
+		return decodeDepthImage(b, c, resize, dst)
+	}
 	if err := CheckImageHeader(b, c, resize); err != nil {
 		return err
 	}
@@ -99,6 +102,16 @@ const MaxImagePixels = 1024 * 1024 * 1024 / 4 / 3
 // decompression-bomb limit; with resize any size up to that is
 // accepted). A 560 KB PNG can declare 24000x24000 pixels.
 func CheckImageHeader(b []byte, c Camera, resize bool) error {
+	if c.img != nil { // a depth image: LeRobot's TIFF
+		w, h, _, err := decodeDepthTIFF(b)
+		if err != nil {
+			return err
+		}
+		if !resize && (w != c.W || h != c.H) {
+			return fmt.Errorf("depth image is %dx%d, info.json says %dx%d (use --resize HxW to resize)", w, h, c.W, c.H)
+		}
+		return nil
+	}
 	cfg, format, err := image.DecodeConfig(bytes.NewReader(b))
 	if err != nil {
 		return fmt.Errorf("decoding image header: %w", err)

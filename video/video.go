@@ -16,6 +16,9 @@ type Segment struct {
 	// Width and Height, when both set, resize every frame (bilinear);
 	// zero keeps the file's size.
 	Width, Height int
+	// Gray12 asks for the frames as 12-bit gray codes (a depth camera:
+	// Frame.Gray12); the stream must have at least 12 bits per sample.
+	Gray12 bool
 }
 
 // Frame is one decoded frame. Pix is RGB, 8 bits per channel, rows of
@@ -33,7 +36,10 @@ type Frame struct {
 	Pix           []byte
 	// YUV, when set, says Pix is YUV 4:2:0 and converts it.
 	YUV *YUV
-	raw []byte // the decoder's buffer holding Pix
+	// Gray12 says Pix is Width×Height little-endian 16-bit gray codes
+	// (gray12le: 0…4095), for a depth camera.
+	Gray12 bool
+	raw    []byte // the decoder's buffer holding Pix
 }
 
 // Decoder decodes the frames of one segment sequentially, from at most one

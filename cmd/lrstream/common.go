@@ -46,6 +46,11 @@ type runFlags struct {
 	// cameras and resize are --cameras and --resize; camerasDefault is
 	// the command's --cameras default ("auto" unless set before register).
 	cameras, resize, camerasDefault string
+	// depthUnit is --depth-unit (mm or m).
+	depthUnit string
+	// evalSplit and split are --eval-split and --split.
+	evalSplit float64
+	split     string
 	// pieceMB is --piece-mb: the decoded frames of one decoding job.
 	pieceMB int64
 	// noBatchCheck skips the --mode drop batching check (inspect does
@@ -63,6 +68,8 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.noTaskAug, "no-task-aug", false, "pass the canonical task explicitly (LeRobot main's RenderMessagesStep): no task_aug rotation")
 	fs.StringVar(&f.episodes, "episodes", "", "episodes to read, e.g. 0-9,12 (default all)")
 	fs.StringVar(&f.exclude, "exclude-episodes", "", "episodes to skip, e.g. 3,5-7")
+	fs.Float64Var(&f.evalSplit, "eval-split", 0, "hold out this fraction of the selected episodes per task for evaluation, as LeRobot's DatasetConfig.eval_split (the last ceil(n*F) episodes of each task); --split says which part to stream (docs/reading.md)")
+	fs.StringVar(&f.split, "split", "train", "with --eval-split: train (the episodes kept for training) or eval (the held-out ones)")
 	fs.StringVar(&f.features, "features", "", "numeric features to emit, comma-separated (default every numeric feature; \"none\" for none)")
 	fs.StringVar(&f.onError, "on-error", "fail", "a frame whose rendering fails: fail (stop) or skip (count it, report it at the end)")
 	fs.Int64Var(&f.maxErrors, "max-errors", 0, "with --on-error skip: fail once more than N frames failed to render (0: no limit)")
@@ -77,6 +84,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	}
 	f.camerasDefault = def
 	fs.StringVar(&f.cameras, "cameras", def, "camera frames in the batches: auto (the cameras whose video files exist), all, none, or KEY,KEY... (docs/video.md; needs FFmpeg)")
+	fs.StringVar(&f.depthUnit, "depth-unit", "mm", "unit of depth cameras' float32 values: mm (as LeRobotDataset's depth_output_unit) or m (docs/video.md, Depth cameras)")
 	fs.StringVar(&f.resize, "resize", "", "resize camera frames to HxW, e.g. 224x224 (bilinear: FFmpeg for videos, torchvision-exact for image features, see docs/video.md; default: the dataset's size)")
 	fs.Int64Var(&f.pieceMB, "piece-mb", pipeline.DefaultPieceBytes>>20, "MiB of decoded camera frames per decoding job: longer episodes are decoded in pieces; in flight at most (workers+1) pieces (docs/video.md, Memory)")
 	f.hub.register(fs)
@@ -292,6 +300,13 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 	if err := shard.CheckSelection(ds, sel); err != nil {
 		return nil, err
 	}
+	if f.evalSplit != 0 {
+		if sel, err = shard.SplitSelection(ds, sel, f.evalSplit, f.split); err != nil {
+			return nil, err
+		}
+	} else if f.split != "" && f.split != "train" {
+		return nil, fmt.Errorf("--split %s needs --eval-split", f.split)
+	}
 	if miss := shard.MissingEpisodes(ds, sel); len(miss) > 0 {
 		msg := fmt.Sprintf("--episodes: %s has no episode %s (it has %d episodes)", ds.ID, miss, len(ds.Episodes))
 		if f.strict {
@@ -326,7 +341,7 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 		return nil, fmt.Errorf("--piece-mb %d: want a positive number of MiB", f.pieceMB)
 	}
 	cfg.PieceBytes = f.pieceMB << 20 // 0 (commands without the flag): the default
-	co := pipeline.CameraOptions{Spec: f.cameras}
+	co := pipeline.CameraOptions{Spec: f.cameras, DepthUnit: f.depthUnit}
 	if f.resize != "" {
 		if co.ResizeH, co.ResizeW, err = parseResize(f.resize); err != nil {
 			return nil, err
