@@ -653,47 +653,80 @@ func (r *Recipe) compileComponent(pr *pyRecipe, name string, selIdx map[string]i
 	if s, ok := pr.route.(string); ok {
 		c.route = s
 	}
-	// Binding specs: defaults, overridden in place, then new declared names.
-	type spec struct {
-		name      string
-		spec      any
-		isDefault bool
-	}
-	var specs []spec
-	for _, d := range defaultBindings {
-		specs = append(specs, spec{d[0], d[1], true})
-	}
-	var declaredKeys []string
-	if pr.bindings != nil {
-		bd, ok := pr.bindings.(*dict)
-		if !ok {
-			if truthy(pr.bindings) {
-				c.err = fmt.Errorf("TypeError: bindings must be a mapping of names to resolver expressions, got %s ('%s' object is not a mapping)", pyTypeName(pr.bindings), pyTypeName(pr.bindings))
-			}
-		} else {
-			for i, k := range bd.keys {
-				ks, ok := k.(string)
-				if !ok {
-					c.err = fmt.Errorf("binding names must be strings, got %s", pyRepr(k))
-					break
-				}
-				c.declared = append(c.declared, bindingDecl{ks, bd.vals[i]})
-				declaredKeys = append(declaredKeys, ks)
-				found := false
-				for j := range specs {
-					if specs[j].name == ks {
-						specs[j].spec, specs[j].isDefault = bd.vals[i], false
-						found = true
-					}
-				}
-				if !found {
-					specs = append(specs, spec{ks, bd.vals[i], false})
-				}
-			}
+	specs, declaredKeys := c.bindingSpecs(pr.bindings)
+	needed := neededBindings(pr.messages, declaredKeys)
+	c.usesTask = needed["task"]
+	slotOf := r.compileSlots(c, specs, needed, selIdx)
+	for _, pt := range pr.messages {
+		t, err := c.compileTurn(pt, slotOf)
+		if err != nil {
+			return nil, err
+		}
+		c.turns = append(c.turns, t)
+		c.allStreams = append(c.allStreams, t.stream)
+		if t.target {
+			c.allTargets = append(c.allTargets, len(c.turns)-1)
 		}
 	}
+	if c.allTargets == nil {
+		c.allTargets = []int{}
+	}
+	return c, nil
+}
+
+// bindingSpec is one binding of a component: its name, its resolver
+// spec, and whether it is one of defaultBindings not overridden.
+type bindingSpec struct {
+	name      string
+	spec      any
+	isDefault bool
+}
+
+// bindingSpecs returns the component's binding specs: defaults,
+// overridden in place, then new declared names; and the declared names.
+// It sets c.declared, and c.err when bindings are not a mapping of
+// strings.
+func (c *component) bindingSpecs(bindings any) (specs []bindingSpec, declaredKeys []string) {
+	for _, d := range defaultBindings {
+		specs = append(specs, bindingSpec{d[0], d[1], true})
+	}
+	if bindings == nil {
+		return specs, nil
+	}
+	bd, ok := bindings.(*dict)
+	if !ok {
+		if truthy(bindings) {
+			c.err = fmt.Errorf("TypeError: bindings must be a mapping of names to resolver expressions, got %s ('%s' object is not a mapping)", pyTypeName(bindings), pyTypeName(bindings))
+		}
+		return specs, nil
+	}
+	for i, k := range bd.keys {
+		ks, ok := k.(string)
+		if !ok {
+			c.err = fmt.Errorf("binding names must be strings, got %s", pyRepr(k))
+			break
+		}
+		c.declared = append(c.declared, bindingDecl{ks, bd.vals[i]})
+		declaredKeys = append(declaredKeys, ks)
+		found := false
+		for j := range specs {
+			if specs[j].name == ks {
+				specs[j].spec, specs[j].isDefault = bd.vals[i], false
+				found = true
+			}
+		}
+		if !found {
+			specs = append(specs, bindingSpec{ks, bd.vals[i], false})
+		}
+	}
+	return specs, declaredKeys
+}
+
+// neededBindings returns the binding names the messages reference, and
+// the declared ones when resolveDeclared.
+func neededBindings(messages []*pyTurn, declaredKeys []string) map[string]bool {
 	needed := map[string]bool{}
-	for _, t := range pr.messages {
+	for _, t := range messages {
 		for _, n := range t.referenced() {
 			if s, ok := n.(string); ok {
 				needed[s] = true
@@ -705,7 +738,13 @@ func (r *Recipe) compileComponent(pr *pyRecipe, name string, selIdx map[string]i
 			needed[k] = true
 		}
 	}
-	c.usesTask = needed["task"]
+	return needed
+}
+
+// compileSlots sets c.slots: the task, then each needed binding with its
+// parsed resolver (its selection registered in r.sels through selIdx).
+// It returns the slot of each name.
+func (r *Recipe) compileSlots(c *component, specs []bindingSpec, needed map[string]bool, selIdx map[string]int) map[string]int {
 	c.slots = []slot{{name: "task"}}
 	slotOf := map[string]int{"task": 0}
 	for _, s := range specs {
@@ -738,65 +777,69 @@ func (r *Recipe) compileComponent(pr *pyRecipe, name string, selIdx map[string]i
 		}
 		c.slots = append(c.slots, sl)
 	}
-	lookup := func(n any) int {
-		if n == nil {
-			return -1
-		}
-		s, _ := n.(string)
-		if i, ok := slotOf[s]; ok {
-			return i
-		}
+	return slotOf
+}
+
+// slotIndex returns the slot of binding name n, -1 when n is nil or not
+// a binding.
+func slotIndex(slotOf map[string]int, n any) int {
+	if n == nil {
 		return -1
 	}
-	for _, pt := range pr.messages {
-		t := turn{
-			role:          pt.role.(string),
-			stream:        pt.stream.(string),
-			target:        truthy(pt.target),
-			ifPresent:     lookup(pt.ifPresent),
-			toolCallsFrom: lookup(pt.toolCallsFrom),
+	s, _ := n.(string)
+	if i, ok := slotOf[s]; ok {
+		return i
+	}
+	return -1
+}
+
+// compileTurn compiles one message turn: its binding references and its
+// content templates.
+func (c *component) compileTurn(pt *pyTurn, slotOf map[string]int) (turn, error) {
+	t := turn{
+		role:          pt.role.(string),
+		stream:        pt.stream.(string),
+		target:        truthy(pt.target),
+		ifPresent:     slotIndex(slotOf, pt.ifPresent),
+		toolCallsFrom: slotIndex(slotOf, pt.toolCallsFrom),
+	}
+	// With c.err set the component never renders (resolution fails
+	// first), so unresolvable names only matter otherwise.
+	if c.err == nil && pt.ifPresent != nil && t.ifPresent < 0 {
+		return t, fmt.Errorf("if_present %s does not name a binding", pyRepr(pt.ifPresent))
+	}
+	if c.err == nil && pt.toolCallsFrom != nil && t.toolCallsFrom < 0 {
+		return t, fmt.Errorf("tool_calls_from %s does not name a binding", pyRepr(pt.toolCallsFrom))
+	}
+	switch ct := pt.content.(type) {
+	case string:
+		t.kind = schema.TextContent
+		t.text = compileTemplate(ct, slotOf)
+	case []any:
+		t.kind = schema.BlockContent
+		for _, b := range ct {
+			t.blocks = append(t.blocks, compileBlock(b.(*dict), slotOf))
 		}
-		// With c.err set the component never renders (resolution fails
-		// first), so unresolvable names only matter otherwise.
-		if c.err == nil && pt.ifPresent != nil && t.ifPresent < 0 {
-			return nil, fmt.Errorf("if_present %s does not name a binding", pyRepr(pt.ifPresent))
-		}
-		if c.err == nil && pt.toolCallsFrom != nil && t.toolCallsFrom < 0 {
-			return nil, fmt.Errorf("tool_calls_from %s does not name a binding", pyRepr(pt.toolCallsFrom))
-		}
-		switch ct := pt.content.(type) {
-		case string:
-			t.kind = schema.TextContent
-			t.text = compileTemplate(ct, slotOf)
-		case []any:
-			t.kind = schema.BlockContent
-			for _, b := range ct {
-				bd := b.(*dict)
-				m := toSchemaValue(bd).(schema.Map)
-				bt := blockTemplate{static: m}
-				for i, v := range bd.vals {
-					if s, ok := v.(string); ok {
-						tpl := compileTemplate(s, slotOf)
-						if !tpl.static {
-							bt.dynamic = append(bt.dynamic, blockField{i, tpl})
-						}
-					}
-				}
-				t.blocks = append(t.blocks, bt)
+	default:
+		t.kind = schema.NoContent
+	}
+	return t, nil
+}
+
+// compileBlock compiles one content block: its static value and the
+// templates of its string fields that use bindings.
+func compileBlock(bd *dict, slotOf map[string]int) blockTemplate {
+	m := toSchemaValue(bd).(schema.Map)
+	bt := blockTemplate{static: m}
+	for i, v := range bd.vals {
+		if s, ok := v.(string); ok {
+			tpl := compileTemplate(s, slotOf)
+			if !tpl.static {
+				bt.dynamic = append(bt.dynamic, blockField{i, tpl})
 			}
-		default:
-			t.kind = schema.NoContent
-		}
-		c.turns = append(c.turns, t)
-		c.allStreams = append(c.allStreams, t.stream)
-		if t.target {
-			c.allTargets = append(c.allTargets, len(c.turns)-1)
 		}
 	}
-	if c.allTargets == nil {
-		c.allTargets = []int{}
-	}
-	return c, nil
+	return bt
 }
 
 func compileTemplate(s string, slotOf map[string]int) template {
