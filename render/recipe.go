@@ -653,8 +653,13 @@ func (r *Recipe) compileComponent(pr *pyRecipe, name string, selIdx map[string]i
 	if s, ok := pr.route.(string); ok {
 		c.route = s
 	}
-	specs, declaredKeys := c.bindingSpecs(pr.bindings)
-	needed := neededBindings(pr.messages, declaredKeys)
+	// The lists and the map are the caller's so that they stay on its
+	// stack.
+	var specBuf [8]bindingSpec
+	var keyBuf [8]string
+	specs, declaredKeys := c.bindingSpecs(pr.bindings, specBuf[:0], keyBuf[:0])
+	needed := map[string]bool{}
+	addNeededBindings(needed, pr.messages, declaredKeys)
 	c.usesTask = needed["task"]
 	slotOf := r.compileSlots(c, specs, needed, selIdx)
 	for _, pt := range pr.messages {
@@ -682,23 +687,23 @@ type bindingSpec struct {
 	isDefault bool
 }
 
-// bindingSpecs returns the component's binding specs: defaults,
-// overridden in place, then new declared names; and the declared names.
-// It sets c.declared, and c.err when bindings are not a mapping of
-// strings.
-func (c *component) bindingSpecs(bindings any) (specs []bindingSpec, declaredKeys []string) {
+// bindingSpecs appends to specs the component's binding specs: defaults,
+// overridden in place, then new declared names; and to declaredKeys the
+// declared names. It sets c.declared, and c.err when bindings are not a
+// mapping of strings.
+func (c *component) bindingSpecs(bindings any, specs []bindingSpec, declaredKeys []string) ([]bindingSpec, []string) {
 	for _, d := range defaultBindings {
 		specs = append(specs, bindingSpec{d[0], d[1], true})
 	}
 	if bindings == nil {
-		return specs, nil
+		return specs, declaredKeys
 	}
 	bd, ok := bindings.(*dict)
 	if !ok {
 		if truthy(bindings) {
 			c.err = fmt.Errorf("TypeError: bindings must be a mapping of names to resolver expressions, got %s ('%s' object is not a mapping)", pyTypeName(bindings), pyTypeName(bindings))
 		}
-		return specs, nil
+		return specs, declaredKeys
 	}
 	for i, k := range bd.keys {
 		ks, ok := k.(string)
@@ -722,10 +727,9 @@ func (c *component) bindingSpecs(bindings any) (specs []bindingSpec, declaredKey
 	return specs, declaredKeys
 }
 
-// neededBindings returns the binding names the messages reference, and
-// the declared ones when resolveDeclared.
-func neededBindings(messages []*pyTurn, declaredKeys []string) map[string]bool {
-	needed := map[string]bool{}
+// addNeededBindings adds to needed the binding names the messages
+// reference, and the declared ones when resolveDeclared.
+func addNeededBindings(needed map[string]bool, messages []*pyTurn, declaredKeys []string) {
 	for _, t := range messages {
 		for _, n := range t.referenced() {
 			if s, ok := n.(string); ok {
@@ -738,7 +742,6 @@ func neededBindings(messages []*pyTurn, declaredKeys []string) map[string]bool {
 			needed[k] = true
 		}
 	}
-	return needed
 }
 
 // compileSlots sets c.slots: the task, then each needed binding with its
