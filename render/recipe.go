@@ -281,44 +281,71 @@ func iterPy(v any) ([]any, error) {
 // buildRecipe mirrors TrainingRecipe.from_dict followed by __post_init__.
 func buildRecipe(d *dict, path string) (*pyRecipe, error) {
 	pr := &pyRecipe{}
+	if err := pr.buildMessages(d); err != nil {
+		return nil, err
+	}
+	if err := pr.buildBlend(d); err != nil {
+		return nil, err
+	}
+	if err := pr.setKeywords(d); err != nil {
+		return nil, err
+	}
+	if err := pr.postInit(); err != nil {
+		return nil, err
+	}
+	return pr, nil
+}
+
+// buildMessages builds the turns of the recipe's messages, if any.
+func (pr *pyRecipe) buildMessages(d *dict) error {
 	if m, ok := d.get("messages"); ok && m != nil {
 		items, err := iterPy(m)
 		if err != nil {
-			return nil, fmt.Errorf("messages: %w", err)
+			return fmt.Errorf("messages: %w", err)
 		}
 		pr.hasMessages = true
 		pr.messages = []*pyTurn{}
 		for i, it := range items {
 			t, err := buildTurn(it)
 			if err != nil {
-				return nil, turnErr(i, err)
+				return turnErr(i, err)
 			}
 			pr.messages = append(pr.messages, t)
 		}
 	}
+	return nil
+}
+
+// buildBlend builds the recipe's blend components, if any.
+func (pr *pyRecipe) buildBlend(d *dict) error {
 	if b, ok := d.get("blend"); ok && b != nil {
 		bd, ok := b.(*dict)
 		if !ok {
-			return nil, fmt.Errorf("blend must be a mapping of component names to recipes, got %s", pyTypeName(b))
+			return fmt.Errorf("blend must be a mapping of component names to recipes, got %s", pyTypeName(b))
 		}
 		pr.hasBlend = true
 		for i, k := range bd.keys {
 			cd, ok := bd.vals[i].(*dict)
 			if !ok {
-				return nil, compErr(k, fmt.Errorf("a blend component must be a mapping, got %s", pyTypeName(bd.vals[i])))
+				return compErr(k, fmt.Errorf("a blend component must be a mapping, got %s", pyTypeName(bd.vals[i])))
 			}
 			c, err := buildRecipe(cd, pyStr(k))
 			if err != nil {
-				return nil, compErr(k, err)
+				return compErr(k, err)
 			}
 			pr.blendNames = append(pr.blendNames, k)
 			pr.blend = append(pr.blend, c)
 		}
 	}
+	return nil
+}
+
+// setKeywords sets bindings, weight and route, refusing unknown keywords.
+func (pr *pyRecipe) setKeywords(d *dict) error {
 	for i, k := range d.keys {
 		ks, ok := k.(string)
 		if !ok {
-			return nil, errors.New("TrainingRecipe() keywords must be strings")
+			return errors.New("TrainingRecipe() keywords must be strings")
 		}
 		switch ks {
 		case "messages", "blend":
@@ -329,56 +356,67 @@ func buildRecipe(d *dict, path string) (*pyRecipe, error) {
 		case "route":
 			pr.route = d.vals[i]
 		default:
-			return nil, withSuggestion(fmt.Errorf("TrainingRecipe.__init__() got an unexpected keyword argument %s", schema.PyQuote(ks)), recipeKeywords())
+			return withSuggestion(fmt.Errorf("TrainingRecipe.__init__() got an unexpected keyword argument %s", schema.PyQuote(ks)), recipeKeywords())
 		}
 	}
-	// __post_init__
+	return nil
+}
+
+// postInit validates the recipe as TrainingRecipe.__post_init__ does.
+func (pr *pyRecipe) postInit() error {
 	if pr.hasMessages && pr.hasBlend {
-		return nil, errors.New("TrainingRecipe must set only one of messages or blend.")
+		return errors.New("TrainingRecipe must set only one of messages or blend.")
 	}
 	if !pr.hasMessages && !pr.hasBlend {
-		return nil, errors.New("TrainingRecipe must set one of messages or blend.")
+		return errors.New("TrainingRecipe must set one of messages or blend.")
 	}
 	if pr.route != nil {
 		if !hashable(pr.route) {
-			return nil, fmt.Errorf("unhashable type: '%s'", pyTypeName(pr.route))
+			return fmt.Errorf("unhashable type: '%s'", pyTypeName(pr.route))
 		}
 		if s, ok := pr.route.(string); !ok || s != "vqa" {
-			return nil, fmt.Errorf("Unsupported recipe route: %s", pyRepr(pr.route))
+			return fmt.Errorf("Unsupported recipe route: %s", pyRepr(pr.route))
 		}
 	}
 	if pr.hasBlend && pr.route != nil {
-		return nil, errors.New("TrainingRecipe.route may only be set on a message recipe inside a blend.")
+		return errors.New("TrainingRecipe.route may only be set on a message recipe inside a blend.")
 	}
 	if pr.hasMessages {
 		if err := validateMessageRecipe(pr); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if pr.hasBlend {
-		if len(pr.blend) == 0 {
-			return nil, errors.New("Blend recipes must contain at least one component.")
+		return validateBlend(pr)
+	}
+	return nil
+}
+
+// validateBlend checks a blend's components: at least one, each a
+// message recipe with a positive weight.
+func validateBlend(pr *pyRecipe) error {
+	if len(pr.blend) == 0 {
+		return errors.New("Blend recipes must contain at least one component.")
+	}
+	for i, c := range pr.blend {
+		name := pr.blendNames[i]
+		switch {
+		case c.hasBlend:
+			return fmt.Errorf("Blend component %s cannot itself define a blend.", pyRepr(name))
+		case !c.hasMessages:
+			return fmt.Errorf("Blend component %s must define messages.", pyRepr(name))
+		case c.weight == nil:
+			return fmt.Errorf("Blend component %s must define weight.", pyRepr(name))
 		}
-		for i, c := range pr.blend {
-			name := pr.blendNames[i]
-			switch {
-			case c.hasBlend:
-				return nil, fmt.Errorf("Blend component %s cannot itself define a blend.", pyRepr(name))
-			case !c.hasMessages:
-				return nil, fmt.Errorf("Blend component %s must define messages.", pyRepr(name))
-			case c.weight == nil:
-				return nil, fmt.Errorf("Blend component %s must define weight.", pyRepr(name))
-			}
-			w, ok := numeric(c.weight)
-			if !ok {
-				return nil, fmt.Errorf("Blend component %s: weight must be a number: '<=' not supported between instances of '%s' and 'int'", pyRepr(name), pyTypeName(c.weight))
-			}
-			if w <= 0 { // NaN passes, as in Python
-				return nil, fmt.Errorf("Blend component %s must have a positive weight.", pyRepr(name))
-			}
+		w, ok := numeric(c.weight)
+		if !ok {
+			return fmt.Errorf("Blend component %s: weight must be a number: '<=' not supported between instances of '%s' and 'int'", pyRepr(name), pyTypeName(c.weight))
+		}
+		if w <= 0 { // NaN passes, as in Python
+			return fmt.Errorf("Blend component %s must have a positive weight.", pyRepr(name))
 		}
 	}
-	return pr, nil
+	return nil
 }
 
 // buildTurn mirrors MessageTurn.from_dict and MessageTurn.__post_init__.
