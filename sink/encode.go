@@ -363,6 +363,23 @@ func (e *Encoded) writeArena(w io.Writer, a Arena) (int64, bool, error) {
 // recorded in e's parts and columns (at their offset in the returned
 // bytes) instead of being appended.
 func appendBatch(dst []byte, bt *collate.Batch, meta BatchMeta, e *Encoded) ([]byte, error) {
+	b := appendBatchHead(dst, bt, meta)
+	b = appendColumns(b, bt, e)
+	var err error
+	if bt.Samples != nil {
+		if b, err = appendSamples(b, bt, meta); err != nil {
+			return dst, err
+		}
+	}
+	if b, err = appendLanguage(b, bt, meta); err != nil {
+		return dst, err
+	}
+	return b, nil
+}
+
+// appendBatchHead appends the batch map's header and its fields before
+// the columns: type, seq, epoch, size and resume.
+func appendBatchHead(dst []byte, bt *collate.Batch, meta BatchMeta) []byte {
 	b := mpMapHeader(dst, 6)
 	b = mpStr(b, "type")
 	b = mpStr(b, TypeBatch)
@@ -378,6 +395,12 @@ func appendBatch(dst []byte, bt *collate.Batch, meta BatchMeta, e *Encoded) ([]b
 	} else {
 		b = mpStr(b, meta.Resume)
 	}
+	return b
+}
+
+// appendColumns appends the columns map's header, the numeric and camera
+// columns as ndarrays, the tasks and the string columns.
+func appendColumns(b []byte, bt *collate.Batch, e *Encoded) []byte {
 	b = mpStr(b, "columns")
 	b = mpMapHeader(b, batchKeys(bt))
 	for i := range bt.Columns {
@@ -398,68 +421,78 @@ func appendBatch(dst []byte, bt *collate.Batch, meta BatchMeta, e *Encoded) ([]b
 			b = mpStr(b, s)
 		}
 	}
-	var err error
-	if bt.Samples != nil {
-		// Frames of an episode mostly share their rendered sample (the
-		// renderer returns the same *Sample for identical renders), so a
-		// sample met again in this batch is copied from its first encoding
-		// instead of being encoded again: same bytes, less work. first[i]
-		// is the first frame of the batch holding frame i's sample.
-		var seen sampleSpans
-		first := make([]int32, len(bt.Samples))
+	return b
+}
+
+// appendSamples appends the rendered samples' messages, message streams
+// and target messages.
+func appendSamples(b []byte, bt *collate.Batch, meta BatchMeta) ([]byte, error) {
+	// Frames of an episode mostly share their rendered sample (the
+	// renderer returns the same *Sample for identical renders), so a
+	// sample met again in this batch is copied from its first encoding
+	// instead of being encoded again: same bytes, less work. first[i]
+	// is the first frame of the batch holding frame i's sample.
+	var seen sampleSpans
+	first := make([]int32, len(bt.Samples))
+	for i, s := range bt.Samples {
+		first[i] = int32(i)
+		if k, ok := seen.find(s); ok {
+			first[i] = int32(k)
+			continue
+		}
+		seen.add(s, i)
+	}
+	spans := make([][2]int, len(bt.Samples)) // encoding of frame i's sample in this part
+	part := func(key string, enc func(b []byte, s *schema.Sample) ([]byte, error)) error {
+		b = mpStr(b, key)
+		b = mpArrayHeader(b, len(bt.Samples))
 		for i, s := range bt.Samples {
-			first[i] = int32(i)
-			if k, ok := seen.find(s); ok {
-				first[i] = int32(k)
+			if k := first[i]; int(k) != i {
+				b = append(b, b[spans[k][0]:spans[k][1]]...)
 				continue
 			}
-			seen.add(s, i)
+			from := len(b)
+			var err error
+			if b, err = enc(b, s); err != nil {
+				return fmt.Errorf("sink: batch %d sample %d (index %d) %w", meta.Seq, i, bt.Index(i), err)
+			}
+			spans[i] = [2]int{from, len(b)}
 		}
-		spans := make([][2]int, len(bt.Samples)) // encoding of frame i's sample in this part
-		part := func(key string, enc func(b []byte, s *schema.Sample) ([]byte, error)) error {
-			b = mpStr(b, key)
-			b = mpArrayHeader(b, len(bt.Samples))
-			for i, s := range bt.Samples {
-				if k := first[i]; int(k) != i {
-					b = append(b, b[spans[k][0]:spans[k][1]]...)
-					continue
-				}
-				from := len(b)
-				var err error
-				if b, err = enc(b, s); err != nil {
-					return fmt.Errorf("sink: batch %d sample %d (index %d) %w", meta.Seq, i, bt.Index(i), err)
-				}
-				spans[i] = [2]int{from, len(b)}
-			}
-			return nil
-		}
-		if err := part(collate.KeyMessages, func(b []byte, s *schema.Sample) ([]byte, error) {
-			b = mpArrayHeader(b, len(s.Messages))
-			for j := range s.Messages {
-				var err error
-				if b, err = appendMessage(b, &s.Messages[j]); err != nil {
-					return b, fmt.Errorf("message %d: %w", j, err)
-				}
-			}
-			return b, nil
-		}); err != nil {
-			return dst, err
-		}
-		part(collate.KeyMessageStreams, func(b []byte, s *schema.Sample) ([]byte, error) {
-			b = mpArrayHeader(b, len(s.Streams))
-			for _, st := range s.Streams {
-				b = mpStr(b, st)
-			}
-			return b, nil
-		})
-		part(collate.KeyTargetMessages, func(b []byte, s *schema.Sample) ([]byte, error) {
-			b = mpArrayHeader(b, len(s.Targets))
-			for _, t := range s.Targets {
-				b = mpInt(b, int64(t))
-			}
-			return b, nil
-		})
+		return nil
 	}
+	if err := part(collate.KeyMessages, func(b []byte, s *schema.Sample) ([]byte, error) {
+		b = mpArrayHeader(b, len(s.Messages))
+		for j := range s.Messages {
+			var err error
+			if b, err = appendMessage(b, &s.Messages[j]); err != nil {
+				return b, fmt.Errorf("message %d: %w", j, err)
+			}
+		}
+		return b, nil
+	}); err != nil {
+		return b, err
+	}
+	part(collate.KeyMessageStreams, func(b []byte, s *schema.Sample) ([]byte, error) {
+		b = mpArrayHeader(b, len(s.Streams))
+		for _, st := range s.Streams {
+			b = mpStr(b, st)
+		}
+		return b, nil
+	})
+	part(collate.KeyTargetMessages, func(b []byte, s *schema.Sample) ([]byte, error) {
+		b = mpArrayHeader(b, len(s.Targets))
+		for _, t := range s.Targets {
+			b = mpInt(b, int64(t))
+		}
+		return b, nil
+	})
+	return b, nil
+}
+
+// appendLanguage appends the language_persistent and language_events
+// rows of the batch's frames, when the batch has them.
+func appendLanguage(b []byte, bt *collate.Batch, meta BatchMeta) ([]byte, error) {
+	var err error
 	for _, lang := range []struct {
 		key  string
 		rows [][]schema.Row
@@ -473,7 +506,7 @@ func appendBatch(dst []byte, bt *collate.Batch, meta BatchMeta, e *Encoded) ([]b
 			b = mpArrayHeader(b, len(rows))
 			for j := range rows {
 				if b, err = appendRow(b, &rows[j]); err != nil {
-					return dst, fmt.Errorf("sink: batch %d sample %d (index %d) %s row %d: %w", meta.Seq, i, bt.Index(i), lang.key, j, err)
+					return b, fmt.Errorf("sink: batch %d sample %d (index %d) %s row %d: %w", meta.Seq, i, bt.Index(i), lang.key, j, err)
 				}
 			}
 		}
