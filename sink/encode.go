@@ -11,17 +11,7 @@ import (
 
 // AppendHeader appends the msgpack header message for h to dst.
 func AppendHeader(dst []byte, h Header) ([]byte, error) {
-	n := 18
-	if h.Training != nil {
-		n++
-	}
-	if len(h.Cameras) > 0 {
-		n++
-	}
-	if h.SHM {
-		n++
-	}
-	b := mpMapHeader(dst, n)
+	b := mpMapHeader(dst, headerFields(&h))
 	b = mpStr(b, "type")
 	b = mpStr(b, TypeHeader)
 	b = mpStr(b, "format")
@@ -51,19 +41,7 @@ func AppendHeader(dst []byte, h Header) ([]byte, error) {
 	b = mpStr(b, "keep_language")
 	b = mpBool(b, h.KeepLanguage)
 	b = mpStr(b, "features")
-	b = mpArrayHeader(b, len(h.Features))
-	for _, f := range h.Features {
-		b = mpMapHeader(b, 3)
-		b = mpStr(b, "name")
-		b = mpStr(b, f.Name)
-		b = mpStr(b, "dtype")
-		b = mpStr(b, f.DType)
-		b = mpStr(b, "shape")
-		b = mpArrayHeader(b, len(f.Shape))
-		for _, d := range f.Shape {
-			b = mpInt(b, int64(d))
-		}
-	}
+	b = appendHeaderFeatures(b, h.Features)
 	b = mpStr(b, "strings")
 	b = mpArrayHeader(b, len(h.Strings))
 	for _, s := range h.Strings {
@@ -94,21 +72,62 @@ func AppendHeader(dst []byte, h Header) ([]byte, error) {
 	b = AppendShare(b, h.Share)
 	if t := h.Training; t != nil {
 		b = mpStr(b, "training")
-		b = mpMapHeader(b, 4)
-		b = mpStr(b, "fingerprint")
-		b = mpStr(b, t.Fingerprint)
-		b = mpStr(b, "epoch")
-		b = mpInt(b, t.Epoch)
-		b = mpStr(b, "epoch_batches")
-		b = mpInt(b, t.EpochBatches)
-		b = mpStr(b, "consumers")
-		b = mpInt(b, t.Consumers)
+		b = appendTraining(b, t)
 	}
 	if h.SHM {
 		b = mpStr(b, "shm")
 		b = mpBool(b, true)
 	}
 	return b, nil
+}
+
+// headerFields returns the number of fields of h's map: 18, and
+// training, cameras and shm when present.
+func headerFields(h *Header) int {
+	n := 18
+	if h.Training != nil {
+		n++
+	}
+	if len(h.Cameras) > 0 {
+		n++
+	}
+	if h.SHM {
+		n++
+	}
+	return n
+}
+
+// appendHeaderFeatures appends the header's features: name, dtype and
+// per-frame shape of each.
+func appendHeaderFeatures(b []byte, features []collate.Feature) []byte {
+	b = mpArrayHeader(b, len(features))
+	for _, f := range features {
+		b = mpMapHeader(b, 3)
+		b = mpStr(b, "name")
+		b = mpStr(b, f.Name)
+		b = mpStr(b, "dtype")
+		b = mpStr(b, f.DType)
+		b = mpStr(b, "shape")
+		b = mpArrayHeader(b, len(f.Shape))
+		for _, d := range f.Shape {
+			b = mpInt(b, int64(d))
+		}
+	}
+	return b
+}
+
+// appendTraining appends the header's training map.
+func appendTraining(b []byte, t *Training) []byte {
+	b = mpMapHeader(b, 4)
+	b = mpStr(b, "fingerprint")
+	b = mpStr(b, t.Fingerprint)
+	b = mpStr(b, "epoch")
+	b = mpInt(b, t.Epoch)
+	b = mpStr(b, "epoch_batches")
+	b = mpInt(b, t.EpochBatches)
+	b = mpStr(b, "consumers")
+	b = mpInt(b, t.Consumers)
+	return b
 }
 
 // AppendShare appends the msgpack encoding of sh to dst: the value of the
