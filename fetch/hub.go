@@ -434,10 +434,53 @@ func OpenHub(ctx context.Context, repoSpec string, opts HubOptions) (*Hub, error
 	if err != nil || (ep.Scheme != "http" && ep.Scheme != "https") || ep.Host == "" {
 		return nil, fmt.Errorf("hub endpoint %q: want an http(s) URL", opts.Endpoint)
 	}
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	h := &Hub{
+		id:        id,
+		requested: rev,
+		opts:      opts,
+		endpoint:  ep,
+		log:       log,
+		entries:   map[string]treeEntry{},
+		listed:    map[string]bool{},
+		deep:      map[string]bool{},
+		direct:    map[string]*url.URL{},
+	}
+	if opts.Logger != nil {
+		h.retryLog = slogRetryLogger{log}
+	}
+	if opts.Progress != nil {
+		h.prog = newProgress(opts.Progress)
+	}
+	h.cache, err = newRepoCache(opts.CacheDir, id)
+	if err != nil {
+		return nil, err
+	}
+	h.httpc = h.newHTTPClient(opts.Transport)
+	if opts.Token != "" && ep.Scheme == "http" && !isLoopback(ep.Hostname()) {
+		h.log.Warn("hub: HF_ENDPOINT is plain http: the token travels unencrypted", "endpoint", ep.Redacted())
+	}
+	if err := h.resolveRevision(ctx); err != nil {
+		return nil, h.scrub(err)
+	}
+	h.log.Debug("hub: dataset opened", "dataset", id, "revision", rev, "sha", h.sha, "offline", opts.Offline, "cache", string(opts.Cache))
+	return h, nil
+}
+
+// setDefaults fills in the options left zero: the cache directory (from
+// the environment's defaults), full caching, the retry policy, the
+// prefetch, timeout and footer sizes.
+func (opts *HubOptions) setDefaults() error {
 	if opts.CacheDir == "" {
 		o, err := HubOptionsFromEnv(func(string) string { return "" })
 		if err != nil {
-			return nil, err
+			return err
 		}
 		opts.CacheDir = o.CacheDir
 	}
@@ -445,7 +488,7 @@ func OpenHub(ctx context.Context, repoSpec string, opts HubOptions) (*Hub, error
 		opts.Cache = CacheFull
 	}
 	if opts.Cache != CacheFull && opts.Cache != CacheNone {
-		return nil, fmt.Errorf("hub: cache mode %q: want full or none", opts.Cache)
+		return fmt.Errorf("hub: cache mode %q: want full or none", opts.Cache)
 	}
 	opts.Retry = opts.Retry.withDefaults()
 	if opts.PrefetchGap == 0 {
@@ -475,49 +518,23 @@ func OpenHub(ctx context.Context, repoSpec string, opts HubOptions) (*Hub, error
 	if opts.FooterSize <= 0 {
 		opts.FooterSize = 64 << 10
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	h := &Hub{
-		id:        id,
-		requested: rev,
-		opts:      opts,
-		endpoint:  ep,
-		log:       log,
-		entries:   map[string]treeEntry{},
-		listed:    map[string]bool{},
-		deep:      map[string]bool{},
-		direct:    map[string]*url.URL{},
-	}
-	if opts.Logger != nil {
-		h.retryLog = slogRetryLogger{log}
-	}
-	if opts.Progress != nil {
-		h.prog = newProgress(opts.Progress)
-	}
-	h.cache, err = newRepoCache(opts.CacheDir, id)
-	if err != nil {
-		return nil, err
-	}
-	base := opts.Transport
+	return nil
+}
+
+// newHTTPClient returns the hub's HTTP client over transport (a clone of
+// http.DefaultTransport when nil): requests counted, each attempt's
+// response headers bounded by the download timeout, redirects checked.
+func (h *Hub) newHTTPClient(transport http.RoundTripper) *http.Client {
+	base := transport
 	if base == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = 16
 		base = t
 	}
-	h.httpc = &http.Client{
-		Transport:     &answerTransport{base: &countingTransport{base: base, n: &h.stats.requests}, def: opts.DownloadTimeout},
+	return &http.Client{
+		Transport:     &answerTransport{base: &countingTransport{base: base, n: &h.stats.requests}, def: h.opts.DownloadTimeout},
 		CheckRedirect: h.checkRedirect,
 	}
-	if opts.Token != "" && ep.Scheme == "http" && !isLoopback(ep.Hostname()) {
-		h.log.Warn("hub: HF_ENDPOINT is plain http: the token travels unencrypted", "endpoint", ep.Redacted())
-	}
-	if err := h.resolveRevision(ctx); err != nil {
-		return nil, h.scrub(err)
-	}
-	h.log.Debug("hub: dataset opened", "dataset", id, "revision", rev, "sha", h.sha, "offline", opts.Offline, "cache", string(opts.Cache))
-	return h, nil
 }
 
 // ID returns the repo id, ORG/NAME.

@@ -181,43 +181,11 @@ func (h *Hub) fetchToFile(ctx context.Context, e treeEntry, hash string, size in
 	}
 	var s *retryState
 	for have < size || size == 0 {
-		ri := &redirectInfo{}
-		rctx := context.WithValue(ctx, redirectKey{}, ri)
-		req, err := h.newRequest(rctx, http.MethodGet, h.resolvePath(e.Path), "")
+		resp, from, err := h.getFrom(ctx, e, hash, size, have, &s, tr)
 		if err != nil {
 			return err
 		}
-		if s == nil {
-			s = h.newState(http.MethodGet, req.URL)
-		}
-		if have > 0 {
-			req.Header.Set("Range", "bytes="+strconv.FormatInt(have, 10)+"-")
-		}
-		resp, err := h.do(rctx, s, req)
-		if err != nil {
-			return err
-		}
-		switch resp.StatusCode {
-		case http.StatusOK:
-			if tr != nil && have > 0 {
-				tr.grow(have) // the resume was refused: the whole file comes again
-			}
-			have = 0
-		case http.StatusPartialContent:
-			start, _, _, ok := parseContentRange(resp.Header.Get("Content-Range"))
-			if !ok || start != have {
-				resp.Body.Close()
-				return fmt.Errorf("GET %s: bad Content-Range %q for a resume at %d", req.URL.Redacted(), shorten(resp.Header.Get("Content-Range"), 80), have)
-			}
-		default:
-			err := s.statusError(resp)
-			resp.Body.Close()
-			return err
-		}
-		if err := h.checkOrigin(resp, ri, hash, size); err != nil {
-			resp.Body.Close()
-			return fmt.Errorf("GET %s: %w", req.URL.Redacted(), err)
-		}
+		have = from
 		if _, err := f.Seek(have, io.SeekStart); err != nil {
 			resp.Body.Close()
 			return fmt.Errorf("hub cache: %w", err)
@@ -248,6 +216,51 @@ func (h *Hub) fetchToFile(ctx context.Context, e treeEntry, hash string, size in
 		break
 	}
 	return nil
+}
+
+// getFrom sends one GET of e's file from byte have on (the retry state
+// made at the first call) and checks the answer: a partial content
+// starting at have, or the whole file (have is then 0, returned as
+// from), from the expected origin. The caller closes the body.
+func (h *Hub) getFrom(ctx context.Context, e treeEntry, hash string, size, have int64, s **retryState, tr *tracker) (resp *http.Response, from int64, err error) {
+	ri := &redirectInfo{}
+	rctx := context.WithValue(ctx, redirectKey{}, ri)
+	req, err := h.newRequest(rctx, http.MethodGet, h.resolvePath(e.Path), "")
+	if err != nil {
+		return nil, 0, err
+	}
+	if *s == nil {
+		*s = h.newState(http.MethodGet, req.URL)
+	}
+	if have > 0 {
+		req.Header.Set("Range", "bytes="+strconv.FormatInt(have, 10)+"-")
+	}
+	resp, err = h.do(rctx, *s, req)
+	if err != nil {
+		return nil, 0, err
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		if tr != nil && have > 0 {
+			tr.grow(have) // the resume was refused: the whole file comes again
+		}
+		have = 0
+	case http.StatusPartialContent:
+		start, _, _, ok := parseContentRange(resp.Header.Get("Content-Range"))
+		if !ok || start != have {
+			resp.Body.Close()
+			return nil, 0, fmt.Errorf("GET %s: bad Content-Range %q for a resume at %d", req.URL.Redacted(), shorten(resp.Header.Get("Content-Range"), 80), have)
+		}
+	default:
+		err := (*s).statusError(resp)
+		resp.Body.Close()
+		return nil, 0, err
+	}
+	if err := h.checkOrigin(resp, ri, hash, size); err != nil {
+		resp.Body.Close()
+		return nil, 0, fmt.Errorf("GET %s: %w", req.URL.Redacted(), err)
+	}
+	return resp, have, nil
 }
 
 type writeError struct{ err error }

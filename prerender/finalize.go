@@ -17,38 +17,75 @@ import (
 // cover the selection, or when a shard file is missing. Finalizing again
 // writes the same index.json.
 func Finalize(dir string) (*Index, error) {
-	files, err := rankIndexes(dir)
+	files, ranks, err := readRankIndexes(dir)
+	if err != nil {
+		return nil, err
+	}
+	base := ranks[0]
+	w := base.WorldSize
+	if w < 2 {
+		return nil, fmt.Errorf("finalize: %s has world size %d", filepath.Base(files[0]), w)
+	}
+	byRank, err := indexesByRank(files, ranks, w)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRanksDone(dir, byRank); err != nil {
+		return nil, err
+	}
+	if err := checkShares(byRank); err != nil {
+		return nil, fmt.Errorf("finalize: %s: %w", dir, err)
+	}
+	out, err := mergeRanks(dir, base, byRank)
+	if err != nil {
+		return nil, err
+	}
+	data, err := out.encode()
 	if err != nil {
 		return nil, fmt.Errorf("finalize: %w", err)
 	}
+	if err := writeAtomic(dir, IndexFile, data); err != nil {
+		return nil, fmt.Errorf("finalize: %w", err)
+	}
+	return out, nil
+}
+
+// readRankIndexes reads the per-rank indexes of dir (at least one), each
+// describing its own rank alone, all of the same run.
+func readRankIndexes(dir string) (files []string, ranks []*Index, err error) {
+	files, err = rankIndexes(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("finalize: %w", err)
+	}
 	if len(files) == 0 {
 		if x, err := readIndexFile(filepath.Join(dir, IndexFile)); err == nil && x.WorldSize == 1 {
-			return nil, fmt.Errorf("finalize: %s holds a single-process pre-render: nothing to finalize", dir)
+			return nil, nil, fmt.Errorf("finalize: %s holds a single-process pre-render: nothing to finalize", dir)
 		}
-		return nil, fmt.Errorf("finalize: %s holds no per-rank indexes (rankNNNNN-index.json)", dir)
+		return nil, nil, fmt.Errorf("finalize: %s holds no per-rank indexes (rankNNNNN-index.json)", dir)
 	}
-	var ranks []*Index
 	for _, f := range files {
 		x, err := readIndexFile(f)
 		if err != nil {
-			return nil, fmt.Errorf("finalize: %w", err)
+			return nil, nil, fmt.Errorf("finalize: %w", err)
 		}
 		if len(x.Ranks) != 1 || x.Ranks[0].Rank != rankOfIndex(f) {
-			return nil, fmt.Errorf("finalize: %s does not describe rank %d alone", filepath.Base(f), rankOfIndex(f))
+			return nil, nil, fmt.Errorf("finalize: %s does not describe rank %d alone", filepath.Base(f), rankOfIndex(f))
 		}
 		ranks = append(ranks, x)
 	}
 	base := ranks[0]
 	for i, x := range ranks[1:] {
 		if d := differences(base, x); len(d) > 0 {
-			return nil, fmt.Errorf("finalize: %s and %s are different runs:\n  %s",
+			return nil, nil, fmt.Errorf("finalize: %s and %s are different runs:\n  %s",
 				filepath.Base(files[0]), filepath.Base(files[i+1]), strings.Join(d, "\n  "))
 		}
 	}
-	w := base.WorldSize
-	if w < 2 {
-		return nil, fmt.Errorf("finalize: %s has world size %d", filepath.Base(files[0]), w)
-	}
+	return files, ranks, nil
+}
+
+// indexesByRank places each rank's index (read from files) at its rank
+// of w, refusing ranks out of range or twice.
+func indexesByRank(files []string, ranks []*Index, w int) ([]*Index, error) {
 	byRank := make([]*Index, w)
 	for i, x := range ranks {
 		r := x.Ranks[0].Rank
@@ -60,6 +97,12 @@ func Finalize(dir string) (*Index, error) {
 		}
 		byRank[r] = x
 	}
+	return byRank, nil
+}
+
+// checkRanksDone refuses missing or incomplete ranks, naming them.
+func checkRanksDone(dir string, byRank []*Index) error {
+	w := len(byRank)
 	var missing, incomplete []string
 	firstMissing := -1
 	for r, x := range byRank {
@@ -74,16 +117,20 @@ func Finalize(dir string) (*Index, error) {
 		}
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("finalize: %s: rank(s) %s of %d missing (no %s); run them, or copy their files here",
+		return fmt.Errorf("finalize: %s: rank(s) %s of %d missing (no %s); run them, or copy their files here",
 			dir, strings.Join(missing, ", "), w, indexName(rankPrefix(firstMissing, w)))
 	}
 	if len(incomplete) > 0 {
-		return nil, fmt.Errorf("finalize: %s: rank(s) %s of %d incomplete (interrupted or still running); run them again to finish",
+		return fmt.Errorf("finalize: %s: rank(s) %s of %d incomplete (interrupted or still running); run them again to finish",
 			dir, strings.Join(incomplete, ", "), w)
 	}
-	if err := checkShares(byRank); err != nil {
-		return nil, fmt.Errorf("finalize: %s: %w", dir, err)
-	}
+	return nil
+}
+
+// mergeRanks returns the merged index: base's run, every rank's shards
+// (checked on disk) in rank order, the feature schema of the first rank
+// with batches (the others must agree), complete and recounted.
+func mergeRanks(dir string, base *Index, byRank []*Index) (*Index, error) {
 	out := *base
 	out.Ranks = nil
 	out.Shards = []Shard{}
@@ -106,13 +153,6 @@ func Finalize(dir string) (*Index, error) {
 	}
 	out.Complete = true
 	out.recount()
-	data, err := out.encode()
-	if err != nil {
-		return nil, fmt.Errorf("finalize: %w", err)
-	}
-	if err := writeAtomic(dir, IndexFile, data); err != nil {
-		return nil, fmt.Errorf("finalize: %w", err)
-	}
 	return &out, nil
 }
 

@@ -119,20 +119,8 @@ func (r *replayer) run(ctx context.Context, dir string, share pipeline.Share, op
 		return fmt.Errorf("replay: %w", err)
 	}
 	r.batchSize = x.BatchSize
-	// The header: the first rank with batches (ranks without any may have
-	// a schema taken from info.json alone).
-	hdr := x.Ranks[0].Header
-	for _, rk := range x.Ranks {
-		if rk.Batches > 0 {
-			hdr = rk.Header
-			break
-		}
-	}
-	hs := sink.Share{Rank: 0, WorldSize: 1, Worker: share.Worker, NumWorkers: n}
-	if opts.HeaderShare != nil {
-		hs = *opts.HeaderShare
-	}
-	if hdr, err = headerWithShare(hdr, hs); err != nil {
+	hdr, err := replayHeader(x, share.Worker, n, opts)
+	if err != nil {
 		return fmt.Errorf("replay: %s: header: %w", dir, err)
 	}
 	total := x.Totals.Batches
@@ -174,16 +162,9 @@ func (r *replayer) run(ctx context.Context, dir string, share pipeline.Share, op
 	if err != nil {
 		return err
 	}
-	ends := make([]*sink.End, len(x.Ranks))
-	for i, rk := range x.Ranks {
-		m, err := decodeOne(rk.End)
-		if err != nil {
-			return fmt.Errorf("replay: %s: rank %d end message: %w", dir, rk.Rank, err)
-		}
-		if m.End == nil {
-			return fmt.Errorf("replay: %s: rank %d end message is a %q message", dir, rk.Rank, m.Type)
-		}
-		ends[i] = m.End
+	ends, err := rankEnds(dir, x)
+	if err != nil {
+		return err
 	}
 	if opts.LiveResume != "" {
 		return r.write(sink.AppendEnd(nil, sink.End{Batches: batches, Samples: samples}))
@@ -196,6 +177,48 @@ func (r *replayer) run(ctx context.Context, dir string, share pipeline.Share, op
 		}
 		return r.write(x.Ranks[0].End)
 	}
+	return r.write(sink.AppendEnd(nil, mergeEnds(ends, share.Worker, tr, batches, samples)))
+}
+
+// replayHeader returns the header of the replay: the first rank's with
+// batches (ranks without any may have a schema taken from info.json
+// alone), with the share of the consumer (worker of n) or
+// opts.HeaderShare.
+func replayHeader(x *Index, worker, n int, opts ReplayOptions) ([]byte, error) {
+	hdr := x.Ranks[0].Header
+	for _, rk := range x.Ranks {
+		if rk.Batches > 0 {
+			hdr = rk.Header
+			break
+		}
+	}
+	hs := sink.Share{Rank: 0, WorldSize: 1, Worker: worker, NumWorkers: n}
+	if opts.HeaderShare != nil {
+		hs = *opts.HeaderShare
+	}
+	return headerWithShare(hdr, hs)
+}
+
+// rankEnds decodes the end message of each rank of x.
+func rankEnds(dir string, x *Index) ([]*sink.End, error) {
+	ends := make([]*sink.End, len(x.Ranks))
+	for i, rk := range x.Ranks {
+		m, err := decodeOne(rk.End)
+		if err != nil {
+			return nil, fmt.Errorf("replay: %s: rank %d end message: %w", dir, rk.Rank, err)
+		}
+		if m.End == nil {
+			return nil, fmt.Errorf("replay: %s: rank %d end message is a %q message", dir, rk.Rank, m.Type)
+		}
+		ends[i] = m.End
+	}
+	return ends, nil
+}
+
+// mergeEnds returns the end message of a replay that sent batches and
+// samples: the component names of the first rank, and for worker 0 the
+// ranks' frame counts (times the epochs run, for a training replay).
+func mergeEnds(ends []*sink.End, worker int, tr *trainRun, batches, samples int64) sink.End {
 	e := sink.End{Batches: batches, Samples: samples}
 	for i, end := range ends {
 		if i == 0 {
@@ -203,7 +226,7 @@ func (r *replayer) run(ctx context.Context, dir string, share pipeline.Share, op
 				e.Components = append(e.Components, sink.ComponentCount{Name: c.Name})
 			}
 		}
-		if share.Worker != 0 {
+		if worker != 0 {
 			continue
 		}
 		if tr != nil {
@@ -227,7 +250,7 @@ func (r *replayer) run(ctx context.Context, dir string, share pipeline.Share, op
 			}
 		}
 	}
-	return r.write(sink.AppendEnd(nil, e))
+	return e
 }
 
 // checkReplayable checks an index describes a finished run.

@@ -335,37 +335,12 @@ func prepare(opts Options, prefix string, want *Index) (*Index, int, error) {
 	dir := opts.Dir
 	name := indexName(prefix)
 	if opts.Overwrite {
-		files, err := ownFiles(dir, prefix, prefix == "")
-		if err != nil {
+		if err := removeForOverwrite(opts, prefix); err != nil {
 			return nil, 0, err
-		}
-		if prefix != "" {
-			// A merged index covering this rank is no longer valid.
-			files = append(files, IndexFile)
-		}
-		for _, f := range files {
-			if err := os.Remove(filepath.Join(dir, f)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return nil, 0, err
-			}
-		}
-		if len(files) > 0 {
-			fmt.Fprintf(opts.Log, "--overwrite: removed the previous pre-render files in %s\n", dir)
 		}
 		return want, 0, syncDir(dir)
 	}
-	if prefix == "" {
-		if ranks, _ := rankIndexes(dir); len(ranks) > 0 {
-			if _, err := os.Stat(filepath.Join(dir, IndexFile)); err != nil {
-				return nil, 0, fmt.Errorf("%s holds the per-rank files of a multi-rank pre-render (%s...), not this single-process run; finalize it, or use --overwrite to replace it",
-					dir, filepath.Base(ranks[0]))
-			}
-		}
-	} else if top, err := readIndexFile(filepath.Join(dir, IndexFile)); err == nil {
-		// A merged or single-process index: it must be the same run.
-		if d := differences(top, want); len(d) > 0 {
-			return nil, 0, mismatchError(dir, IndexFile, d)
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	if err := checkOtherIndexes(dir, prefix, want); err != nil {
 		return nil, 0, err
 	}
 	have, err := readIndexFile(filepath.Join(dir, name))
@@ -388,16 +363,8 @@ func prepare(opts Options, prefix string, want *Index) (*Index, int, error) {
 			}
 			// Leftover temporary files (e.g. of a run killed after its
 			// last index write) go.
-			files, err := ownFiles(dir, prefix, false)
-			if err != nil {
+			if err := removeTempFiles(dir, prefix); err != nil {
 				return nil, 0, err
-			}
-			for _, f := range files {
-				if strings.HasSuffix(f, tmpExt) {
-					if err := os.Remove(filepath.Join(dir, f)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-						return nil, 0, err
-					}
-				}
 			}
 			return have, len(have.Shards), nil
 		}
@@ -415,27 +382,9 @@ func prepare(opts Options, prefix string, want *Index) (*Index, int, error) {
 		}
 		x.recount()
 	}
-	keep := map[string]bool{name: true}
-	for _, s := range x.Shards {
-		keep[s.File] = true
-	}
-	files, err := ownFiles(dir, prefix, false)
+	removed, err := removeLeftovers(dir, prefix, name, x)
 	if err != nil {
 		return nil, 0, err
-	}
-	removed := 0
-	for _, f := range files {
-		if !keep[f] {
-			if err := os.Remove(filepath.Join(dir, f)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return nil, 0, err
-			}
-			removed++
-		}
-	}
-	if removed > 0 {
-		if err := syncDir(dir); err != nil {
-			return nil, 0, err
-		}
 	}
 	if have != nil {
 		fmt.Fprintf(opts.Log, "resuming %s: %d committed shard(s) (%d batches) kept, %d leftover file(s) removed\n",
@@ -444,6 +393,97 @@ func prepare(opts Options, prefix string, want *Index) (*Index, int, error) {
 		fmt.Fprintf(opts.Log, "%s: removed %d leftover file(s) of an interrupted run\n", dir, removed)
 	}
 	return x, len(x.Shards), nil
+}
+
+// removeForOverwrite removes the files of this rank's previous
+// pre-render in opts.Dir (and a merged index covering it), for
+// --overwrite.
+func removeForOverwrite(opts Options, prefix string) error {
+	dir := opts.Dir
+	files, err := ownFiles(dir, prefix, prefix == "")
+	if err != nil {
+		return err
+	}
+	if prefix != "" {
+		// A merged index covering this rank is no longer valid.
+		files = append(files, IndexFile)
+	}
+	for _, f := range files {
+		if err := os.Remove(filepath.Join(dir, f)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	if len(files) > 0 {
+		fmt.Fprintf(opts.Log, "--overwrite: removed the previous pre-render files in %s\n", dir)
+	}
+	return nil
+}
+
+// checkOtherIndexes refuses to render into a directory holding another
+// run: for a single process, the per-rank files of a multi-rank run not
+// finalized; for a rank, a merged or single-process index of another run.
+func checkOtherIndexes(dir, prefix string, want *Index) error {
+	if prefix == "" {
+		if ranks, _ := rankIndexes(dir); len(ranks) > 0 {
+			if _, err := os.Stat(filepath.Join(dir, IndexFile)); err != nil {
+				return fmt.Errorf("%s holds the per-rank files of a multi-rank pre-render (%s...), not this single-process run; finalize it, or use --overwrite to replace it",
+					dir, filepath.Base(ranks[0]))
+			}
+		}
+	} else if top, err := readIndexFile(filepath.Join(dir, IndexFile)); err == nil {
+		// A merged or single-process index: it must be the same run.
+		if d := differences(top, want); len(d) > 0 {
+			return mismatchError(dir, IndexFile, d)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// removeTempFiles removes this rank's leftover temporary files.
+func removeTempFiles(dir, prefix string) error {
+	files, err := ownFiles(dir, prefix, false)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, tmpExt) {
+			if err := os.Remove(filepath.Join(dir, f)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// removeLeftovers removes this rank's files that are neither its index
+// (name) nor a shard x keeps, syncing dir after any removal; it returns
+// how many it removed.
+func removeLeftovers(dir, prefix, name string, x *Index) (int, error) {
+	keep := map[string]bool{name: true}
+	for _, s := range x.Shards {
+		keep[s.File] = true
+	}
+	files, err := ownFiles(dir, prefix, false)
+	if err != nil {
+		return 0, err
+	}
+	removed := 0
+	for _, f := range files {
+		if !keep[f] {
+			if err := os.Remove(filepath.Join(dir, f)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return 0, err
+			}
+			removed++
+		}
+	}
+	if removed > 0 {
+		if err := syncDir(dir); err != nil {
+			return 0, err
+		}
+	}
+	return removed, nil
 }
 
 // checkShardFiles checks that every shard exists with its recorded size.

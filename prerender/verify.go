@@ -217,54 +217,9 @@ func verifyShard(dir string, x *Index, s Shard, short *shortBatch, dec *zstd.Dec
 	}
 	raw := &countingReader{r: dec}
 	d := sink.NewDecoder(raw)
-	var batches, samples int64
-	firstEp, lastEp := int64(-1), int64(-1)
-	bad := false
-	for {
-		m, err := d.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			rep.problem("%s: message %d does not decode: %v", s.File, batches, err)
-			bad = true
-			break
-		}
-		if m.Batch == nil {
-			rep.problem("%s: message %d is a %q message, shards hold batches only", s.File, batches, m.Type)
-			bad = true
-			break
-		}
-		b := m.Batch
-		if want := s.FirstSeq + batches; b.Meta.Seq != want {
-			rep.problem("%s: batch %d has seq %d, want %d", s.File, batches, b.Meta.Seq, want)
-			bad = true
-			break
-		}
-		if short.set && short.epoch == b.Meta.Epoch {
-			rep.problem("%s: batch seq %d has fewer than %d samples but is not the last of epoch %d", short.file, short.seq, x.BatchSize, short.epoch)
-		}
-		short.set = false
-		if b.Size < 1 || b.Size > x.BatchSize {
-			rep.problem("%s: batch seq %d has %d samples (batch size %d)", s.File, b.Meta.Seq, b.Size, x.BatchSize)
-		} else if b.Size < x.BatchSize {
-			*short = shortBatch{file: s.File, seq: b.Meta.Seq, epoch: b.Meta.Epoch, set: true}
-		}
-		if msg := checkColumns(x, b); msg != "" {
-			rep.problem("%s: batch seq %d: %s", s.File, b.Meta.Seq, msg)
-		}
-		if a, ok := b.Column("episode_index").(*sink.Array); ok && a.DType == "<i8" {
-			for i := 0; i+8 <= len(a.Data); i += 8 {
-				e := int64(binary.LittleEndian.Uint64(a.Data[i:]))
-				if firstEp < 0 || e < firstEp {
-					firstEp = e
-				}
-				lastEp = max(lastEp, e)
-			}
-		}
-		batches++
-		samples += int64(b.Size)
-	}
+	t := verifyTally{firstEp: -1, lastEp: -1}
+	t.readBatches(d, x, s, short, rep)
+	batches, samples, firstEp, lastEp := t.batches, t.samples, t.firstEp, t.lastEp
 	// Hash the whole file, whatever the decoder left unread.
 	if _, err := io.Copy(io.Discard, fc); err != nil {
 		rep.problem("%s: %v", s.File, err)
@@ -281,7 +236,7 @@ func verifyShard(dir string, x *Index, s Shard, short *shortBatch, dec *zstd.Dec
 	rep.Batches += batches
 	rep.Samples += samples
 	rep.RawBytes += raw.n
-	if bad {
+	if t.bad {
 		return
 	}
 	if batches != s.Batches || samples != s.Samples {
@@ -292,6 +247,68 @@ func verifyShard(dir string, x *Index, s Shard, short *shortBatch, dec *zstd.Dec
 	}
 	if batches > 0 && (firstEp != s.FirstEpisode || lastEp != s.LastEpisode) {
 		rep.problem("%s: episodes %d..%d, the index says %d..%d", s.File, firstEp, lastEp, s.FirstEpisode, s.LastEpisode)
+	}
+}
+
+// verifyTally is what verifyShard counts as it reads a shard's batches.
+type verifyTally struct {
+	batches, samples int64
+	firstEp, lastEp  int64 // episode range; -1 before any
+	bad              bool  // a message stopped the reading
+}
+
+// readBatches reads the batches of shard s from d, checking each one's
+// type, sequence number, size (short only at an epoch's end) and columns.
+func (t *verifyTally) readBatches(d *sink.Decoder, x *Index, s Shard, short *shortBatch, rep *Report) {
+	for {
+		m, err := d.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			rep.problem("%s: message %d does not decode: %v", s.File, t.batches, err)
+			t.bad = true
+			break
+		}
+		if m.Batch == nil {
+			rep.problem("%s: message %d is a %q message, shards hold batches only", s.File, t.batches, m.Type)
+			t.bad = true
+			break
+		}
+		b := m.Batch
+		if want := s.FirstSeq + t.batches; b.Meta.Seq != want {
+			rep.problem("%s: batch %d has seq %d, want %d", s.File, t.batches, b.Meta.Seq, want)
+			t.bad = true
+			break
+		}
+		if short.set && short.epoch == b.Meta.Epoch {
+			rep.problem("%s: batch seq %d has fewer than %d samples but is not the last of epoch %d", short.file, short.seq, x.BatchSize, short.epoch)
+		}
+		short.set = false
+		if b.Size < 1 || b.Size > x.BatchSize {
+			rep.problem("%s: batch seq %d has %d samples (batch size %d)", s.File, b.Meta.Seq, b.Size, x.BatchSize)
+		} else if b.Size < x.BatchSize {
+			*short = shortBatch{file: s.File, seq: b.Meta.Seq, epoch: b.Meta.Epoch, set: true}
+		}
+		if msg := checkColumns(x, b); msg != "" {
+			rep.problem("%s: batch seq %d: %s", s.File, b.Meta.Seq, msg)
+		}
+		t.episodes(b)
+		t.batches++
+		t.samples += int64(b.Size)
+	}
+}
+
+// episodes widens the tally's episode range to batch b's episodes.
+func (t *verifyTally) episodes(b *sink.DecodedBatch) {
+	if a, ok := b.Column("episode_index").(*sink.Array); ok && a.DType == "<i8" {
+		for i := 0; i+8 <= len(a.Data); i += 8 {
+			e := int64(binary.LittleEndian.Uint64(a.Data[i:]))
+			if t.firstEp < 0 || e < t.firstEp {
+				t.firstEp = e
+			}
+			t.lastEp = max(t.lastEp, e)
+		}
 	}
 }
 

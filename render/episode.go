@@ -266,26 +266,7 @@ func (e *Episode) resolve(res *resolver, f *Frame) (value, error) {
 	}
 	t := f.T
 	if res.events {
-		found, n := -1, 0
-		for i := range f.Events {
-			ok, err := matches(&f.Events[i], res.sel)
-			if err != nil {
-				return value{}, fmt.Errorf("language_events row %d: %w", i, err)
-			}
-			if ok {
-				if n == 0 {
-					found = i
-				}
-				n++
-			}
-		}
-		switch n {
-		case 0:
-			return value{}, nil
-		case 1:
-			return value{vERow, int32(found)}, nil
-		}
-		return value{}, ambiguous(res.sel, n)
+		return resolveEvent(res, f)
 	}
 	tl := &e.tls[res.tl]
 	if tl.err != nil {
@@ -296,58 +277,101 @@ func (e *Episode) resolve(res *resolver, f *Frame) (value, error) {
 	}
 	switch res.kind {
 	case kindActiveAt:
-		n := tl.upper(t)
-		if n == 0 || t != t {
-			return value{}, nil
-		}
-		last := tl.ts[n-1]
-		k := 1
-		for n-1-k >= 0 && tl.ts[n-1-k] == last {
-			k++
-		}
-		if k > 1 {
-			return value{}, ambiguous(res.sel, k)
-		}
-		return value{vPRow, tl.idx[n-1]}, nil
+		return tl.activeAt(res, t)
 	case kindEmittedAt:
-		if math.IsNaN(t) || math.IsInf(t, 0) {
-			return value{}, nil
-		}
-		// ts - t is monotone in ts, so the window is a contiguous range.
-		lo := sort.Search(len(tl.ts), func(i int) bool { return tl.ts[i]-t >= -EmittedAtTolerance })
-		hi := lo
-		for hi < len(tl.ts) && math.Abs(tl.ts[hi]-t) <= EmittedAtTolerance {
-			hi++
-		}
-		switch hi - lo {
-		case 0:
-			return value{}, nil
-		case 1:
-			return value{vPRow, tl.idx[lo]}, nil
-		}
-		return value{}, ambiguous(res.sel, hi-lo)
+		return tl.emittedAt(res, t)
 	default: // nth_prev / nth_next
-		if len(tl.idx) == 0 {
-			return value{}, nil
-		}
-		n := tl.upper(t)
-		if t != t {
-			n = 0
-		}
-		var target int
-		if n == 0 {
-			if res.offset <= 0 {
-				return value{}, nil
-			}
-			target = res.offset - 1
-		} else {
-			target = n - 1 + res.offset
-		}
-		if target < 0 || target >= len(tl.idx) {
-			return value{}, nil
-		}
-		return value{vPRow, tl.idx[target]}, nil
+		return tl.nth(res, t), nil
 	}
+}
+
+// resolveEvent resolves res against frame f's language_events rows: the
+// one matching row, none, or an ambiguity error.
+func resolveEvent(res *resolver, f *Frame) (value, error) {
+	found, n := -1, 0
+	for i := range f.Events {
+		ok, err := matches(&f.Events[i], res.sel)
+		if err != nil {
+			return value{}, fmt.Errorf("language_events row %d: %w", i, err)
+		}
+		if ok {
+			if n == 0 {
+				found = i
+			}
+			n++
+		}
+	}
+	switch n {
+	case 0:
+		return value{}, nil
+	case 1:
+		return value{vERow, int32(found)}, nil
+	}
+	return value{}, ambiguous(res.sel, n)
+}
+
+// activeAt resolves active_at(t): the last row at or before t, an
+// ambiguity error when several rows share its timestamp.
+func (tl *timeline) activeAt(res *resolver, t float64) (value, error) {
+	n := tl.upper(t)
+	if n == 0 || t != t {
+		return value{}, nil
+	}
+	last := tl.ts[n-1]
+	k := 1
+	for n-1-k >= 0 && tl.ts[n-1-k] == last {
+		k++
+	}
+	if k > 1 {
+		return value{}, ambiguous(res.sel, k)
+	}
+	return value{vPRow, tl.idx[n-1]}, nil
+}
+
+// emittedAt resolves emitted_at(t): the row within EmittedAtTolerance of
+// t, an ambiguity error when several are.
+func (tl *timeline) emittedAt(res *resolver, t float64) (value, error) {
+	if math.IsNaN(t) || math.IsInf(t, 0) {
+		return value{}, nil
+	}
+	// ts - t is monotone in ts, so the window is a contiguous range.
+	lo := sort.Search(len(tl.ts), func(i int) bool { return tl.ts[i]-t >= -EmittedAtTolerance })
+	hi := lo
+	for hi < len(tl.ts) && math.Abs(tl.ts[hi]-t) <= EmittedAtTolerance {
+		hi++
+	}
+	switch hi - lo {
+	case 0:
+		return value{}, nil
+	case 1:
+		return value{vPRow, tl.idx[lo]}, nil
+	}
+	return value{}, ambiguous(res.sel, hi-lo)
+}
+
+// nth resolves nth_prev / nth_next: the row res.offset rows from the
+// last one at or before t.
+func (tl *timeline) nth(res *resolver, t float64) value {
+	if len(tl.idx) == 0 {
+		return value{}
+	}
+	n := tl.upper(t)
+	if t != t {
+		n = 0
+	}
+	var target int
+	if n == 0 {
+		if res.offset <= 0 {
+			return value{}
+		}
+		target = res.offset - 1
+	} else {
+		target = n - 1 + res.offset
+	}
+	if target < 0 || target >= len(tl.idx) {
+		return value{}
+	}
+	return value{vPRow, tl.idx[target]}
 }
 
 // resolveSlow follows upstream literally; used when a timestamp is NaN.
@@ -568,25 +592,9 @@ func (e *Episode) build(ci int, f *Frame) *schema.Sample {
 			break
 		}
 	}
-	ce := &e.cache[ci]
-	if cacheable && ce.ok && (vals[0].kind != vTask || ce.task == e.task) {
-		same := true
-		for i, v := range vals {
-			if ce.vals[i] != v {
-				same = false
-				break
-			}
-		}
-		if same {
-			return ce.sample
-		}
-	}
 	if cacheable {
-		for k := range e.recent[ci] {
-			re := &e.recent[ci][k]
-			if re.ok && (vals[0].kind != vTask || re.task == e.task) && slices.Equal(re.vals, vals) {
-				return re.sample
-			}
+		if s := e.cachedSample(ci, vals); s != nil {
+			return s
 		}
 	}
 	emitted := 0
@@ -610,59 +618,97 @@ func (e *Episode) build(ci int, f *Frame) *schema.Sample {
 		if t.ifPresent >= 0 && vals[t.ifPresent].kind == vNone {
 			continue
 		}
-		m := schema.Message{Role: t.role, Kind: t.kind}
-		switch t.kind {
-		case schema.TextContent:
-			m.Text = e.expand(&t.text, vals, f)
-		case schema.BlockContent:
-			m.Blocks = make([]schema.Map, len(t.blocks))
-			for j := range t.blocks {
-				bt := &t.blocks[j]
-				if bt.dynamic == nil {
-					m.Blocks[j] = bt.static
-					continue
-				}
-				vs := make([]any, len(bt.static.Values))
-				copy(vs, bt.static.Values)
-				for _, df := range bt.dynamic {
-					vs[df.index] = e.expand(&df.tpl, vals, f)
-				}
-				m.Blocks[j] = schema.Map{Keys: bt.static.Keys, Values: vs}
-			}
-		}
-		if t.toolCallsFrom >= 0 {
-			var raw json.RawMessage
-			switch v := vals[t.toolCallsFrom]; v.kind {
-			case vPRow:
-				raw = e.rows[v.idx].ToolCalls
-			case vERow:
-				raw = f.Events[v.idx].ToolCalls
-			}
-			if jsonTruthy(raw) {
-				m.ToolCalls = raw
-			}
-		}
 		if !all {
 			if t.target {
 				s.Targets = append(s.Targets, len(s.Messages))
 			}
 			s.Streams = append(s.Streams, t.stream)
 		}
-		s.Messages = append(s.Messages, m)
+		s.Messages = append(s.Messages, e.message(t, vals, f))
 	}
 	if cacheable {
-		ce.ok = true
-		copy(ce.vals, vals)
-		ce.task = e.task
-		ce.sample = s
-		re := &e.recent[ci][e.recentNext[ci]]
-		e.recentNext[ci] = (e.recentNext[ci] + 1) % len(e.recent[ci])
-		re.ok = true
-		copy(re.vals, vals)
-		re.task = e.task
-		re.sample = s
+		e.remember(ci, vals, s)
 	}
 	return s
+}
+
+// cachedSample returns the sample built last, or recently, for component
+// ci with the same binding values (and task, when the first slot is the
+// task); nil when there is none.
+func (e *Episode) cachedSample(ci int, vals []value) *schema.Sample {
+	ce := &e.cache[ci]
+	if ce.ok && (vals[0].kind != vTask || ce.task == e.task) {
+		same := true
+		for i, v := range vals {
+			if ce.vals[i] != v {
+				same = false
+				break
+			}
+		}
+		if same {
+			return ce.sample
+		}
+	}
+	for k := range e.recent[ci] {
+		re := &e.recent[ci][k]
+		if re.ok && (vals[0].kind != vTask || re.task == e.task) && slices.Equal(re.vals, vals) {
+			return re.sample
+		}
+	}
+	return nil
+}
+
+// remember keeps s as component ci's last sample and in its recent ring.
+func (e *Episode) remember(ci int, vals []value, s *schema.Sample) {
+	ce := &e.cache[ci]
+	ce.ok = true
+	copy(ce.vals, vals)
+	ce.task = e.task
+	ce.sample = s
+	re := &e.recent[ci][e.recentNext[ci]]
+	e.recentNext[ci] = (e.recentNext[ci] + 1) % len(e.recent[ci])
+	re.ok = true
+	copy(re.vals, vals)
+	re.task = e.task
+	re.sample = s
+}
+
+// message renders turn t for frame f: its text or blocks with the
+// bindings' values, and its tool calls.
+func (e *Episode) message(t *turn, vals []value, f *Frame) schema.Message {
+	m := schema.Message{Role: t.role, Kind: t.kind}
+	switch t.kind {
+	case schema.TextContent:
+		m.Text = e.expand(&t.text, vals, f)
+	case schema.BlockContent:
+		m.Blocks = make([]schema.Map, len(t.blocks))
+		for j := range t.blocks {
+			bt := &t.blocks[j]
+			if bt.dynamic == nil {
+				m.Blocks[j] = bt.static
+				continue
+			}
+			vs := make([]any, len(bt.static.Values))
+			copy(vs, bt.static.Values)
+			for _, df := range bt.dynamic {
+				vs[df.index] = e.expand(&df.tpl, vals, f)
+			}
+			m.Blocks[j] = schema.Map{Keys: bt.static.Keys, Values: vs}
+		}
+	}
+	if t.toolCallsFrom >= 0 {
+		var raw json.RawMessage
+		switch v := vals[t.toolCallsFrom]; v.kind {
+		case vPRow:
+			raw = e.rows[v.idx].ToolCalls
+		case vERow:
+			raw = f.Events[v.idx].ToolCalls
+		}
+		if jsonTruthy(raw) {
+			m.ToolCalls = raw
+		}
+	}
+	return m
 }
 
 // Render renders frame f like LeRobot's render_sample. It returns the

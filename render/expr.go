@@ -107,7 +107,44 @@ func parseResolver(spec string) *resolver {
 }
 
 func (r *resolver) parse() error {
-	s := pyStrip(r.spec)
+	name, argText, err := splitCall(r.spec)
+	if err != nil {
+		return err
+	}
+	args, err := parseArgs(argText)
+	if err != nil {
+		return err
+	}
+	if err := r.setKind(name); err != nil {
+		return err
+	}
+	// Bind keyword arguments like the Python call would.
+	if err := r.checkKeywords(name, args); err != nil {
+		return err
+	}
+	offset := 1
+	for _, a := range args {
+		v := a.value
+		switch a.key {
+		case "style":
+			r.sel.style = &v
+		case "role":
+			r.sel.role = &v
+		case "tool_name":
+			r.sel.toolName = &v
+		case "camera":
+			r.sel.camera = &v
+		case "offset":
+			offset = a.offset
+		}
+	}
+	return r.checkStyle(name, offset)
+}
+
+// splitCall splits a resolver expression NAME(ARGS) into its name and
+// argument text.
+func splitCall(spec string) (name, args string, err error) {
+	s := pyStrip(spec)
 	i := 0
 	if i < len(s) && isIdentStart(s[i]) {
 		i++
@@ -117,13 +154,13 @@ func (r *resolver) parse() error {
 	}
 	if i == 0 || i >= len(s) || s[i] != '(' || s[len(s)-1] != ')' || len(s) < i+2 ||
 		strings.IndexByte(s[i+1:len(s)-1], '\n') >= 0 {
-		return fmt.Errorf("Invalid resolver expression: %s", schema.PyQuote(r.spec))
+		return "", "", fmt.Errorf("Invalid resolver expression: %s", schema.PyQuote(spec))
 	}
-	name := s[:i]
-	args, err := parseArgs(s[i+1 : len(s)-1])
-	if err != nil {
-		return err
-	}
+	return s[:i], s[i+1 : len(s)-1], nil
+}
+
+// setKind sets the resolver's kind from its name.
+func (r *resolver) setKind(name string) error {
 	switch name {
 	case "emitted_at":
 		r.kind = kindEmittedAt
@@ -136,8 +173,12 @@ func (r *resolver) parse() error {
 	default:
 		return fmt.Errorf("Unknown language resolver: %s", schema.PyQuote(name))
 	}
-	// Bind keyword arguments like the Python call would.
-	offset := 1
+	return nil
+}
+
+// checkKeywords refuses the keyword arguments the Python resolver name
+// does not take, with Python's message.
+func (r *resolver) checkKeywords(name string, args []kwarg) error {
 	nth := r.kind == kindNthPrev || r.kind == kindNthNext
 	qual := "lerobot.datasets.language_render." + name
 	for _, a := range args {
@@ -160,21 +201,13 @@ func (r *resolver) parse() error {
 			return fmt.Errorf("%s() got an unexpected keyword argument %s", name, schema.PyQuote(a.key))
 		}
 	}
-	for _, a := range args {
-		v := a.value
-		switch a.key {
-		case "style":
-			r.sel.style = &v
-		case "role":
-			r.sel.role = &v
-		case "tool_name":
-			r.sel.toolName = &v
-		case "camera":
-			r.sel.camera = &v
-		case "offset":
-			offset = a.offset
-		}
-	}
+	return nil
+}
+
+// checkStyle sets which column the resolver reads from its style, and
+// the signed offset of nth_prev / nth_next.
+func (r *resolver) checkStyle(name string, offset int) error {
+	nth := r.kind == kindNthPrev || r.kind == kindNthNext
 	switch r.kind {
 	case kindEmittedAt:
 		col, err := schema.ColumnForStyle(r.sel.style)

@@ -281,44 +281,71 @@ func iterPy(v any) ([]any, error) {
 // buildRecipe mirrors TrainingRecipe.from_dict followed by __post_init__.
 func buildRecipe(d *dict, path string) (*pyRecipe, error) {
 	pr := &pyRecipe{}
+	if err := pr.buildMessages(d); err != nil {
+		return nil, err
+	}
+	if err := pr.buildBlend(d); err != nil {
+		return nil, err
+	}
+	if err := pr.setKeywords(d); err != nil {
+		return nil, err
+	}
+	if err := pr.postInit(); err != nil {
+		return nil, err
+	}
+	return pr, nil
+}
+
+// buildMessages builds the turns of the recipe's messages, if any.
+func (pr *pyRecipe) buildMessages(d *dict) error {
 	if m, ok := d.get("messages"); ok && m != nil {
 		items, err := iterPy(m)
 		if err != nil {
-			return nil, fmt.Errorf("messages: %w", err)
+			return fmt.Errorf("messages: %w", err)
 		}
 		pr.hasMessages = true
 		pr.messages = []*pyTurn{}
 		for i, it := range items {
 			t, err := buildTurn(it)
 			if err != nil {
-				return nil, turnErr(i, err)
+				return turnErr(i, err)
 			}
 			pr.messages = append(pr.messages, t)
 		}
 	}
+	return nil
+}
+
+// buildBlend builds the recipe's blend components, if any.
+func (pr *pyRecipe) buildBlend(d *dict) error {
 	if b, ok := d.get("blend"); ok && b != nil {
 		bd, ok := b.(*dict)
 		if !ok {
-			return nil, fmt.Errorf("blend must be a mapping of component names to recipes, got %s", pyTypeName(b))
+			return fmt.Errorf("blend must be a mapping of component names to recipes, got %s", pyTypeName(b))
 		}
 		pr.hasBlend = true
 		for i, k := range bd.keys {
 			cd, ok := bd.vals[i].(*dict)
 			if !ok {
-				return nil, compErr(k, fmt.Errorf("a blend component must be a mapping, got %s", pyTypeName(bd.vals[i])))
+				return compErr(k, fmt.Errorf("a blend component must be a mapping, got %s", pyTypeName(bd.vals[i])))
 			}
 			c, err := buildRecipe(cd, pyStr(k))
 			if err != nil {
-				return nil, compErr(k, err)
+				return compErr(k, err)
 			}
 			pr.blendNames = append(pr.blendNames, k)
 			pr.blend = append(pr.blend, c)
 		}
 	}
+	return nil
+}
+
+// setKeywords sets bindings, weight and route, refusing unknown keywords.
+func (pr *pyRecipe) setKeywords(d *dict) error {
 	for i, k := range d.keys {
 		ks, ok := k.(string)
 		if !ok {
-			return nil, errors.New("TrainingRecipe() keywords must be strings")
+			return errors.New("TrainingRecipe() keywords must be strings")
 		}
 		switch ks {
 		case "messages", "blend":
@@ -329,56 +356,67 @@ func buildRecipe(d *dict, path string) (*pyRecipe, error) {
 		case "route":
 			pr.route = d.vals[i]
 		default:
-			return nil, withSuggestion(fmt.Errorf("TrainingRecipe.__init__() got an unexpected keyword argument %s", schema.PyQuote(ks)), recipeKeywords())
+			return withSuggestion(fmt.Errorf("TrainingRecipe.__init__() got an unexpected keyword argument %s", schema.PyQuote(ks)), recipeKeywords())
 		}
 	}
-	// __post_init__
+	return nil
+}
+
+// postInit validates the recipe as TrainingRecipe.__post_init__ does.
+func (pr *pyRecipe) postInit() error {
 	if pr.hasMessages && pr.hasBlend {
-		return nil, errors.New("TrainingRecipe must set only one of messages or blend.")
+		return errors.New("TrainingRecipe must set only one of messages or blend.")
 	}
 	if !pr.hasMessages && !pr.hasBlend {
-		return nil, errors.New("TrainingRecipe must set one of messages or blend.")
+		return errors.New("TrainingRecipe must set one of messages or blend.")
 	}
 	if pr.route != nil {
 		if !hashable(pr.route) {
-			return nil, fmt.Errorf("unhashable type: '%s'", pyTypeName(pr.route))
+			return fmt.Errorf("unhashable type: '%s'", pyTypeName(pr.route))
 		}
 		if s, ok := pr.route.(string); !ok || s != "vqa" {
-			return nil, fmt.Errorf("Unsupported recipe route: %s", pyRepr(pr.route))
+			return fmt.Errorf("Unsupported recipe route: %s", pyRepr(pr.route))
 		}
 	}
 	if pr.hasBlend && pr.route != nil {
-		return nil, errors.New("TrainingRecipe.route may only be set on a message recipe inside a blend.")
+		return errors.New("TrainingRecipe.route may only be set on a message recipe inside a blend.")
 	}
 	if pr.hasMessages {
 		if err := validateMessageRecipe(pr); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if pr.hasBlend {
-		if len(pr.blend) == 0 {
-			return nil, errors.New("Blend recipes must contain at least one component.")
+		return validateBlend(pr)
+	}
+	return nil
+}
+
+// validateBlend checks a blend's components: at least one, each a
+// message recipe with a positive weight.
+func validateBlend(pr *pyRecipe) error {
+	if len(pr.blend) == 0 {
+		return errors.New("Blend recipes must contain at least one component.")
+	}
+	for i, c := range pr.blend {
+		name := pr.blendNames[i]
+		switch {
+		case c.hasBlend:
+			return fmt.Errorf("Blend component %s cannot itself define a blend.", pyRepr(name))
+		case !c.hasMessages:
+			return fmt.Errorf("Blend component %s must define messages.", pyRepr(name))
+		case c.weight == nil:
+			return fmt.Errorf("Blend component %s must define weight.", pyRepr(name))
 		}
-		for i, c := range pr.blend {
-			name := pr.blendNames[i]
-			switch {
-			case c.hasBlend:
-				return nil, fmt.Errorf("Blend component %s cannot itself define a blend.", pyRepr(name))
-			case !c.hasMessages:
-				return nil, fmt.Errorf("Blend component %s must define messages.", pyRepr(name))
-			case c.weight == nil:
-				return nil, fmt.Errorf("Blend component %s must define weight.", pyRepr(name))
-			}
-			w, ok := numeric(c.weight)
-			if !ok {
-				return nil, fmt.Errorf("Blend component %s: weight must be a number: '<=' not supported between instances of '%s' and 'int'", pyRepr(name), pyTypeName(c.weight))
-			}
-			if w <= 0 { // NaN passes, as in Python
-				return nil, fmt.Errorf("Blend component %s must have a positive weight.", pyRepr(name))
-			}
+		w, ok := numeric(c.weight)
+		if !ok {
+			return fmt.Errorf("Blend component %s: weight must be a number: '<=' not supported between instances of '%s' and 'int'", pyRepr(name), pyTypeName(c.weight))
+		}
+		if w <= 0 { // NaN passes, as in Python
+			return fmt.Errorf("Blend component %s must have a positive weight.", pyRepr(name))
 		}
 	}
-	return pr, nil
+	return nil
 }
 
 // buildTurn mirrors MessageTurn.from_dict and MessageTurn.__post_init__.
@@ -653,47 +691,84 @@ func (r *Recipe) compileComponent(pr *pyRecipe, name string, selIdx map[string]i
 	if s, ok := pr.route.(string); ok {
 		c.route = s
 	}
-	// Binding specs: defaults, overridden in place, then new declared names.
-	type spec struct {
-		name      string
-		spec      any
-		isDefault bool
-	}
-	var specs []spec
-	for _, d := range defaultBindings {
-		specs = append(specs, spec{d[0], d[1], true})
-	}
-	var declaredKeys []string
-	if pr.bindings != nil {
-		bd, ok := pr.bindings.(*dict)
-		if !ok {
-			if truthy(pr.bindings) {
-				c.err = fmt.Errorf("TypeError: bindings must be a mapping of names to resolver expressions, got %s ('%s' object is not a mapping)", pyTypeName(pr.bindings), pyTypeName(pr.bindings))
-			}
-		} else {
-			for i, k := range bd.keys {
-				ks, ok := k.(string)
-				if !ok {
-					c.err = fmt.Errorf("binding names must be strings, got %s", pyRepr(k))
-					break
-				}
-				c.declared = append(c.declared, bindingDecl{ks, bd.vals[i]})
-				declaredKeys = append(declaredKeys, ks)
-				found := false
-				for j := range specs {
-					if specs[j].name == ks {
-						specs[j].spec, specs[j].isDefault = bd.vals[i], false
-						found = true
-					}
-				}
-				if !found {
-					specs = append(specs, spec{ks, bd.vals[i], false})
-				}
-			}
+	// The lists and the map are the caller's so that they stay on its
+	// stack.
+	var specBuf [8]bindingSpec
+	var keyBuf [8]string
+	specs, declaredKeys := c.bindingSpecs(pr.bindings, specBuf[:0], keyBuf[:0])
+	needed := map[string]bool{}
+	addNeededBindings(needed, pr.messages, declaredKeys)
+	c.usesTask = needed["task"]
+	slotOf := r.compileSlots(c, specs, needed, selIdx)
+	for _, pt := range pr.messages {
+		t, err := c.compileTurn(pt, slotOf)
+		if err != nil {
+			return nil, err
+		}
+		c.turns = append(c.turns, t)
+		c.allStreams = append(c.allStreams, t.stream)
+		if t.target {
+			c.allTargets = append(c.allTargets, len(c.turns)-1)
 		}
 	}
-	needed := map[string]bool{}
-	for _, t := range pr.messages {
+	if c.allTargets == nil {
+		c.allTargets = []int{}
+	}
+	return c, nil
+}
+
+// bindingSpec is one binding of a component: its name, its resolver
+// spec, and whether it is one of defaultBindings not overridden.
+type bindingSpec struct {
+	name      string
+	spec      any
+	isDefault bool
+}
+
+// bindingSpecs appends to specs the component's binding specs: defaults,
+// overridden in place, then new declared names; and to declaredKeys the
+// declared names. It sets c.declared, and c.err when bindings are not a
+// mapping of strings.
+func (c *component) bindingSpecs(bindings any, specs []bindingSpec, declaredKeys []string) ([]bindingSpec, []string) {
+	for _, d := range defaultBindings {
+		specs = append(specs, bindingSpec{d[0], d[1], true})
+	}
+	if bindings == nil {
+		return specs, declaredKeys
+	}
+	bd, ok := bindings.(*dict)
+	if !ok {
+		if truthy(bindings) {
+			c.err = fmt.Errorf("TypeError: bindings must be a mapping of names to resolver expressions, got %s ('%s' object is not a mapping)", pyTypeName(bindings), pyTypeName(bindings))
+		}
+		return specs, declaredKeys
+	}
+	for i, k := range bd.keys {
+		ks, ok := k.(string)
+		if !ok {
+			c.err = fmt.Errorf("binding names must be strings, got %s", pyRepr(k))
+			break
+		}
+		c.declared = append(c.declared, bindingDecl{ks, bd.vals[i]})
+		declaredKeys = append(declaredKeys, ks)
+		found := false
+		for j := range specs {
+			if specs[j].name == ks {
+				specs[j].spec, specs[j].isDefault = bd.vals[i], false
+				found = true
+			}
+		}
+		if !found {
+			specs = append(specs, bindingSpec{ks, bd.vals[i], false})
+		}
+	}
+	return specs, declaredKeys
+}
+
+// addNeededBindings adds to needed the binding names the messages
+// reference, and the declared ones when resolveDeclared.
+func addNeededBindings(needed map[string]bool, messages []*pyTurn, declaredKeys []string) {
+	for _, t := range messages {
 		for _, n := range t.referenced() {
 			if s, ok := n.(string); ok {
 				needed[s] = true
@@ -705,7 +780,12 @@ func (r *Recipe) compileComponent(pr *pyRecipe, name string, selIdx map[string]i
 			needed[k] = true
 		}
 	}
-	c.usesTask = needed["task"]
+}
+
+// compileSlots sets c.slots: the task, then each needed binding with its
+// parsed resolver (its selection registered in r.sels through selIdx).
+// It returns the slot of each name.
+func (r *Recipe) compileSlots(c *component, specs []bindingSpec, needed map[string]bool, selIdx map[string]int) map[string]int {
 	c.slots = []slot{{name: "task"}}
 	slotOf := map[string]int{"task": 0}
 	for _, s := range specs {
@@ -738,65 +818,69 @@ func (r *Recipe) compileComponent(pr *pyRecipe, name string, selIdx map[string]i
 		}
 		c.slots = append(c.slots, sl)
 	}
-	lookup := func(n any) int {
-		if n == nil {
-			return -1
-		}
-		s, _ := n.(string)
-		if i, ok := slotOf[s]; ok {
-			return i
-		}
+	return slotOf
+}
+
+// slotIndex returns the slot of binding name n, -1 when n is nil or not
+// a binding.
+func slotIndex(slotOf map[string]int, n any) int {
+	if n == nil {
 		return -1
 	}
-	for _, pt := range pr.messages {
-		t := turn{
-			role:          pt.role.(string),
-			stream:        pt.stream.(string),
-			target:        truthy(pt.target),
-			ifPresent:     lookup(pt.ifPresent),
-			toolCallsFrom: lookup(pt.toolCallsFrom),
+	s, _ := n.(string)
+	if i, ok := slotOf[s]; ok {
+		return i
+	}
+	return -1
+}
+
+// compileTurn compiles one message turn: its binding references and its
+// content templates.
+func (c *component) compileTurn(pt *pyTurn, slotOf map[string]int) (turn, error) {
+	t := turn{
+		role:          pt.role.(string),
+		stream:        pt.stream.(string),
+		target:        truthy(pt.target),
+		ifPresent:     slotIndex(slotOf, pt.ifPresent),
+		toolCallsFrom: slotIndex(slotOf, pt.toolCallsFrom),
+	}
+	// With c.err set the component never renders (resolution fails
+	// first), so unresolvable names only matter otherwise.
+	if c.err == nil && pt.ifPresent != nil && t.ifPresent < 0 {
+		return t, fmt.Errorf("if_present %s does not name a binding", pyRepr(pt.ifPresent))
+	}
+	if c.err == nil && pt.toolCallsFrom != nil && t.toolCallsFrom < 0 {
+		return t, fmt.Errorf("tool_calls_from %s does not name a binding", pyRepr(pt.toolCallsFrom))
+	}
+	switch ct := pt.content.(type) {
+	case string:
+		t.kind = schema.TextContent
+		t.text = compileTemplate(ct, slotOf)
+	case []any:
+		t.kind = schema.BlockContent
+		for _, b := range ct {
+			t.blocks = append(t.blocks, compileBlock(b.(*dict), slotOf))
 		}
-		// With c.err set the component never renders (resolution fails
-		// first), so unresolvable names only matter otherwise.
-		if c.err == nil && pt.ifPresent != nil && t.ifPresent < 0 {
-			return nil, fmt.Errorf("if_present %s does not name a binding", pyRepr(pt.ifPresent))
-		}
-		if c.err == nil && pt.toolCallsFrom != nil && t.toolCallsFrom < 0 {
-			return nil, fmt.Errorf("tool_calls_from %s does not name a binding", pyRepr(pt.toolCallsFrom))
-		}
-		switch ct := pt.content.(type) {
-		case string:
-			t.kind = schema.TextContent
-			t.text = compileTemplate(ct, slotOf)
-		case []any:
-			t.kind = schema.BlockContent
-			for _, b := range ct {
-				bd := b.(*dict)
-				m := toSchemaValue(bd).(schema.Map)
-				bt := blockTemplate{static: m}
-				for i, v := range bd.vals {
-					if s, ok := v.(string); ok {
-						tpl := compileTemplate(s, slotOf)
-						if !tpl.static {
-							bt.dynamic = append(bt.dynamic, blockField{i, tpl})
-						}
-					}
-				}
-				t.blocks = append(t.blocks, bt)
+	default:
+		t.kind = schema.NoContent
+	}
+	return t, nil
+}
+
+// compileBlock compiles one content block: its static value and the
+// templates of its string fields that use bindings.
+func compileBlock(bd *dict, slotOf map[string]int) blockTemplate {
+	m := toSchemaValue(bd).(schema.Map)
+	bt := blockTemplate{static: m}
+	for i, v := range bd.vals {
+		if s, ok := v.(string); ok {
+			tpl := compileTemplate(s, slotOf)
+			if !tpl.static {
+				bt.dynamic = append(bt.dynamic, blockField{i, tpl})
 			}
-		default:
-			t.kind = schema.NoContent
-		}
-		c.turns = append(c.turns, t)
-		c.allStreams = append(c.allStreams, t.stream)
-		if t.target {
-			c.allTargets = append(c.allTargets, len(c.turns)-1)
 		}
 	}
-	if c.allTargets == nil {
-		c.allTargets = []int{}
-	}
-	return c, nil
+	return bt
 }
 
 func compileTemplate(s string, slotOf map[string]int) template {

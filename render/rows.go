@@ -64,55 +64,66 @@ func RowsFromJSON(data []byte, persistent bool) ([]schema.Row, error) {
 		if !ok {
 			return nil, fmt.Errorf("Language rows must be dictionaries, got %s.", pyTypeName(el))
 		}
-		var row schema.Row
-		if r, ok := d.get("role"); ok {
-			row.Role, _ = r.(string)
-		}
-		if c, ok := d.get("content"); ok && c != nil {
-			if _, isStr := c.(string); !isStr && !truthy(c) {
-				row.Content = falsyContent(pyStr(c))
-			} else {
-				s := pyStr(c)
-				row.Content = &s
-			}
-		}
-		if s, ok := d.get("style"); ok {
-			if str, ok := s.(string); ok {
-				row.Style = &str
-			}
-		}
-		if c, ok := d.get("camera"); ok {
-			if str, ok := c.(string); ok {
-				row.Camera = &str
-			}
-		}
-		if ts, ok := d.get("timestamp"); ok && ts != nil && persistent {
-			f, ok := numeric(ts)
-			if !ok {
-				if s, isStr := ts.(string); isStr {
-					if pf, err := strconv.ParseFloat(pyStrip(s), 64); err == nil {
-						f, ok = pf, true
-					}
-				}
-			}
-			if !ok {
-				return nil, fmt.Errorf("language row %d: timestamp %s is not a number", i, pyRepr(ts))
-			}
-			row.Timestamp = f
-			row.HasTimestamp = true
-		}
-		if _, ok := d.get("tool_calls"); ok {
-			tc, err := rawField(raws[i], "tool_calls")
-			if err != nil {
-				return nil, fmt.Errorf("language row %d: %w", i, err)
-			}
-			if string(tc) != "null" {
-				row.ToolCalls = tc
-			}
+		row, err := rowFromDict(d, raws, i, persistent)
+		if err != nil {
+			return nil, err
 		}
 		rows = append(rows, row)
 	}
 	return rows, nil
+}
+
+// rowFromDict converts language row i, decoded as d (raws[i] as JSON): role,
+// content, style, camera, timestamp (persistent rows only) and tool_calls
+// (raw JSON).
+func rowFromDict(d *dict, raws []json.RawMessage, i int, persistent bool) (schema.Row, error) {
+	var row schema.Row
+	if r, ok := d.get("role"); ok {
+		row.Role, _ = r.(string)
+	}
+	if c, ok := d.get("content"); ok && c != nil {
+		if _, isStr := c.(string); !isStr && !truthy(c) {
+			row.Content = falsyContent(pyStr(c))
+		} else {
+			s := pyStr(c)
+			row.Content = &s
+		}
+	}
+	if s, ok := d.get("style"); ok {
+		if str, ok := s.(string); ok {
+			row.Style = &str
+		}
+	}
+	if c, ok := d.get("camera"); ok {
+		if str, ok := c.(string); ok {
+			row.Camera = &str
+		}
+	}
+	if ts, ok := d.get("timestamp"); ok && ts != nil && persistent {
+		f, ok := numeric(ts)
+		if !ok {
+			if s, isStr := ts.(string); isStr {
+				if pf, err := strconv.ParseFloat(pyStrip(s), 64); err == nil {
+					f, ok = pf, true
+				}
+			}
+		}
+		if !ok {
+			return row, fmt.Errorf("language row %d: timestamp %s is not a number", i, pyRepr(ts))
+		}
+		row.Timestamp = f
+		row.HasTimestamp = true
+	}
+	if _, ok := d.get("tool_calls"); ok {
+		tc, err := rawField(raws[i], "tool_calls")
+		if err != nil {
+			return row, fmt.Errorf("language row %d: %w", i, err)
+		}
+		if string(tc) != "null" {
+			row.ToolCalls = tc
+		}
+	}
+	return row, nil
 }
 
 // CastTimestamps rounds every persistent timestamp to float32 and widens

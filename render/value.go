@@ -137,68 +137,88 @@ func (c *yamlConv) conv(n *yaml.Node, depth int) (any, error) {
 		}
 		return out, nil
 	case yaml.MappingNode:
-		d := &dict{}
-		var merges []*dict
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			kn, vn := n.Content[i], n.Content[i+1]
-			if kn.Kind == yaml.ScalarNode && kn.ShortTag() == "!!merge" {
-				v, err := c.conv(vn, depth+1)
-				if err != nil {
-					return nil, err
-				}
-				switch m := v.(type) {
-				case *dict:
-					merges = append(merges, m)
-				case []any:
-					for _, e := range m {
-						em, ok := e.(*dict)
-						if !ok {
-							return nil, fmt.Errorf("line %d: merge key needs mappings", vn.Line)
-						}
-						merges = append(merges, em)
-					}
-				default:
-					return nil, fmt.Errorf("line %d: merge key needs a mapping", vn.Line)
-				}
-				continue
-			}
-			k, err := c.conv(kn, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			if _, bad := k.([]any); bad {
-				return nil, fmt.Errorf("line %d: unhashable mapping key (a sequence)", kn.Line)
-			}
-			if _, bad := k.(*dict); bad {
-				return nil, fmt.Errorf("line %d: unhashable mapping key (a mapping)", kn.Line)
-			}
-			v, err := c.conv(vn, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			d.set(k, v)
-		}
-		// Merged keys never override explicit ones.
-		for _, m := range merges {
-			for i, k := range m.keys {
-				found := false
-				for _, have := range d.keys {
-					if keyEqual(have, k) {
-						found = true
-						break
-					}
-				}
-				if !found {
-					d.keys = append(d.keys, k)
-					d.vals = append(d.vals, m.vals[i])
-				}
-			}
-		}
-		return d, nil
+		return c.mapping(n, depth)
 	case yaml.ScalarNode:
 		return scalar(n)
 	}
 	return nil, fmt.Errorf("line %d: unsupported YAML node", n.Line)
+}
+
+// mapping converts a mapping node to a dict, with YAML merge keys (<<).
+func (c *yamlConv) mapping(n *yaml.Node, depth int) (any, error) {
+	d := &dict{}
+	var merges []*dict
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		kn, vn := n.Content[i], n.Content[i+1]
+		if kn.Kind == yaml.ScalarNode && kn.ShortTag() == "!!merge" {
+			var err error
+			if merges, err = c.mergeValue(vn, depth, merges); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		k, err := c.conv(kn, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		if _, bad := k.([]any); bad {
+			return nil, fmt.Errorf("line %d: unhashable mapping key (a sequence)", kn.Line)
+		}
+		if _, bad := k.(*dict); bad {
+			return nil, fmt.Errorf("line %d: unhashable mapping key (a mapping)", kn.Line)
+		}
+		v, err := c.conv(vn, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		d.set(k, v)
+	}
+	mergeKeys(d, merges)
+	return d, nil
+}
+
+// mergeValue converts the value of a merge key (a mapping or a sequence
+// of mappings) and appends its mappings to merges.
+func (c *yamlConv) mergeValue(vn *yaml.Node, depth int, merges []*dict) ([]*dict, error) {
+	v, err := c.conv(vn, depth+1)
+	if err != nil {
+		return nil, err
+	}
+	switch m := v.(type) {
+	case *dict:
+		merges = append(merges, m)
+	case []any:
+		for _, e := range m {
+			em, ok := e.(*dict)
+			if !ok {
+				return nil, fmt.Errorf("line %d: merge key needs mappings", vn.Line)
+			}
+			merges = append(merges, em)
+		}
+	default:
+		return nil, fmt.Errorf("line %d: merge key needs a mapping", vn.Line)
+	}
+	return merges, nil
+}
+
+// mergeKeys adds to d the keys of merges it does not have: merged keys
+// never override explicit ones.
+func mergeKeys(d *dict, merges []*dict) {
+	for _, m := range merges {
+		for i, k := range m.keys {
+			found := false
+			for _, have := range d.keys {
+				if keyEqual(have, k) {
+					found = true
+					break
+				}
+			}
+			if !found {
+				d.keys = append(d.keys, k)
+				d.vals = append(d.vals, m.vals[i])
+			}
+		}
+	}
 }
 
 // scalar resolves a YAML scalar. yaml.v3 follows YAML 1.2; PyYAML (what

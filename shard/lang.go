@@ -270,14 +270,8 @@ func pqReadLang(g *pqGroup, name string, nrows int) (_ *pqLang, err error) {
 		}
 	}()
 	root, c := fl.root, fl.root.col
-	for i, l := range fl.leaves {
-		l.cache = g.strs
-		if err := l.read(g); err != nil {
-			return nil, fmt.Errorf("leaf %s: %w", l.col.Name(), err)
-		}
-		if err := l.index(nrows, fl.leaves[:i]); err != nil {
-			return nil, fmt.Errorf("leaf %s: %w", l.col.Name(), err)
-		}
+	if err := fl.readLeaves(g, nrows); err != nil {
+		return nil, err
 	}
 	fl.rowLen = slices.Grow(fl.rowLen[:0], nrows)[:nrows]
 	clear(fl.rowLen)
@@ -287,6 +281,40 @@ func pqReadLang(g *pqGroup, name string, nrows int) (_ *pqLang, err error) {
 	if root.elem == nil || root.listRep != 1 {
 		return nil, fmt.Errorf("unexpected type %s, want list<struct<role, content, style, ...>>", pqTypeName(pf, c))
 	}
+	fl.countMessages(nrows)
+	row := root.elem
+	if row.leaf != nil && row.leaf.kind == pqNull {
+		return fl, nil // list<null>
+	}
+	if row.fields == nil {
+		return nil, fmt.Errorf("unexpected type list<%s>, want list<struct<role, content, style, ...>>", pqTypeName(pf, row.col))
+	}
+	fl.row = row
+	if err := fl.bindFields(); err != nil {
+		return nil, err
+	}
+	return fl, nil
+}
+
+// readLeaves reads and indexes the column chunks of every leaf of the
+// column.
+func (fl *pqLang) readLeaves(g *pqGroup, nrows int) error {
+	for i, l := range fl.leaves {
+		l.cache = g.strs
+		if err := l.read(g); err != nil {
+			return fmt.Errorf("leaf %s: %w", l.col.Name(), err)
+		}
+		if err := l.index(nrows, fl.leaves[:i]); err != nil {
+			return fmt.Errorf("leaf %s: %w", l.col.Name(), err)
+		}
+	}
+	return nil
+}
+
+// countMessages sets rowLen: the number of messages in each row's list
+// (0 for a null or empty list).
+func (fl *pqLang) countMessages(nrows int) {
+	root := fl.root
 	l := root.first
 	for r := 0; r < nrows; r++ {
 		s, e := int(l.rowStart[r]), int(l.rowStart[r+1])
@@ -305,20 +333,19 @@ func pqReadLang(g *pqGroup, name string, nrows int) (_ *pqLang, err error) {
 		}
 		fl.rowLen[r] = n
 	}
-	row := root.elem
-	if row.leaf != nil && row.leaf.kind == pqNull {
-		return fl, nil // list<null>
-	}
-	if row.fields == nil {
-		return nil, fmt.Errorf("unexpected type list<%s>, want list<struct<role, content, style, ...>>", pqTypeName(pf, row.col))
-	}
-	fl.row = row
+}
+
+// bindFields binds the message struct's fields: role, content, style,
+// camera, timestamp (language_persistent only) and tool_calls, checking
+// their types; null-typed and unknown fields go to others.
+func (fl *pqLang) bindFields() error {
+	row := fl.row
 	for _, f := range row.fields {
 		fl.others = append(fl.others, f)
 		switch f.name {
 		case "role", "content", "style", "camera":
 			if f.leaf == nil || (f.leaf.kind != pqString && f.leaf.kind != pqNull && f.leaf.kind != pqBinary) {
-				return nil, fmt.Errorf("field %s has type %s, want string", f.name, f.col.Type())
+				return fmt.Errorf("field %s has type %s, want string", f.name, f.col.Type())
 			}
 			if f.leaf.kind == pqNull {
 				continue
@@ -330,7 +357,7 @@ func pqReadLang(g *pqGroup, name string, nrows int) (_ *pqLang, err error) {
 				continue
 			}
 			if f.leaf == nil || f.leaf.kind != pqFloat {
-				return nil, fmt.Errorf("field timestamp has type %s, want float32 or float64", f.col.Type())
+				return fmt.Errorf("field timestamp has type %s, want float32 or float64", f.col.Type())
 			}
 			fl.ts = f
 			fl.others = fl.others[:len(fl.others)-1]
@@ -339,7 +366,7 @@ func pqReadLang(g *pqGroup, name string, nrows int) (_ *pqLang, err error) {
 				continue
 			}
 			if f.elem == nil {
-				return nil, fmt.Errorf("field tool_calls has type %s, want a list", f.col.Type())
+				return fmt.Errorf("field tool_calls has type %s, want a list", f.col.Type())
 			}
 			fl.toolCalls = f
 			fl.others = fl.others[:len(fl.others)-1]
@@ -348,7 +375,7 @@ func pqReadLang(g *pqGroup, name string, nrows int) (_ *pqLang, err error) {
 			}
 		}
 	}
-	return fl, nil
+	return nil
 }
 
 // read decodes the leaf's pages. A chunk of one data page (the usual
@@ -358,9 +385,7 @@ func pqReadLang(g *pqGroup, name string, nrows int) (_ *pqLang, err error) {
 func (l *pqLangLeaf) read(g *pqGroup) error {
 	pages := g.pages(l.col.Index())
 	defer pages.Close()
-	total := int(g.numValues(l.col.Index())) // for appendAlias
-	var lastDict parquet.Dictionary
-	dictBase := int32(0)
+	st := leafReadState{total: int(g.numValues(l.col.Index()))}
 	l.ident = true
 	for {
 		p, err := pages.ReadPage()
@@ -371,29 +396,10 @@ func (l *pqLangLeaf) read(g *pqGroup) error {
 			return err
 		}
 		l.pages = append(l.pages, p)
-		n := int(p.NumValues())
-		reps, defs := p.RepetitionLevels(), p.DefinitionLevels()
-		if (l.maxRep > 0 && len(reps) != n) || (l.maxDef > 0 && len(defs) != n) {
-			return fmt.Errorf("page of %d values has %d repetition and %d definition levels", n, len(reps), len(defs))
+		values, err := l.readLevels(p, st.total)
+		if err != nil {
+			return err
 		}
-		if l.maxRep > 0 && n > 0 && l.entries == 0 && reps[0] != 0 {
-			return errors.New("first value continues a row")
-		}
-		if l.maxRep > 0 && !levelsWithin(reps, l.maxRep) || l.maxDef > 0 && !levelsWithin(defs, l.maxDef) {
-			return errors.New("level out of range")
-		}
-		values := n
-		if l.maxDef > 0 {
-			values = bytes.Count(defs, []byte{byte(l.maxDef)}) // vectorised
-		}
-		l.nulls += n - values
-		if l.maxRep > 0 {
-			l.rep = appendAlias(l.rep, reps, total, &l.own.rep)
-		}
-		if l.maxDef > 0 {
-			l.def = appendAlias(l.def, defs, total, &l.own.def)
-		}
-		l.entries += n
 		if l.kind == pqNull {
 			if values > 0 {
 				return errors.New("values in a null-typed column")
@@ -401,58 +407,111 @@ func (l *pqLangLeaf) read(g *pqGroup) error {
 			continue
 		}
 		if dict := p.Dictionary(); dict != nil {
-			if dict != lastDict {
-				if err := l.checkLazy(); err != nil {
-					return err
-				}
-				lastDict, dictBase = dict, int32(len(l.vals))
-				l.vals = pqTable(l.vals, dict.Page().Data(), dict.Len())
-			}
-			data := p.Data()
-			idx := data.Int32()
-			if len(idx) != values {
-				return fmt.Errorf("page has %d dictionary indices for %d values", len(idx), values)
-			}
-			if l.ident && l.nidx > 0 {
-				l.idx = identity(&l.own.idx, l.nidx) // plain pages before: materialise
-			}
-			l.ident = false
-			if dictBase == 0 {
-				// the value table is this dictionary: the indices are checked
-				// where they are used (pqLangLeaf.at), or before the table
-				// grows (checkLazy)
-				l.idx = appendAlias(l.idx, idx, total, &l.own.idx)
-				l.lazy = true
-			} else {
-				nd := int32(dict.Len())
-				if k := indexOutOf(idx, nd); k >= 0 {
-					return fmt.Errorf("dictionary index %d out of range (%d values)", idx[k], nd)
-				}
-				for _, i := range idx {
-					l.idx = append(l.idx, dictBase+i)
-				}
-			}
-			l.nidx += len(idx)
-			continue
+			err = l.readDictPage(p, dict, values, &st)
+		} else {
+			err = l.readPlainPage(p, values)
 		}
-		if err := l.checkLazy(); err != nil {
+		if err != nil {
 			return err
 		}
-		base := int32(len(l.vals))
-		l.vals = pqTable(l.vals, p.Data(), values)
-		if int(int32(len(l.vals))-base) != values {
-			return fmt.Errorf("page has %d values, levels say %d", int32(len(l.vals))-base, values)
-		}
-		if !l.ident {
-			for i := int32(0); i < int32(values); i++ {
-				l.idx = append(l.idx, base+i)
-			}
-		}
-		l.nidx += values
 	}
 	if l.ident && l.kind != pqNull {
 		l.idx = identity(&l.own.idx, l.nidx)
 	}
+	return nil
+}
+
+// leafReadState is what pqLangLeaf.read carries from page to page.
+type leafReadState struct {
+	total    int // the chunk's values, for appendAlias
+	lastDict parquet.Dictionary
+	dictBase int32 // index in vals of lastDict's first value
+}
+
+// readLevels checks and appends page p's repetition and definition levels
+// and returns its number of (non-null) values.
+func (l *pqLangLeaf) readLevels(p parquet.Page, total int) (values int, err error) {
+	n := int(p.NumValues())
+	reps, defs := p.RepetitionLevels(), p.DefinitionLevels()
+	if (l.maxRep > 0 && len(reps) != n) || (l.maxDef > 0 && len(defs) != n) {
+		return 0, fmt.Errorf("page of %d values has %d repetition and %d definition levels", n, len(reps), len(defs))
+	}
+	if l.maxRep > 0 && n > 0 && l.entries == 0 && reps[0] != 0 {
+		return 0, errors.New("first value continues a row")
+	}
+	if l.maxRep > 0 && !levelsWithin(reps, l.maxRep) || l.maxDef > 0 && !levelsWithin(defs, l.maxDef) {
+		return 0, errors.New("level out of range")
+	}
+	values = n
+	if l.maxDef > 0 {
+		values = bytes.Count(defs, []byte{byte(l.maxDef)}) // vectorised
+	}
+	l.nulls += n - values
+	if l.maxRep > 0 {
+		l.rep = appendAlias(l.rep, reps, total, &l.own.rep)
+	}
+	if l.maxDef > 0 {
+		l.def = appendAlias(l.def, defs, total, &l.own.def)
+	}
+	l.entries += n
+	return values, nil
+}
+
+// readDictPage appends the dictionary indices of page p (and its
+// dictionary's values when it is a new one).
+func (l *pqLangLeaf) readDictPage(p parquet.Page, dict parquet.Dictionary, values int, st *leafReadState) error {
+	if dict != st.lastDict {
+		if err := l.checkLazy(); err != nil {
+			return err
+		}
+		st.lastDict, st.dictBase = dict, int32(len(l.vals))
+		l.vals = pqTable(l.vals, dict.Page().Data(), dict.Len())
+	}
+	data := p.Data()
+	idx := data.Int32()
+	if len(idx) != values {
+		return fmt.Errorf("page has %d dictionary indices for %d values", len(idx), values)
+	}
+	if l.ident && l.nidx > 0 {
+		l.idx = identity(&l.own.idx, l.nidx) // plain pages before: materialise
+	}
+	l.ident = false
+	if st.dictBase == 0 {
+		// the value table is this dictionary: the indices are checked
+		// where they are used (pqLangLeaf.at), or before the table
+		// grows (checkLazy)
+		l.idx = appendAlias(l.idx, idx, st.total, &l.own.idx)
+		l.lazy = true
+	} else {
+		nd := int32(dict.Len())
+		if k := indexOutOf(idx, nd); k >= 0 {
+			return fmt.Errorf("dictionary index %d out of range (%d values)", idx[k], nd)
+		}
+		for _, i := range idx {
+			l.idx = append(l.idx, st.dictBase+i)
+		}
+	}
+	l.nidx += len(idx)
+	return nil
+}
+
+// readPlainPage appends the values of page p, plain-encoded, to the value
+// table.
+func (l *pqLangLeaf) readPlainPage(p parquet.Page, values int) error {
+	if err := l.checkLazy(); err != nil {
+		return err
+	}
+	base := int32(len(l.vals))
+	l.vals = pqTable(l.vals, p.Data(), values)
+	if int(int32(len(l.vals))-base) != values {
+		return fmt.Errorf("page has %d values, levels say %d", int32(len(l.vals))-base, values)
+	}
+	if !l.ident {
+		for i := int32(0); i < int32(values); i++ {
+			l.idx = append(l.idx, base+i)
+		}
+	}
+	l.nidx += values
 	return nil
 }
 

@@ -76,6 +76,47 @@ type PlanOptions struct {
 
 // PlanWith is Plan with options.
 func PlanWith(ctx context.Context, src fetch.Source, ds *schema.Dataset, sel Selection, o PlanOptions) ([]Unit, error) {
+	files, err := selectedFiles(src, ds, sel)
+	if err != nil || len(files) == 0 {
+		return nil, err
+	}
+	readFooters(ctx, src, files, o.Footers)
+	defer func() {
+		for _, f := range files {
+			if f.release != nil {
+				f.release()
+			}
+		}
+	}()
+
+	var units []Unit
+	bufs := newReadBuffers() // the plan's units' read buffers
+	for _, f := range files {
+		if f.err != nil {
+			return nil, fileEpisodesErr(f)
+		}
+		if err := checkFileSchema(src, ds, f.path, f.footer); err != nil {
+			return nil, err
+		}
+		if err := checkFileEpisodes(src, ds, f); err != nil {
+			return nil, err
+		}
+		us, err := planRowGroups(src, f, sel, bufs, o.Footers)
+		if err != nil {
+			return nil, err
+		}
+		for _, u := range us {
+			u.Seq = len(units)
+			units = append(units, u)
+		}
+	}
+	return units, nil
+}
+
+// selectedFiles groups the episodes by data file and returns the files
+// with at least one selected episode, in order of their first frame
+// index; none when no episode is selected.
+func selectedFiles(src fetch.Source, ds *schema.Dataset, sel Selection) ([]*planFile, error) {
 	byPath := map[string]*planFile{}
 	var files []*planFile
 	nsel := 0
@@ -114,8 +155,12 @@ func PlanWith(ctx context.Context, src fetch.Source, ds *schema.Dataset, sel Sel
 	}
 	files = kept
 	sort.SliceStable(files, func(i, j int) bool { return files[i].first < files[j].first })
+	return files, nil
+}
 
-	// Read the footers concurrently.
+// readFooters reads the footers of files concurrently (through footers
+// when not nil), setting each file's footer, release and err.
+func readFooters(ctx context.Context, src fetch.Source, files []*planFile, footers *Footers) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, footerParallelism)
 	for _, f := range files {
@@ -124,8 +169,8 @@ func PlanWith(ctx context.Context, src fetch.Source, ds *schema.Dataset, sel Sel
 		go func(f *planFile) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if o.Footers != nil {
-				f.footer, f.release, f.err = o.Footers.open(ctx, src, f.path)
+			if footers != nil {
+				f.footer, f.release, f.err = footers.open(ctx, src, f.path)
 				return
 			}
 			p, err := openFile(ctx, src, f.path, nil)
@@ -138,36 +183,6 @@ func PlanWith(ctx context.Context, src fetch.Source, ds *schema.Dataset, sel Sel
 		}(f)
 	}
 	wg.Wait()
-	defer func() {
-		for _, f := range files {
-			if f.release != nil {
-				f.release()
-			}
-		}
-	}()
-
-	var units []Unit
-	bufs := newReadBuffers() // the plan's units' read buffers
-	for _, f := range files {
-		if f.err != nil {
-			return nil, fileEpisodesErr(f)
-		}
-		if err := checkFileSchema(src, ds, f.path, f.footer); err != nil {
-			return nil, err
-		}
-		if err := checkFileEpisodes(src, ds, f); err != nil {
-			return nil, err
-		}
-		us, err := planRowGroups(src, f, sel, bufs, o.Footers)
-		if err != nil {
-			return nil, err
-		}
-		for _, u := range us {
-			u.Seq = len(units)
-			units = append(units, u)
-		}
-	}
-	return units, nil
 }
 
 func planRowGroups(src fetch.Source, f *planFile, sel Selection, bufs *readBuffers, store *Footers) ([]Unit, error) {

@@ -181,88 +181,142 @@ func readUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 		return nil, err
 	}
 	defer f.Close()
-	pf, rg := g.pf, g.rg
-	ep := int64(-1)
+	r := unitReader{src: src, u: &u, g: g, root: g.pf.Root(), ep: -1}
 	if len(u.Episodes) == 1 {
-		ep = u.Episodes[0]
+		r.ep = u.Episodes[0]
 	}
-	colErr := func(col string, err error) *Error {
-		return &Error{Dataset: src.ID(), File: u.File, RowGroup: u.RowGroup, Episode: -1, Index: -1, Column: col, Err: err}
+	if g.rg < 0 || g.rg >= len(g.pf.RowGroups()) {
+		return nil, r.err(fmt.Errorf("row group out of range (file has %d)", len(g.pf.RowGroups())))
 	}
-	if rg < 0 || rg >= len(pf.RowGroups()) {
-		return nil, &Error{Dataset: src.ID(), File: u.File, RowGroup: u.RowGroup, Episode: ep, Index: -1,
-			Err: fmt.Errorf("row group out of range (file has %d)", len(pf.RowGroups()))}
+	if err := r.checkColumns(ds, feats); err != nil {
+		return nil, err
 	}
-	root := pf.Root()
-	var cols []string
-	for _, c := range coreColumns {
-		if root.Column(c) == nil {
-			return nil, &Error{Dataset: src.ID(), File: u.File, RowGroup: u.RowGroup, Episode: ep, Index: -1,
-				Err: fmt.Errorf("missing column %s", c)}
-		}
-		cols = append(cols, c)
-	}
+	// The columns to read: the core ones, the language ones present and
+	// the requested features (built here so that they stay on the stack).
+	cols := append([]string(nil), coreColumns...)
 	var langs []string
 	for _, c := range []string{schema.ColumnPersistent, schema.ColumnEvents} {
-		if root.Column(c) == nil {
-			continue
+		if r.root.Column(c) != nil {
+			langs = append(langs, c)
 		}
-		if !ds.Info.HasLanguage(c) {
-			return nil, colErr(c, errors.New("language column present in the data file but not declared in meta/info.json features"))
-		}
-		langs = append(langs, c)
-		cols = append(cols, c)
 	}
+	cols = append(cols, langs...)
 	for _, f := range feats {
-		if root.Column(f.Name) == nil {
-			return nil, colErr(f.Name, errors.New("feature declared in meta/info.json is missing from the data file"))
-		}
 		cols = append(cols, f.Name)
 	}
 	if p, ok := f.(fetch.Prefetcher); ok {
-		if err := p.Prefetch(ctx, pqRanges(g.ft, rg, cols)); err != nil {
-			return nil, &Error{Dataset: src.ID(), File: u.File, RowGroup: u.RowGroup, Episode: ep, Index: -1, Err: fmt.Errorf("prefetch: %w", err)}
+		if err := p.Prefetch(ctx, pqRanges(g.ft, g.rg, cols)); err != nil {
+			return nil, r.err(fmt.Errorf("prefetch: %w", err))
 		}
 	} else {
 		var bufs *readBuffers
 		if u.pq != nil {
 			bufs = u.pq.bufs
 		}
-		m := readRanges(f, f.Size(), pqRanges(g.ft, rg, cols), bufs.get())
+		m := readRanges(f, f.Size(), pqRanges(g.ft, g.rg, cols), bufs.get())
 		defer bufs.put(m.buf)
 		g.r = m
 	}
-	nrows := int(pf.RowGroups()[rg].NumRows())
-	read := func(name string) (*pqColumn, error) {
-		leaf, err := pqLeaf(root, name)
-		if err != nil {
-			return nil, colErr(name, err)
-		}
-		c, err := pqRead(g, leaf, nrows)
-		if err != nil {
-			return nil, colErr(name, err)
-		}
-		return c, nil
-	}
+	r.nrows = int(g.pf.RowGroups()[g.rg].NumRows())
 	b := &Batch{Seq: u.Seq, File: u.File, RowGroup: u.RowGroup}
-	// keep: the rows of the selected episodes.
-	var keep []int
-	epc, err := read(ColEpisodeIndex)
+	keep, err := r.readCore(b)
+	if err != nil {
+		return nil, err
+	}
+	d := decoder{src: src, u: &u, n: r.nrows, keep: keep, b: b, langs: map[string]langReader{}}
+	for _, name := range langs {
+		fl, err := pqReadLang(g, name, r.nrows)
+		if err != nil {
+			e := r.colErr(name, err)
+			e.Episode = r.ep
+			return nil, e
+		}
+		defer g.langs.put(fl)
+		d.langs[name] = fl
+	}
+	if err := d.language(); err != nil {
+		return nil, err
+	}
+	if err := r.readFeatures(b, feats, keep); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// unitReader holds what the steps of readUnit share: the open row group
+// and the unit's identity for errors.
+type unitReader struct {
+	src   fetch.Source
+	u     *Unit
+	g     *pqGroup
+	root  *parquet.Column
+	ep    int64 // the unit's episode when it has one, else -1
+	nrows int   // rows of the row group
+}
+
+// err is an error of the whole unit.
+func (r *unitReader) err(err error) *Error {
+	return &Error{Dataset: r.src.ID(), File: r.u.File, RowGroup: r.u.RowGroup, Episode: r.ep, Index: -1, Err: err}
+}
+
+// colErr is an error of one column.
+func (r *unitReader) colErr(col string, err error) *Error {
+	return &Error{Dataset: r.src.ID(), File: r.u.File, RowGroup: r.u.RowGroup, Episode: -1, Index: -1, Column: col, Err: err}
+}
+
+// checkColumns checks that the file has the core columns and the
+// requested features, and that its language columns are declared.
+func (r *unitReader) checkColumns(ds *schema.Dataset, feats []schema.Feature) error {
+	for _, c := range coreColumns {
+		if r.root.Column(c) == nil {
+			return r.err(fmt.Errorf("missing column %s", c))
+		}
+	}
+	for _, c := range []string{schema.ColumnPersistent, schema.ColumnEvents} {
+		if r.root.Column(c) != nil && !ds.Info.HasLanguage(c) {
+			return r.colErr(c, errors.New("language column present in the data file but not declared in meta/info.json features"))
+		}
+	}
+	for _, f := range feats {
+		if r.root.Column(f.Name) == nil {
+			return r.colErr(f.Name, errors.New("feature declared in meta/info.json is missing from the data file"))
+		}
+	}
+	return nil
+}
+
+// read decodes the named leaf column of the row group.
+func (r *unitReader) read(name string) (*pqColumn, error) {
+	leaf, err := pqLeaf(r.root, name)
+	if err != nil {
+		return nil, r.colErr(name, err)
+	}
+	c, err := pqRead(r.g, leaf, r.nrows)
+	if err != nil {
+		return nil, r.colErr(name, err)
+	}
+	return c, nil
+}
+
+// readCore fills b's core columns and returns keep: the rows of the
+// selected episodes, nil when every row is kept.
+func (r *unitReader) readCore(b *Batch) (keep []int, err error) {
+	epc, err := r.read(ColEpisodeIndex)
 	if err != nil {
 		return nil, err
 	}
 	eps, err := pqInts(epc)
 	if err != nil {
-		return nil, colErr(ColEpisodeIndex, err)
+		return nil, r.colErr(ColEpisodeIndex, err)
 	}
 	b.EpisodeIndex = eps
-	if u.Partial {
+	if r.u.Partial {
 		for i, e := range eps {
-			if containsSorted(u.Episodes, e) {
+			if containsSorted(r.u.Episodes, e) {
 				keep = append(keep, i)
 			}
 		}
-		if len(keep) == nrows {
+		if len(keep) == r.nrows {
 			keep = nil
 		} else {
 			if keep == nil {
@@ -275,44 +329,36 @@ func readUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 		name string
 		dst  *[]int64
 	}{{ColIndex, &b.Index}, {ColFrameIndex, &b.FrameIndex}, {ColTaskIndex, &b.TaskIndex}} {
-		col, err := read(c.name)
+		col, err := r.read(c.name)
 		if err != nil {
 			return nil, err
 		}
 		v, err := pqInts(col)
 		if err != nil {
-			return nil, colErr(c.name, err)
+			return nil, r.colErr(c.name, err)
 		}
 		if keep != nil {
 			v = gatherInts(v, keep)
 		}
 		*c.dst = v
 	}
-	ts, err := read(ColTimestamp)
+	ts, err := r.read(ColTimestamp)
 	if err != nil {
 		return nil, err
 	}
 	if b.Timestamp, err = pqFloats(ts, keep); err != nil {
-		return nil, colErr(ColTimestamp, err)
+		return nil, r.colErr(ColTimestamp, err)
 	}
-	d := decoder{src: src, u: &u, n: nrows, keep: keep, b: b, langs: map[string]langReader{}}
-	for _, name := range langs {
-		fl, err := pqReadLang(g, name, nrows)
-		if err != nil {
-			e := colErr(name, err)
-			e.Episode = ep
-			return nil, e
-		}
-		defer g.langs.put(fl)
-		d.langs[name] = fl
-	}
-	if err := d.language(); err != nil {
-		return nil, err
-	}
+	return keep, nil
+}
+
+// readFeatures appends the requested numeric features to b, restricted to
+// the rows in keep (all rows when nil).
+func (r *unitReader) readFeatures(b *Batch, feats []schema.Feature, keep []int) error {
 	for _, f := range feats {
-		c, err := read(f.Name)
+		c, err := r.read(f.Name)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		per := c.size
 		for _, d := range c.dims {
@@ -321,8 +367,8 @@ func readUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 		data := c.data
 		if keep != nil {
 			data = make([]byte, 0, len(keep)*per)
-			for _, r := range keep {
-				data = append(data, c.data[r*per:(r+1)*per]...)
+			for _, row := range keep {
+				data = append(data, c.data[row*per:(row+1)*per]...)
 			}
 		}
 		if data == nil {
@@ -330,7 +376,7 @@ func readUnit(ctx context.Context, src fetch.Source, ds *schema.Dataset, u Unit,
 		}
 		b.Features = append(b.Features, FeatureData{Name: f.Name, DType: c.dtype, Shape: frameShape(f.Shape, c.dims), Data: data})
 	}
-	return b, nil
+	return nil
 }
 
 // pqRanges returns the byte ranges of the column chunks of the named

@@ -11,17 +11,7 @@ import (
 
 // AppendHeader appends the msgpack header message for h to dst.
 func AppendHeader(dst []byte, h Header) ([]byte, error) {
-	n := 18
-	if h.Training != nil {
-		n++
-	}
-	if len(h.Cameras) > 0 {
-		n++
-	}
-	if h.SHM {
-		n++
-	}
-	b := mpMapHeader(dst, n)
+	b := mpMapHeader(dst, headerFields(&h))
 	b = mpStr(b, "type")
 	b = mpStr(b, TypeHeader)
 	b = mpStr(b, "format")
@@ -51,19 +41,7 @@ func AppendHeader(dst []byte, h Header) ([]byte, error) {
 	b = mpStr(b, "keep_language")
 	b = mpBool(b, h.KeepLanguage)
 	b = mpStr(b, "features")
-	b = mpArrayHeader(b, len(h.Features))
-	for _, f := range h.Features {
-		b = mpMapHeader(b, 3)
-		b = mpStr(b, "name")
-		b = mpStr(b, f.Name)
-		b = mpStr(b, "dtype")
-		b = mpStr(b, f.DType)
-		b = mpStr(b, "shape")
-		b = mpArrayHeader(b, len(f.Shape))
-		for _, d := range f.Shape {
-			b = mpInt(b, int64(d))
-		}
-	}
+	b = appendHeaderFeatures(b, h.Features)
 	b = mpStr(b, "strings")
 	b = mpArrayHeader(b, len(h.Strings))
 	for _, s := range h.Strings {
@@ -94,21 +72,62 @@ func AppendHeader(dst []byte, h Header) ([]byte, error) {
 	b = AppendShare(b, h.Share)
 	if t := h.Training; t != nil {
 		b = mpStr(b, "training")
-		b = mpMapHeader(b, 4)
-		b = mpStr(b, "fingerprint")
-		b = mpStr(b, t.Fingerprint)
-		b = mpStr(b, "epoch")
-		b = mpInt(b, t.Epoch)
-		b = mpStr(b, "epoch_batches")
-		b = mpInt(b, t.EpochBatches)
-		b = mpStr(b, "consumers")
-		b = mpInt(b, t.Consumers)
+		b = appendTraining(b, t)
 	}
 	if h.SHM {
 		b = mpStr(b, "shm")
 		b = mpBool(b, true)
 	}
 	return b, nil
+}
+
+// headerFields returns the number of fields of h's map: 18, and
+// training, cameras and shm when present.
+func headerFields(h *Header) int {
+	n := 18
+	if h.Training != nil {
+		n++
+	}
+	if len(h.Cameras) > 0 {
+		n++
+	}
+	if h.SHM {
+		n++
+	}
+	return n
+}
+
+// appendHeaderFeatures appends the header's features: name, dtype and
+// per-frame shape of each.
+func appendHeaderFeatures(b []byte, features []collate.Feature) []byte {
+	b = mpArrayHeader(b, len(features))
+	for _, f := range features {
+		b = mpMapHeader(b, 3)
+		b = mpStr(b, "name")
+		b = mpStr(b, f.Name)
+		b = mpStr(b, "dtype")
+		b = mpStr(b, f.DType)
+		b = mpStr(b, "shape")
+		b = mpArrayHeader(b, len(f.Shape))
+		for _, d := range f.Shape {
+			b = mpInt(b, int64(d))
+		}
+	}
+	return b
+}
+
+// appendTraining appends the header's training map.
+func appendTraining(b []byte, t *Training) []byte {
+	b = mpMapHeader(b, 4)
+	b = mpStr(b, "fingerprint")
+	b = mpStr(b, t.Fingerprint)
+	b = mpStr(b, "epoch")
+	b = mpInt(b, t.Epoch)
+	b = mpStr(b, "epoch_batches")
+	b = mpInt(b, t.EpochBatches)
+	b = mpStr(b, "consumers")
+	b = mpInt(b, t.Consumers)
+	return b
 }
 
 // AppendShare appends the msgpack encoding of sh to dst: the value of the
@@ -363,6 +382,23 @@ func (e *Encoded) writeArena(w io.Writer, a Arena) (int64, bool, error) {
 // recorded in e's parts and columns (at their offset in the returned
 // bytes) instead of being appended.
 func appendBatch(dst []byte, bt *collate.Batch, meta BatchMeta, e *Encoded) ([]byte, error) {
+	b := appendBatchHead(dst, bt, meta)
+	b = appendColumns(b, bt, e)
+	var err error
+	if bt.Samples != nil {
+		if b, err = appendSamples(b, bt, meta); err != nil {
+			return dst, err
+		}
+	}
+	if b, err = appendLanguage(b, bt, meta); err != nil {
+		return dst, err
+	}
+	return b, nil
+}
+
+// appendBatchHead appends the batch map's header and its fields before
+// the columns: type, seq, epoch, size and resume.
+func appendBatchHead(dst []byte, bt *collate.Batch, meta BatchMeta) []byte {
 	b := mpMapHeader(dst, 6)
 	b = mpStr(b, "type")
 	b = mpStr(b, TypeBatch)
@@ -378,6 +414,12 @@ func appendBatch(dst []byte, bt *collate.Batch, meta BatchMeta, e *Encoded) ([]b
 	} else {
 		b = mpStr(b, meta.Resume)
 	}
+	return b
+}
+
+// appendColumns appends the columns map's header, the numeric and camera
+// columns as ndarrays, the tasks and the string columns.
+func appendColumns(b []byte, bt *collate.Batch, e *Encoded) []byte {
 	b = mpStr(b, "columns")
 	b = mpMapHeader(b, batchKeys(bt))
 	for i := range bt.Columns {
@@ -398,68 +440,78 @@ func appendBatch(dst []byte, bt *collate.Batch, meta BatchMeta, e *Encoded) ([]b
 			b = mpStr(b, s)
 		}
 	}
-	var err error
-	if bt.Samples != nil {
-		// Frames of an episode mostly share their rendered sample (the
-		// renderer returns the same *Sample for identical renders), so a
-		// sample met again in this batch is copied from its first encoding
-		// instead of being encoded again: same bytes, less work. first[i]
-		// is the first frame of the batch holding frame i's sample.
-		var seen sampleSpans
-		first := make([]int32, len(bt.Samples))
+	return b
+}
+
+// appendSamples appends the rendered samples' messages, message streams
+// and target messages.
+func appendSamples(b []byte, bt *collate.Batch, meta BatchMeta) ([]byte, error) {
+	// Frames of an episode mostly share their rendered sample (the
+	// renderer returns the same *Sample for identical renders), so a
+	// sample met again in this batch is copied from its first encoding
+	// instead of being encoded again: same bytes, less work. first[i]
+	// is the first frame of the batch holding frame i's sample.
+	var seen sampleSpans
+	first := make([]int32, len(bt.Samples))
+	for i, s := range bt.Samples {
+		first[i] = int32(i)
+		if k, ok := seen.find(s); ok {
+			first[i] = int32(k)
+			continue
+		}
+		seen.add(s, i)
+	}
+	spans := make([][2]int, len(bt.Samples)) // encoding of frame i's sample in this part
+	part := func(key string, enc func(b []byte, s *schema.Sample) ([]byte, error)) error {
+		b = mpStr(b, key)
+		b = mpArrayHeader(b, len(bt.Samples))
 		for i, s := range bt.Samples {
-			first[i] = int32(i)
-			if k, ok := seen.find(s); ok {
-				first[i] = int32(k)
+			if k := first[i]; int(k) != i {
+				b = append(b, b[spans[k][0]:spans[k][1]]...)
 				continue
 			}
-			seen.add(s, i)
+			from := len(b)
+			var err error
+			if b, err = enc(b, s); err != nil {
+				return fmt.Errorf("sink: batch %d sample %d (index %d) %w", meta.Seq, i, bt.Index(i), err)
+			}
+			spans[i] = [2]int{from, len(b)}
 		}
-		spans := make([][2]int, len(bt.Samples)) // encoding of frame i's sample in this part
-		part := func(key string, enc func(b []byte, s *schema.Sample) ([]byte, error)) error {
-			b = mpStr(b, key)
-			b = mpArrayHeader(b, len(bt.Samples))
-			for i, s := range bt.Samples {
-				if k := first[i]; int(k) != i {
-					b = append(b, b[spans[k][0]:spans[k][1]]...)
-					continue
-				}
-				from := len(b)
-				var err error
-				if b, err = enc(b, s); err != nil {
-					return fmt.Errorf("sink: batch %d sample %d (index %d) %w", meta.Seq, i, bt.Index(i), err)
-				}
-				spans[i] = [2]int{from, len(b)}
-			}
-			return nil
-		}
-		if err := part(collate.KeyMessages, func(b []byte, s *schema.Sample) ([]byte, error) {
-			b = mpArrayHeader(b, len(s.Messages))
-			for j := range s.Messages {
-				var err error
-				if b, err = appendMessage(b, &s.Messages[j]); err != nil {
-					return b, fmt.Errorf("message %d: %w", j, err)
-				}
-			}
-			return b, nil
-		}); err != nil {
-			return dst, err
-		}
-		part(collate.KeyMessageStreams, func(b []byte, s *schema.Sample) ([]byte, error) {
-			b = mpArrayHeader(b, len(s.Streams))
-			for _, st := range s.Streams {
-				b = mpStr(b, st)
-			}
-			return b, nil
-		})
-		part(collate.KeyTargetMessages, func(b []byte, s *schema.Sample) ([]byte, error) {
-			b = mpArrayHeader(b, len(s.Targets))
-			for _, t := range s.Targets {
-				b = mpInt(b, int64(t))
-			}
-			return b, nil
-		})
+		return nil
 	}
+	if err := part(collate.KeyMessages, func(b []byte, s *schema.Sample) ([]byte, error) {
+		b = mpArrayHeader(b, len(s.Messages))
+		for j := range s.Messages {
+			var err error
+			if b, err = appendMessage(b, &s.Messages[j]); err != nil {
+				return b, fmt.Errorf("message %d: %w", j, err)
+			}
+		}
+		return b, nil
+	}); err != nil {
+		return b, err
+	}
+	part(collate.KeyMessageStreams, func(b []byte, s *schema.Sample) ([]byte, error) {
+		b = mpArrayHeader(b, len(s.Streams))
+		for _, st := range s.Streams {
+			b = mpStr(b, st)
+		}
+		return b, nil
+	})
+	part(collate.KeyTargetMessages, func(b []byte, s *schema.Sample) ([]byte, error) {
+		b = mpArrayHeader(b, len(s.Targets))
+		for _, t := range s.Targets {
+			b = mpInt(b, int64(t))
+		}
+		return b, nil
+	})
+	return b, nil
+}
+
+// appendLanguage appends the language_persistent and language_events
+// rows of the batch's frames, when the batch has them.
+func appendLanguage(b []byte, bt *collate.Batch, meta BatchMeta) ([]byte, error) {
+	var err error
 	for _, lang := range []struct {
 		key  string
 		rows [][]schema.Row
@@ -473,7 +525,7 @@ func appendBatch(dst []byte, bt *collate.Batch, meta BatchMeta, e *Encoded) ([]b
 			b = mpArrayHeader(b, len(rows))
 			for j := range rows {
 				if b, err = appendRow(b, &rows[j]); err != nil {
-					return dst, fmt.Errorf("sink: batch %d sample %d (index %d) %s row %d: %w", meta.Seq, i, bt.Index(i), lang.key, j, err)
+					return b, fmt.Errorf("sink: batch %d sample %d (index %d) %s row %d: %w", meta.Seq, i, bt.Index(i), lang.key, j, err)
 				}
 			}
 		}

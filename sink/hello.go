@@ -96,90 +96,115 @@ func AppendHello(dst []byte, h Hello) []byte {
 // It reads nothing beyond what the client sent before waiting for the
 // stream.
 func ReadHello(r io.Reader) (Hello, error) {
-	h := Hello{NumWorkers: 1, WorldSize: 1}
+	p := helloParser{h: Hello{NumWorkers: 1, WorldSize: 1}, pos: &Position{}}
 	d := &Decoder{r: io.LimitReader(r, maxHelloBytes)}
 	v, err := d.value(0)
 	if err != nil {
-		return h, fmt.Errorf("sink: reading hello: %w", err)
+		return p.h, fmt.Errorf("sink: reading hello: %w", err)
 	}
 	m, ok := v.(schema.Map)
 	if !ok {
-		return h, fmt.Errorf("sink: hello is a %T, want a map", v)
+		return p.h, fmt.Errorf("sink: hello is a %T, want a map", v)
 	}
-	var hasEpoch, hasNext bool
-	pos := &Position{}
 	for i, k := range m.Keys {
-		val := m.Values[i]
-		var dst *int
-		switch k {
-		case "epoch", "next":
-			n, ok := val.(int64)
-			if !ok || n < 0 {
-				return h, fmt.Errorf("sink: hello %s is %v, want an integer >= 0", k, val)
-			}
-			if k == "epoch" {
-				pos.Epoch, hasEpoch = n, true
-			} else {
-				pos.Next, hasNext = n, true
-			}
-			continue
-		case "shm":
-			n, ok := val.(int64)
-			if !ok || n < MinSHM || n > MaxSHM || n%SHMAlign != 0 {
-				return h, fmt.Errorf("sink: hello shm is %v, want an arena size from %d to %d bytes, a multiple of %d", val, int64(MinSHM), int64(MaxSHM), SHMAlign)
-			}
-			h.SHM = n
-			continue
-		case "fingerprint":
-			s, ok := val.(string)
-			if !ok {
-				return h, fmt.Errorf("sink: hello fingerprint is a %T, want a string", val)
-			}
-			pos.Fingerprint = s
-			continue
-		case "worker":
-			dst = &h.Worker
-		case "num_workers":
-			dst = &h.NumWorkers
-		case "rank":
-			dst = &h.Rank
-		case "world_size":
-			dst = &h.WorldSize
-		case "resume":
-			switch s := val.(type) {
-			case nil:
-			case string:
-				h.Resume = s
-			default:
-				return h, fmt.Errorf("sink: hello resume is a %T, want a string", val)
-			}
-			continue
-		default:
-			continue
+		if err := p.field(k, m.Values[i]); err != nil {
+			return p.h, err
 		}
-		n, ok := val.(int64)
-		if !ok {
-			return h, fmt.Errorf("sink: hello %s is a %T, want an integer", k, val)
-		}
-		if n < -MaxConsumers || n > MaxConsumers {
-			return h, fmt.Errorf("sink: hello %s = %d is out of range (at most %d)", k, n, MaxConsumers)
-		}
-		*dst = int(n)
 	}
+	if err := p.position(); err != nil {
+		return p.h, err
+	}
+	return p.h, CheckShare(p.h)
+}
+
+// helloParser is the hello being read: the fields read so far and the
+// resume position.
+type helloParser struct {
+	h                 Hello
+	pos               *Position
+	hasEpoch, hasNext bool
+}
+
+// field sets hello field k to val, checking its type and range; unknown
+// fields are ignored.
+func (p *helloParser) field(k string, val any) error {
+	h, pos := &p.h, p.pos
+	var dst *int
+	switch k {
+	case "epoch", "next":
+		n, ok := val.(int64)
+		if !ok || n < 0 {
+			return fmt.Errorf("sink: hello %s is %v, want an integer >= 0", k, val)
+		}
+		if k == "epoch" {
+			pos.Epoch, p.hasEpoch = n, true
+		} else {
+			pos.Next, p.hasNext = n, true
+		}
+		return nil
+	case "shm":
+		n, ok := val.(int64)
+		if !ok || n < MinSHM || n > MaxSHM || n%SHMAlign != 0 {
+			return fmt.Errorf("sink: hello shm is %v, want an arena size from %d to %d bytes, a multiple of %d", val, int64(MinSHM), int64(MaxSHM), SHMAlign)
+		}
+		h.SHM = n
+		return nil
+	case "fingerprint":
+		s, ok := val.(string)
+		if !ok {
+			return fmt.Errorf("sink: hello fingerprint is a %T, want a string", val)
+		}
+		pos.Fingerprint = s
+		return nil
+	case "worker":
+		dst = &h.Worker
+	case "num_workers":
+		dst = &h.NumWorkers
+	case "rank":
+		dst = &h.Rank
+	case "world_size":
+		dst = &h.WorldSize
+	case "resume":
+		switch s := val.(type) {
+		case nil:
+		case string:
+			h.Resume = s
+		default:
+			return fmt.Errorf("sink: hello resume is a %T, want a string", val)
+		}
+		return nil
+	default:
+		return nil
+	}
+	n, ok := val.(int64)
+	if !ok {
+		return fmt.Errorf("sink: hello %s is a %T, want an integer", k, val)
+	}
+	if n < -MaxConsumers || n > MaxConsumers {
+		return fmt.Errorf("sink: hello %s = %d is out of range (at most %d)", k, n, MaxConsumers)
+	}
+	*dst = int(n)
+	return nil
+}
+
+// position checks the resume fields read (epoch and next, or resume,
+// fingerprint only with epoch) and sets the hello's Position.
+func (p *helloParser) position() error {
+	h, pos := &p.h, p.pos
 	switch {
-	case hasNext && !hasEpoch:
-		return h, fmt.Errorf("sink: hello has next without epoch")
-	case hasEpoch && h.Resume != "":
-		return h, fmt.Errorf("sink: hello has both epoch and resume; send one")
-	case hasEpoch:
-		if !hasNext {
+	case p.hasNext && !p.hasEpoch:
+		return fmt.Errorf("sink: hello has next without epoch")
+	case p.hasEpoch && h.Resume != "":
+		return fmt.Errorf("sink: hello has both epoch and resume; send one")
+	case p.hasEpoch:
+		if !p.hasNext {
 			pos.Next = int64(h.Worker) // the worker's first batch of the epoch
 		}
 		h.Position = pos
 	case pos.Fingerprint != "":
-		return h, fmt.Errorf("sink: hello has fingerprint without epoch")
+		return fmt.Errorf("sink: hello has fingerprint without epoch")
 	}
-	return h, CheckShare(h)
+	return nil
 }
 
 // CheckShare checks the share a hello asks for: 1 <= num_workers,

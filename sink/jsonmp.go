@@ -79,79 +79,9 @@ func (t *jsonTranscoder) value(depth int) error {
 	}
 	switch c := t.src[t.pos]; {
 	case c == '{':
-		t.pos++
-		at := len(t.out)
-		t.out = append(t.out, 0, 0, 0, 0, 0)
-		n := 0
-		t.ws()
-		if t.pos < len(t.src) && t.src[t.pos] == '}' {
-			t.pos++
-		} else {
-			for {
-				t.ws()
-				if t.pos >= len(t.src) || t.src[t.pos] != '"' {
-					return t.errAt("expected object key")
-				}
-				if err := t.str(); err != nil {
-					return err
-				}
-				t.ws()
-				if t.pos >= len(t.src) || t.src[t.pos] != ':' {
-					return t.errAt("expected ':'")
-				}
-				t.pos++
-				t.ws()
-				if err := t.value(depth + 1); err != nil {
-					return err
-				}
-				n++
-				t.ws()
-				if t.pos >= len(t.src) {
-					return errJSONEnd
-				}
-				if t.src[t.pos] == ',' {
-					t.pos++
-					continue
-				}
-				if t.src[t.pos] == '}' {
-					t.pos++
-					break
-				}
-				return t.errAt("expected ',' or '}'")
-			}
-		}
-		t.out = mpPatchContainer(t.out, at, n, true)
+		return t.object(depth)
 	case c == '[':
-		t.pos++
-		at := len(t.out)
-		t.out = append(t.out, 0, 0, 0, 0, 0)
-		n := 0
-		t.ws()
-		if t.pos < len(t.src) && t.src[t.pos] == ']' {
-			t.pos++
-		} else {
-			for {
-				t.ws()
-				if err := t.value(depth + 1); err != nil {
-					return err
-				}
-				n++
-				t.ws()
-				if t.pos >= len(t.src) {
-					return errJSONEnd
-				}
-				if t.src[t.pos] == ',' {
-					t.pos++
-					continue
-				}
-				if t.src[t.pos] == ']' {
-					t.pos++
-					break
-				}
-				return t.errAt("expected ',' or ']'")
-			}
-		}
-		t.out = mpPatchContainer(t.out, at, n, false)
+		return t.array(depth)
 	case c == '"':
 		return t.str()
 	case c == 't':
@@ -174,6 +104,88 @@ func (t *jsonTranscoder) value(depth int) error {
 	default:
 		return t.errAt(fmt.Sprintf("unexpected character %q", c))
 	}
+	return nil
+}
+
+// object transcodes a JSON object (t.pos at its '{') to a msgpack map.
+func (t *jsonTranscoder) object(depth int) error {
+	t.pos++
+	at := len(t.out)
+	t.out = append(t.out, 0, 0, 0, 0, 0)
+	n := 0
+	t.ws()
+	if t.pos < len(t.src) && t.src[t.pos] == '}' {
+		t.pos++
+	} else {
+		for {
+			t.ws()
+			if t.pos >= len(t.src) || t.src[t.pos] != '"' {
+				return t.errAt("expected object key")
+			}
+			if err := t.str(); err != nil {
+				return err
+			}
+			t.ws()
+			if t.pos >= len(t.src) || t.src[t.pos] != ':' {
+				return t.errAt("expected ':'")
+			}
+			t.pos++
+			t.ws()
+			if err := t.value(depth + 1); err != nil {
+				return err
+			}
+			n++
+			t.ws()
+			if t.pos >= len(t.src) {
+				return errJSONEnd
+			}
+			if t.src[t.pos] == ',' {
+				t.pos++
+				continue
+			}
+			if t.src[t.pos] == '}' {
+				t.pos++
+				break
+			}
+			return t.errAt("expected ',' or '}'")
+		}
+	}
+	t.out = mpPatchContainer(t.out, at, n, true)
+	return nil
+}
+
+// array transcodes a JSON array (t.pos at its '[') to a msgpack array.
+func (t *jsonTranscoder) array(depth int) error {
+	t.pos++
+	at := len(t.out)
+	t.out = append(t.out, 0, 0, 0, 0, 0)
+	n := 0
+	t.ws()
+	if t.pos < len(t.src) && t.src[t.pos] == ']' {
+		t.pos++
+	} else {
+		for {
+			t.ws()
+			if err := t.value(depth + 1); err != nil {
+				return err
+			}
+			n++
+			t.ws()
+			if t.pos >= len(t.src) {
+				return errJSONEnd
+			}
+			if t.src[t.pos] == ',' {
+				t.pos++
+				continue
+			}
+			if t.src[t.pos] == ']' {
+				t.pos++
+				break
+			}
+			return t.errAt("expected ',' or ']'")
+		}
+	}
+	t.out = mpPatchContainer(t.out, at, n, false)
 	return nil
 }
 
@@ -290,51 +302,61 @@ func (t *jsonTranscoder) str() error {
 			t.pos++
 			continue
 		}
-		t.pos++
-		if t.pos >= len(t.src) {
-			return errJSONEnd
-		}
-		e := t.src[t.pos]
-		t.pos++
-		switch e {
-		case '"', '\\', '/':
-			buf = append(buf, e)
-		case 'b':
-			buf = append(buf, '\b')
-		case 'f':
-			buf = append(buf, '\f')
-		case 'n':
-			buf = append(buf, '\n')
-		case 'r':
-			buf = append(buf, '\r')
-		case 't':
-			buf = append(buf, '\t')
-		case 'u':
-			r, ok := t.hex4()
-			if !ok {
-				return t.errAt("invalid \\u escape")
-			}
-			if utf16.IsSurrogate(r) {
-				r2 := utf8.RuneError
-				save := t.pos
-				if t.literal(`\u`) {
-					if x, ok := t.hex4(); ok {
-						r2 = utf16.DecodeRune(r, x)
-					}
-				}
-				if r2 == utf8.RuneError {
-					t.pos = save
-					r = utf8.RuneError
-				} else {
-					r = r2
-				}
-			}
-			buf = utf8.AppendRune(buf, r)
-		default:
-			return t.errAt("invalid escape")
+		var err error
+		if buf, err = t.escape(buf); err != nil {
+			return err
 		}
 	}
 	return errJSONEnd
+}
+
+// escape appends to buf the character of the escape sequence at t.pos
+// (its backslash), a \u escape with its surrogate pair when there is one.
+func (t *jsonTranscoder) escape(buf []byte) ([]byte, error) {
+	t.pos++
+	if t.pos >= len(t.src) {
+		return buf, errJSONEnd
+	}
+	e := t.src[t.pos]
+	t.pos++
+	switch e {
+	case '"', '\\', '/':
+		buf = append(buf, e)
+	case 'b':
+		buf = append(buf, '\b')
+	case 'f':
+		buf = append(buf, '\f')
+	case 'n':
+		buf = append(buf, '\n')
+	case 'r':
+		buf = append(buf, '\r')
+	case 't':
+		buf = append(buf, '\t')
+	case 'u':
+		r, ok := t.hex4()
+		if !ok {
+			return buf, t.errAt("invalid \\u escape")
+		}
+		if utf16.IsSurrogate(r) {
+			r2 := utf8.RuneError
+			save := t.pos
+			if t.literal(`\u`) {
+				if x, ok := t.hex4(); ok {
+					r2 = utf16.DecodeRune(r, x)
+				}
+			}
+			if r2 == utf8.RuneError {
+				t.pos = save
+				r = utf8.RuneError
+			} else {
+				r = r2
+			}
+		}
+		buf = utf8.AppendRune(buf, r)
+	default:
+		return buf, t.errAt("invalid escape")
+	}
+	return buf, nil
 }
 
 func (t *jsonTranscoder) hex4() (rune, bool) {

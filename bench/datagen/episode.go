@@ -64,103 +64,142 @@ func annotate(seed uint64, ep int, length int, o *Options, t *taskSpec) episodeL
 	if !full && r.IntN(4) == 0 {
 		return el // unannotated episode
 	}
-	fps := o.FPS
-	minGap := max(3, fps/2)
+	a := annotator{r: r, o: o, t: t, el: &el, length: length, full: full, fps: o.FPS, minGap: max(3, o.FPS/2)}
+	starts, subtasks := a.subtasks()
+	a.taskAugAndMotion()
+	a.events = map[int][]langRow{}
+	a.interjections(starts, subtasks)
+	a.vqa()
+	sortLanguage(&el, a.events)
+	return el
+}
 
+// annotator is what the steps of annotate share: the episode's random
+// stream, options and task, and the language being built.
+type annotator struct {
+	r           *rand.Rand
+	o           *Options
+	t           *taskSpec
+	el          *episodeLang
+	events      map[int][]langRow // language_events rows by frame
+	length      int               // frames of the episode
+	full        bool              // DensityFull
+	fps, minGap int
+}
+
+// subtasks adds the subtask rows (a gap-free cover of the episode), the
+// plan and, with full density, the memory rows; it returns the subtasks'
+// start frames and texts.
+func (a *annotator) subtasks() (starts []int, subtasks []string) {
 	// Subtasks: a gap-free cover of the episode, every frame has exactly
 	// one active subtask.
-	nSub := 2 + r.IntN(3)
-	if full {
-		nSub = 3 + r.IntN(6)
+	nSub := 2 + a.r.IntN(3)
+	if a.full {
+		nSub = 3 + a.r.IntN(6)
 	}
-	nSub = max(1, min(nSub, len(t.steps), length/minGap))
-	idx := r.Perm(len(t.steps))[:nSub]
+	nSub = max(1, min(nSub, len(a.t.steps), a.length/a.minGap))
+	idx := a.r.Perm(len(a.t.steps))[:nSub]
 	slices.Sort(idx)
-	starts := make([]int, nSub)
-	spare := length - nSub*minGap
+	starts = make([]int, nSub)
+	spare := a.length - nSub*a.minGap
 	if spare < 0 {
 		spare = 0
 	}
 	weights := make([]float64, nSub)
 	var wsum float64
 	for i := range weights {
-		weights[i] = 0.3 + r.Float64()
+		weights[i] = 0.3 + a.r.Float64()
 		wsum += weights[i]
 	}
 	pos := 0
 	for i := range nSub {
 		starts[i] = pos
-		pos += minGap + int(float64(spare)*weights[i]/wsum)
+		pos += a.minGap + int(float64(spare)*weights[i]/wsum)
 	}
-	subtasks := make([]string, nSub)
+	subtasks = make([]string, nSub)
 	for i, si := range idx {
-		subtasks[i] = subtaskText(r, t, t.steps[si])
-		el.persistent = append(el.persistent, langRow{role: "assistant", content: subtasks[i], style: "subtask", frame: starts[i]})
+		subtasks[i] = subtaskText(a.r, a.t, a.t.steps[si])
+		a.el.persistent = append(a.el.persistent, langRow{role: "assistant", content: subtasks[i], style: "subtask", frame: starts[i]})
 	}
-	el.persistent = append(el.persistent, langRow{role: "assistant", content: planText(subtasks, ""), style: "plan", frame: 0})
-	if full {
+	a.el.persistent = append(a.el.persistent, langRow{role: "assistant", content: planText(subtasks, ""), style: "plan", frame: 0})
+	if a.full {
 		var done []string
 		for i := 1; i < nSub; i++ {
-			done = append(done, t.steps[idx[i-1]].done)
-			el.persistent = append(el.persistent, langRow{role: "assistant", content: memoryText(r, done, nSub-i), style: "memory", frame: starts[i]})
+			done = append(done, a.t.steps[idx[i-1]].done)
+			a.el.persistent = append(a.el.persistent, langRow{role: "assistant", content: memoryText(a.r, done, nSub-i), style: "memory", frame: starts[i]})
 		}
 	}
-	nAug := r.IntN(4)
-	if full {
-		nAug = 5 + r.IntN(6)
-	}
-	for _, i := range r.Perm(len(t.rephrasings))[:min(nAug, len(t.rephrasings))] {
-		el.persistent = append(el.persistent, langRow{role: "user", content: t.rephrasings[i], style: "task_aug", frame: 0})
-	}
-	if full {
-		for _, f := range spacedFrames(r, r.IntN(3), 1, length, minGap) {
-			el.persistent = append(el.persistent, langRow{role: "assistant", content: motionText(r), style: "motion", frame: f})
-		}
-	}
+	return starts, subtasks
+}
 
-	events := map[int][]langRow{}
-	// Interjections, each with its spoken answer on the same frame and a
-	// plan refresh at the same timestamp.
+// taskAugAndMotion adds the task rephrasings (task_aug) and, with full
+// density, the motion rows.
+func (a *annotator) taskAugAndMotion() {
+	nAug := a.r.IntN(4)
+	if a.full {
+		nAug = 5 + a.r.IntN(6)
+	}
+	for _, i := range a.r.Perm(len(a.t.rephrasings))[:min(nAug, len(a.t.rephrasings))] {
+		a.el.persistent = append(a.el.persistent, langRow{role: "user", content: a.t.rephrasings[i], style: "task_aug", frame: 0})
+	}
+	if a.full {
+		for _, f := range spacedFrames(a.r, a.r.IntN(3), 1, a.length, a.minGap) {
+			a.el.persistent = append(a.el.persistent, langRow{role: "assistant", content: motionText(a.r), style: "motion", frame: f})
+		}
+	}
+}
+
+// interjections adds interjection events, each with its spoken answer on
+// the same frame and a plan refresh at the same timestamp.
+func (a *annotator) interjections(starts []int, subtasks []string) {
 	nInt := 0
-	if full {
-		nInt = 1 + r.IntN(3)
-	} else if r.IntN(10) < 3 {
+	if a.full {
+		nInt = 1 + a.r.IntN(3)
+	} else if a.r.IntN(10) < 3 {
 		nInt = 1
 	}
-	if length > 2*fps {
-		for _, f := range spacedFrames(r, nInt, fps, length-fps/2, fps) {
-			in := makeInterjection(r, t)
-			events[f] = append(events[f],
+	if a.length > 2*a.fps {
+		for _, f := range spacedFrames(a.r, nInt, a.fps, a.length-a.fps/2, a.fps) {
+			in := makeInterjection(a.r, a.t)
+			a.events[f] = append(a.events[f],
 				langRow{role: "user", content: in.user, style: "interjection"},
 				langRow{role: "assistant", noContent: true, say: in.say})
 			cur, _ := slices.BinarySearch(starts, f+1)
-			el.persistent = append(el.persistent, langRow{role: "assistant", content: planText(subtasks[max(0, cur-1):], in.note), style: "plan", frame: f})
+			a.el.persistent = append(a.el.persistent, langRow{role: "assistant", content: planText(subtasks[max(0, cur-1):], in.note), style: "plan", frame: f})
 		}
 	}
-	// VQA pairs: every camera at 1 Hz (full) or one camera every 5 s.
-	if len(o.Cameras) > 0 {
-		period := fps
-		if !full {
-			period = 5 * fps
+}
+
+// vqa adds the VQA pairs (every camera at 1 Hz with full density, else
+// one camera every 5 s) and, with full density, sometimes a trace.
+func (a *annotator) vqa() {
+	if len(a.o.Cameras) > 0 {
+		period := a.fps
+		if !a.full {
+			period = 5 * a.fps
 		}
-		for f := r.IntN(period); f < length; f += period {
-			cams := o.Cameras
-			if !full {
-				cams = []string{pick(r, o.Cameras)}
+		for f := a.r.IntN(period); f < a.length; f += period {
+			cams := a.o.Cameras
+			if !a.full {
+				cams = []string{pick(a.r, a.o.Cameras)}
 			}
 			for _, cam := range cams {
-				q, a := vqaPair(r, t, o.VideoWidth, o.VideoHeight)
-				events[f] = append(events[f],
+				q, ans := vqaPair(a.r, a.t, a.o.VideoWidth, a.o.VideoHeight)
+				a.events[f] = append(a.events[f],
 					langRow{role: "user", content: q, style: "vqa", camera: cam},
-					langRow{role: "assistant", content: a, style: "vqa", camera: cam})
+					langRow{role: "assistant", content: ans, style: "vqa", camera: cam})
 			}
 		}
-		if full && r.IntN(10) < 3 {
-			f := r.IntN(length)
-			events[f] = append(events[f], langRow{role: "assistant", content: traceText(r, o.VideoWidth, o.VideoHeight), style: "trace", camera: pick(r, o.Cameras)})
+		if a.full && a.r.IntN(10) < 3 {
+			f := a.r.IntN(a.length)
+			a.events[f] = append(a.events[f], langRow{role: "assistant", content: traceText(a.r, a.o.VideoWidth, a.o.VideoHeight), style: "trace", camera: pick(a.r, a.o.Cameras)})
 		}
 	}
+}
 
+// sortLanguage sorts the persistent rows by frame, style and role, and
+// the event frames by frame.
+func sortLanguage(el *episodeLang, events map[int][]langRow) {
 	slices.SortStableFunc(el.persistent, func(a, b langRow) int {
 		if a.frame != b.frame {
 			return a.frame - b.frame
@@ -175,7 +214,6 @@ func annotate(seed uint64, ep int, length int, o *Options, t *taskSpec) episodeL
 		el.events = append(el.events, eventFrame{frame: f, rows: rows})
 	}
 	slices.SortFunc(el.events, func(a, b eventFrame) int { return a.frame - b.frame })
-	return el
 }
 
 func compareEvents(a, b langRow) int {

@@ -68,137 +68,167 @@ func makeTask(r *rand.Rand) taskSpec {
 	dis := pick(r, colors) + " " + pick(r, smallThings)
 	switch r.IntN(7) {
 	case 0, 1: // pick and place
-		o := pick(r, smallThings)
-		k := pick(r, containers)
-		co := c + " " + o
-		in := "in"
-		if k == "plate" || k == "tray" {
-			in = "on"
-		}
-		return taskSpec{
-			text: fmt.Sprintf("Pick up the %s and place it %s the %s", co, in, k),
-			steps: []step{
-				{"move the gripper above the " + co, "gripper above the " + co},
-				{"open the gripper and lower it around the " + o, "gripper around the " + o},
-				{"close the gripper to grasp the " + co, co + " grasped"},
-				{"lift the " + o + " a few centimeters off the table", o + " lifted"},
-				{"carry the " + o + " over the " + k, o + " held over the " + k},
-				{"lower the " + o + " into the " + k, o + " inside the " + k},
-				{"open the gripper to release the " + o, co + " released in the " + k},
-				{"retract the arm to the home pose", "arm back at home, " + co + " in the " + k},
-			},
-			rephrasings: []string{
-				"put the " + co + " into the " + k, "place the " + co + " in the " + k,
-				"move the " + co + " to the " + k, "could you put the " + co + " in the " + k + "?",
-				"grab the " + co + " and drop it in the " + k, "pick the " + co + " up and put it in the " + k,
-				"the " + co + " goes in the " + k, "please place the " + co + " inside the " + k,
-				"get the " + co + " into the " + k, "transfer the " + co + " to the " + k,
-			},
-			objects: []string{co, k}, target: k, distractor: dis,
-		}
+		return pickPlaceTask(r, c, dis)
 	case 2: // stack
-		o := pick(r, stackables)
-		o2 := pick(r, stackables)
-		a, b := c+" "+o, c2+" "+o2
-		return taskSpec{
-			text: fmt.Sprintf("Stack the %s on top of the %s", a, b),
-			steps: []step{
-				{"reach toward the " + a, "arm next to the " + a},
-				{"align the gripper with the sides of the " + a, "gripper aligned with the " + a},
-				{"grasp the " + a + " firmly", a + " grasped"},
-				{"raise the " + a + " above the " + b, a + " above the " + b},
-				{"center the " + a + " over the " + b, a + " centered over the " + b},
-				{"lower the " + a + " gently onto the " + b, a + " resting on the " + b},
-				{"release the " + a + " and back away", a + " stacked on the " + b},
-			},
-			rephrasings: []string{
-				"put the " + a + " on the " + b, "place the " + a + " on top of the " + b,
-				"stack " + article(a) + " onto the " + b, "set the " + a + " onto the " + b,
-				"could you stack the " + a + " on the " + b + "?", "build a stack with the " + a + " on the " + b,
-				"the " + a + " goes on top of the " + b, "move the " + a + " onto the " + b,
-			},
-			objects: []string{a, b}, target: b, distractor: dis,
-		}
+		return stackTask(r, c, c2, dis)
 	case 3: // pour
-		l := pick(r, liquids)
-		v := c + " " + pick(r, vessels)
-		k := c2 + " " + pick(r, receivers)
-		return taskSpec{
-			text: fmt.Sprintf("Pour the %s from the %s into the %s", l, v, k),
-			steps: []step{
-				{"grasp the " + v + " by its handle", v + " grasped"},
-				{"lift the " + v + " without spilling the " + l, v + " lifted"},
-				{"bring the " + v + " next to the " + k, v + " next to the " + k},
-				{"tilt the " + v + " slowly over the " + k, "pouring " + l + " into the " + k},
-				{"hold the tilt until the " + v + " is empty", l + " poured into the " + k},
-				{"return the " + v + " upright", v + " upright and empty"},
-				{"set the " + v + " back on the table", v + " back on the table"},
-			},
-			rephrasings: []string{
-				"pour the " + l + " into the " + k, "empty the " + v + " into the " + k,
-				"transfer the " + l + " to the " + k, "fill the " + k + " with the " + l + " from the " + v,
-				"could you pour the " + l + " into the " + k + "?", "tip the " + l + " from the " + v + " into the " + k,
-				"put the " + l + " in the " + k,
-			},
-			objects: []string{v, k}, target: k, distractor: dis,
-		}
+		return pourTask(r, c, c2, dis)
 	case 4: // wipe
-		s := pick(r, surfaces)
-		sp := c + " sponge"
-		return taskSpec{
-			text: fmt.Sprintf("Wipe the %s with the %s", s, sp),
-			steps: []step{
-				{"reach for the " + sp, "arm at the " + sp},
-				{"pinch the " + sp + " between the fingers", sp + " grasped"},
-				{"press the " + sp + " onto the far edge of the " + s, sp + " on the " + s},
-				{"wipe the left half of the " + s + " in overlapping strokes", "left half of the " + s + " wiped"},
-				{"wipe the right half of the " + s + " in overlapping strokes", "whole " + s + " wiped"},
-				{"lift the " + sp + " off the " + s, sp + " lifted"},
-				{"put the " + sp + " back next to the " + s, sp + " put back, " + s + " clean"},
-			},
-			rephrasings: []string{
-				"clean the " + s + " with the " + sp, "wipe down the " + s, "use the " + sp + " to wipe the " + s,
-				"could you clean the " + s + "?", "scrub the " + s + " with the " + sp, "give the " + s + " a wipe",
-			},
-			objects: []string{sp, s}, target: s, distractor: dis,
-		}
+		return wipeTask(r, c, dis)
 	case 5: // drawer
-		o := c + " " + pick(r, smallThings)
-		return taskSpec{
-			text: fmt.Sprintf("Open the drawer, put the %s inside, and close it", o),
-			steps: []step{
-				{"hook the fingers under the drawer handle", "gripper on the drawer handle"},
-				{"pull the drawer open halfway", "drawer open"},
-				{"grasp the " + o + " from the table", o + " grasped"},
-				{"move the " + o + " over the open drawer", o + " over the drawer"},
-				{"drop the " + o + " into the drawer", o + " in the drawer"},
-				{"push the drawer closed with the back of the gripper", "drawer closed with the " + o + " inside"},
-			},
-			rephrasings: []string{
-				"put the " + o + " away in the drawer", "store the " + o + " in the drawer",
-				"open the drawer and put the " + o + " in it", "could you put the " + o + " in the drawer and close it?",
-				"place the " + o + " inside the drawer", "tidy the " + o + " into the drawer",
-			},
-			objects: []string{o, "drawer"}, target: "drawer", distractor: dis,
-		}
+		return drawerTask(r, c, dis)
 	default: // fold
-		t := c + " towel"
-		return taskSpec{
-			text: fmt.Sprintf("Fold the %s in half", t),
-			steps: []step{
-				{"grasp the near left corner of the " + t, "left corner grasped"},
-				{"grasp the near right corner of the " + t, "both corners grasped"},
-				{"lift the near edge of the " + t, "near edge lifted"},
-				{"pull the edge over to the far side", "towel folded over"},
-				{"align the edges of the " + t, "edges aligned"},
-				{"release the corners and flatten the fold", t + " folded in half"},
-			},
-			rephrasings: []string{
-				"fold the " + t, "fold the " + t + " into two", "could you fold the " + t + " in half?",
-				"make a half fold with the " + t, "fold the " + t + " once", "double the " + t + " over",
-			},
-			objects: []string{t, "table"}, target: "table", distractor: dis,
-		}
+		return foldTask(c, dis)
+	}
+}
+
+// pickPlaceTask returns a pick and place: an object into a container task.
+func pickPlaceTask(r *rand.Rand, c, dis string) taskSpec {
+	o := pick(r, smallThings)
+	k := pick(r, containers)
+	co := c + " " + o
+	in := "in"
+	if k == "plate" || k == "tray" {
+		in = "on"
+	}
+	return taskSpec{
+		text: fmt.Sprintf("Pick up the %s and place it %s the %s", co, in, k),
+		steps: []step{
+			{"move the gripper above the " + co, "gripper above the " + co},
+			{"open the gripper and lower it around the " + o, "gripper around the " + o},
+			{"close the gripper to grasp the " + co, co + " grasped"},
+			{"lift the " + o + " a few centimeters off the table", o + " lifted"},
+			{"carry the " + o + " over the " + k, o + " held over the " + k},
+			{"lower the " + o + " into the " + k, o + " inside the " + k},
+			{"open the gripper to release the " + o, co + " released in the " + k},
+			{"retract the arm to the home pose", "arm back at home, " + co + " in the " + k},
+		},
+		rephrasings: []string{
+			"put the " + co + " into the " + k, "place the " + co + " in the " + k,
+			"move the " + co + " to the " + k, "could you put the " + co + " in the " + k + "?",
+			"grab the " + co + " and drop it in the " + k, "pick the " + co + " up and put it in the " + k,
+			"the " + co + " goes in the " + k, "please place the " + co + " inside the " + k,
+			"get the " + co + " into the " + k, "transfer the " + co + " to the " + k,
+		},
+		objects: []string{co, k}, target: k, distractor: dis,
+	}
+}
+
+// stackTask returns a stack: one object on another task.
+func stackTask(r *rand.Rand, c, c2, dis string) taskSpec {
+	o := pick(r, stackables)
+	o2 := pick(r, stackables)
+	a, b := c+" "+o, c2+" "+o2
+	return taskSpec{
+		text: fmt.Sprintf("Stack the %s on top of the %s", a, b),
+		steps: []step{
+			{"reach toward the " + a, "arm next to the " + a},
+			{"align the gripper with the sides of the " + a, "gripper aligned with the " + a},
+			{"grasp the " + a + " firmly", a + " grasped"},
+			{"raise the " + a + " above the " + b, a + " above the " + b},
+			{"center the " + a + " over the " + b, a + " centered over the " + b},
+			{"lower the " + a + " gently onto the " + b, a + " resting on the " + b},
+			{"release the " + a + " and back away", a + " stacked on the " + b},
+		},
+		rephrasings: []string{
+			"put the " + a + " on the " + b, "place the " + a + " on top of the " + b,
+			"stack " + article(a) + " onto the " + b, "set the " + a + " onto the " + b,
+			"could you stack the " + a + " on the " + b + "?", "build a stack with the " + a + " on the " + b,
+			"the " + a + " goes on top of the " + b, "move the " + a + " onto the " + b,
+		},
+		objects: []string{a, b}, target: b, distractor: dis,
+	}
+}
+
+// pourTask returns a pour: a liquid from a vessel into a receiver task.
+func pourTask(r *rand.Rand, c, c2, dis string) taskSpec {
+	l := pick(r, liquids)
+	v := c + " " + pick(r, vessels)
+	k := c2 + " " + pick(r, receivers)
+	return taskSpec{
+		text: fmt.Sprintf("Pour the %s from the %s into the %s", l, v, k),
+		steps: []step{
+			{"grasp the " + v + " by its handle", v + " grasped"},
+			{"lift the " + v + " without spilling the " + l, v + " lifted"},
+			{"bring the " + v + " next to the " + k, v + " next to the " + k},
+			{"tilt the " + v + " slowly over the " + k, "pouring " + l + " into the " + k},
+			{"hold the tilt until the " + v + " is empty", l + " poured into the " + k},
+			{"return the " + v + " upright", v + " upright and empty"},
+			{"set the " + v + " back on the table", v + " back on the table"},
+		},
+		rephrasings: []string{
+			"pour the " + l + " into the " + k, "empty the " + v + " into the " + k,
+			"transfer the " + l + " to the " + k, "fill the " + k + " with the " + l + " from the " + v,
+			"could you pour the " + l + " into the " + k + "?", "tip the " + l + " from the " + v + " into the " + k,
+			"put the " + l + " in the " + k,
+		},
+		objects: []string{v, k}, target: k, distractor: dis,
+	}
+}
+
+// wipeTask returns a wipe: a surface with a sponge task.
+func wipeTask(r *rand.Rand, c, dis string) taskSpec {
+	s := pick(r, surfaces)
+	sp := c + " sponge"
+	return taskSpec{
+		text: fmt.Sprintf("Wipe the %s with the %s", s, sp),
+		steps: []step{
+			{"reach for the " + sp, "arm at the " + sp},
+			{"pinch the " + sp + " between the fingers", sp + " grasped"},
+			{"press the " + sp + " onto the far edge of the " + s, sp + " on the " + s},
+			{"wipe the left half of the " + s + " in overlapping strokes", "left half of the " + s + " wiped"},
+			{"wipe the right half of the " + s + " in overlapping strokes", "whole " + s + " wiped"},
+			{"lift the " + sp + " off the " + s, sp + " lifted"},
+			{"put the " + sp + " back next to the " + s, sp + " put back, " + s + " clean"},
+		},
+		rephrasings: []string{
+			"clean the " + s + " with the " + sp, "wipe down the " + s, "use the " + sp + " to wipe the " + s,
+			"could you clean the " + s + "?", "scrub the " + s + " with the " + sp, "give the " + s + " a wipe",
+		},
+		objects: []string{sp, s}, target: s, distractor: dis,
+	}
+}
+
+// drawerTask returns a drawer: an object put away in a drawer task.
+func drawerTask(r *rand.Rand, c, dis string) taskSpec {
+	o := c + " " + pick(r, smallThings)
+	return taskSpec{
+		text: fmt.Sprintf("Open the drawer, put the %s inside, and close it", o),
+		steps: []step{
+			{"hook the fingers under the drawer handle", "gripper on the drawer handle"},
+			{"pull the drawer open halfway", "drawer open"},
+			{"grasp the " + o + " from the table", o + " grasped"},
+			{"move the " + o + " over the open drawer", o + " over the drawer"},
+			{"drop the " + o + " into the drawer", o + " in the drawer"},
+			{"push the drawer closed with the back of the gripper", "drawer closed with the " + o + " inside"},
+		},
+		rephrasings: []string{
+			"put the " + o + " away in the drawer", "store the " + o + " in the drawer",
+			"open the drawer and put the " + o + " in it", "could you put the " + o + " in the drawer and close it?",
+			"place the " + o + " inside the drawer", "tidy the " + o + " into the drawer",
+		},
+		objects: []string{o, "drawer"}, target: "drawer", distractor: dis,
+	}
+}
+
+// foldTask returns a fold: a towel in half task.
+func foldTask(c, dis string) taskSpec {
+	t := c + " towel"
+	return taskSpec{
+		text: fmt.Sprintf("Fold the %s in half", t),
+		steps: []step{
+			{"grasp the near left corner of the " + t, "left corner grasped"},
+			{"grasp the near right corner of the " + t, "both corners grasped"},
+			{"lift the near edge of the " + t, "near edge lifted"},
+			{"pull the edge over to the far side", "towel folded over"},
+			{"align the edges of the " + t, "edges aligned"},
+			{"release the corners and flatten the fold", t + " folded in half"},
+		},
+		rephrasings: []string{
+			"fold the " + t, "fold the " + t + " into two", "could you fold the " + t + " in half?",
+			"make a half fold with the " + t, "fold the " + t + " once", "double the " + t + " over",
+		},
+		objects: []string{t, "table"}, target: "table", distractor: dis,
 	}
 }
 

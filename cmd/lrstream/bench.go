@@ -44,15 +44,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	opts.BatchSize = *batchSize
 	opts.Version = version()
 	opts.Count = *count
-	stageList := *stages
-	if stageList == strings.Join(bench.Stages, ",") {
-		stageList = "" // the default: Run adds the ffmpeg stage when cameras are decoded
-	}
-	for _, s := range strings.Split(stageList, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			opts.Stages = append(opts.Stages, s)
-		}
-	}
+	opts.Stages = benchStages(*stages)
 	cfg, err := rf.open(ctx, e)
 	if err != nil {
 		return err
@@ -79,16 +71,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if *memProfile != "" {
-		f, err := os.Create(*memProfile)
-		if err != nil {
-			return err
-		}
-		runtime.GC()
-		err = pprof.Lookup("allocs").WriteTo(f, 0)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if err := writeAllocProfile(*memProfile); err != nil {
 			return err
 		}
 	}
@@ -99,6 +82,35 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	}
 	printBench(e.stdout, rep)
 	return nil
+}
+
+// benchStages parses --stages: nil for the default list (Run then adds
+// the ffmpeg stage when cameras are decoded), else the listed stages.
+func benchStages(spec string) []string {
+	if spec == strings.Join(bench.Stages, ",") {
+		spec = "" // the default: Run adds the ffmpeg stage when cameras are decoded
+	}
+	var stages []string
+	for _, s := range strings.Split(spec, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			stages = append(stages, s)
+		}
+	}
+	return stages
+}
+
+// writeAllocProfile writes the allocation profile to path, after a GC.
+func writeAllocProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	err = pprof.Lookup("allocs").WriteTo(f, 0)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // printBench writes the report as a table.

@@ -240,11 +240,8 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 	if err != nil {
 		return nil, err
 	}
-	if f.onError != "fail" && f.onError != "skip" {
-		return nil, fmt.Errorf("--on-error must be fail or skip, not %q", f.onError)
-	}
-	if f.maxErrors < 0 {
-		return nil, fmt.Errorf("--max-errors must be >= 0, not %d", f.maxErrors)
+	if err := f.checkErrorFlags(); err != nil {
+		return nil, err
 	}
 	deltas, err := pipeline.ParseDeltaTimestamps(f.deltas)
 	if err != nil {
@@ -254,25 +251,9 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 	if err != nil {
 		return nil, err
 	}
-	var features []string
-	switch f.features {
-	case "":
-	case "none":
-		features = []string{}
-	default:
-		for _, n := range strings.Split(f.features, ",") {
-			if n = strings.TrimSpace(n); n != "" {
-				features = append(features, n)
-			}
-		}
-	}
-	var src fetch.Source
-	if dataset == "" {
-		if f.hub.revision != "" {
-			return nil, fmt.Errorf("--revision %s needs a Hub --dataset ORG/NAME", f.hub.revision)
-		}
-		src = fetch.NewFS(lrstream.DemoName, lrstream.Demo())
-	} else if src, err = f.hub.open(ctx, e, dataset); err != nil {
+	features := parseFeatures(f.features)
+	src, err := f.datasetSource(ctx, e, dataset)
+	if err != nil {
 		return nil, err
 	}
 	if rec == nil {
@@ -280,18 +261,9 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 			return nil, err
 		}
 	}
-	var openOpts shard.OpenOptions
-	switch f.onInconsistent {
-	case "fail":
-	case "warn":
-		var mu sync.Mutex // Plan reports from its own goroutine
-		openOpts.Tolerate = func(err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			fmt.Fprintf(e.stderr, "warning: %v\n", err)
-		}
-	default:
-		return nil, fmt.Errorf("--on-inconsistent must be fail or warn, not %q", f.onInconsistent)
+	openOpts, err := f.openOptions(e)
+	if err != nil {
+		return nil, err
 	}
 	ds, err := shard.OpenDatasetWith(ctx, src, openOpts)
 	if err != nil {
@@ -300,28 +272,14 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 	if err := shard.CheckSelection(ds, sel); err != nil {
 		return nil, err
 	}
-	if f.evalSplit != 0 {
-		if sel, err = shard.SplitSelection(ds, sel, f.evalSplit, f.split); err != nil {
-			return nil, err
-		}
-	} else if f.split != "" && f.split != "train" {
-		return nil, fmt.Errorf("--split %s needs --eval-split", f.split)
+	if sel, err = f.splitSelection(ds, sel); err != nil {
+		return nil, err
 	}
-	if miss := shard.MissingEpisodes(ds, sel); len(miss) > 0 {
-		msg := fmt.Sprintf("--episodes: %s has no episode %s (it has %d episodes)", ds.ID, miss, len(ds.Episodes))
-		if f.strict {
-			return nil, errors.New(msg + " (--strict)")
-		}
-		fmt.Fprintf(e.stderr, "warning: %s; reading the others\n", msg)
+	if err := f.warnMissingEpisodes(e, ds, sel); err != nil {
+		return nil, err
 	}
-	for _, n := range features {
-		ft, ok := ds.Info.Feature(n)
-		if !ok {
-			return nil, fmt.Errorf("--features: %s has no feature %q", ds.ID, n)
-		}
-		if !ft.IsNumeric() {
-			return nil, fmt.Errorf("--features: %q is a %s feature, not decoded as a --features column: --features lists numeric features (cameras are chosen with --cameras)", n, ft.DType)
-		}
+	if err := checkFeatures(ds, features); err != nil {
+		return nil, err
 	}
 	cfg := &pipeline.Config{
 		Source: src, Dataset: ds, Recipe: rec, Mode: mode, NoTaskAug: f.noTaskAug,
@@ -337,17 +295,7 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 			return nil, err
 		}
 	}
-	if f.pieceMB < 0 {
-		return nil, fmt.Errorf("--piece-mb %d: want a positive number of MiB", f.pieceMB)
-	}
-	cfg.PieceBytes = f.pieceMB << 20 // 0 (commands without the flag): the default
-	co := pipeline.CameraOptions{Spec: f.cameras, DepthUnit: f.depthUnit}
-	if f.resize != "" {
-		if co.ResizeH, co.ResizeW, err = parseResize(f.resize); err != nil {
-			return nil, err
-		}
-	}
-	if err := pipeline.SetupCameras(ctx, cfg, co); err != nil {
+	if err := f.setupCameras(ctx, cfg); err != nil {
 		return nil, err
 	}
 	// Once the dataset is checked: a failing run prints only its error.
@@ -355,6 +303,123 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 		fmt.Fprintf(e.stderr, "warning: %s\n", w)
 	}
 	return cfg, nil
+}
+
+// checkErrorFlags checks --on-error and --max-errors.
+func (f *runFlags) checkErrorFlags() error {
+	if f.onError != "fail" && f.onError != "skip" {
+		return fmt.Errorf("--on-error must be fail or skip, not %q", f.onError)
+	}
+	if f.maxErrors < 0 {
+		return fmt.Errorf("--max-errors must be >= 0, not %d", f.maxErrors)
+	}
+	return nil
+}
+
+// parseFeatures parses --features: nil for every numeric feature (""), an
+// empty list for "none", else the comma-separated names.
+func parseFeatures(spec string) []string {
+	var features []string
+	switch spec {
+	case "":
+	case "none":
+		features = []string{}
+	default:
+		for _, n := range strings.Split(spec, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				features = append(features, n)
+			}
+		}
+	}
+	return features
+}
+
+// datasetSource opens --dataset: the embedded demo dataset when empty,
+// else a local directory or a Hub dataset.
+func (f *runFlags) datasetSource(ctx context.Context, e *env, dataset string) (fetch.Source, error) {
+	if dataset == "" {
+		if f.hub.revision != "" {
+			return nil, fmt.Errorf("--revision %s needs a Hub --dataset ORG/NAME", f.hub.revision)
+		}
+		return fetch.NewFS(lrstream.DemoName, lrstream.Demo()), nil
+	}
+	return f.hub.open(ctx, e, dataset)
+}
+
+// openOptions returns the dataset's open options for --on-inconsistent:
+// with warn, inconsistencies are printed as warnings instead of failing.
+func (f *runFlags) openOptions(e *env) (shard.OpenOptions, error) {
+	var openOpts shard.OpenOptions
+	switch f.onInconsistent {
+	case "fail":
+	case "warn":
+		var mu sync.Mutex // Plan reports from its own goroutine
+		openOpts.Tolerate = func(err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			fmt.Fprintf(e.stderr, "warning: %v\n", err)
+		}
+	default:
+		return openOpts, fmt.Errorf("--on-inconsistent must be fail or warn, not %q", f.onInconsistent)
+	}
+	return openOpts, nil
+}
+
+// splitSelection applies --eval-split and --split to sel: the episodes
+// kept for training or the held-out ones.
+func (f *runFlags) splitSelection(ds *schema.Dataset, sel shard.Selection) (shard.Selection, error) {
+	if f.evalSplit != 0 {
+		return shard.SplitSelection(ds, sel, f.evalSplit, f.split)
+	}
+	if f.split != "" && f.split != "train" {
+		return sel, fmt.Errorf("--split %s needs --eval-split", f.split)
+	}
+	return sel, nil
+}
+
+// warnMissingEpisodes warns about --episodes the dataset does not have,
+// or refuses them with --strict.
+func (f *runFlags) warnMissingEpisodes(e *env, ds *schema.Dataset, sel shard.Selection) error {
+	if miss := shard.MissingEpisodes(ds, sel); len(miss) > 0 {
+		msg := fmt.Sprintf("--episodes: %s has no episode %s (it has %d episodes)", ds.ID, miss, len(ds.Episodes))
+		if f.strict {
+			return errors.New(msg + " (--strict)")
+		}
+		fmt.Fprintf(e.stderr, "warning: %s; reading the others\n", msg)
+	}
+	return nil
+}
+
+// checkFeatures checks that each --features name is a numeric feature of
+// ds.
+func checkFeatures(ds *schema.Dataset, features []string) error {
+	for _, n := range features {
+		ft, ok := ds.Info.Feature(n)
+		if !ok {
+			return fmt.Errorf("--features: %s has no feature %q", ds.ID, n)
+		}
+		if !ft.IsNumeric() {
+			return fmt.Errorf("--features: %q is a %s feature, not decoded as a --features column: --features lists numeric features (cameras are chosen with --cameras)", n, ft.DType)
+		}
+	}
+	return nil
+}
+
+// setupCameras applies --piece-mb, --cameras, --depth-unit and --resize
+// to cfg.
+func (f *runFlags) setupCameras(ctx context.Context, cfg *pipeline.Config) error {
+	if f.pieceMB < 0 {
+		return fmt.Errorf("--piece-mb %d: want a positive number of MiB", f.pieceMB)
+	}
+	cfg.PieceBytes = f.pieceMB << 20 // 0 (commands without the flag): the default
+	co := pipeline.CameraOptions{Spec: f.cameras, DepthUnit: f.depthUnit}
+	if f.resize != "" {
+		var err error
+		if co.ResizeH, co.ResizeW, err = parseResize(f.resize); err != nil {
+			return err
+		}
+	}
+	return pipeline.SetupCameras(ctx, cfg, co)
 }
 
 // parseResize parses --resize HxW.

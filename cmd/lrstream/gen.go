@@ -58,15 +58,7 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	if *out == "" {
 		return missingFlag(fs, "out")
 	}
-	var cams []string
-	for c := range strings.SplitSeq(*cameras, ",") {
-		if c = strings.TrimSpace(c); c != "" {
-			cams = append(cams, c)
-		}
-	}
-	if cams == nil {
-		cams = []string{}
-	}
+	cams := cameraNames(*cameras)
 	opts := datagen.Options{
 		Episodes: *episodes, MinFrames: *minFrames, MaxFrames: *maxFrames, FPS: *fps,
 		Cameras: cams, Dim: *dim, Density: datagen.Density(*density), Variant: datagen.Variant(*variant),
@@ -85,16 +77,7 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	}
 	tty := !*quiet && genIsTerminal(e.stderr)
 	if tty {
-		var last time.Time
-		opts.Progress = func(p datagen.Progress) {
-			now := time.Now()
-			if p.Episodes < p.TotalEpisodes && now.Sub(last) < 100*time.Millisecond {
-				return
-			}
-			last = now
-			fmt.Fprintf(e.stderr, "\rgen: %d/%d episodes, %d/%d frames (%.0f%%)", p.Episodes, p.TotalEpisodes,
-				p.Frames, p.TotalFrames, 100*float64(p.Frames)/float64(max(1, p.TotalFrames)))
-		}
+		opts.Progress = genProgress(e.stderr)
 	}
 	res, err := datagen.Generate(ctx, *out, opts)
 	if tty {
@@ -107,15 +90,47 @@ func runGen(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if !*quiet {
-		files := "data files"
-		if res.DataFiles == 1 {
-			files = "data file"
-		}
-		fmt.Fprintf(e.stdout, "wrote %s: %d episodes, %d frames, %d tasks, %d %s, %.1f MB in %s (%.0f frames/s)\n",
-			*out, res.Episodes, res.Frames, res.Tasks, res.DataFiles, files, float64(res.Bytes)/1e6,
-			res.Elapsed.Round(time.Millisecond), res.FramesPerSecond())
+		printGenSummary(e.stdout, *out, &res)
 	}
 	return nil
+}
+
+// cameraNames parses gen's --cameras: comma-separated names, none when
+// empty.
+func cameraNames(spec string) []string {
+	cams := []string{}
+	for c := range strings.SplitSeq(spec, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			cams = append(cams, c)
+		}
+	}
+	return cams
+}
+
+// genProgress returns gen's progress line on w, redrawn at most every
+// 100ms and at the last episode.
+func genProgress(w io.Writer) func(datagen.Progress) {
+	var last time.Time
+	return func(p datagen.Progress) {
+		now := time.Now()
+		if p.Episodes < p.TotalEpisodes && now.Sub(last) < 100*time.Millisecond {
+			return
+		}
+		last = now
+		fmt.Fprintf(w, "\rgen: %d/%d episodes, %d/%d frames (%.0f%%)", p.Episodes, p.TotalEpisodes,
+			p.Frames, p.TotalFrames, 100*float64(p.Frames)/float64(max(1, p.TotalFrames)))
+	}
+}
+
+// printGenSummary prints what gen wrote.
+func printGenSummary(w io.Writer, out string, res *datagen.Result) {
+	files := "data files"
+	if res.DataFiles == 1 {
+		files = "data file"
+	}
+	fmt.Fprintf(w, "wrote %s: %d episodes, %d frames, %d tasks, %d %s, %.1f MB in %s (%.0f frames/s)\n",
+		out, res.Episodes, res.Frames, res.Tasks, res.DataFiles, files, float64(res.Bytes)/1e6,
+		res.Elapsed.Round(time.Millisecond), res.FramesPerSecond())
 }
 
 // genIsTerminal reports whether w is a terminal.

@@ -20,25 +20,93 @@ func prerenderCommand() command {
 }
 
 func runPrerender(ctx context.Context, e *env, args []string) error {
-	var rf runFlags
-	var bf batchFlags
-	fs := flag.NewFlagSet("lrstream prerender", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	rf.camerasDefault = "none" // frames in shards only on request (docs/video.md)
-	rf.register(fs)
-	bf.register(fs)
-	var tf trainFlags
-	tf.register(fs, e, false)
-	out := fs.String("out", "", "output directory (required; created if missing)")
-	shardSize := fs.String("shard-size", "256MB", "uncompressed size at which a shard is cut (after the batch reaching it): 256MB, 1GiB, 20KB...")
-	var rankFlag optInt
-	fs.Var(&rankFlag, "rank", "this process's rank `N`: it renders share N of WORLD_SIZE of the episodes (default from LRSTREAM_RANK, RANK, SLURM_ARRAY_TASK_ID, SLURM_PROCID or JOB_COMPLETION_INDEX; see docs/prerender.md)")
-	worldSize := fs.Int("world-size", 0, "number of ranks (default from LRSTREAM_WORLD_SIZE, WORLD_SIZE, SLURM_ARRAY_TASK_COUNT or SLURM_NTASKS; 1 without any)")
-	overwrite := fs.Bool("overwrite", false, "discard a previous pre-render in --out (of this rank) and start over, instead of resuming or refusing a different one")
-	finalize := fs.String("finalize", "", "merge the per-rank indexes of `DIR` (a multi-rank pre-render) into DIR/index.json, then exit")
-	quiet := fs.Bool("q", false, "no progress line, notes or summary")
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, `usage: lrstream prerender --out DIR [--dataset DIR|ORG/NAME] [--recipe FILE] [--shard-size 256MB] [flags]
+	var p prerenderFlags
+	fs := p.flagSet(e)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if p.finalize != "" {
+		return runFinalize(e, p.finalize, p.quiet)
+	}
+	if p.out == "" {
+		return missingFlag(fs, "out")
+	}
+	size, re, err := p.check(e)
+	if err != nil {
+		return err
+	}
+	mix, err := p.rf.openMix(ctx, e)
+	if err != nil {
+		return err
+	}
+	if len(mix) > 1 {
+		return errors.New("several --dataset flags: prerender renders one dataset")
+	}
+	cfg := mix[0].Config
+	so := p.bf.options(&p.rf, p.tf.json())
+	var notes io.Writer = e.stderr
+	if p.quiet {
+		notes = io.Discard
+	}
+	p.tf.log = stderrLog(notes)
+	var to *pipeline.TrainOptions
+	if p.tf.active() {
+		o := p.tf.options(0, 1, 0, 1, "")
+		to = &o
+	}
+	// What the stream would refuse at its first batch is refused here,
+	// before any note, progress line or file.
+	if err := pipeline.CheckStart(mix, so, to); err != nil {
+		return err
+	}
+	var shards atomic.Int64
+	var raw atomic.Int64
+	opts := prerender.Options{
+		Dir: p.out, ShardSize: size, Rank: re.Rank, WorldSize: re.WorldSize, Overwrite: p.overwrite,
+		Log: notes, RawBytes: &raw, OnShard: func(prerender.Shard) { shards.Add(1) },
+	}
+	if to != nil {
+		opts.Stream = trainMixStream(mix[0], *to)
+	}
+	prog := p.progress(e, cfg, re, &shards, &raw)
+	// Notes and progress once the output directory is checked: a run
+	// refused there prints only its error.
+	opts.Started = p.started(ctx, e, fs, notes, mix, re, prog)
+	res, err := prerender.Run(ctx, cfg, so, opts)
+	prog.finish()
+	if res != nil && res.Stats != nil && !p.quiet {
+		reportSkipped(e.stderr, res.Stats)
+	}
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return fmt.Errorf("interrupted; run the same command again to resume: %w", err)
+		}
+		return err
+	}
+	if err := nothingKept(res.Stats); err != nil {
+		return err
+	}
+	if !p.quiet {
+		printPrerenderSummary(e.stdout, p.out, re, res)
+	}
+	return nil
+}
+
+// prerenderFlags are the flags of lrstream prerender.
+type prerenderFlags struct {
+	rf        runFlags
+	bf        batchFlags
+	tf        trainFlags
+	out       string
+	shardSize string
+	rank      optInt
+	worldSize int
+	overwrite bool
+	finalize  string
+	quiet     bool
+}
+
+const prerenderUsage = `usage: lrstream prerender --out DIR [--dataset DIR|ORG/NAME] [--recipe FILE] [--shard-size 256MB] [flags]
        lrstream prerender --finalize DIR
 
 Renders every frame and writes the batches 'lrstream stream' would emit, byte
@@ -53,98 +121,94 @@ shards hold batches without messages. With --rank R
 --world-size W each of W processes renders a disjoint share of the episodes
 into DIR; '--finalize DIR' merges them once all are done. See docs/prerender.md.
 
-flags:`)
+flags:`
+
+// flagSet registers the prerender flags into p.
+func (p *prerenderFlags) flagSet(e *env) *flag.FlagSet {
+	fs := flag.NewFlagSet("lrstream prerender", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	p.rf.camerasDefault = "none" // frames in shards only on request (docs/video.md)
+	p.rf.register(fs)
+	p.bf.register(fs)
+	p.tf.register(fs, e, false)
+	fs.StringVar(&p.out, "out", "", "output directory (required; created if missing)")
+	fs.StringVar(&p.shardSize, "shard-size", "256MB", "uncompressed size at which a shard is cut (after the batch reaching it): 256MB, 1GiB, 20KB...")
+	fs.Var(&p.rank, "rank", "this process's rank `N`: it renders share N of WORLD_SIZE of the episodes (default from LRSTREAM_RANK, RANK, SLURM_ARRAY_TASK_ID, SLURM_PROCID or JOB_COMPLETION_INDEX; see docs/prerender.md)")
+	fs.IntVar(&p.worldSize, "world-size", 0, "number of ranks (default from LRSTREAM_WORLD_SIZE, WORLD_SIZE, SLURM_ARRAY_TASK_COUNT or SLURM_NTASKS; 1 without any)")
+	fs.BoolVar(&p.overwrite, "overwrite", false, "discard a previous pre-render in --out (of this rank) and start over, instead of resuming or refusing a different one")
+	fs.StringVar(&p.finalize, "finalize", "", "merge the per-rank indexes of `DIR` (a multi-rank pre-render) into DIR/index.json, then exit")
+	fs.BoolVar(&p.quiet, "q", false, "no progress line, notes or summary")
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, prerenderUsage)
 		printFlags(fs)
 	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
+	return fs
+}
+
+// check validates the flags of a run (not --finalize) and returns the
+// shard size and this process's rank.
+func (p *prerenderFlags) check(e *env) (size int64, re prerender.RankEnv, err error) {
+	if err := p.bf.validate(); err != nil {
+		return 0, re, err
 	}
-	if *finalize != "" {
-		return runFinalize(e, *finalize, *quiet)
+	if err := p.tf.validate(); err != nil {
+		return 0, re, err
 	}
-	if *out == "" {
-		return missingFlag(fs, "out")
+	if p.tf.epochs == 0 {
+		return 0, re, fmt.Errorf("--epochs 0 (forever) cannot be pre-rendered")
 	}
-	if err := bf.validate(); err != nil {
-		return err
-	}
-	if err := tf.validate(); err != nil {
-		return err
-	}
-	if tf.epochs == 0 {
-		return fmt.Errorf("--epochs 0 (forever) cannot be pre-rendered")
-	}
-	size, err := prerender.ParseSize(*shardSize)
+	size, err = prerender.ParseSize(p.shardSize)
 	if err != nil {
-		return fmt.Errorf("--shard-size: %w", err)
+		return 0, re, fmt.Errorf("--shard-size: %w", err)
 	}
 	rank := -1
-	if rankFlag.set {
-		rank = rankFlag.v
+	if p.rank.set {
+		rank = p.rank.v
 	}
-	re, err := resolveRank(e.getenv, rank, *worldSize)
+	re, err = resolveRank(e.getenv, rank, p.worldSize)
 	if err != nil {
-		return err
+		return 0, re, err
 	}
-	if tf.active() && re.WorldSize > 1 {
-		return fmt.Errorf("--shuffle and --epochs apply to a single-process pre-render (ranks share out episodes, not a global shuffled order); drop --rank/--world-size or the training flags")
+	if p.tf.active() && re.WorldSize > 1 {
+		return 0, re, fmt.Errorf("--shuffle and --epochs apply to a single-process pre-render (ranks share out episodes, not a global shuffled order); drop --rank/--world-size or the training flags")
 	}
-	mix, err := rf.openMix(ctx, e)
-	if err != nil {
-		return err
+	return size, re, nil
+}
+
+// trainMixStream streams m in the training order of to.
+func trainMixStream(m pipeline.Mix, to pipeline.TrainOptions) func(context.Context, *pipeline.Config, pipeline.StreamOptions, sink.Sink) (*pipeline.Stats, error) {
+	return func(ctx context.Context, cfg *pipeline.Config, so pipeline.StreamOptions, s sink.Sink) (*pipeline.Stats, error) {
+		// As stream does: the dataset's name and weight are part
+		// of the order's fingerprint (in the resume tokens).
+		return pipeline.TrainMix(ctx, []pipeline.Mix{{Config: cfg, Weight: m.Weight, Name: m.Name}}, so, to, s)
 	}
-	if len(mix) > 1 {
-		return errors.New("several --dataset flags: prerender renders one dataset")
+}
+
+// progress returns the progress line of the run: shards written and
+// frames of this rank's share, on a terminal without -q; else silent.
+func (p *prerenderFlags) progress(e *env, cfg *pipeline.Config, re prerender.RankEnv, shards, raw *atomic.Int64) *progress {
+	if p.quiet || !isTerminal(e.stderr) {
+		return newProgress(nil, "", 0, nil)
 	}
-	cfg := mix[0].Config
-	so := bf.options(&rf, tf.json())
-	var notes io.Writer = e.stderr
-	if *quiet {
-		notes = io.Discard
+	c := *cfg
+	if re.WorldSize > 1 {
+		c.Share = pipeline.Share{Worker: re.Rank, NumWorkers: re.WorldSize}
 	}
-	tf.log = stderrLog(notes)
-	var to *pipeline.TrainOptions
-	if tf.active() {
-		o := tf.options(0, 1, 0, 1, "")
-		to = &o
-	}
-	// What the stream would refuse at its first batch is refused here,
-	// before any note, progress line or file.
-	if err := pipeline.CheckStart(mix, so, to); err != nil {
-		return err
-	}
-	var shards atomic.Int64
-	var raw atomic.Int64
-	opts := prerender.Options{
-		Dir: *out, ShardSize: size, Rank: re.Rank, WorldSize: re.WorldSize, Overwrite: *overwrite,
-		Log: notes, RawBytes: &raw, OnShard: func(prerender.Shard) { shards.Add(1) },
-	}
-	if to != nil {
-		opts.Stream = func(ctx context.Context, cfg *pipeline.Config, so pipeline.StreamOptions, s sink.Sink) (*pipeline.Stats, error) {
-			// As stream does: the dataset's name and weight are part
-			// of the order's fingerprint (in the resume tokens).
-			return pipeline.TrainMix(ctx, []pipeline.Mix{{Config: cfg, Weight: mix[0].Weight, Name: mix[0].Name}}, so, *to, s)
-		}
-	}
-	var prog *progress
-	if !*quiet && isTerminal(e.stderr) {
-		c := *cfg
-		if re.WorldSize > 1 {
-			c.Share = pipeline.Share{Worker: re.Rank, NumWorkers: re.WorldSize}
-		}
-		prog = newProgress(&shardCounter{w: e.stderr, n: &shards}, "prerender", pipeline.SelectedFrames(&c), raw.Load)
-		cfg.Progress = prog.add
-	} else {
-		prog = newProgress(nil, "", 0, nil)
-	}
-	// Notes and progress once the output directory is checked: a run
-	// refused there prints only its error.
+	prog := newProgress(&shardCounter{w: e.stderr, n: shards}, "prerender", pipeline.SelectedFrames(&c), raw.Load)
+	cfg.Progress = prog.add
+	return prog
+}
+
+// started returns what the run does once the output directory is
+// checked: the camera notes, the rank line and the progress line.
+func (p *prerenderFlags) started(ctx context.Context, e *env, fs *flag.FlagSet, notes io.Writer, mix []pipeline.Mix, re prerender.RankEnv, prog *progress) func() {
 	camerasGiven := false
 	fs.Visit(func(f *flag.Flag) { camerasGiven = camerasGiven || f.Name == "cameras" })
-	opts.Started = func() {
+	cfg := mix[0].Config
+	return func() {
 		log := stderrLog(notes)
 		if !camerasGiven {
-			if n := prerenderCameraNote(ctx, cfg, *out); n != "" {
+			if n := prerenderCameraNote(ctx, cfg, p.out); n != "" {
 				log.Warn(n)
 			}
 		}
@@ -158,24 +222,6 @@ flags:`)
 		}
 		prog.begin()
 	}
-	res, err := prerender.Run(ctx, cfg, so, opts)
-	prog.finish()
-	if res != nil && res.Stats != nil && !*quiet {
-		reportSkipped(e.stderr, res.Stats)
-	}
-	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			return fmt.Errorf("interrupted; run the same command again to resume: %w", err)
-		}
-		return err
-	}
-	if err := nothingKept(res.Stats); err != nil {
-		return err
-	}
-	if !*quiet {
-		printPrerenderSummary(e.stdout, *out, re, res)
-	}
-	return nil
 }
 
 // resolveRank combines the --rank / --world-size flags (-1 / 0: unset)

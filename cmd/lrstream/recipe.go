@@ -124,7 +124,19 @@ func checkRecipe(ctx context.Context, e *env, path, dataset string) error {
 		kind = fmt.Sprintf("blend of %d components", len(infos))
 	}
 	fmt.Fprintf(w, "%s: %s (sha256 %s)\n", path, kind, r.SHA256()[:16])
-	if r.IsBlend() {
+	printRecipeComponents(w, r.IsBlend(), infos)
+	printRecipeBindings(w, r.IsBlend(), infos)
+	if err := r.Check(); err != nil {
+		return withLine(data, err)
+	}
+	fmt.Fprintln(w, "  ok")
+	return nil
+}
+
+// printRecipeComponents prints a blend's components (weight, probability
+// of being drawn, route, turns), or a message recipe's number of turns.
+func printRecipeComponents(w io.Writer, blend bool, infos []render.ComponentInfo) {
+	if blend {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  #\tcomponent\tweight\tp(draw)\troute\tturns")
 		for i, c := range infos {
@@ -139,8 +151,13 @@ func checkRecipe(ctx context.Context, e *env, path, dataset string) error {
 	} else {
 		fmt.Fprintf(w, "  %d turns\n", infos[0].Turns)
 	}
+}
+
+// printRecipeBindings prints each component's bindings: name, resolver,
+// expression and where it comes from (or why it is invalid).
+func printRecipeBindings(w io.Writer, blend bool, infos []render.ComponentInfo) {
 	for _, c := range infos {
-		if r.IsBlend() {
+		if blend {
 			fmt.Fprintf(w, "  bindings of %s:\n", c.Name)
 		} else {
 			fmt.Fprintln(w, "  bindings:")
@@ -162,9 +179,4 @@ func checkRecipe(ctx context.Context, e *env, path, dataset string) error {
 		}
 		tw.Flush()
 	}
-	if err := r.Check(); err != nil {
-		return withLine(data, err)
-	}
-	fmt.Fprintln(w, "  ok")
-	return nil
 }

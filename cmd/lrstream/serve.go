@@ -79,85 +79,122 @@ func newServer(ctx context.Context, e *env, args []string) (*server, string, err
 	if err := tf.validate(); err != nil {
 		return nil, "", err
 	}
-	if lim.MaxClients < 1 {
-		return nil, "", fmt.Errorf("--max-clients must be at least 1, not %d", lim.MaxClients)
+	budget, err := lim.parse(*bufSize, *shmMax, *clientMem)
+	if err != nil {
+		return nil, "", err
 	}
-	if lim.WriteTimeout < 0 {
-		return nil, "", fmt.Errorf("--write-timeout must be >= 0, not %v", lim.WriteTimeout)
+	log, err := serveLogger(e, *logLevel, *quiet)
+	if err != nil {
+		return nil, "", err
 	}
-	n, perr := prerender.ParseSize(*bufSize)
-	if perr != nil || n > 1<<30 {
-		return nil, "", fmt.Errorf("--client-buffer %q: want a size from 1B to 1GiB", *bufSize)
-	}
-	lim.Buffer = int(n)
-	if strings.TrimSpace(*shmMax) != "0" {
-		if lim.MaxSHM, perr = prerender.ParseSize(*shmMax); perr != nil || lim.MaxSHM < 1 {
-			return nil, "", fmt.Errorf("--client-shm %q: want a size such as 1GiB, or 0 for no shared memory", *shmMax)
-		}
-	}
-	budget := int64(0)
-	if strings.TrimSpace(*clientMem) != "0" {
-		if budget, perr = prerender.ParseSize(*clientMem); perr != nil || budget < 1 {
-			return nil, "", fmt.Errorf("--client-memory %q: want a size such as 2GiB, or 0 for no budget", *clientMem)
-		}
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return nil, "", fmt.Errorf("--log-level %q: want debug, info, warn or error", *logLevel)
-	}
-	if *quiet {
-		level = max(level, slog.LevelWarn)
-	}
-	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
 	// Every client's training iteration states the same warnings (the
 	// shuffle buffer lowered): logged once.
 	tf.log = slog.New(newOnceHandler(log.Handler()))
 	srv := &server{lim: lim, log: log, mem: &serveMemory{budget: budget}}
 	if *from != "" {
-		if err := checkReplayFlags(fs); err != nil {
-			return nil, "", err
-		}
-		x, err := prerender.ReadIndex(*from)
-		if err != nil {
-			return nil, "", err
-		}
-		srv.stream = func(ctx context.Context, h sink.Hello, w *clientWriter, _ *sink.Ring, log *slog.Logger) error {
-			train, live := replayTrain(&tf, h.Resume, x), ""
-			if h.Resume != "" && prerender.IsLiveToken(h.Resume) && !tf.shuffle && tf.epochs == 1 {
-				// A token the stored batches carry resumes the plain
-				// replay that carried it (see replay).
-				train, live = nil, h.Resume
-			}
-			return streamReplay(ctx, h, w, *from, train, live)
-		}
+		err = srv.setupReplay(fs, *from, &tf)
 	} else {
 		rf.noBatchCheck = rf.noBatchCheck || bf.batchSize == 1 // see runStream
-		mix, err := rf.openMix(ctx, e)
-		if err != nil {
-			return nil, "", err
-		}
-		so := bf.options(&rf, tf.json())
-		// Each client's training options come with its hello; the
-		// rest is refused here rather than in every client's stream.
-		if err := pipeline.CheckStart(mix, so, nil); err != nil {
-			return nil, "", err
-		}
-		cache := &pipeline.IndexCache{} // one pre-pass for all clients
-		srv.mem.setLimit = serveMemoryLimit(e, mix)
-		srv.mem.init()
-		srv.need = func(h sink.Hello) clientNeed { return liveNeed(h, mix, &tf, int64(lim.Buffer)) }
-		for _, m := range mix {
-			srv.frames = srv.frames || pipeline.CameraBytesPerSample(m.Config) > 0
-		}
-		srv.stream = func(ctx context.Context, h sink.Hello, w *clientWriter, ring *sink.Ring, log *slog.Logger) error {
-			return streamLive(ctx, h, w, ring, mix, so, &tf, cache, srv.mem, srv.need(h))
-		}
-		srv.notes = append(srv.notes, func() {
-			log.Info("loaded", "dataset", mix[0].Config.Dataset.ID, "recipe", mix[0].Config.Recipe.Name())
-			logCameraNotes(log, mix)
-		})
+		err = srv.setupLive(ctx, e, &rf, &bf, &tf)
+	}
+	if err != nil {
+		return nil, "", err
 	}
 	return srv, *socket, nil
+}
+
+// parse checks --max-clients and --write-timeout, sets the client buffer
+// and shared-memory limits from --client-buffer and --client-shm, and
+// returns the --client-memory budget (0: none).
+func (lim *serveLimits) parse(bufSize, shmMax, clientMem string) (budget int64, err error) {
+	if lim.MaxClients < 1 {
+		return 0, fmt.Errorf("--max-clients must be at least 1, not %d", lim.MaxClients)
+	}
+	if lim.WriteTimeout < 0 {
+		return 0, fmt.Errorf("--write-timeout must be >= 0, not %v", lim.WriteTimeout)
+	}
+	n, perr := prerender.ParseSize(bufSize)
+	if perr != nil || n > 1<<30 {
+		return 0, fmt.Errorf("--client-buffer %q: want a size from 1B to 1GiB", bufSize)
+	}
+	lim.Buffer = int(n)
+	if strings.TrimSpace(shmMax) != "0" {
+		if lim.MaxSHM, perr = prerender.ParseSize(shmMax); perr != nil || lim.MaxSHM < 1 {
+			return 0, fmt.Errorf("--client-shm %q: want a size such as 1GiB, or 0 for no shared memory", shmMax)
+		}
+	}
+	if strings.TrimSpace(clientMem) != "0" {
+		if budget, perr = prerender.ParseSize(clientMem); perr != nil || budget < 1 {
+			return 0, fmt.Errorf("--client-memory %q: want a size such as 2GiB, or 0 for no budget", clientMem)
+		}
+	}
+	return budget, nil
+}
+
+// serveLogger returns the server's stderr logger at --log-level, at
+// least warn with -q.
+func serveLogger(e *env, logLevel string, quiet bool) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)
+	}
+	if quiet {
+		level = max(level, slog.LevelWarn)
+	}
+	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level})), nil
+}
+
+// setupReplay makes srv serve the pre-rendered shards of dir (--from).
+func (srv *server) setupReplay(fs *flag.FlagSet, dir string, tf *trainFlags) error {
+	if err := checkReplayFlags(fs); err != nil {
+		return err
+	}
+	x, err := prerender.ReadIndex(dir)
+	if err != nil {
+		return err
+	}
+	srv.stream = func(ctx context.Context, h sink.Hello, w *clientWriter, _ *sink.Ring, log *slog.Logger) error {
+		train, live := replayTrain(tf, h.Resume, x), ""
+		if h.Resume != "" && prerender.IsLiveToken(h.Resume) && !tf.shuffle && tf.epochs == 1 {
+			// A token the stored batches carry resumes the plain
+			// replay that carried it (see replay).
+			train, live = nil, h.Resume
+		}
+		return streamReplay(ctx, h, w, dir, train, live)
+	}
+	return nil
+}
+
+// setupLive makes srv render the datasets of the run flags for each
+// client.
+func (srv *server) setupLive(ctx context.Context, e *env, rf *runFlags, bf *batchFlags, tf *trainFlags) error {
+	mix, err := rf.openMix(ctx, e)
+	if err != nil {
+		return err
+	}
+	so := bf.options(rf, tf.json())
+	// Each client's training options come with its hello; the
+	// rest is refused here rather than in every client's stream.
+	if err := pipeline.CheckStart(mix, so, nil); err != nil {
+		return err
+	}
+	cache := &pipeline.IndexCache{} // one pre-pass for all clients
+	srv.mem.setLimit = serveMemoryLimit(e, mix)
+	srv.mem.init()
+	buffer := int64(srv.lim.Buffer)
+	srv.need = func(h sink.Hello) clientNeed { return liveNeed(h, mix, tf, buffer) }
+	for _, m := range mix {
+		srv.frames = srv.frames || pipeline.CameraBytesPerSample(m.Config) > 0
+	}
+	srv.stream = func(ctx context.Context, h sink.Hello, w *clientWriter, ring *sink.Ring, log *slog.Logger) error {
+		return streamLive(ctx, h, w, ring, mix, so, tf, cache, srv.mem, srv.need(h))
+	}
+	log := srv.log
+	srv.notes = append(srv.notes, func() {
+		log.Info("loaded", "dataset", mix[0].Config.Dataset.ID, "recipe", mix[0].Config.Recipe.Name())
+		logCameraNotes(log, mix)
+	})
+	return nil
 }
 
 // listenUnix listens on a Unix socket at path, created with mode 0600.

@@ -90,8 +90,15 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	if *from != "" {
 		return replay(ctx, e, fs, *from, *format, tf, *quiet, rankNote)
 	}
+	return streamRendered(ctx, e, &rf, &bf, &tf, *format, *quiet, rankNote)
+}
+
+// streamRendered renders the datasets of the run flags and writes their
+// batches to stdout in format: the plain stream, or the training order
+// when training flags are given or datasets are mixed.
+func streamRendered(ctx context.Context, e *env, rf *runFlags, bf *batchFlags, tf *trainFlags, format string, quiet bool, rankNote func()) error {
 	tf.log = stderrLog(e.stderr)
-	if *quiet {
+	if quiet {
 		tf.log = stderrLog(nil)
 	}
 	// Batches of one sample never mix rendered and passthrough frames:
@@ -101,11 +108,11 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		// Metadata (or option) errors come before the stream: the consumer
 		// gets them in-band too.
-		failInBand(e, *format, interruptedErr(ctx, err))
+		failInBand(e, format, interruptedErr(ctx, err))
 		return err
 	}
 	cfg := mix[0].Config
-	so := bf.options(&rf, tf.json())
+	so := bf.options(rf, tf.json())
 	var to *pipeline.TrainOptions
 	if tf.active() || len(mix) > 1 {
 		o := tf.options(tf.rank, tf.worldSize, 0, 1, tf.resume)
@@ -114,19 +121,19 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	// What the stream would refuse at its first batch is refused here,
 	// before any note or progress line.
 	if err := pipeline.CheckStart(mix, so, to); err != nil {
-		failInBand(e, *format, err)
+		failInBand(e, format, err)
 		return err
 	}
-	preview := *format == "msgpack" && isTerminal(e.stdout)
+	preview := format == "msgpack" && isTerminal(e.stdout)
 	if !preview {
 		// The preview lists the cameras and why one is not decoded; -q
 		// does not hide the warning.
 		logCameraNotes(stderrLog(e.stderr), mix)
 	}
 	rankNote()
-	o := openStreamOutput(ctx, e, *format, preview, tf.epochs)
+	o := openStreamOutput(ctx, e, format, preview, tf.epochs)
 	s := o.sink
-	prog := streamProgress(e, *quiet, cfg, o.written)
+	prog := streamProgress(e, quiet, cfg, o.written)
 	var st *pipeline.Stats
 	if to != nil {
 		limitTrainMemory(e, mix, *to)
@@ -134,7 +141,7 @@ func runStream(ctx context.Context, e *env, args []string) error {
 	} else {
 		st, err = pipeline.Stream(ctx, cfg, so, s)
 	}
-	return finishStream(e, *quiet, o, prog, st, err)
+	return finishStream(e, quiet, o, prog, st, err)
 }
 
 // finishStream flushes the output, ends the progress display and reports

@@ -312,59 +312,68 @@ func (h *Hub) serveHub(w http.ResponseWriter, r *http.Request) {
 	}
 	switch kind {
 	case "revision":
-		rev := strings.TrimPrefix(r.URL.Path, prefixAPI+"revision/")
-		if rev != "main" && rev != "v1.0" && rev != h.SHA && rev != "refs/pr/1" {
-			hubError(w, 404, "RevisionNotFound", "Invalid rev id: "+rev)
-			return
-		}
-		sib := []map[string]string{}
-		for _, p := range h.Paths {
-			sib = append(sib, map[string]string{"rfilename": p})
-		}
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{"_id": "x", "id": h.ID, "sha": h.SHA, "private": h.Token != "", "siblings": sib})
+		h.serveRevision(w, strings.TrimPrefix(r.URL.Path, prefixAPI+"revision/"))
 	case "tree":
 		h.serveTree(w, r, strings.TrimPrefix(r.URL.Path, prefixAPI+"tree/"))
 	case "resolve":
-		rest := strings.TrimPrefix(r.URL.Path, prefixResolve)
-		rev, p, _ := strings.Cut(rest, "/")
-		if rev != h.SHA {
-			h.Mu.Lock()
-			h.Unpinned++
-			h.Mu.Unlock()
-		}
-		f := h.Files[p]
-		if f == nil {
-			hubError(w, 404, "EntryNotFound", p+" does not exist on \"main\"")
-			return
-		}
-		h.Mu.Lock()
-		wrong := h.WrongEtag[p]
-		h.Mu.Unlock()
-		w.Header().Set("X-Repo-Commit", h.SHA)
-		if f.LFS {
-			etag := f.SHA256
-			if wrong {
-				etag = strings.Repeat("e", 64)
-			}
-			w.Header().Set("X-Linked-Etag", `"`+etag+`"`)
-			w.Header().Set("X-Linked-Size", strconv.Itoa(len(f.Data)))
-			w.Header().Set("ETag", `"`+etag+`"`)
-			h.Mu.Lock()
-			h.Sigs++
-			sig := h.Sigs
-			h.Mu.Unlock()
-			w.Header().Set("Location", h.CDN.URL+"/blobs/"+f.SHA256+"?X-Amz-Signature=sig-"+strconv.Itoa(sig))
-			w.WriteHeader(http.StatusFound)
-			return
-		}
-		etag := f.SHA1
-		if wrong {
-			etag = strings.Repeat("e", 40)
-		}
-		w.Header().Set("ETag", `"`+etag+`"`)
-		h.serveBytes(w, r, f, fl)
+		h.serveResolve(w, r, strings.TrimPrefix(r.URL.Path, prefixResolve), fl)
 	}
+}
+
+// serveRevision answers the revision API: the dataset's sha and files.
+func (h *Hub) serveRevision(w http.ResponseWriter, rev string) {
+	if rev != "main" && rev != "v1.0" && rev != h.SHA && rev != "refs/pr/1" {
+		hubError(w, 404, "RevisionNotFound", "Invalid rev id: "+rev)
+		return
+	}
+	sib := []map[string]string{}
+	for _, p := range h.Paths {
+		sib = append(sib, map[string]string{"rfilename": p})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{"_id": "x", "id": h.ID, "sha": h.SHA, "private": h.Token != "", "siblings": sib})
+}
+
+// serveResolve answers a resolve request for rest (REV/PATH): a redirect
+// to the CDN for an LFS file, else its bytes.
+func (h *Hub) serveResolve(w http.ResponseWriter, r *http.Request, rest string, fl *Fault) {
+	rev, p, _ := strings.Cut(rest, "/")
+	if rev != h.SHA {
+		h.Mu.Lock()
+		h.Unpinned++
+		h.Mu.Unlock()
+	}
+	f := h.Files[p]
+	if f == nil {
+		hubError(w, 404, "EntryNotFound", p+" does not exist on \"main\"")
+		return
+	}
+	h.Mu.Lock()
+	wrong := h.WrongEtag[p]
+	h.Mu.Unlock()
+	w.Header().Set("X-Repo-Commit", h.SHA)
+	if f.LFS {
+		etag := f.SHA256
+		if wrong {
+			etag = strings.Repeat("e", 64)
+		}
+		w.Header().Set("X-Linked-Etag", `"`+etag+`"`)
+		w.Header().Set("X-Linked-Size", strconv.Itoa(len(f.Data)))
+		w.Header().Set("ETag", `"`+etag+`"`)
+		h.Mu.Lock()
+		h.Sigs++
+		sig := h.Sigs
+		h.Mu.Unlock()
+		w.Header().Set("Location", h.CDN.URL+"/blobs/"+f.SHA256+"?X-Amz-Signature=sig-"+strconv.Itoa(sig))
+		w.WriteHeader(http.StatusFound)
+		return
+	}
+	etag := f.SHA1
+	if wrong {
+		etag = strings.Repeat("e", 40)
+	}
+	w.Header().Set("ETag", `"`+etag+`"`)
+	h.serveBytes(w, r, f, fl)
 }
 
 func (h *Hub) serveCDN(w http.ResponseWriter, r *http.Request) {

@@ -78,12 +78,40 @@ func main() {
 	p("\tv12, v13, v14, v15 := iv[4]^n, iv[5], ^iv[6], iv[7]")
 	// The rounds as statements, then without the stores nothing reads
 	// (the last round's updates of words other than v0 and v8).
-	type stmt struct {
-		comment string
-		dst     int   // state word written
-		reads   []int // state words read
-		code    string
+	stmts := roundStatements()
+	keep := liveStatements(stmts)
+	for i, st := range stmts {
+		switch {
+		case !keep[i]:
+		case st.dst < 0:
+			p("\t%s", st.comment)
+		default:
+			p("\t%s", st.code)
+		}
 	}
+	p("\treturn h0 ^ v0 ^ v8")
+	p("}")
+	src, err := format.Source(b.Bytes())
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := os.WriteFile(*out, src, 0o644); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// stmt is one statement of the unrolled rounds, or a round's comment.
+type stmt struct {
+	comment string
+	dst     int   // state word written; -1 for a comment
+	reads   []int // state words read
+	code    string
+}
+
+// roundStatements returns the statements of the twelve rounds: each
+// round's comment, then its eight G calls, the additions of message
+// words that are always zero left out.
+func roundStatements() []stmt {
 	var stmts []stmt
 	for r := range rounds {
 		stmts = append(stmts, stmt{comment: fmt.Sprintf("// Round %d.", r), dst: -1})
@@ -109,6 +137,12 @@ func main() {
 			st(bb, []int{bb, c}, "v%d = bits.RotateLeft64(v%d^v%d, -63)", bb, bb, c)
 		}
 	}
+	return stmts
+}
+
+// liveStatements says which statements to keep: the comments, and the
+// stores a later kept statement or the result (v0 and v8) reads.
+func liveStatements(stmts []stmt) []bool {
 	live := map[int]bool{0: true, 8: true} // the result reads v0 and v8
 	keep := make([]bool, len(stmts))
 	for i := len(stmts) - 1; i >= 0; i-- {
@@ -123,22 +157,5 @@ func main() {
 			}
 		}
 	}
-	for i, st := range stmts {
-		switch {
-		case !keep[i]:
-		case st.dst < 0:
-			p("\t%s", st.comment)
-		default:
-			p("\t%s", st.code)
-		}
-	}
-	p("\treturn h0 ^ v0 ^ v8")
-	p("}")
-	src, err := format.Source(b.Bytes())
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := os.WriteFile(*out, src, 0o644); err != nil {
-		log.Fatal(err)
-	}
+	return keep
 }
