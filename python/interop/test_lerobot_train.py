@@ -33,7 +33,7 @@ import torch
 from conftest import REPO
 
 from lrstream_client import read_stream
-from lrstream_client.lerobot import DatasetMetadata, delta_timestamps_flag, to_lerobot
+from lrstream_client.lerobot import DatasetMetadata, LeRobotBatches, LeRobotFormat, delta_timestamps_flag, to_lerobot
 from lrstream_client import train as trainmod
 
 STEPS = 20
@@ -163,6 +163,40 @@ def test_to_lerobot_matches_collated_lerobot(lrstream_bin, lerobot_datasets, uin
                 assert torch.equal(gv, wv), f"batch {i} {k}: values differ"
             else:
                 assert gv == wv, f"batch {i} {k}"
+
+
+def test_lerobot_format_options(lrstream_bin, lerobot_datasets):
+    """The two ways to ask for LeRobot's format: LRStreamDataset(transform=LeRobotFormat(...)) and
+    LeRobotBatches(read_stream(...)) give DataLoader(LeRobotDataset(...))'s batches."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+    from torch.utils.data import DataLoader
+
+    from lrstream_client import LRStreamDataset
+
+    root = lerobot_datasets["none"]
+    want = list(DataLoader(LeRobotDataset("interop/none", root=root), batch_size=16, shuffle=False))
+    meta = DatasetMetadata.load(str(root))
+    ds = LRStreamDataset(serve_args=["--dataset", str(root), "--batch-size", "16", "--cameras", "all"],
+                         lrstream=str(lrstream_bin), transform=LeRobotFormat(meta.camera_keys))
+    try:
+        via_dataset = [dict(b) for b in DataLoader(ds, batch_size=None, num_workers=0)]
+    finally:
+        ds.close()
+    p = subprocess.run([str(lrstream_bin), "stream", "--dataset", str(root), "--batch-size", "16", "--cameras", "all",
+                        "-q"], capture_output=True, timeout=300)
+    assert p.returncode == 0, p.stderr.decode()[-2000:]
+    import io
+
+    via_reader = list(LeRobotBatches(read_stream(io.BytesIO(p.stdout)), meta.camera_keys))
+    for got in (via_dataset, via_reader):
+        assert len(got) == len(want)
+        for w, g in zip(want, got):
+            assert g.keys() == w.keys()
+            for k, wv in w.items():
+                if isinstance(wv, torch.Tensor):
+                    assert g[k].dtype == wv.dtype and torch.equal(g[k], wv), k
+                else:
+                    assert g[k] == wv, k
 
 
 def test_delta_timestamps_flag():

@@ -27,7 +27,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Seque
 import numpy as np
 import torch
 
-__all__ = ["DatasetMetadata", "LeRobotBatches", "delta_timestamps_flag", "to_lerobot"]
+__all__ = ["DatasetMetadata", "LeRobotBatches", "LeRobotFormat", "delta_timestamps_flag", "to_lerobot"]
 
 # lrstream's own per-batch metadata column (LRStreamDataset's meta_key): not part of LeRobot's batch.
 _LRSTREAM_KEYS = ("_lrstream",)
@@ -201,6 +201,23 @@ def to_lerobot(batch: Mapping[str, Any], camera_keys: Sequence[str], *, return_u
                 v = v.to(torch.float32) / 255
         out[k] = v
     return out
+
+
+class LeRobotFormat:
+    """:func:`to_lerobot` as ``LRStreamDataset(transform=LeRobotFormat(meta.camera_keys))``:
+    every batch the DataLoader yields is in LeRobot's format (picklable, so it also runs in
+    spawned DataLoader workers). The transform runs where the batch is decoded -- in a worker
+    when there are workers -- so float32 frames would cross to the main process at 4x the
+    bytes: with workers prefer ``return_uint8=True`` and convert on the device in the loop
+    (``to_lerobot(batch, camera_keys, device=...)`` or lerobot-train's ``/ 255.0``)."""
+
+    def __init__(self, camera_keys: Sequence[str], *, return_uint8: bool = False, depth_keys: Sequence[str] = ()):
+        self.camera_keys = list(camera_keys)
+        self.depth_keys = list(depth_keys)
+        self.return_uint8 = return_uint8
+
+    def __call__(self, columns: Mapping[str, Any]) -> Dict[str, Any]:
+        return to_lerobot(columns, self.camera_keys, return_uint8=self.return_uint8, depth_keys=self.depth_keys)
 
 
 class LeRobotBatches:
