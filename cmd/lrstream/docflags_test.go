@@ -22,7 +22,15 @@ var otherToolFlags = map[string]string{
 	"cpus-per-task": "Slurm", "job-name": "Slurm", "mem": "Slurm", "time": "Slurm", "array": "Slurm",
 	"dependency": "Slurm", "requeue": "Slurm", "ntasks-per-node": "Slurm", "nproc-per-node": "torchrun",
 	"bogus": "wire-format.md's example of an unknown flag", "resize-hxw": "a Markdown anchor (#--resize-hxw)",
+	// python -m lrstream_client.train: lerobot-train's spellings (docs/lerobot-policies.md).
+	"policy.type": trainModule, "policy.FIELD": trainModule, "policy.down_dims": trainModule,
+	"policy.device": trainModule, "dataset.root": trainModule, "dataset.repo_id": trainModule,
+	"dataset.revision": trainModule, "batch_size": trainModule, "num_workers": trainModule,
+	"log_freq": trainModule, "save_freq": trainModule, "output_dir": trainModule, "lrstream_args": trainModule,
+	"steps": trainModule, "loader": trainModule, "device": trainModule,
 }
+
+const trainModule = "python -m lrstream_client.train"
 
 // knownStale are stale flag mentions in pages of other areas, reported to
 // their owners; the test fails once one is fixed, so that its entry goes.
@@ -68,7 +76,7 @@ func commandFlags(t *testing.T) map[string][]string {
 var docInvocation = regexp.MustCompile("(?:(?:^|[\\s`(/])lrstream |`)(gen|inspect|recipe|stream|serve|prerender|verify|validate|bench) (--[^`|;&>)#]*|[^`|;&>)#-][^`|;&>)#]*)")
 
 // docFlag finds a --flag token.
-var docFlag = regexp.MustCompile(`(?:^|[^a-zA-Z0-9_-])--([a-z][a-z0-9-]*)`)
+var docFlag = regexp.MustCompile(`(?:^|[^a-zA-Z0-9_-])--([a-z][a-z0-9-]*(?:[_.][A-Za-z0-9_.]*[A-Za-z0-9])?)`)
 
 // TestDocFlagsExist fails when README.md or docs/*.md mention a flag that
 // no lrstream command has (issue 24 item 14: hub.md and validate.md used
