@@ -525,10 +525,16 @@ class LRStreamDataset(IterableDataset):
 
     # -- server lifecycle ------------------------------------------------
     def _spawn(self, lrstream: Optional[str], args: List[str]) -> None:
-        if lrstream is None:
-            from ._binary import find_lrstream
+        from ._binary import find_lrstream, is_client_script
 
-            lrstream = find_lrstream()
+        try:
+            if lrstream is None:
+                lrstream = find_lrstream()  # never this package's console script (it would exec itself)
+            elif is_client_script(shutil.which(lrstream) or lrstream):
+                raise FileNotFoundError(f"lrstream={lrstream!r} is lrstream-client's console script, not the "
+                                        "lrstream binary")
+        except FileNotFoundError as e:
+            raise FileNotFoundError(f"LRStreamDataset(serve_args=...) cannot start a server: {e}") from None
         if not any(a == "--epochs" or a.startswith("--epochs=") for a in args):
             args = [*args, "--epochs", "0"]  # the loop picks epochs (set_epoch); the server serves any
         tmpdir = tempfile.mkdtemp(prefix="lrstream-")
