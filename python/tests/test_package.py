@@ -2,6 +2,8 @@
 the lrstream binary, and both entry points run it from a fresh venv."""
 
 import os
+import pty
+import select
 import shutil
 import subprocess
 import sys
@@ -124,3 +126,45 @@ def test_pure_wheel_finds_the_binary_on_path(tmp_path, lrstream_bin):
         envp = {**clean_env(venv, bindir), "LRSTREAM_BIN": str(binenv)}
         out = subprocess.run([str(script), "--version"], capture_output=True, text=True, env=envp, timeout=60)
         assert out.returncode == 1 and want_err in out.stderr, (binenv, out)
+
+
+def test_go_build_is_announced_on_the_terminal(tmp_path):
+    """pip shows a build backend's output only with -v: `pip install
+    ./python` compiled Go for minutes without a word. The backend says what
+    it does on the controlling terminal; a fake `go` (slow, writes the
+    binary) stands in for the real build."""
+    fakebin = tmp_path / "fakebin"
+    fakebin.mkdir()
+    go = fakebin / "go"
+    go.write_text("#!/bin/sh\nsleep 1.5\nwhile [ $# -gt 0 ]; do\n"
+                  "  if [ \"$1\" = -o ]; then shift; printf fake > \"$1\"; chmod +x \"$1\"; fi; shift\ndone\n")
+    go.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fakebin}{os.pathsep}{os.environ['PATH']}", "PIP_NO_INDEX": "1",
+           "LRSTREAM_WHEEL_BINARY": "1", "LRSTREAM_BUILD_PROGRESS_SECS": "0.5"}
+    master, slave = pty.openpty()
+    name = os.ttyname(slave)
+    try:
+        # A new session whose controlling terminal is the pty (as a user's
+        # shell); pip's own output goes to pipes.
+        p = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-index", "-w",
+                            str(tmp_path / "w"), os.path.join(ROOT, "python")],
+                           env=env, capture_output=True, text=True, timeout=300, start_new_session=True,
+                           preexec_fn=lambda: os.close(os.open(name, os.O_RDWR)))
+        assert p.returncode == 0, p
+        tty = b""
+        while select.select([master], [], [], 0.5)[0]:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            tty += chunk
+    finally:
+        os.close(master)
+        os.close(slave)
+    tty = tty.decode()
+    assert "building the lrstream binary for the wheel" in tty, tty
+    assert "still building the lrstream binary" in tty, tty
+    assert "built the lrstream binary in" in tty, tty
+    assert "building the lrstream binary" not in p.stdout, "pip shows backend output without -v now: drop the tty write"
