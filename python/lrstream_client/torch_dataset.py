@@ -372,6 +372,34 @@ def _pdeathsig(parent: int):
     return set_pdeathsig
 
 
+_PARENT_WATCH = "lrstream-parent-watch"
+
+
+def _exit_with_parent(every: float = 0.5) -> None:
+    """In a DataLoader worker: exit when the process that started it dies.
+
+    torch's workers notice a dead parent only between fetches, and a worker
+    whose pickled batch waits in a full pipe to the dead parent never exits
+    (its queue's feeder thread blocks forever). A daemon thread polls
+    getppid(): when the worker is reparented, its parent (the training
+    process, or forkserver, which exits with it) is gone and the worker
+    exits at once (os._exit: the blocked feeder is not joined). Idempotent
+    per process (the thread is found by name)."""
+    if any(t.name == _PARENT_WATCH for t in threading.enumerate()):
+        return
+    ppid = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == ppid and ppid != 1:
+            time.sleep(every)
+        sys.stderr.write(f"lrstream_client: DataLoader worker (pid {os.getpid()}): its parent (pid {ppid}) is gone; "
+                         "exiting\n")
+        sys.stderr.flush()
+        os._exit(1)
+
+    threading.Thread(target=watch, name=_PARENT_WATCH, daemon=True).start()
+
+
 def _stop_server(proc: subprocess.Popen, tmpdir: str, owner: int) -> None:
     if os.getpid() != owner:
         return
@@ -842,6 +870,8 @@ class LRStreamDataset(IterableDataset):
         """Connect at st's position (epoch, next) and read the header:
         (connection, arena, batches per epoch)."""
         where = f"lrstream server {self.socket_path} (rank {rank}, worker {worker})"
+        if in_worker:
+            _exit_with_parent()  # the worker exits when the training process dies
         # The shared-memory arena: without workers the camera tensors are
         # views of it; a worker copies each region into a shared-memory
         # tensor of its own (the DataLoader passes those by descriptor).
