@@ -665,7 +665,7 @@ class LRStreamDataset(IterableDataset):
             raise self._truncated(rm, "before its header")
         msg = raw if type(raw) is dict else decode_message(raw)
         if msg["type"] == "error":
-            raise StreamError(msg.get("message", "unknown error"))
+            raise _reader.stream_error(msg.get("message", "unknown error"))
         check_header(msg)
         if not isinstance(msg.get("training"), dict):
             raise ProtocolError("the lrstream server sent no 'training' header key: it predates hello positions; "
@@ -958,7 +958,7 @@ class LRStreamDataset(IterableDataset):
                         self._positions.close(gen)
                     return
                 if msg["type"] == "error":
-                    raise StreamError(msg.get("message", "unknown error"))
+                    raise _reader.stream_error(msg.get("message", "unknown error"))
                 raise ProtocolError(f"unexpected lrstream message type {msg['type']!r}")
         finally:
             rm._sock.close()
