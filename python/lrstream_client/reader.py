@@ -45,11 +45,14 @@ class StreamInterrupted(StreamError):
 
 def stream_error(message: str) -> StreamError:
     """The exception for an in-band error message: StreamInterrupted when it
-    says lrstream was interrupted (``interrupted`` at its start or after a
-    ``: ``; ``context canceled`` from lrstream stream before it said so;
+    says lrstream was interrupted (``lrstream stream was interrupted (...)``;
+    ``interrupted`` at its start or after a ``: ``; ``context canceled``
+    from lrstream stream before it said so;
     ``server shutting down`` from lrstream serve), else StreamError with
     lrstream's message."""
     m = message.strip()
+    if re.match(r"lrstream \w+ was interrupted\b", m):  # lrstream's own wording: clear as it is
+        return StreamInterrupted(message)
     if m.endswith("context canceled") or re.search(r"(^|: )interrupted\b", m, re.IGNORECASE):
         return StreamInterrupted(f"lrstream was interrupted (SIGINT/SIGTERM, e.g. Ctrl-C) before the end of the "
                                  f"stream; it said: {message}", message)
