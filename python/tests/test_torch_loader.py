@@ -392,12 +392,16 @@ def test_connect_and_read_timeouts(tmp_path):
     srv.bind(path)
     srv.listen(1)
     conns = []
-    threading.Thread(target=lambda: conns.append(srv.accept()), daemon=True).start()
+    t = threading.Thread(target=lambda: conns.append(srv.accept()), daemon=True)
+    t.start()
     ds = LRStreamDataset(path, read_timeout=0.5)
     t0 = time.monotonic()
     with pytest.raises(TimeoutError, match="read_timeout"):
         next(iter(ds))
     assert time.monotonic() - t0 < 2
+    t.join(5)
+    for c, _ in conns:
+        c.close()
     srv.close()
 
 
@@ -434,6 +438,12 @@ def _fake_camera_server(path, cut_seq):
     srv.listen(8)
 
     def serve(c):
+        try:
+            _serve(c)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the loader stopped reading (a checkpoint's break, a cut stream): expected
+
+    def _serve(c):
         with c:
             h = msgpack.Unpacker(raw=False)
             h.feed(c.recv(4096))
@@ -457,6 +467,17 @@ def _fake_camera_server(path, cut_seq):
 
     threading.Thread(target=accept, daemon=True).start()
     return srv
+
+
+def _stop(srv):
+    """Stops a fake server: shutdown wakes its accept thread (close alone
+    leaves it blocked for the session, and every later fork() of a
+    DataLoader warns about a multi-threaded process)."""
+    try:
+        srv.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    srv.close()
 
 
 @pytest.mark.parametrize("cut", [None, 2])
@@ -494,7 +515,7 @@ def test_worker_camera_batches(tmp_path, cut):
             else:
                 assert not b[CAM].any()
     finally:
-        srv.close()
+        _stop(srv)
 
 
 @pytest.mark.parametrize("dt,shared", [("|u1", True), ("<f4", True), ("<i8", True), ("<f2", True), ("|b1", True),
@@ -555,4 +576,4 @@ def test_worker_camera_resume(tmp_path):
         st = ds.state_dict()  # the whole epoch consumed; the next loop is epoch 1
         assert (st["epoch"], st["batches"], st["epoch_batches"], ds.epoch) == (0, 4, 4, 1)
     finally:
-        srv.close()
+        _stop(srv)

@@ -37,7 +37,7 @@ def alive(pid):
 def test_workers_exit_with_the_training_process(lrstream_bin, tmp_path):
     # 128-sample batches: pickled (no shared-memory tensors), larger than
     # the pipe, so a worker's queue blocks once the parent stops reading.
-    gen = serving(lrstream_bin, "--batch-size", "128", "--mode", "fallback", "--epochs", "0")
+    gen = serving(lrstream_bin, "--batch-size", "128", "--mode", "fallback", "--epochs", "0", "--cameras", "none")
     sock = next(gen)
     script = tmp_path / "train.py"
     script.write_text(SCRIPT.format(python=os.path.join(ROOT, "python"), sock=sock))
