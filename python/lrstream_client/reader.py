@@ -1287,6 +1287,13 @@ class StreamReader:
         return self._header
 
     def __iter__(self) -> Iterator[Batch]:
+        try:
+            yield from self._batches()
+        finally:
+            if self._done:
+                self.close()  # the stream is over (end, in-band error, truncation): release what it opened
+
+    def _batches(self) -> Iterator[Batch]:
         self.header
         shm = self._shm
         while not self._done:

@@ -571,3 +571,26 @@ if __name__ == "__main__":
     unittest.main()
 
 
+def test_reader_closes_the_file_it_opened_when_the_stream_is_over(tmp_path):
+    """A StreamReader given a path closes its file once the stream ended
+    (end, in-band error, truncation), without `with` (a ResourceWarning
+    otherwise: the suites run with warnings as errors)."""
+    import lrstream_client as lc
+    from _util import header, pack, stream
+
+    cases = {"end": (stream(5, 2), None), "error": (pack(header(), {"type": "error", "message": "boom"}), lc.StreamError),
+             "truncated": (stream(5, 2)[:-10], lc.TruncatedStreamError)}
+    for name, (data, exc) in cases.items():
+        p = tmp_path / f"{name}.msgpack"
+        p.write_bytes(data)
+        r = lc.StreamReader(str(p))
+        if exc is None:
+            assert len(list(r)) == 3
+        else:
+            try:
+                list(r)
+            except exc:
+                pass
+            else:
+                raise AssertionError(f"{name}: no {exc.__name__}")
+        assert r._file.closed, name

@@ -274,7 +274,7 @@ def test_server_failure_reaches_loop(lrstream_bin, sig, nw):
     # The kill must land mid-epoch: small batches, and samples large enough (a 200-step
     # action chunk, ~5 KB each, ~6 MB an epoch) that an epoch cannot sit whole in the socket
     # and client buffers by the time the signal arrives (otherwise the epoch simply ends).
-    args = ["--batch-size", "1", "--mode", "fallback", "--epochs", "0",
+    args = ["--batch-size", "1", "--mode", "fallback", "--epochs", "0", "--cameras", "none",
             "--delta-timestamps", "action=0:200/10"]
     code = SERVER_FAIL.format(py=os.path.join(ROOT, "python"), args=args, bin=lrstream_bin, nw=nw, sig=sig)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -329,6 +329,8 @@ def test_spawned_server_ends_when_python_is_killed(lrstream_bin):
         assert not _alive(pid), f"lrstream serve (pid {pid}) outlived the SIGKILLed process that spawned it"
     finally:
         p.kill()
+        p.wait()
+        p.stdout.close()
 
 
 def _alive(pid):
@@ -473,6 +475,8 @@ def _stop(srv):
     """Stops a fake server: shutdown wakes its accept thread (close alone
     leaves it blocked for the session, and every later fork() of a
     DataLoader warns about a multi-threaded process)."""
+    import socket
+
     try:
         srv.shutdown(socket.SHUT_RDWR)
     except OSError:
