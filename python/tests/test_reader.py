@@ -567,9 +567,6 @@ class ConnectReadTimeoutTest(unittest.TestCase):
             os.rmdir(d)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 def test_reader_closes_the_file_it_opened_when_the_stream_is_over(tmp_path):
     """A StreamReader given a path closes its file once the stream ended
@@ -594,3 +591,7 @@ def test_reader_closes_the_file_it_opened_when_the_stream_is_over(tmp_path):
             else:
                 raise AssertionError(f"{name}: no {exc.__name__}")
         assert r._file.closed, name
+
+
+if __name__ == "__main__":
+    unittest.main()
