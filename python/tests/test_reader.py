@@ -554,7 +554,8 @@ class ConnectReadTimeoutTest(unittest.TestCase):
         srv.bind(path)
         srv.listen(1)
         conns = []
-        threading.Thread(target=lambda: conns.append(srv.accept()), daemon=True).start()
+        t = threading.Thread(target=lambda: conns.append(srv.accept()), daemon=True)
+        t.start()
         t0 = time.monotonic()
         try:
             with self.assertRaisesRegex(TimeoutError, r"sent nothing within the socket's timeout \(read_timeout\)"):
@@ -562,10 +563,12 @@ class ConnectReadTimeoutTest(unittest.TestCase):
                     r.header
             self.assertLess(time.monotonic() - t0, 3)
         finally:
+            t.join(5)
+            for c, _ in conns:
+                c.close()  # the accepted connection (a ResourceWarning otherwise)
             srv.close()
             os.unlink(path)
             os.rmdir(d)
-
 
 
 def test_reader_closes_the_file_it_opened_when_the_stream_is_over(tmp_path):
