@@ -24,7 +24,11 @@ func TestDemo(t *testing.T) {
 	if info.CodebaseVersion != "v3.0" || info.TotalEpisodes != 12 || info.TotalFrames != 1175 {
 		t.Fatalf("unexpected demo info: %+v", info)
 	}
-	for _, p := range []string{"meta/tasks.parquet", "meta/episodes/chunk-000/file-000.parquet", "data/chunk-000/file-000.parquet"} {
+	for _, p := range []string{"meta/tasks.parquet", "meta/episodes/chunk-000/file-000.parquet", "data/chunk-000/file-000.parquet",
+		// Every camera's videos: the demo shows camera frames.
+		"videos/observation.images.front/chunk-000/file-000.mp4", "videos/observation.images.front/chunk-000/file-001.mp4",
+		"videos/observation.images.front/chunk-001/file-000.mp4", "videos/observation.images.wrist/chunk-000/file-000.mp4",
+		"videos/observation.images.wrist/chunk-000/file-001.mp4", "videos/observation.images.wrist/chunk-001/file-000.mp4"} {
 		if _, err := fs.Stat(d, p); err != nil {
 			t.Error(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -85,25 +86,38 @@ func TestDeterministic(t *testing.T) {
 }
 
 // TestDemoReproducible regenerates the committed demo dataset with the
-// command documented in docs/datagen.md and compares bytes.
+// command documented in docs/datagen.md and compares bytes: every file but
+// the videos, whose bytes depend on the FFmpeg build; those must be the
+// files FFmpeg writes (same names, codec, size and frame count).
 func TestDemoReproducible(t *testing.T) {
 	o := Options{
 		Episodes: 12, MinFrames: 60, MaxFrames: 150, FPS: 10, Cameras: []string{"front", "wrist"}, Dim: 6,
 		Density: DensityFull, Variant: VariantDocumented, FramesPerFile: 500, FilesPerChunk: 2, Seed: 7,
+		Videos: true, VideoHeight: 32, VideoWidth: 48, VideoGOP: 100,
 	}
+	requireFFmpeg(t)
 	dir, _ := gen(t, o)
-	got, want := readTree(t, dir), readTree(t, filepath.Join("..", "..", "testdata", "demo"))
+	demo := filepath.Join("..", "..", "testdata", "demo")
+	got, want := readTree(t, dir), readTree(t, demo)
 	if len(got) != len(want) {
 		t.Fatalf("demo has %d files, regenerated %d", len(want), len(got))
 	}
+	videos, size := 0, 0
 	for p, b := range want {
+		size += len(b)
+		if strings.HasSuffix(p, ".mp4") {
+			videos++
+			if g, w := probeVideo(t, filepath.Join(dir, p)), probeVideo(t, filepath.Join(demo, p)); g != w {
+				t.Errorf("testdata/demo/%s: %s, regenerated %s; regenerate it (docs/datagen.md)", p, w, g)
+			}
+			continue
+		}
 		if !bytes.Equal(b, got[p]) {
 			t.Errorf("testdata/demo/%s is not what the documented command generates; regenerate it (docs/datagen.md)", p)
 		}
 	}
-	var size int
-	for _, b := range want {
-		size += len(b)
+	if videos != 6 {
+		t.Errorf("demo has %d videos, want 6 (2 cameras x 3 data files)", videos)
 	}
 	if size > 500_000 {
 		t.Errorf("demo dataset is %d bytes, budget 500 KB", size)
@@ -738,5 +752,68 @@ func TestEnsure(t *testing.T) {
 	rec, err := os.ReadFile(filepath.Join(dir, "meta", "datagen.json"))
 	if err != nil || !strings.Contains(string(rec), fmt.Sprintf(`"seed": %d`, o.Seed)) {
 		t.Errorf("meta/datagen.json: %s %v", rec, err)
+	}
+}
+
+// requireFFmpeg skips a test without ffmpeg/ffprobe, except in CI (or with
+// LRSTREAM_REQUIRE_FFMPEG), where their absence fails it.
+func requireFFmpeg(t *testing.T) {
+	t.Helper()
+	for _, tool := range []string{"ffmpeg", "ffprobe"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") != "" || os.Getenv("LRSTREAM_REQUIRE_FFMPEG") != "" {
+				t.Fatalf("CI: %s not found: %v", tool, err)
+			}
+			t.Skipf("%s not found: %v", tool, err)
+		}
+	}
+}
+
+// probeVideo is a video file's codec, size and decoded frame count.
+func probeVideo(t *testing.T, path string) string {
+	t.Helper()
+	out, err := exec.Command("ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries",
+		"stream=codec_name,width,height,pix_fmt,nb_read_frames", "-of", "csv=p=0", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ffprobe %s: %v: %s", path, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestVideoGOP: --video-gop sets the videos' keyframe interval (LeRobot's
+// 2 by default) and is recorded in meta/datagen.json; bad values fail.
+func TestVideoGOP(t *testing.T) {
+	requireFFmpeg(t)
+	for _, tc := range []struct {
+		gop, keyframes int
+		record         string
+	}{
+		{0, 10, `"videos": "h264 32x16"`}, // default 2: 20 frames, 10 keyframes
+		{5, 4, `"videos": "h264 32x16 gop 5"`},
+		{100, 1, `"videos": "h264 32x16 gop 100"`},
+	} {
+		t.Run(fmt.Sprint(tc.gop), func(t *testing.T) {
+			o := Options{Episodes: 1, MinFrames: 20, MaxFrames: 20, Cameras: []string{"front"}, Density: DensitySparse,
+				Dim: 2, Tasks: 1, Videos: true, VideoWidth: 32, VideoHeight: 16, VideoGOP: tc.gop, Workers: 1}
+			dir, _ := gen(t, o)
+			out, err := exec.Command("ffprobe", "-v", "error", "-skip_frame", "nokey", "-count_frames", "-select_streams",
+				"v:0", "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0",
+				filepath.Join(dir, "videos", "observation.images.front", "chunk-000", "file-000.mp4")).CombinedOutput()
+			if err != nil {
+				t.Fatalf("ffprobe: %v: %s", err, out)
+			}
+			if got := strings.TrimSpace(string(out)); got != fmt.Sprint(tc.keyframes) {
+				t.Errorf("keyframes %s, want %d", got, tc.keyframes)
+			}
+			if b, _ := os.ReadFile(filepath.Join(dir, "meta", "datagen.json")); !bytes.Contains(b, []byte(tc.record)) {
+				t.Errorf("datagen.json lacks %s:\n%s", tc.record, b)
+			}
+		})
+	}
+	for _, gop := range []int{-1, 1001} {
+		o := Options{Episodes: 1, Videos: true, VideoGOP: gop}
+		if _, err := o.withDefaults(); err == nil || !strings.Contains(err.Error(), "video GOP") {
+			t.Errorf("gop %d: %v, want a video GOP error", gop, err)
+		}
 	}
 }

@@ -50,7 +50,11 @@ func (o *Options) videosRecord() string {
 	if !o.Videos || len(o.Cameras) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%s %dx%d", o.VideoCodec, o.VideoWidth, o.VideoHeight)
+	rec := fmt.Sprintf("%s %dx%d", o.VideoCodec, o.VideoWidth, o.VideoHeight)
+	if o.VideoGOP != DefaultVideoGOP {
+		rec += fmt.Sprintf(" gop %d", o.VideoGOP)
+	}
+	return rec
 }
 
 func (o *Options) recordJSON() []byte {

@@ -105,6 +105,10 @@ type Options struct {
 	// VideoCodec is "h264" (libx264, the default: fast to write) or "av1"
 	// (libsvtav1, LeRobot's default encoder).
 	VideoCodec string
+	// VideoGOP is the keyframe interval of the videos (default 2, what
+	// LeRobot's encoder writes: fast seeks, large files); a longer one makes
+	// small files (the embedded demo's videos use 100).
+	VideoGOP int
 	// Seed seeds every random choice; equal Options give identical bytes.
 	Seed uint64
 	// Workers is the number of data files written concurrently (0 means
@@ -212,6 +216,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.VideoCodec == "" {
 		o.VideoCodec = "h264"
+	}
+	if o.VideoGOP == 0 {
+		o.VideoGOP = DefaultVideoGOP
+	}
+	if o.VideoGOP < 1 || o.VideoGOP > 1000 {
+		return o, fmt.Errorf("datagen: video GOP %d: want 1 to 1000 frames", o.VideoGOP)
 	}
 	if o.VideoWidth < 16 || o.VideoHeight < 16 || o.VideoWidth%2 != 0 || o.VideoHeight%2 != 0 {
 		return o, fmt.Errorf("datagen: video size %dx%d: want even dimensions of at least 16", o.VideoWidth, o.VideoHeight)

@@ -11,6 +11,10 @@ import (
 	"github.com/lrstream/lrstream/internal/procenv"
 )
 
+// DefaultVideoGOP is the keyframe interval LeRobot's video encoder writes
+// (g=2).
+const DefaultVideoGOP = 2
+
 // videoCodecName is info.json's video.codec: the codec written, or
 // "av1" (LeRobot's default) when no video is written.
 func videoCodecName(o *Options) string {
@@ -41,11 +45,12 @@ func (p *plan) writeVideos(ctx context.Context, root string) error {
 			src := fmt.Sprintf("testsrc2=size=%dx%d:rate=%d,hue=h=%d", o.VideoWidth, o.VideoHeight, o.FPS, 97*ci)
 			args := []string{"-nostdin", "-hide_banner", "-loglevel", "error", "-y",
 				"-f", "lavfi", "-i", src, "-frames:v", strconv.FormatInt(f.rows, 10), "-pix_fmt", "yuv420p"}
+			gop := strconv.Itoa(o.VideoGOP)
 			switch o.VideoCodec {
 			case "av1":
-				args = append(args, "-c:v", "libsvtav1", "-g", "2", "-crf", "30", "-preset", "12", "-svtav1-params", "verbose=0")
+				args = append(args, "-c:v", "libsvtav1", "-g", gop, "-crf", "30", "-preset", "12", "-svtav1-params", "verbose=0")
 			default:
-				args = append(args, "-c:v", "libx264", "-g", "2", "-preset", "veryfast", "-crf", "23")
+				args = append(args, "-c:v", "libx264", "-g", gop, "-preset", "veryfast", "-crf", "23")
 			}
 			args = append(args, path)
 			cmd := exec.CommandContext(ctx, ff, args...)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -145,14 +146,67 @@ func TestCamerasWithoutFFmpeg(t *testing.T) {
 	if len(cameraColumns(h)) != 0 || len(h.Cameras) != 2 || h.Cameras[0].Decoded {
 		t.Fatalf("--cameras none: columns %v, cameras %+v", cameraColumns(h), h.Cameras)
 	}
-	// The embedded demo declares cameras without video files: auto
-	// decodes nothing and needs no FFmpeg.
-	out, errb, code = runCmd(t, "stream", "-q")
+	// The embedded demo's cameras under the default auto, without FFmpeg:
+	// the newcomer's first command streams without camera frames, saying
+	// why; an explicit --cameras still needs FFmpeg.
+	out, errb, code = runCmd(t, "stream")
 	if code != 0 {
 		t.Fatalf("demo: %s", errb)
 	}
-	if h := headerOf(t, out); len(cameraColumns(h)) != 0 || len(h.Cameras) == 0 {
+	if h := headerOf(t, out); len(cameraColumns(h)) != 0 || len(h.Cameras) != 2 || h.Cameras[0].Decoded {
 		t.Fatalf("demo: columns %v, cameras %+v", cameraColumns(h), h.Cameras)
+	}
+	const note = "cameras: lrstream-demo declares observation.images.front, observation.images.wrist; decoding none: FFmpeg not found (install it to see the demo's camera frames, e.g. `apt-get install ffmpeg`); --cameras none to silence"
+	if !strings.Contains(errb, note) {
+		t.Fatalf("demo without FFmpeg: stderr %q, want the note %q", errb, note)
+	}
+	if _, errb, code := runCmd(t, "stream", "--cameras", "all"); code != 1 || !strings.Contains(errb, "ffmpeg not found") {
+		t.Fatalf("demo --cameras all without FFmpeg: exit %d, stderr %q", code, errb)
+	}
+}
+
+// TestDemoShowsCameraFrames: the embedded demo ships tiny videos, so the
+// first command of the README (`lrstream stream`, no flags) carries every
+// kind of column, camera frames included (issue 24 item 16).
+func TestDemoShowsCameraFrames(t *testing.T) {
+	cameraDataset(t) // FFmpeg is required (in CI) or the test is skipped
+	out, errb, code := runCmd(t, "stream", "--batch-size", "4", "--episodes", "0,11")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	if strings.Contains(errb, "cameras:") {
+		t.Errorf("a camera note: %s", errb)
+	}
+	st, err := sink.Decode(bytes.NewReader([]byte(out)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"observation.images.front", "observation.images.wrist"}
+	if got := cameraColumns(st.Header); !slices.Equal(got, want) {
+		t.Fatalf("camera columns %v, want %v", got, want)
+	}
+	for _, c := range st.Header.Cameras {
+		if !c.Decoded {
+			t.Errorf("camera %+v not decoded", c)
+		}
+	}
+	if len(st.Batches) == 0 {
+		t.Fatal("no batch")
+	}
+	b := st.Batches[0]
+	for _, k := range append(want, "observation.state", "action", "index", "task", "messages") {
+		if b.Column(k) == nil {
+			t.Errorf("first batch lacks column %s", k)
+		}
+	}
+	for _, k := range want {
+		a, ok := b.Column(k).(*sink.Array)
+		if !ok || a.DType != "|u1" || !slices.Equal(a.Shape, []int{4, 3, 32, 48}) || len(a.Data) != 4*3*32*48 {
+			t.Fatalf("%s: %T %+v, want |u1 [4 3 32 48]", k, b.Column(k), a)
+		}
+		if bytes.Count(a.Data, []byte{0}) == len(a.Data) {
+			t.Errorf("%s: black frames", k)
+		}
 	}
 }
 

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -66,7 +68,8 @@ func realNoVideos(t *testing.T) string {
 func TestCamerasAbsentFailAtStartup(t *testing.T) {
 	real := realNoVideos(t)
 	recipe := filepath.Join("..", "..", "testdata", "demo-recipe.yaml")
-	demoFirst := "--cameras all: camera observation.images.front: video file videos/observation.images.front/chunk-000/file-000.mp4 (episode 0) is not in lrstream-demo"
+	nov := demoWithoutVideos(t) // the demo ships videos: a copy without them
+	demoFirst := "--cameras all: camera observation.images.front: video file videos/observation.images.front/chunk-000/file-000.mp4 (episode 0) is not in " + nov
 	hints := []string{"--cameras none", "--cameras auto"}
 	tests := []struct {
 		name   string
@@ -88,6 +91,9 @@ func TestCamerasAbsentFailAtStartup(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tmp := t.TempDir()
 			args := tempArgs(tmp, tc.args...)
+			if !slices.Contains(args, "--dataset") {
+				args = append(args, "--dataset", nov, "--recipe", recipe)
+			}
 			out, errb, code := runCmd(t, args...)
 			if code != 1 {
 				t.Fatalf("exit %d, stderr %q", code, errb)
@@ -105,13 +111,43 @@ func TestCamerasAbsentFailAtStartup(t *testing.T) {
 	}
 }
 
+// demoWithoutVideos is a copy of the demo dataset without its videos
+// directory: a dataset declaring cameras whose video files are absent.
+func demoWithoutVideos(t *testing.T) string {
+	t.Helper()
+	src := filepath.Join("..", "..", "testdata", "demo")
+	dst := filepath.Join(t.TempDir(), "novideos")
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		switch {
+		case rel == "videos":
+			return filepath.SkipDir
+		case d.IsDir():
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
 // TestCameraNoteLogged: when --cameras auto leaves the dataset's cameras
 // out (video files absent), every command says so once on stderr (log/slog)
 // — the stream being piped, no preview shows it — as a warning -q does
 // not hide, unless --cameras none asks for silence (issue item 2; issue
 // 25 item 4).
 func TestCameraNoteLogged(t *testing.T) {
-	const note = `level=WARN msg="cameras: lrstream-demo declares observation.images.front, observation.images.wrist; decoding none: video files absent, e.g. videos/observation.images.front/chunk-000/file-000.mp4; --cameras none to silence"`
+	ds := demoWithoutVideos(t)
+	note := `level=WARN msg="cameras: ` + ds + ` declares observation.images.front, observation.images.wrist; decoding none: video files absent, e.g. videos/observation.images.front/chunk-000/file-000.mp4; --cameras none to silence"`
 	tests := []struct {
 		args []string
 		want int // notes
@@ -132,7 +168,7 @@ func TestCameraNoteLogged(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			tmp := t.TempDir()
-			args := append([]string(nil), tc.args...)
+			args := append(append([]string(nil), tc.args...), "--dataset", ds, "--recipe", filepath.Join("..", "..", "testdata", "demo-recipe.yaml"))
 			for i, a := range args {
 				switch a {
 				case "OUT":

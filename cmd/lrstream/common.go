@@ -295,7 +295,7 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 			return nil, err
 		}
 	}
-	if err := f.setupCameras(ctx, cfg); err != nil {
+	if err := f.setupCameras(ctx, cfg, dataset == ""); err != nil {
 		return nil, err
 	}
 	// Once the dataset is checked: a failing run prints only its error.
@@ -407,7 +407,7 @@ func checkFeatures(ds *schema.Dataset, features []string) error {
 
 // setupCameras applies --piece-mb, --cameras, --depth-unit and --resize
 // to cfg.
-func (f *runFlags) setupCameras(ctx context.Context, cfg *pipeline.Config) error {
+func (f *runFlags) setupCameras(ctx context.Context, cfg *pipeline.Config, demo bool) error {
 	if f.pieceMB < 0 {
 		return fmt.Errorf("--piece-mb %d: want a positive number of MiB", f.pieceMB)
 	}
@@ -419,7 +419,7 @@ func (f *runFlags) setupCameras(ctx context.Context, cfg *pipeline.Config) error
 			return err
 		}
 	}
-	return pipeline.SetupCameras(ctx, cfg, co)
+	return setupCameras(ctx, cfg, co, demo) // the embedded demo without FFmpeg: democams.go
 }
 
 // parseResize parses --resize HxW.

@@ -28,6 +28,9 @@ var otherToolFlags = map[string]string{
 	"dataset.revision": trainModule, "batch_size": trainModule, "num_workers": trainModule,
 	"log_freq": trainModule, "save_freq": trainModule, "output_dir": trainModule, "lrstream_args": trainModule,
 	"steps": trainModule, "loader": trainModule, "device": trainModule,
+	"root": "python/interop/fake_hub.py", "repo": "python/interop/fake_hub.py", "port": "python/interop/fake_hub.py",
+	"cdn-port": "python/interop/fake_hub.py", "sha": "python/interop/fake_hub.py", "token": "python/interop/fake_hub.py",
+	"page-size": "python/interop/fake_hub.py",
 }
 
 const trainModule = "python -m lrstream_client.train"

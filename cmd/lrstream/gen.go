@@ -48,6 +48,7 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	videos := fs.Bool("videos", false, "write the cameras' mp4 files through FFmpeg (one per camera and data file, episodes back to back)")
 	videoSize := fs.String("video-size", "480x640", "camera frame size HEIGHTxWIDTH: the cameras' declared shape, the frame VQA boxes, points and traces lie in, and with --videos the videos' size")
 	videoCodec := fs.String("video-codec", "h264", "video codec with --videos: h264 (fast to write) or av1 (what LeRobot writes)")
+	videoGOP := fs.Int("video-gop", datagen.DefaultVideoGOP, "keyframe interval of the videos with --videos (LeRobot writes 2; longer: smaller files)")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: lrstream gen --out DIR [flags]\n\nWrites a synthetic LeRobot v3 dataset with language annotations.\n\nflags:")
 		printFlags(fs)
@@ -63,7 +64,7 @@ func runGen(ctx context.Context, e *env, args []string) error {
 		Episodes: *episodes, MinFrames: *minFrames, MaxFrames: *maxFrames, FPS: *fps,
 		Cameras: cams, Dim: *dim, Density: datagen.Density(*density), Variant: datagen.Variant(*variant),
 		Tasks: *tasks, Seed: *seed, FilesPerChunk: *filesPerChunk, FramesPerFile: *framesPerFile,
-		Workers: *workers, Force: *force, Videos: *videos, VideoCodec: *videoCodec,
+		Workers: *workers, Force: *force, Videos: *videos, VideoCodec: *videoCodec, VideoGOP: *videoGOP,
 	}
 	// The size is declared (info.json) and the annotations point into it
 	// with or without --videos.

@@ -33,10 +33,10 @@ func TestStreamWithoutRecipe(t *testing.T) {
 		flags   []string // flags of both runs
 		cameras int      // camera columns expected
 	}{
-		{"demo --recipe none", []string{"--recipe", "none"}, demo, nil, 0},
-		{"demo shuffled", []string{"--recipe", "none"}, demo, []string{"--shuffle", "--seed", "4", "--epochs", "1"}, 0},
-		{"demo partitioned", []string{"--recipe", "none"}, demo, []string{"--shuffle", "--order", "partitioned", "--partitions", "3", "--seed", "2", "--epochs", "2"}, 0},
-		{"demo delta timestamps", []string{"--recipe", "none"}, demo, []string{"--delta-timestamps", "action=0:4/10,observation.state=-1/10,0"}, 0},
+		{"demo --recipe none", []string{"--recipe", "none"}, demo, nil, 2}, // the demo's cameras
+		{"demo shuffled", []string{"--recipe", "none"}, demo, []string{"--cameras", "none", "--shuffle", "--seed", "4", "--epochs", "1"}, 0},
+		{"demo partitioned", []string{"--recipe", "none"}, demo, []string{"--cameras", "none", "--shuffle", "--order", "partitioned", "--partitions", "3", "--seed", "2", "--epochs", "2"}, 0},
+		{"demo delta timestamps", []string{"--recipe", "none"}, demo, []string{"--cameras", "none", "--delta-timestamps", "action=0:4/10,observation.state=-1/10,0"}, 0},
 		{"conformance dataset", []string{"--dataset", conf}, anyRecipe, []string{"--cameras", "none", "--keep-language"}, 0},
 		{"conformance dataset shuffled", []string{"--dataset", conf}, anyRecipe, []string{"--cameras", "none", "--shuffle", "--seed", "1", "--epochs", "2"}, 0},
 	} {

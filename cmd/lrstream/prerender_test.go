@@ -106,9 +106,11 @@ func TestPrerenderReplayEqualsStream(t *testing.T) {
 		args []string
 	}
 	cases := []tc{
-		{"demo", nil},
-		{"demo-keep-language", []string{"--batch-size", "5", "--keep-language", "--mode", "fallback"}},
-		{"demo-shuffled", []string{"--shuffle", "--seed", "7", "--epochs", "2", "--batch-size", "16"}},
+		// --cameras none: prerender's default (the demo has cameras; camera
+		// replays: TestCamerasPrerenderReplay).
+		{"demo", []string{"--cameras", "none"}},
+		{"demo-keep-language", []string{"--cameras", "none", "--batch-size", "5", "--keep-language", "--mode", "fallback"}},
+		{"demo-shuffled", []string{"--cameras", "none", "--shuffle", "--seed", "7", "--epochs", "2", "--batch-size", "16"}},
 	}
 	for _, ds := range []string{"pub_documented_top_wrist", "pub_inferred_front_wrist", "pub_jsonext_front_wrist", "pub_sorted_three_cams"} {
 		cases = append(cases, tc{ds, []string{"--dataset", prShared(t, "conformance", "datasets", ds),
@@ -160,7 +162,7 @@ func TestPrerenderCommandRefusalsAndOverwrite(t *testing.T) {
 	if _, errb, code = prRun(t, nil, "prerender", "-q", "--out", dir, "--shard-size", "20KB", "--batch-size", "8", "--overwrite"); code != 0 {
 		t.Fatalf("--overwrite: exit %d: %s", code, errb)
 	}
-	want, _, _ := prRun(t, nil, "stream", "-q", "--batch-size", "8")
+	want, _, _ := prRun(t, nil, "stream", "-q", "--batch-size", "8", "--cameras", "none")
 	if got := prReplay(t, dir, pipeline.Share{}); !bytes.Equal(got, []byte(want)) {
 		t.Fatal("replay after --overwrite differs from stream")
 	}

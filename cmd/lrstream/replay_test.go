@@ -24,7 +24,7 @@ func TestStreamAndServeFromPrerendered(t *testing.T) {
 	if _, errb, code := runCmd(t, "prerender", "--out", dir, "--shard-size", "40KB", "--batch-size", "16", "-q"); code != 0 {
 		t.Fatalf("prerender: exit %d: %s", code, errb)
 	}
-	live, errb, code := runCmd(t, "stream", "--batch-size", "16", "-q")
+	live, errb, code := runCmd(t, "stream", "--batch-size", "16", "-q", "--cameras", "none") // prerender's default
 	if code != 0 {
 		t.Fatalf("stream: %s", errb)
 	}

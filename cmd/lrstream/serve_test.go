@@ -162,7 +162,7 @@ func TestServeStalledClientsBounded(t *testing.T) {
 // returns to its floor when they leave.
 func TestServeClientMemory(t *testing.T) {
 	args := []string{"--mode", "fallback", "--shuffle", "--seed", "3", "--order", "partitioned", "--partitions", "4",
-		"--batch-size", "8", "--client-buffer", "32KiB", "--shuffle-buffer", "64", "--epochs", "0"}
+		"--batch-size", "8", "--client-buffer", "32KiB", "--shuffle-buffer", "64", "--epochs", "0", "--cameras", "none"}
 	// The estimates, from a server without a budget: one consumer holds
 	// all four partitions' open episodes, a consumer of four one.
 	probe, _, _ := startServer(t, append(args, "--client-memory", "0")...)

@@ -8,6 +8,11 @@ tagged for this platform (``py3-none-<platform>``), as ruff and uv ship
 theirs. Otherwise (or with ``LRSTREAM_WHEEL_BINARY=0``) it builds a
 pure-Python ``py3-none-any`` wheel, which looks for ``lrstream`` on PATH.
 ``LRSTREAM_WHEEL_BINARY=1`` makes a missing Go toolchain an error.
+
+pip shows a backend's output only with ``-v``: the Go build announces
+itself (and every 30 s that it is still going) on the controlling terminal
+as well as stderr, so ``pip install ./python`` does not sit silent for the
+minutes a cold Go build takes.
 """
 
 from __future__ import annotations
@@ -18,9 +23,11 @@ import io
 import os
 import shutil
 import subprocess
+import sys
 import sysconfig
 import tarfile
 import tempfile
+import time
 import zipfile
 
 NAME = "lrstream_client"
@@ -58,8 +65,42 @@ def _go_binary(tmp: str):
         return None
     out = os.path.join(tmp, "lrstream")
     env = {**os.environ, "CGO_ENABLED": os.environ.get("CGO_ENABLED", "0")}
-    subprocess.run(["go", "build", "-trimpath", "-o", out, "./cmd/lrstream"], cwd=REPO, check=True, env=env)
+    cmd = ["go", "build", "-trimpath", "-o", out, "./cmd/lrstream"]
+    _say(f"lrstream-client: building the lrstream binary for the wheel ({' '.join(cmd[:3])} ./cmd/lrstream in {REPO}); "
+         "from a cold Go cache this takes minutes. LRSTREAM_WHEEL_BINARY=0 builds a pure-Python wheel instead "
+         "(docs/python.md, \"Installing\").")
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env)
+    while True:
+        try:
+            rc = proc.wait(timeout=PROGRESS_EVERY)
+            break
+        except subprocess.TimeoutExpired:
+            _say(f"lrstream-client: still building the lrstream binary ({time.monotonic() - t0:.0f} s)")
+    if rc != 0:
+        raise subprocess.CalledProcessError(rc, cmd)
+    _say(f"lrstream-client: built the lrstream binary in {time.monotonic() - t0:.0f} s")
     return out
+
+
+# How often a long Go build says it is still going (seconds).
+PROGRESS_EVERY = float(os.environ.get("LRSTREAM_BUILD_PROGRESS_SECS") or 30)
+
+
+def _say(msg: str) -> None:
+    """msg on stderr and, when stderr is not a terminal, on the controlling
+    terminal too: pip captures a build backend's output and shows it only
+    with -v, so a user would see nothing for the minutes a Go build takes."""
+    line = msg + "\n"
+    sys.stderr.write(line)
+    sys.stderr.flush()
+    try:
+        if sys.stderr.isatty():
+            return
+        with open("/dev/tty", "w") as tty:
+            tty.write(line)
+    except OSError:  # no controlling terminal (CI, a daemon): stderr only
+        pass
 
 
 def _record_line(arc: str, data: bytes) -> str:

@@ -15,6 +15,12 @@ Endpoints (the ones lrstream's fetch/ and huggingface_hub use for datasets):
 
 Every request is appended to ``hub.log`` as ``(method, path, authorization)``. With
 ``token`` set, requests to the API/resolve endpoints without ``Bearer <token>`` get 401.
+
+By hand (docs/hub.md, "Trying the Hub path offline")::
+
+    python python/interop/fake_hub.py --root DIR --repo ORG/NAME [--port 8080] [-v]
+
+serves DIR until Ctrl-C (or SIGTERM) and prints the ``HF_ENDPOINT`` to use.
 """
 
 from __future__ import annotations
@@ -33,8 +39,9 @@ class FakeHub:
     """Serve ``root`` as dataset ``repo_id`` at commit ``sha`` on 127.0.0.1."""
 
     def __init__(self, root: Path, repo_id: str, sha: str = "c0ffee" + "0" * 34, token: str | None = None,
-                 page_size: int = 4):
+                 page_size: int = 4, port: int = 0, cdn_port: int = 0, verbose=None):
         self.repo_id, self.sha, self.token, self.page_size = repo_id, sha, token, page_size
+        self.verbose = verbose  # a text stream each request is written to, or None
         self.log: list[tuple[str, str, str | None]] = []
         self.files: dict[str, dict] = {}
         for p in sorted(Path(root).rglob("*")):
@@ -62,8 +69,8 @@ class FakeHub:
                 hub._serve(self, head=False)
 
         # The Hub and its CDN are two hosts (two ports), as on huggingface.co.
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.cdn = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.cdn = ThreadingHTTPServer(("127.0.0.1", cdn_port), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         # Another host name too: huggingface_hub follows same-host redirects on HEAD (ports ignored).
         self.cdn_url = f"http://localhost:{self.cdn.server_address[1]}"
@@ -104,6 +111,8 @@ class FakeHub:
         auth = h.headers.get("Authorization")
         with self._lock:
             self.log.append((h.command, h.path, auth))
+            if self.verbose is not None:
+                print(f"{'cdn' if h.server is self.cdn else 'hub'}: {h.command} {h.path}", file=self.verbose, flush=True)
         api = f"/api/datasets/{self.repo_id}/"
         resolve = f"/datasets/{self.repo_id}/resolve/"
         on_cdn = h.server is self.cdn
@@ -189,3 +198,49 @@ class FakeHub:
             hdr["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
             return self._send(h, 206, data[start:end + 1], hdr, head)
         return self._send(h, 200, data, hdr, head)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve a dataset directory as a Hub dataset until SIGINT/SIGTERM."""
+    import argparse
+    import signal
+    import sys
+
+    ap = argparse.ArgumentParser(
+        prog="fake_hub.py", description="Serve a local LeRobot dataset directory as a Hugging Face Hub dataset "
+        "(API, resolve, LFS redirects to a second 'CDN' port), to try lrstream's Hub path offline.")
+    ap.add_argument("--root", required=True, type=Path, help="the dataset directory to serve (meta/, data/, videos/)")
+    ap.add_argument("--repo", default="local/dataset", help="the repo id it is served as (ORG/NAME; default %(default)s)")
+    ap.add_argument("--port", type=int, default=8080, help="the Hub's port on 127.0.0.1 (0: any free port; default %(default)s)")
+    ap.add_argument("--cdn-port", type=int, default=0, help="the CDN's port (LFS files redirect there; default: any free port)")
+    ap.add_argument("--sha", default="c0ffee" + "0" * 34, help="the commit SHA (40 hex) every revision resolves to")
+    ap.add_argument("--token", help="require 'Authorization: Bearer TOKEN' (try HF_TOKEN with a private dataset)")
+    ap.add_argument("--page-size", type=int, default=50, help="tree entries per page (default %(default)s)")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print every request on stderr")
+    a = ap.parse_args(argv)
+    if not (a.root / "meta" / "info.json").is_file():
+        ap.error(f"--root {a.root}: no meta/info.json (not a LeRobot dataset directory)")
+    if a.repo.count("/") != 1 or not all(a.repo.split("/")):
+        ap.error(f"--repo {a.repo!r}: want ORG/NAME")
+    if len(a.sha) != 40 or any(c not in "0123456789abcdef" for c in a.sha):
+        ap.error(f"--sha {a.sha!r}: want 40 lowercase hex digits")
+    try:
+        hub = FakeHub(a.root, a.repo, sha=a.sha, token=a.token, page_size=a.page_size, port=a.port,
+                      cdn_port=a.cdn_port, verbose=sys.stderr if a.verbose else None)
+    except OSError as e:
+        ap.error(f"cannot listen on 127.0.0.1:{a.port} / {a.cdn_port}: {e}")
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with hub:
+        print(f"fake Hub: serving {a.root} as dataset {a.repo} at commit {a.sha} ({len(hub.files)} files); "
+              f"CDN {hub.cdn_url}; Ctrl-C stops", flush=True)
+        print(f"export HF_ENDPOINT={hub.url}", flush=True)
+        while not stop.wait(1):
+            pass
+    print("fake Hub: stopped", file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

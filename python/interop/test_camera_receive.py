@@ -99,7 +99,7 @@ def test_stream_reader_pipe(lrstream_bin, dataset, recorded):
     _, frames = recorded
     p = subprocess.Popen([str(lrstream_bin), "stream", "--dataset", str(dataset), "--recipe", str(RECIPE), *ARGS],
                          stdout=subprocess.PIPE)
-    with StreamReader(p.stdout) as r:
+    with p.stdout, StreamReader(p.stdout) as r:  # the pipe too (a ResourceWarning otherwise)
         batches = list(r)
         assert r.end["samples"] == len(frames)
     assert p.wait() == 0

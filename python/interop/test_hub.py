@@ -159,3 +159,43 @@ def test_token_sources_read_like_huggingface_hub(lrstream_bin, lerobot_datasets,
     assert py_auth == {f"Bearer {TOKEN}"}, py_auth
     assert go_auth == py_auth, f"lrstream sent {go_auth}, huggingface_hub {py_auth}"
     assert go_cdn == {None}, f"lrstream sent {go_cdn} to the CDN (another host)"
+
+
+def test_fake_hub_command_line(lrstream_bin, tmp_path):
+    """`python fake_hub.py --root DIR --repo ORG/NAME` serves DIR by hand
+    (docs/hub.md, "Trying the Hub path offline"): lrstream streams it as
+    ORG/NAME with the batches of the local directory, and Ctrl-C stops it."""
+    import signal
+
+    demo = HERE.parent.parent / "testdata" / "demo"
+    bad = subprocess.run([sys.executable, str(HERE / "fake_hub.py"), "--root", str(tmp_path)],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "no meta/info.json" in bad.stderr, bad
+    p = subprocess.Popen([sys.executable, str(HERE / "fake_hub.py"), "--root", str(demo), "--repo", "demo/robot",
+                          "--port", "0", "-v"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = p.stdout.readline()
+        assert first.startswith(f"fake Hub: serving {demo} as dataset demo/robot"), first
+        line = p.stdout.readline().strip()
+        assert line.startswith("export HF_ENDPOINT=http://127.0.0.1:"), line
+        endpoint = line.split("=", 1)[1]
+        args = ["stream", "--cameras", "none", "--format", "jsonl", "--batch-size", "64", "--workers", "1", "-q"]
+        env = clean_env(HF_ENDPOINT=endpoint, HF_HUB_CACHE=tmp_path / "cache", HF_TOKEN_PATH=tmp_path / "none")
+        hub = subprocess.run([str(lrstream_bin), *args, "--dataset", "demo/robot"], env=env, capture_output=True,
+                             text=True, timeout=120)
+        assert hub.returncode == 0, hub.stderr
+        local = subprocess.run([str(lrstream_bin), *args, "--dataset", str(demo)], capture_output=True, text=True,
+                               timeout=120, check=True)
+        hub_lines, local_lines = hub.stdout.splitlines(), local.stdout.splitlines()
+        assert json.loads(hub_lines[0])["dataset"] == "demo/robot"
+        assert json.loads(hub_lines[0])["revision"] == "c0ffee" + "0" * 34
+        assert len(hub_lines) > 3 and hub_lines[1:] == local_lines[1:], "the Hub copy streams other batches"
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 0, err
+    assert "hub: GET /api/datasets/demo/robot/revision/main" in err, err
+    assert "cdn: GET /cdn/" in err and "fake Hub: stopped" in err, err

@@ -88,6 +88,7 @@ def run_killed_at(args: list[str], step: int) -> None:
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
         p.wait()
+        p.stdout.close()  # a ResourceWarning otherwise (the suites run with warnings as errors)
     assert p.returncode == -signal.SIGKILL
 
 

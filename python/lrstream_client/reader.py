@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import mmap
 import os
+import re
 import socket
 import sys
 from collections import deque
@@ -30,6 +31,35 @@ MAX_MESSAGE_BYTES = 2**31 - 1
 
 class StreamError(RuntimeError):
     """The producer reported an error in-band (an ``error`` message)."""
+
+
+class StreamInterrupted(StreamError):
+    """lrstream was stopped by SIGINT/SIGTERM (Ctrl-C, a job scheduler, a
+    supervisor) before the end of the stream: not a problem of the data.
+    ``server_message`` is the in-band error as lrstream wrote it."""
+
+    def __init__(self, message: str, server_message: Optional[str] = None):
+        super().__init__(message)  # one argument: torch re-raises a worker's exception as type(e)(text)
+        self.server_message = message if server_message is None else server_message
+
+
+def stream_error(message: str) -> StreamError:
+    """The exception for an in-band error message: StreamInterrupted when it
+    says lrstream was interrupted (``lrstream stream was interrupted (...)``;
+    ``interrupted`` at its start or after a ``: ``; ``context canceled``
+    from lrstream stream before it said so;
+    ``server shutting down`` from lrstream serve), else StreamError with
+    lrstream's message."""
+    m = message.strip()
+    if re.match(r"lrstream \w+ was interrupted\b", m):  # lrstream's own wording: clear as it is
+        return StreamInterrupted(message)
+    if m.endswith("context canceled") or re.search(r"(^|: )interrupted\b", m, re.IGNORECASE):
+        return StreamInterrupted(f"lrstream was interrupted (SIGINT/SIGTERM, e.g. Ctrl-C) before the end of the "
+                                 f"stream; it said: {message}", message)
+    if m.startswith("server shutting down"):
+        return StreamInterrupted(f"lrstream serve was stopped (SIGINT/SIGTERM, e.g. Ctrl-C) while streaming; it "
+                                 f"said: {message}", message)
+    return StreamError(message)
 
 
 class ProtocolError(ValueError):
@@ -1230,7 +1260,7 @@ class StreamReader:
                 raise ProtocolError(f"malformed lrstream message: {type(msg).__name__} without a type")
         if msg["type"] == "error":
             self._done = True
-            raise StreamError(msg.get("message", "unknown error"))
+            raise stream_error(msg.get("message", "unknown error"))
         return msg
 
     @property
@@ -1257,6 +1287,13 @@ class StreamReader:
         return self._header
 
     def __iter__(self) -> Iterator[Batch]:
+        try:
+            yield from self._batches()
+        finally:
+            if self._done:
+                self.close()  # the stream is over (end, in-band error, truncation): release what it opened
+
+    def _batches(self) -> Iterator[Batch]:
         self.header
         shm = self._shm
         while not self._done:

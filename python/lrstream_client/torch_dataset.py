@@ -372,6 +372,34 @@ def _pdeathsig(parent: int):
     return set_pdeathsig
 
 
+_PARENT_WATCH = "lrstream-parent-watch"
+
+
+def _exit_with_parent(every: float = 0.5) -> None:
+    """In a DataLoader worker: exit when the process that started it dies.
+
+    torch's workers notice a dead parent only between fetches, and a worker
+    whose pickled batch waits in a full pipe to the dead parent never exits
+    (its queue's feeder thread blocks forever). A daemon thread polls
+    getppid(): when the worker is reparented, its parent (the training
+    process, or forkserver, which exits with it) is gone and the worker
+    exits at once (os._exit: the blocked feeder is not joined). Idempotent
+    per process (the thread is found by name)."""
+    if any(t.name == _PARENT_WATCH for t in threading.enumerate()):
+        return
+    ppid = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == ppid and ppid != 1:
+            time.sleep(every)
+        sys.stderr.write(f"lrstream_client: DataLoader worker (pid {os.getpid()}): its parent (pid {ppid}) is gone; "
+                         "exiting\n")
+        sys.stderr.flush()
+        os._exit(1)
+
+    threading.Thread(target=watch, name=_PARENT_WATCH, daemon=True).start()
+
+
 def _stop_server(proc: subprocess.Popen, tmpdir: str, owner: int) -> None:
     if os.getpid() != owner:
         return
@@ -525,10 +553,16 @@ class LRStreamDataset(IterableDataset):
 
     # -- server lifecycle ------------------------------------------------
     def _spawn(self, lrstream: Optional[str], args: List[str]) -> None:
-        if lrstream is None:
-            from ._binary import find_lrstream
+        from ._binary import find_lrstream, is_client_script
 
-            lrstream = find_lrstream()
+        try:
+            if lrstream is None:
+                lrstream = find_lrstream()  # never this package's console script (it would exec itself)
+            elif is_client_script(shutil.which(lrstream) or lrstream):
+                raise FileNotFoundError(f"lrstream={lrstream!r} is lrstream-client's console script, not the "
+                                        "lrstream binary")
+        except FileNotFoundError as e:
+            raise FileNotFoundError(f"LRStreamDataset(serve_args=...) cannot start a server: {e}") from None
         if not any(a == "--epochs" or a.startswith("--epochs=") for a in args):
             args = [*args, "--epochs", "0"]  # the loop picks epochs (set_epoch); the server serves any
         tmpdir = tempfile.mkdtemp(prefix="lrstream-")
@@ -631,7 +665,7 @@ class LRStreamDataset(IterableDataset):
             raise self._truncated(rm, "before its header")
         msg = raw if type(raw) is dict else decode_message(raw)
         if msg["type"] == "error":
-            raise StreamError(msg.get("message", "unknown error"))
+            raise _reader.stream_error(msg.get("message", "unknown error"))
         check_header(msg)
         if not isinstance(msg.get("training"), dict):
             raise ProtocolError("the lrstream server sent no 'training' header key: it predates hello positions; "
@@ -836,6 +870,8 @@ class LRStreamDataset(IterableDataset):
         """Connect at st's position (epoch, next) and read the header:
         (connection, arena, batches per epoch)."""
         where = f"lrstream server {self.socket_path} (rank {rank}, worker {worker})"
+        if in_worker:
+            _exit_with_parent()  # the worker exits when the training process dies
         # The shared-memory arena: without workers the camera tensors are
         # views of it; a worker copies each region into a shared-memory
         # tensor of its own (the DataLoader passes those by descriptor).
@@ -922,7 +958,7 @@ class LRStreamDataset(IterableDataset):
                         self._positions.close(gen)
                     return
                 if msg["type"] == "error":
-                    raise StreamError(msg.get("message", "unknown error"))
+                    raise _reader.stream_error(msg.get("message", "unknown error"))
                 raise ProtocolError(f"unexpected lrstream message type {msg['type']!r}")
         finally:
             rm._sock.close()

@@ -35,8 +35,9 @@ def lrstream_bin(tmp_path_factory):
 
 
 # The training order the tests use: the demo dataset, 8-sample batches,
-# shuffled, any number of epochs.
-SERVE_ARGS = ["--batch-size", "8", "--mode", "fallback", "--shuffle", "--seed", "3", "--epochs", "0"]
+# shuffled, any number of epochs; without the demo's camera frames (the
+# camera tests make their own streams).
+SERVE_ARGS = ["--batch-size", "8", "--mode", "fallback", "--shuffle", "--seed", "3", "--epochs", "0", "--cameras", "none"]
 
 
 def serving(lrstream_bin, *args):

@@ -554,7 +554,8 @@ class ConnectReadTimeoutTest(unittest.TestCase):
         srv.bind(path)
         srv.listen(1)
         conns = []
-        threading.Thread(target=lambda: conns.append(srv.accept()), daemon=True).start()
+        t = threading.Thread(target=lambda: conns.append(srv.accept()), daemon=True)
+        t.start()
         t0 = time.monotonic()
         try:
             with self.assertRaisesRegex(TimeoutError, r"sent nothing within the socket's timeout \(read_timeout\)"):
@@ -562,12 +563,38 @@ class ConnectReadTimeoutTest(unittest.TestCase):
                     r.header
             self.assertLess(time.monotonic() - t0, 3)
         finally:
+            t.join(5)
+            for c, _ in conns:
+                c.close()  # the accepted connection (a ResourceWarning otherwise)
             srv.close()
             os.unlink(path)
             os.rmdir(d)
 
 
+def test_reader_closes_the_file_it_opened_when_the_stream_is_over(tmp_path):
+    """A StreamReader given a path closes its file once the stream ended
+    (end, in-band error, truncation), without `with` (a ResourceWarning
+    otherwise: the suites run with warnings as errors)."""
+    import lrstream_client as lc
+    from _util import header, pack, stream
+
+    cases = {"end": (stream(5, 2), None), "error": (pack(header(), {"type": "error", "message": "boom"}), lc.StreamError),
+             "truncated": (stream(5, 2)[:-10], lc.TruncatedStreamError)}
+    for name, (data, exc) in cases.items():
+        p = tmp_path / f"{name}.msgpack"
+        p.write_bytes(data)
+        r = lc.StreamReader(str(p))
+        if exc is None:
+            assert len(list(r)) == 3
+        else:
+            try:
+                list(r)
+            except exc:
+                pass
+            else:
+                raise AssertionError(f"{name}: no {exc.__name__}")
+        assert r._file.closed, name
+
+
 if __name__ == "__main__":
     unittest.main()
-
-

@@ -351,8 +351,13 @@ def test_shm_column_without_arena():
         CAM: {b"nd": True, b"type": "|u1", b"kind": b"", b"shape": [2], b"shm": [0, 2]}}}, end(2)]
     data = b"".join(msgpack.packb(m, use_bin_type=True) for m in msgs)
     for src in (data, lambda: _socket_source(data)):
-        with pytest.raises(lc.ProtocolError, match="shared memory"):
-            list(lc.StreamReader(src() if callable(src) else src))
+        src = src() if callable(src) else src
+        try:
+            with pytest.raises(lc.ProtocolError, match="shared memory"):
+                list(lc.StreamReader(src))
+        finally:
+            if isinstance(src, socket.socket):
+                src.close()  # the reader never closes a socket it was given
 
 
 def _socket_source(data):

@@ -274,7 +274,7 @@ def test_server_failure_reaches_loop(lrstream_bin, sig, nw):
     # The kill must land mid-epoch: small batches, and samples large enough (a 200-step
     # action chunk, ~5 KB each, ~6 MB an epoch) that an epoch cannot sit whole in the socket
     # and client buffers by the time the signal arrives (otherwise the epoch simply ends).
-    args = ["--batch-size", "1", "--mode", "fallback", "--epochs", "0",
+    args = ["--batch-size", "1", "--mode", "fallback", "--epochs", "0", "--cameras", "none",
             "--delta-timestamps", "action=0:200/10"]
     code = SERVER_FAIL.format(py=os.path.join(ROOT, "python"), args=args, bin=lrstream_bin, nw=nw, sig=sig)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -329,6 +329,8 @@ def test_spawned_server_ends_when_python_is_killed(lrstream_bin):
         assert not _alive(pid), f"lrstream serve (pid {pid}) outlived the SIGKILLed process that spawned it"
     finally:
         p.kill()
+        p.wait()
+        p.stdout.close()
 
 
 def _alive(pid):
@@ -392,12 +394,16 @@ def test_connect_and_read_timeouts(tmp_path):
     srv.bind(path)
     srv.listen(1)
     conns = []
-    threading.Thread(target=lambda: conns.append(srv.accept()), daemon=True).start()
+    t = threading.Thread(target=lambda: conns.append(srv.accept()), daemon=True)
+    t.start()
     ds = LRStreamDataset(path, read_timeout=0.5)
     t0 = time.monotonic()
     with pytest.raises(TimeoutError, match="read_timeout"):
         next(iter(ds))
     assert time.monotonic() - t0 < 2
+    t.join(5)
+    for c, _ in conns:
+        c.close()
     srv.close()
 
 
@@ -434,6 +440,12 @@ def _fake_camera_server(path, cut_seq):
     srv.listen(8)
 
     def serve(c):
+        try:
+            _serve(c)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the loader stopped reading (a checkpoint's break, a cut stream): expected
+
+    def _serve(c):
         with c:
             h = msgpack.Unpacker(raw=False)
             h.feed(c.recv(4096))
@@ -457,6 +469,19 @@ def _fake_camera_server(path, cut_seq):
 
     threading.Thread(target=accept, daemon=True).start()
     return srv
+
+
+def _stop(srv):
+    """Stops a fake server: shutdown wakes its accept thread (close alone
+    leaves it blocked for the session, and every later fork() of a
+    DataLoader warns about a multi-threaded process)."""
+    import socket
+
+    try:
+        srv.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    srv.close()
 
 
 @pytest.mark.parametrize("cut", [None, 2])
@@ -494,7 +519,7 @@ def test_worker_camera_batches(tmp_path, cut):
             else:
                 assert not b[CAM].any()
     finally:
-        srv.close()
+        _stop(srv)
 
 
 @pytest.mark.parametrize("dt,shared", [("|u1", True), ("<f4", True), ("<i8", True), ("<f2", True), ("|b1", True),
@@ -555,4 +580,4 @@ def test_worker_camera_resume(tmp_path):
         st = ds.state_dict()  # the whole epoch consumed; the next loop is epoch 1
         assert (st["epoch"], st["batches"], st["epoch_batches"], ds.epoch) == (0, 4, 4, 1)
     finally:
-        srv.close()
+        _stop(srv)
