@@ -30,7 +30,7 @@ var otherToolFlags = map[string]string{
 	"root": "python/interop/fake_hub.py", "repo": "python/interop/fake_hub.py", "port": "python/interop/fake_hub.py",
 	"cdn-port": "python/interop/fake_hub.py", "sha": "python/interop/fake_hub.py", "token": "python/interop/fake_hub.py",
 	"page-size": "python/interop/fake_hub.py",
-	"height": "interop generator", "width": "interop generator",
+	"height":    "interop generator", "width": "interop generator",
 }
 
 const trainModule = "python -m lrstream_client.train"
