@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io/fs"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -15,9 +17,12 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/lrstream/lrstream"
+	"github.com/lrstream/lrstream/fetch"
 	"github.com/lrstream/lrstream/internal/tamper"
 	"github.com/lrstream/lrstream/internal/testkit"
 	"github.com/lrstream/lrstream/render"
+	"github.com/lrstream/lrstream/shard"
 	"github.com/lrstream/lrstream/sink"
 	"github.com/lrstream/lrstream/video"
 )
@@ -30,6 +35,9 @@ func TestDeltaCameraKeyNotDecoded(t *testing.T) {
 		{video.ModeAuto, "video files absent"},
 	} {
 		cfg := demoConfig(t, render.ModeFallback)
+		if tc.spec == video.ModeAuto { // the demo ships its videos: auto needs a copy without them
+			cfg = demoWithoutVideos(t, cfg)
+		}
 		var err error
 		if cfg.Deltas, err = ParseDeltaTimestamps("observation.images.front=-1/30,0"); err != nil {
 			t.Fatal(err)
@@ -43,6 +51,40 @@ func TestDeltaCameraKeyNotDecoded(t *testing.T) {
 			t.Errorf("--cameras %s: %v", tc.spec, err)
 		}
 	}
+}
+
+// demoWithoutVideos is cfg over a copy of the embedded demo without its
+// videos/ directory (the cameras declared, their files absent).
+func demoWithoutVideos(t *testing.T, cfg *Config) *Config {
+	t.Helper()
+	dir := t.TempDir()
+	err := fs.WalkDir(lrstream.Demo(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == "." {
+			return err
+		}
+		if d.IsDir() {
+			if p == "videos" {
+				return fs.SkipDir
+			}
+			return os.MkdirAll(filepath.Join(dir, p), 0o755)
+		}
+		b, err := fs.ReadFile(lrstream.Demo(), p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, p), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := fetch.NewFS("demo-novideos", os.DirFS(dir))
+	ds, err := shard.OpenDataset(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := *cfg
+	c.Source, c.Dataset = src, ds
+	return &c
 }
 
 // addScalarFeatures adds to every data file of dir scalar columns grip

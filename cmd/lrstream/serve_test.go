@@ -96,7 +96,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // buffers and goroutines are freed.
 func TestServeStalledClientsBounded(t *testing.T) {
 	const maxClients, buf = 6, 32 << 10
-	srv, sock, _ := startServer(t, "--mode", "drop", "--keep-language", "--batch-size", "8", "--max-clients", "7", "--client-buffer", "32KiB")
+	srv, sock, _ := startServer(t, "--mode", "drop", "--keep-language", "--batch-size", "8", "--max-clients", "7", "--client-buffer", "32KiB", "--cameras", "none")
 	// A first client served to its end: the baseline of goroutines.
 	warm := dialHello(t, sock, sink.Hello{NumWorkers: 1, WorldSize: 1})
 	if st, err := sink.Decode(warm); err != nil || st.End == nil {
