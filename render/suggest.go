@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/lrstream/lrstream/internal/textdist"
 	"github.com/lrstream/lrstream/schema"
 )
 
@@ -32,7 +33,7 @@ func didYouMean(got string, candidates []string) string {
 	best, bestD := "", 3
 	g := strings.ToLower(got)
 	for _, c := range candidates {
-		if d := editDistance(g, c); d < bestD {
+		if d := textdist.EditDistance(g, c); d < bestD {
 			best, bestD = c, d
 		}
 	}
@@ -71,25 +72,4 @@ func withSuggestion(err error, candidates []string) error {
 		return fmt.Errorf("%w%s", err, s)
 	}
 	return err
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := prev[j-1]
-			if a[i-1] != b[j-1] {
-				c++
-			}
-			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/lrstream/lrstream"
 	"github.com/lrstream/lrstream/fetch"
+	"github.com/lrstream/lrstream/internal/textdist"
 	"github.com/lrstream/lrstream/pipeline"
 	"github.com/lrstream/lrstream/render"
 	"github.com/lrstream/lrstream/schema"
@@ -652,7 +653,7 @@ func suggestFlag(fs *flag.FlagSet, name string) string {
 	n := norm(strings.SplitN(name, "=", 2)[0])
 	best, bestD := "", 3
 	fs.VisitAll(func(f *flag.Flag) {
-		d := editDistance(n, norm(f.Name))
+		d := textdist.EditDistance(n, norm(f.Name))
 		if d < bestD || (d == bestD && best != "" && f.Name < best) {
 			best, bestD = f.Name, d
 		}
@@ -664,27 +665,6 @@ func suggestFlag(fs *flag.FlagSet, name string) string {
 		}
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := prev[j-1]
-			if a[i-1] != b[j-1] {
-				c++
-			}
-			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // optInt is an integer flag that knows whether it was set; its help line

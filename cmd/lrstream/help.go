@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/lrstream/lrstream/internal/textdist"
 )
 
 // hiddenFlag reports whether a flag is accepted but not listed in help:
@@ -75,7 +77,7 @@ func zeroDefault(f *flag.Flag) bool {
 func suggestCommand(name string) string {
 	best, bestD := "", 3
 	for _, c := range commands() {
-		if d := editDistance(strings.ToLower(name), c.name); d < bestD {
+		if d := textdist.EditDistance(strings.ToLower(name), c.name); d < bestD {
 			best, bestD = c.name, d
 		}
 	}
