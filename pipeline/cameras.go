@@ -47,60 +47,106 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 		}
 		return nil
 	}
-	var spans []shard.VideoSpan
-	var indexErr error // auto: the episodes index cannot locate the videos
-	if o.Spec != video.ModeNone && len(keys) > 0 {
-		var err error
-		if spans, err = shard.EpisodeVideos(ctx, cfg.Source, cfg.Dataset); err != nil {
-			if o.Spec != "" && o.Spec != video.ModeAuto {
-				return err
-			}
-			// auto: a dataset whose index cannot locate its videos
-			// still streams, without their frames, saying why.
-			spans, indexErr = nil, err
-		}
-	}
-	var eps []int64
-	sel, err := shareSelection(cfg.Dataset, cfg.Selection, cfg.Share)
+	spans, indexErr, err := cameraSpans(ctx, cfg, o, keys)
 	if err != nil {
 		return err
 	}
+	eps, err := selectedEpisodes(cfg)
+	if err != nil {
+		return err
+	}
+	exists := video.FileExists(ctx, cfg.Source)
+	ch, unsupported, err := chooseCameras(cfg, o, spans, eps, exists)
+	if err != nil {
+		return err
+	}
+	setCameraStatus(cfg, ch, unsupported, absentReasons(cfg, ch, spans, eps, exists, indexErr), indexErr)
+	videoKeys, err := setImageCameras(cfg, o, ch.Decoded)
+	if err != nil || len(videoKeys) == 0 {
+		return err
+	}
+	if err := checkVideoSpans(cfg, spans, videoKeys); err != nil {
+		return err
+	}
+	return setVideoCameras(cfg, o, spans, eps, videoKeys)
+}
+
+// cameraSpans reads the episodes index's video spans of the video cameras.
+// Under auto, an index that cannot locate the videos is not an error: the
+// dataset streams without their frames, saying why (indexErr).
+func cameraSpans(ctx context.Context, cfg *Config, o CameraOptions, keys []string) (spans []shard.VideoSpan, indexErr, err error) {
+	if o.Spec == video.ModeNone || len(keys) == 0 {
+		return nil, nil, nil
+	}
+	spans, err = shard.EpisodeVideos(ctx, cfg.Source, cfg.Dataset)
+	if err == nil {
+		return spans, nil, nil
+	}
+	if o.Spec != "" && o.Spec != video.ModeAuto {
+		return nil, nil, err
+	}
+	return nil, err, nil
+}
+
+// selectedEpisodes lists the episodes of the run's selection (its share).
+func selectedEpisodes(cfg *Config) ([]int64, error) {
+	sel, err := shareSelection(cfg.Dataset, cfg.Selection, cfg.Share)
+	if err != nil {
+		return nil, err
+	}
+	var eps []int64
 	for _, e := range cfg.Dataset.Episodes {
 		if sel.Contains(e.Index) {
 			eps = append(eps, e.Index)
 		}
 	}
-	exists := video.FileExists(ctx, cfg.Source)
+	return eps, nil
+}
+
+// chooseCameras resolves --cameras to the cameras decoded, and the kinds
+// lrstream cannot decode (with why). Under all or a list, a camera asked
+// for whose files are absent fails here, before any output, not at its
+// first frame.
+func chooseCameras(cfg *Config, o CameraOptions, spans []shard.VideoSpan, eps []int64, exists func(string) bool) (video.Choice, map[string]string, error) {
 	ch, err := video.Resolve(o.Spec, &cfg.Dataset.Info, spans, eps, exists)
 	if err != nil {
-		return err
+		return ch, nil, err
 	}
 	unsupported, err := cameraKinds(cfg, o, &ch)
 	if err != nil {
-		return err
+		return ch, nil, err
 	}
 	if o.Spec != "" && o.Spec != video.ModeAuto && o.Spec != video.ModeNone {
-		// all or a list: a camera asked for whose files are absent fails
-		// here, before any output, not at its first frame.
 		miss, total, err := absentVideos(&cfg.Dataset.Info, ch.Decoded, spans, eps, exists)
 		if err != nil {
-			return err
+			return ch, nil, err
 		}
 		if len(miss) > 0 {
-			return absentVideosError(cfg.Dataset.ID, o.Spec, miss, total)
+			return ch, nil, absentVideosError(cfg.Dataset.ID, o.Spec, miss, total)
 		}
 	}
-	// Why auto leaves a camera out: its first absent file (for the
-	// preview and CameraNote).
-	absentWhy := map[string]string{}
-	if len(ch.Absent) > 0 && indexErr == nil {
-		miss, _, _ := absentVideos(&cfg.Dataset.Info, ch.Absent, spans, eps, exists)
-		for _, m := range miss {
-			if _, ok := absentWhy[m.key]; !ok {
-				absentWhy[m.key] = filesAbsent + exampleSep + m.file
-			}
+	return ch, unsupported, nil
+}
+
+// absentReasons says why auto leaves a camera out: its first absent file
+// (for the preview and CameraNote).
+func absentReasons(cfg *Config, ch video.Choice, spans []shard.VideoSpan, eps []int64, exists func(string) bool, indexErr error) map[string]string {
+	why := map[string]string{}
+	if len(ch.Absent) == 0 || indexErr != nil {
+		return why
+	}
+	miss, _, _ := absentVideos(&cfg.Dataset.Info, ch.Absent, spans, eps, exists)
+	for _, m := range miss {
+		if _, ok := why[m.key]; !ok {
+			why[m.key] = filesAbsent + exampleSep + m.file
 		}
 	}
+	return why
+}
+
+// setCameraStatus records, per camera of the dataset, whether it is
+// decoded and why not (the header's cameras and the preview).
+func setCameraStatus(cfg *Config, ch video.Choice, unsupported, absentWhy map[string]string, indexErr error) {
 	decoded := map[string]bool{}
 	for _, k := range ch.Decoded {
 		decoded[k] = true
@@ -127,10 +173,15 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 		}
 		cfg.CameraStatus = append(cfg.CameraStatus, st)
 	}
+}
+
+// setImageCameras sets up the decoded image features (cfg.Images) and
+// returns the decoded video cameras.
+func setImageCameras(cfg *Config, o CameraOptions, decoded []string) ([]string, error) {
 	cfg.Cameras, cfg.Images = nil, nil
 	var videoKeys []string
 	var images *video.ImageSet
-	for _, k := range ch.Decoded {
+	for _, k := range decoded {
 		f, _ := cfg.Dataset.Info.Feature(k)
 		if f.DType == schema.DTypeVideo {
 			videoKeys = append(videoKeys, k)
@@ -138,7 +189,7 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 		}
 		cam, err := video.NewCamera(f, depthUnit(o))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if images == nil {
 			images = &video.ImageSet{Source: cfg.Source, Resize: o.ResizeH > 0 && o.ResizeW > 0}
@@ -149,12 +200,12 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 		images.Cameras = append(images.Cameras, cam)
 	}
 	cfg.Images = images
-	if len(videoKeys) == 0 {
-		return nil
-	}
-	if err := checkVideoSpans(cfg, spans, videoKeys); err != nil {
-		return err
-	}
+	return videoKeys, nil
+}
+
+// cameraDecoder makes the run's video decoder: o.NewDecoder's, or FFmpeg
+// tuned for the workers and cameras (ff is nil for another decoder).
+func cameraDecoder(cfg *Config, o CameraOptions, cameras int) (dec video.Decoder, ff *video.FFmpeg, err error) {
 	newDec := o.NewDecoder
 	if newDec == nil {
 		newDec = func() (video.Decoder, error) {
@@ -171,16 +222,15 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 			return d, nil
 		}
 	}
-	dec, err := newDec()
-	if err != nil {
-		return err
+	if dec, err = newDec(); err != nil {
+		return nil, nil, err
 	}
-	ff, _ := dec.(*video.FFmpeg)
+	ff, _ = dec.(*video.FFmpeg)
 	if ff != nil && ff.MaxIdle == 0 {
 		// Processes kept between segments: the next piece of each
 		// camera's file continues in the process that decoded the
 		// previous one (docs/video.md, "Decoding").
-		ff.MaxIdle = 2 * len(videoKeys)
+		ff.MaxIdle = 2 * cameras
 	}
 	if ff != nil && ff.Lanes == 0 {
 		// A file decoded by one process at a time keeps about 4/3 of a
@@ -192,7 +242,17 @@ func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 		// and each file needs one (docs/video.md, "Decoding"). (Tuned
 		// with RGB24 frames; with YUV frames and borrowed batches a
 		// process keeps about 6/5 of a core busy, not re-tuned.)
-		ff.Lanes = max(1, 3*workerCount(cfg)/(4*len(videoKeys)))
+		ff.Lanes = max(1, 3*workerCount(cfg)/(4*cameras))
+	}
+	return dec, ff, nil
+}
+
+// setVideoCameras builds the video camera set (cfg.Cameras): decoder,
+// file locator, tolerance, depth unit, and what releases them.
+func setVideoCameras(cfg *Config, o CameraOptions, spans []shard.VideoSpan, eps []int64, videoKeys []string) error {
+	dec, ff, err := cameraDecoder(cfg, o, len(videoKeys))
+	if err != nil {
+		return err
 	}
 	loc := o.Locate
 	var mat *video.Materializer
