@@ -451,111 +451,150 @@ func attachFrames(ctx context.Context, cfg *Config, gr *groupRead, c *Chunk, lo,
 	if turn != nil {
 		defer turn.finish(piece) // also on failure: the next piece goes on
 	}
-	whole := gr.c
-	wb := whole.Batch
-	flo, fhi := lo, hi
-	rows := hi - lo
+	a := newFrameAttach(cfg, gr.c, c, lo, hi)
+	if cfg.Cameras != nil {
+		if err := a.videoColumns(ctx, turn, piece); err != nil {
+			return err
+		}
+	}
+	if cfg.Images != nil {
+		a.imageColumns(gr)
+	}
+	a.failWindows()
+	return nil
+}
+
+// frameAttach is one attachFrames call: the rows [lo, hi) of the group
+// chunk whole get camera columns in c, decoded over [flo, fhi) (the rows
+// plus the --delta-timestamps halo when c is a piece of whole).
+type frameAttach struct {
+	cfg      *Config
+	whole, c *Chunk
+	lo, hi   int
+	flo, fhi int
+	rows     int       // a column buffer's capacity in frames
+	failed   [][]error // failed[col][r-flo]: group row r's frame error in camera column col
+	windows  [][]int   // the camera columns' --delta-timestamps offsets
+}
+
+func newFrameAttach(cfg *Config, whole, c *Chunk, lo, hi int) *frameAttach {
+	a := &frameAttach{cfg: cfg, whole: whole, c: c, lo: lo, hi: hi, flo: lo, fhi: hi, rows: hi - lo}
 	if c != whole {
 		before, after := cameraHalo(cfg)
-		flo, fhi = max(0, lo-before), min(wb.Len(), hi+after)
-		rows = pieceRows(cfg) + before + after
+		a.flo, a.fhi = max(0, lo-before), min(whole.Batch.Len(), hi+after)
+		a.rows = pieceRows(cfg) + before + after
 		x := &pieceExt{lo: lo, start: whole.epStart, end: whole.epEnd}
-		for _, f := range wb.Features {
+		for _, f := range whole.Batch.Features {
 			x.data = append(x.data, f.Data)
 			x.first = append(x.first, 0)
 		}
 		c.ext = x
 	}
-	// failed[col][r-flo] is the error of group row r's frame in camera
-	// column col (for the window check).
-	var failed [][]error
-	var windows [][]int
-	mark := func(r int, err error) {
-		if r >= lo && r < hi && c.Results[r-lo].Outcome != render.Failed {
-			c.Results[r-lo] = render.Result{Outcome: render.Failed, Err: err, Component: -1}
-		}
+	return a
+}
+
+// mark fails group row r's sample (when it is one of the chunk's rows).
+func (a *frameAttach) mark(r int, err error) {
+	if r >= a.lo && r < a.hi && a.c.Results[r-a.lo].Outcome != render.Failed {
+		a.c.Results[r-a.lo] = render.Result{Outcome: render.Failed, Err: err, Component: -1}
 	}
-	addColumn := func(cam video.Camera, buf []byte, errs []error) {
-		fb := cam.FrameBytes()
-		c.Batch.Features = append(c.Batch.Features, shard.FeatureData{Name: cam.Key, DType: cam.DType(), Shape: []int{cam.C, cam.H, cam.W},
-			Data: buf[(lo-flo)*fb : (hi-flo)*fb : (hi-flo)*fb]})
-		c.frameCols++
-		if c.ext != nil {
-			c.ext.data = append(c.ext.data, buf)
-			c.ext.first = append(c.ext.first, flo)
-		}
-		failed = append(failed, errs)
-		windows = append(windows, cameraOffsets(cfg, cam.Key))
+}
+
+// addColumn adds camera cam's decoded frames buf ([flo, fhi)) as a column.
+func (a *frameAttach) addColumn(cam video.Camera, buf []byte, errs []error) {
+	c, lo, hi, flo := a.c, a.lo, a.hi, a.flo
+	fb := cam.FrameBytes()
+	c.Batch.Features = append(c.Batch.Features, shard.FeatureData{Name: cam.Key, DType: cam.DType(), Shape: []int{cam.C, cam.H, cam.W},
+		Data: buf[(lo-flo)*fb : (hi-flo)*fb : (hi-flo)*fb]})
+	c.frameCols++
+	if c.ext != nil {
+		c.ext.data = append(c.ext.data, buf)
+		c.ext.first = append(c.ext.first, flo)
 	}
+	a.failed = append(a.failed, errs)
+	a.windows = append(a.windows, cameraOffsets(a.cfg, cam.Key))
+}
+
+// videoColumns decodes every video camera's frames (the first camera in
+// the piece's turn, when pieces take turns).
+func (a *frameAttach) videoColumns(ctx context.Context, turn *pieceTurn, piece int) error {
+	set, c, wb := a.cfg.Cameras, a.c, a.whole.Batch
+	flo, fhi, lo, hi := a.flo, a.fhi, a.lo, a.hi
 	n := fhi - flo
-	if set := cfg.Cameras; set != nil {
-		c.Frames = make([]CameraFrames, len(set.Cameras))
-		c.frameBufs = c.frameBufs[:0]
-		for k, cam := range set.Cameras {
-			fb := cam.FrameBytes()
-			data := set.Buffer(n*fb, max(n, rows)*fb)
-			c.frameBufs = append(c.frameBufs, data)
-			cf := &c.Frames[k]
-			cf.Camera, cf.File, cf.PTS = cam.Key, make([]string, hi-lo), make([]float64, hi-lo)
-			for i := range cf.PTS {
-				cf.PTS[i] = math.NaN()
-			}
-			errs := make([]error, n)
-			if turn != nil && k == 0 {
-				if err := turn.wait(ctx, piece); err != nil {
-					return err
-				}
-			}
-			err := set.Fill(ctx, k, wb.EpisodeIndex[flo:fhi], wb.Index[flo:fhi], wb.Timestamp[flo:fhi], data, func(i int, err error) {
-				errs[i] = err
-				mark(flo+i, err)
-			}, func(i int, file string, pts float64) {
-				if r := flo + i; r >= lo && r < hi {
-					cf.File[r-lo], cf.PTS[r-lo] = file, pts
-				}
-			})
-			if turn != nil && k == 0 {
-				turn.finish(piece)
-			}
-			if err != nil {
+	c.Frames = make([]CameraFrames, len(set.Cameras))
+	c.frameBufs = c.frameBufs[:0]
+	for k, cam := range set.Cameras {
+		fb := cam.FrameBytes()
+		data := set.Buffer(n*fb, max(n, a.rows)*fb)
+		c.frameBufs = append(c.frameBufs, data)
+		cf := &c.Frames[k]
+		cf.Camera, cf.File, cf.PTS = cam.Key, make([]string, hi-lo), make([]float64, hi-lo)
+		for i := range cf.PTS {
+			cf.PTS[i] = math.NaN()
+		}
+		errs := make([]error, n)
+		if turn != nil && k == 0 {
+			if err := turn.wait(ctx, piece); err != nil {
 				return err
 			}
-			addColumn(cam, data, errs)
 		}
-		c.frames = newFrameOwner(set, c.frameBufs)
-	}
-	if is := cfg.Images; is != nil {
-		for k, cam := range is.Cameras {
-			data := make([]byte, n*cam.FrameBytes())
-			errs := make([]error, n)
-			is.Fill(c.Unit.File, k, wb.EpisodeIndex[flo:fhi], wb.Index[flo:fhi], gr.enc[cam.Key], data, func(i int, err error) {
-				errs[i] = err
-				mark(flo+i, err)
-			})
-			addColumn(cam, data, errs)
+		err := set.Fill(ctx, k, wb.EpisodeIndex[flo:fhi], wb.Index[flo:fhi], wb.Timestamp[flo:fhi], data, func(i int, err error) {
+			errs[i] = err
+			a.mark(flo+i, err)
+		}, func(i int, file string, pts float64) {
+			if r := flo + i; r >= lo && r < hi {
+				cf.File[r-lo], cf.PTS[r-lo] = file, pts
+			}
+		})
+		if turn != nil && k == 0 {
+			turn.finish(piece)
 		}
+		if err != nil {
+			return err
+		}
+		a.addColumn(cam, data, errs)
 	}
-	// A sample whose camera window holds a failed frame fails too (its
-	// window would otherwise carry a blank frame).
-	for col, offs := range windows {
+	c.frames = newFrameOwner(set, c.frameBufs)
+	return nil
+}
+
+// imageColumns decodes every image feature's frames.
+func (a *frameAttach) imageColumns(gr *groupRead) {
+	is, wb := a.cfg.Images, a.whole.Batch
+	flo, fhi := a.flo, a.fhi
+	n := fhi - flo
+	for k, cam := range is.Cameras {
+		data := make([]byte, n*cam.FrameBytes())
+		errs := make([]error, n)
+		is.Fill(a.c.Unit.File, k, wb.EpisodeIndex[flo:fhi], wb.Index[flo:fhi], gr.enc[cam.Key], data, func(i int, err error) {
+			errs[i] = err
+			a.mark(flo+i, err)
+		})
+		a.addColumn(cam, data, errs)
+	}
+}
+
+// failWindows fails a sample whose camera window holds a failed frame (its
+// window would otherwise carry a blank frame).
+func (a *frameAttach) failWindows() {
+	for col, offs := range a.windows {
 		if offs == nil {
 			continue
 		}
-		for r := lo; r < hi; r++ {
-			if c.Results[r-lo].Outcome == render.Failed {
+		for r := a.lo; r < a.hi; r++ {
+			if a.c.Results[r-a.lo].Outcome == render.Failed {
 				continue
 			}
-			s, e := int(whole.epStart[r]), int(whole.epEnd[r])
+			s, e := int(a.whole.epStart[r]), int(a.whole.epEnd[r])
 			for _, off := range offs {
 				q := min(max(r+off, s), e-1)
-				if q != r && failed[col][q-flo] != nil {
-					mark(r, fmt.Errorf("--delta-timestamps offset %+d: %w", off, failed[col][q-flo]))
+				if q != r && a.failed[col][q-a.flo] != nil {
+					a.mark(r, fmt.Errorf("--delta-timestamps offset %+d: %w", off, a.failed[col][q-a.flo]))
 					break
 				}
 			}
 		}
 	}
-	return nil
 }
 
 // cameraOffsets returns camera key's --delta-timestamps offsets in
