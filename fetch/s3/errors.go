@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"time"
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -60,7 +61,8 @@ func (e *Error) hint() string {
 	case e.Code == "NoSuchBucket":
 		return " (check the bucket name, and AWS_ENDPOINT_URL / AWS_REGION)"
 	case e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden ||
-		e.Code == "InvalidAccessKeyId" || e.Code == "SignatureDoesNotMatch":
+		e.Code == "InvalidAccessKeyId" || e.Code == "SignatureDoesNotMatch" ||
+		strings.HasSuffix(e.Code, "UserNotFound"): // versitygw: 404 XAdminUserNotFound for an unknown key
 		return " (check the credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, AWS_PROFILE; AWS_NO_SIGN_REQUEST=YES for a public bucket)"
 	case e.Status == http.StatusMovedPermanently || e.Code == "PermanentRedirect":
 		return " (the bucket is in another region or needs another endpoint: set AWS_REGION or AWS_ENDPOINT_URL; redirects are not followed)"
@@ -76,7 +78,8 @@ func (e *Error) Unwrap() error { return e.Err }
 func (e *Error) Is(target error) bool {
 	switch target {
 	case fs.ErrNotExist:
-		return e.Status == http.StatusNotFound || e.Code == "NoSuchKey" || e.Code == "NoSuchBucket"
+		return e.Code == "NoSuchKey" || e.Code == "NoSuchBucket" ||
+			e.Status == http.StatusNotFound && (e.Code == "" || e.Code == "NotFound")
 	case ErrObjectChanged:
 		return e.Status == http.StatusPreconditionFailed || e.Code == "PreconditionFailed"
 	case fetch.ErrRetryBudget:

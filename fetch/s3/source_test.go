@@ -3,13 +3,10 @@ package s3
 import (
 	"bytes"
 	"context"
-	"errors"
-	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -142,7 +139,3 @@ func checkRanges(t *testing.T, src *Source, name string, want []byte, rng *rand.
 		}
 	}
 }
-
-var _ = errors.Is
-var _ = fs.ErrNotExist
-var _ sync.Mutex

@@ -1,0 +1,171 @@
+package s3
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lrstream/lrstream/fetch"
+	"github.com/lrstream/lrstream/internal/s3test"
+)
+
+func TestParseURL(t *testing.T) {
+	cases := []struct {
+		in, bucket, prefix string
+		ok                 bool
+	}{
+		{"s3://my-bucket/sets/ds", "my-bucket", "sets/ds", true},
+		{"s3://my-bucket/sets/ds/", "my-bucket", "sets/ds", true},
+		{"s3://my-bucket", "my-bucket", "", true},
+		{"s3://my-bucket/", "my-bucket", "", true},
+		{"s3://my_bucket.v2/x", "my_bucket.v2", "x", true},
+		{"s3://My-Bucket/x", "", "", false},
+		{"s3://ab/x", "", "", false},
+		{"s3://-bucket/x", "", "", false},
+		{"s3://bucket/../x", "", "", false},
+		{"s3://bucket/a//b", "", "", false},
+		{"s3://bucket/a/./b", "", "", false},
+		{"s3://bucket/a\\b", "", "", false},
+		{"s3://bucket/a\nb", "", "", false},
+		{"s3://bu..cket/a", "", "", false},
+		{"gs://bucket/a", "", "", false},
+		{"bucket/a", "", "", false},
+	}
+	for _, c := range cases {
+		b, p, err := ParseURL(c.in)
+		if (err == nil) != c.ok || b != c.bucket || p != c.prefix {
+			t.Errorf("ParseURL(%q) = %q, %q, %v; want %q, %q, ok=%v", c.in, b, p, err, c.bucket, c.prefix, c.ok)
+		}
+	}
+}
+
+// FuzzParseURL: an accepted URL round-trips, and its prefix joined to the
+// cache never leaves it.
+func FuzzParseURL(f *testing.F) {
+	for _, s := range []string{"s3://bucket/a/b", "s3://bucket", "s3://b.c-d_e/x/y/", "s3://bucket/../x", "s3://bucket/a//b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b, p, err := ParseURL(s)
+		if err != nil {
+			return
+		}
+		if got := URL(b, p); got != strings.TrimSuffix(s, "/") {
+			t.Fatalf("round trip %q -> %q", s, got)
+		}
+		root := "/cache/root"
+		if j := filepath.Join(root, b, filepath.FromSlash(p)); !strings.HasPrefix(j, root+"/") {
+			t.Fatalf("%q escapes: %s", s, j)
+		}
+	})
+}
+
+func TestOptionsFromEnv(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	cases := []struct {
+		name string
+		env  map[string]string
+		want Options
+		err  string
+	}{
+		{"s3 endpoint wins", map[string]string{"AWS_ENDPOINT_URL": "http://a:1", "AWS_ENDPOINT_URL_S3": "http://b:2/", "HOME": "/h"},
+			Options{Endpoint: "http://b:2", CacheDir: "/h/.cache/lrstream/s3"}, ""},
+		{"ignored endpoints", map[string]string{"AWS_ENDPOINT_URL": "http://a:1", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS": "true", "HOME": "/h"},
+			Options{CacheDir: "/h/.cache/lrstream/s3"}, ""},
+		{"region fallback, profile, anonymous, style, offline", map[string]string{"AWS_DEFAULT_REGION": "eu-west-1", "AWS_PROFILE": "p",
+			"AWS_NO_SIGN_REQUEST": "YES", "LRSTREAM_S3_ADDRESSING_STYLE": "Virtual", "HF_HUB_OFFLINE": "1", "XDG_CACHE_HOME": "/x"},
+			Options{Region: "eu-west-1", Profile: "p", Anonymous: true, AddressingStyle: "virtual", Offline: true, CacheDir: "/x/lrstream/s3"}, ""},
+		{"bad style", map[string]string{"LRSTREAM_S3_ADDRESSING_STYLE": "dns", "HOME": "/h"}, Options{}, "addressing style"},
+		{"endpoint with credentials", map[string]string{"AWS_ENDPOINT_URL": "http://u:p@a:1", "HOME": "/h"}, Options{}, "without credentials"},
+		{"endpoint not http", map[string]string{"AWS_ENDPOINT_URL": "ftp://a", "HOME": "/h"}, Options{}, "want http"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o, err := OptionsFromEnv(env(c.env))
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) || strings.Contains(err.Error(), "u:p@") {
+					t.Fatalf("err %v, want %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.Endpoint != c.want.Endpoint || o.Region != c.want.Region || o.Profile != c.want.Profile || o.Anonymous != c.want.Anonymous ||
+				o.AddressingStyle != c.want.AddressingStyle || o.Offline != c.want.Offline || o.CacheDir != c.want.CacheDir {
+				t.Fatalf("got %+v, want %+v", o, c.want)
+			}
+		})
+	}
+}
+
+func TestAddressingAndFolders(t *testing.T) {
+	for _, c := range []struct {
+		endpoint, style string
+		path            bool
+		folder          string
+	}{
+		{"", "", false, "aws"},
+		{"", StylePath, true, "aws"},
+		{"http://127.0.0.1:9000", "", true, "http-127.0.0.1_9000"},
+		{"https://x.r2.cloudflarestorage.com", StyleVirtual, false, "https-x.r2.cloudflarestorage.com"},
+		{"https://h/../../etc", "", true, "https-h_.._.._etc"},
+	} {
+		o := Options{Endpoint: c.endpoint, AddressingStyle: c.style}
+		if o.pathStyle() != c.path || o.storeFolder() != c.folder {
+			t.Errorf("%+v: path %v folder %q", o, o.pathStyle(), o.storeFolder())
+		}
+	}
+}
+
+// TestRangeReadsOnly: with CacheNone a shard is read with range requests:
+// a footer read costs its tail, a read in the middle its bytes, nothing
+// reaches the blob cache; metadata is cached.
+func TestRangeReadsOnly(t *testing.T) {
+	srv, files := serve(t)
+	ctx := context.Background()
+	px := s3test.NewProxy(t, srv.Endpoint)
+	o := testOpts(t, px.URL)
+	o.Cache = fetch.CacheNone
+	o.Range.FooterSize = 4096
+	src, err := Open(ctx, spec, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := bigShard(t, files)
+	size := files[name]
+	if size < 3*4096 {
+		t.Fatalf("%s is too small for this test (%d bytes)", name, size)
+	}
+	f, err := src.Open(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	before := px.Bytes()
+	buf := make([]byte, 8)
+	if _, err := f.ReadAt(buf, size-8); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ReadAt(make([]byte, 100), size-200); err != nil {
+		t.Fatal(err)
+	}
+	if got := px.Bytes() - before; got != 4096 {
+		t.Fatalf("footer reads moved %d bytes, want the 4096-byte tail once", got)
+	}
+	before = px.Bytes()
+	if _, err := f.ReadAt(make([]byte, 1000), size/3); err != nil {
+		t.Fatal(err)
+	}
+	if got := px.Bytes() - before; got != 1000 {
+		t.Fatalf("a 1000-byte read moved %d bytes", got)
+	}
+	blobs, _ := os.ReadDir(filepath.Join(src.cache.root, "blobs"))
+	for _, b := range blobs {
+		if strings.HasSuffix(b.Name(), ".parquet") {
+			t.Fatalf("CacheNone wrote a shard to the cache: %s", b.Name())
+		}
+	}
+}
