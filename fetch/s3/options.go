@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/lrstream/lrstream/fetch"
 )
@@ -50,7 +51,13 @@ type Options struct {
 	// finds no credentials at all also falls back to unsigned requests.
 	Anonymous bool
 	// Credentials overrides the credential chain (nil: the chain).
+	// OptionsFromEnv sets it from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
+	// and AWS_SESSION_TOKEN when both keys are set (the chain's first
+	// step), so the environment given to the CLI is the one used.
 	Credentials aws.CredentialsProvider
+	// ConfigFile and CredentialsFile replace ~/.aws/config and
+	// ~/.aws/credentials (AWS_CONFIG_FILE, AWS_SHARED_CREDENTIALS_FILE).
+	ConfigFile, CredentialsFile string
 	// CacheDir is the node-local cache root (--cache-dir; default
 	// $XDG_CACHE_HOME/lrstream/s3, else ~/.cache/lrstream/s3).
 	CacheDir string
@@ -84,14 +91,16 @@ type Options struct {
 //
 //   - AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL: the endpoint, unless
 //     AWS_IGNORE_CONFIGURED_ENDPOINT_URLS is true (as the AWS CLI does);
-//   - AWS_REGION, else AWS_DEFAULT_REGION; AWS_PROFILE;
+//   - AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN;
+//   - AWS_REGION, else AWS_DEFAULT_REGION; AWS_PROFILE; AWS_CONFIG_FILE,
+//     AWS_SHARED_CREDENTIALS_FILE;
 //   - AWS_NO_SIGN_REQUEST (true: unsigned requests, for public buckets);
 //   - LRSTREAM_S3_ADDRESSING_STYLE: auto, path or virtual;
 //   - HF_HUB_OFFLINE (offline: the cache only);
 //   - the cache root from XDG_CACHE_HOME or HOME.
 //
-// Keys, session tokens and the shared files are read by the credential
-// chain when the source is opened.
+// The rest of the chain (profiles, SSO, roles) is resolved when the source
+// is opened.
 func OptionsFromEnv(getenv func(string) string) (Options, error) {
 	var o Options
 	if !fetch.EnvTrue(getenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")) {
@@ -105,6 +114,15 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 		o.Region = getenv("AWS_DEFAULT_REGION")
 	}
 	o.Profile = getenv("AWS_PROFILE")
+	if id, secret := getenv("AWS_ACCESS_KEY_ID"), getenv("AWS_SECRET_ACCESS_KEY"); id != "" && secret != "" {
+		o.Credentials = credentials.NewStaticCredentialsProvider(id, secret, getenv("AWS_SESSION_TOKEN"))
+	}
+	if f := getenv("AWS_CONFIG_FILE"); f != "" {
+		o.ConfigFile = fetch.ExpandPath(f, getenv)
+	}
+	if f := getenv("AWS_SHARED_CREDENTIALS_FILE"); f != "" {
+		o.CredentialsFile = fetch.ExpandPath(f, getenv)
+	}
 	o.Anonymous = fetch.EnvTrue(getenv("AWS_NO_SIGN_REQUEST"))
 	o.AddressingStyle = strings.ToLower(getenv("LRSTREAM_S3_ADDRESSING_STYLE"))
 	o.Offline = fetch.EnvTrue(getenv("HF_HUB_OFFLINE"))

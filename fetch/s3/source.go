@@ -78,7 +78,13 @@ func Open(ctx context.Context, spec string, opts Options) (*Source, error) {
 	}
 	opts = opts.withDefaults()
 	s := &Source{opts: opts, bucket: bucket, prefix: prefix, log: opts.Logger}
-	s.cache = newCache(filepath.Join(opts.CacheDir, opts.storeFolder(), bucket))
+	// Loading the configuration makes no request: credentials are
+	// resolved below, when they are needed.
+	cfg, hc, err := s.loadConfig(ctx)
+	if err != nil {
+		return nil, s.scrub(fmt.Errorf("%s: %w", s.ID(), err))
+	}
+	s.cache = newCache(filepath.Join(s.opts.CacheDir, s.opts.storeFolder(), bucket))
 	if opts.Offline {
 		pins, err := s.cache.readListing(prefix)
 		if err != nil {
@@ -87,9 +93,12 @@ func Open(ctx context.Context, spec string, opts Options) (*Source, error) {
 		s.setPins(pins)
 		return s, nil
 	}
-	if s.client, err = s.newClient(ctx); err != nil {
-		return nil, s.scrub(fmt.Errorf("%s: %w", s.ID(), err))
+	if !opts.Anonymous {
+		if err := s.checkCredentials(ctx, &cfg); err != nil {
+			return nil, s.scrub(fmt.Errorf("%s: %w", s.ID(), err))
+		}
 	}
+	s.client = s.newClient(cfg, hc)
 	pins, err := s.list(ctx)
 	if err != nil {
 		return nil, s.scrub(err)
@@ -101,23 +110,29 @@ func Open(ctx context.Context, spec string, opts Options) (*Source, error) {
 	return s, nil
 }
 
-// newClient builds the S3 client: the AWS configuration chain, lrstream's
-// retry policy, an HTTP client that never follows redirects.
-func (s *Source) newClient(ctx context.Context) (*awss3.Client, error) {
+// loadConfig loads the AWS configuration (the environment, the shared
+// files, the profile) with lrstream's retry policy, and settles the
+// endpoint (Options', else the profile's endpoint_url). The HTTP client it
+// returns counts requests and never follows redirects.
+func (s *Source) loadConfig(ctx context.Context) (aws.Config, *http.Client, error) {
 	o := s.opts
 	// The SDK's buildable client receives the configured CA bundle
-	// (AWS_CA_BUNDLE, ca_bundle); its transport is then used by a client
-	// that counts requests and never follows redirects.
+	// (AWS_CA_BUNDLE, ca_bundle); its transport is then used by our client.
 	bc := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
 		t.ResponseHeaderTimeout = o.HeaderTimeout
 	})
-	var lo []func(*config.LoadOptions) error
-	lo = append(lo, config.WithHTTPClient(bc), config.WithRetryer(s.retryer))
+	lo := []func(*config.LoadOptions) error{config.WithHTTPClient(bc), config.WithRetryer(s.retryer)}
 	if o.Region != "" {
 		lo = append(lo, config.WithRegion(o.Region))
 	}
 	if o.Profile != "" {
 		lo = append(lo, config.WithSharedConfigProfile(o.Profile))
+	}
+	if o.ConfigFile != "" {
+		lo = append(lo, config.WithSharedConfigFiles([]string{o.ConfigFile}))
+	}
+	if o.CredentialsFile != "" {
+		lo = append(lo, config.WithSharedCredentialsFiles([]string{o.CredentialsFile}))
 	}
 	switch {
 	case o.Anonymous:
@@ -127,22 +142,15 @@ func (s *Source) newClient(ctx context.Context) (*awss3.Client, error) {
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, lo...)
 	if err != nil {
-		return nil, fmt.Errorf("aws configuration: %w", err)
+		return cfg, nil, fmt.Errorf("aws configuration: %w", err)
 	}
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
 	}
-	if !o.Anonymous {
-		if err := s.checkCredentials(ctx, &cfg); err != nil {
-			return nil, err
-		}
-	}
-	endpoint := o.Endpoint
-	if endpoint == "" && cfg.BaseEndpoint != nil {
-		endpoint = *cfg.BaseEndpoint // the profile's endpoint_url
-		s.opts.Endpoint = endpoint
+	if s.opts.Endpoint == "" && cfg.BaseEndpoint != nil {
+		s.opts.Endpoint = *cfg.BaseEndpoint // the profile's endpoint_url
 		if err := s.opts.check(); err != nil {
-			return nil, err
+			return cfg, nil, err
 		}
 	}
 	var tr http.RoundTripper = bc.GetTransport()
@@ -157,17 +165,22 @@ func (s *Source) newClient(ctx context.Context) (*awss3.Client, error) {
 		// A signed request is never replayed to another URL.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
+	return cfg, hc, nil
+}
+
+// newClient is the S3 client of cfg on the settled endpoint.
+func (s *Source) newClient(cfg aws.Config, hc *http.Client) *awss3.Client {
 	return awss3.NewFromConfig(cfg, func(so *awss3.Options) {
 		so.HTTPClient = hc
-		if endpoint != "" {
-			so.BaseEndpoint = aws.String(endpoint)
+		if s.opts.Endpoint != "" {
+			so.BaseEndpoint = aws.String(s.opts.Endpoint)
 		}
 		so.UsePathStyle = s.opts.pathStyle()
 		// Checksums only where S3 requires them: most S3-compatible stores
 		// do not know the newer flexible checksums.
 		so.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		so.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
-	}), nil
+	})
 }
 
 // checkCredentials resolves the credential chain once: keys found are

@@ -169,3 +169,30 @@ func TestRangeReadsOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestProfileFromSharedFiles: credentials, region and endpoint_url of a
+// named profile in the shared files reach the server.
+func TestProfileFromSharedFiles(t *testing.T) {
+	srv, _ := serve(t)
+	dir := t.TempDir()
+	creds := filepath.Join(dir, "credentials")
+	conf := filepath.Join(dir, "config")
+	os.WriteFile(creds, []byte("[default]\naws_access_key_id = wrong\naws_secret_access_key = wrong\n[lr]\naws_access_key_id = "+s3test.AccessKey+"\naws_secret_access_key = "+s3test.SecretKey+"\n"), 0o600)
+	os.WriteFile(conf, []byte("[profile lr]\nregion = "+s3test.Region+"\nendpoint_url = "+srv.Endpoint+"\n"), 0o600)
+	o, err := OptionsFromEnv(func(k string) string {
+		return map[string]string{"AWS_PROFILE": "lr", "AWS_CONFIG_FILE": conf, "AWS_SHARED_CREDENTIALS_FILE": creds, "HOME": dir}[k]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := Open(context.Background(), spec, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(src.cache.root, "127.0.0.1") {
+		t.Fatalf("the profile's endpoint did not reach the cache folder: %s", src.cache.root)
+	}
+	if _, err := fetch.ReadAll(context.Background(), src, "meta/info.json"); err != nil {
+		t.Fatal(err)
+	}
+}
