@@ -1,6 +1,7 @@
 package s3test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -42,7 +43,11 @@ type Proxy struct {
 	faults []Fault // consumed one per GET/HEAD/PUT request
 	match  string  // only paths containing this get faults ("" = all)
 	byPath map[string]int64
+	spans  map[string][]Span
 }
+
+// Span is a byte range of an object served by the proxy.
+type Span struct{ Off, Len int64 }
 
 // NewProxy starts a proxy to target (http://HOST:PORT); it is closed when
 // the test ends.
@@ -52,7 +57,7 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{target: u, rt: http.DefaultTransport.(*http.Transport).Clone(), byPath: map[string]int64{}}
+	p := &Proxy{target: u, rt: http.DefaultTransport.(*http.Transport).Clone(), byPath: map[string]int64{}, spans: map[string][]Span{}}
 	srv := httptest.NewServer(p)
 	t.Cleanup(srv.Close)
 	p.URL = srv.URL
@@ -92,6 +97,26 @@ func (p *Proxy) BytesOf() map[string]int64 {
 		out[k] = v
 	}
 	return out
+}
+
+// Spans returns the byte ranges served per request path since the last
+// Reset.
+func (p *Proxy) Spans() map[string][]Span {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string][]Span, len(p.spans))
+	for k, v := range p.spans {
+		out[k] = append([]Span(nil), v...)
+	}
+	return out
+}
+
+// Reset forgets the bytes and spans served so far.
+func (p *Proxy) Reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.byPath, p.spans = map[string]int64{}, map[string][]Span{}
+	p.bytes.Store(0)
 }
 
 func (p *Proxy) next(path string) Fault {
@@ -138,6 +163,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.bytes.Add(n)
 	p.mu.Lock()
 	p.byPath[r.URL.Path] += n
+	if r.Method == http.MethodGet && n > 0 {
+		var off int64
+		if cr := resp.Header.Get("Content-Range"); cr != "" {
+			fmt.Sscanf(cr, "bytes %d-", &off)
+		}
+		p.spans[r.URL.Path] = append(p.spans[r.URL.Path], Span{Off: off, Len: n})
+	}
 	p.mu.Unlock()
 	switch {
 	case fault == Cut && half > 0:

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lrstream/lrstream/bench/datagen"
+	"github.com/lrstream/lrstream/internal/s3test"
+)
+
+// s3Vars is the environment of a CLI run against srv's endpoint (or a
+// proxy's), with a private home (cache) directory.
+func s3Vars(t *testing.T, srv *s3test.Server, endpoint string, extra ...string) map[string]string {
+	t.Helper()
+	vars := srv.Env()
+	vars["AWS_ENDPOINT_URL"] = endpoint
+	vars["HOME"] = t.TempDir()
+	for i := 0; i+1 < len(extra); i += 2 {
+		vars[extra[i]] = extra[i+1]
+	}
+	return vars
+}
+
+// jsonlBody is a jsonl stream without its header line.
+func jsonlBody(t *testing.T, out string) (header map[string]any, body string) {
+	t.Helper()
+	first, rest, _ := strings.Cut(out, "\n")
+	if err := json.Unmarshal([]byte(first), &header); err != nil || header["type"] != "header" {
+		t.Fatalf("no header line: %.200q", first)
+	}
+	return header, rest
+}
+
+// TestS3StreamMatchesLocal: a dataset in an S3-compatible store streams
+// the same batches as its local copy, in both download modes; the header
+// names the s3:// prefix and the pins' digest.
+func TestS3StreamMatchesLocal(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.CreateBucket("lrstream-cli")
+	local := prShared(t, "conformance", "datasets", "pub_inferred_front_wrist")
+	srv.PutDir("lrstream-cli", "ds", local)
+	args := []string{"stream", "--format", "jsonl", "--batch-size", "4"}
+	want, stderr, code := prRun(t, nil, append(args, "--dataset", local)...)
+	if code != 0 {
+		t.Fatalf("local: %s", stderr)
+	}
+	_, wantBody := jsonlBody(t, want)
+	for _, mode := range []string{"full", "none"} {
+		vars := s3Vars(t, srv, srv.Endpoint)
+		got, stderr, code := prRun(t, vars, append(args, "--dataset", "s3://lrstream-cli/ds", "--download", mode)...)
+		if code != 0 {
+			t.Fatalf("%s: %s", mode, stderr)
+		}
+		h, body := jsonlBody(t, got)
+		if body != wantBody {
+			t.Fatalf("--download %s: the batches differ from the local copy's", mode)
+		}
+		if h["dataset"] != "s3://lrstream-cli/ds" || len(h["revision"].(string)) != 40 {
+			t.Fatalf("header dataset %v revision %v", h["dataset"], h["revision"])
+		}
+		if strings.Contains(got, s3test.SecretKey) || strings.Contains(stderr, s3test.SecretKey) {
+			t.Fatal("the secret key reached the output")
+		}
+	}
+}
+
+// TestS3PartitionedBytes measures, through a counting proxy, the bytes 4
+// consumers of --order partitioned read from the store with --download
+// none (one node: one cache directory, footers once): row-group bytes in
+// all ≈ one consumer's (1×), each consumer about a quarter.
+func TestS3PartitionedBytes(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "ds")
+	if _, err := datagen.Generate(ctx, dir, datagen.Options{Episodes: 64, MinFrames: 40, MaxFrames: 60,
+		FramesPerFile: 800, Cameras: []string{}, Dim: 6, Tasks: 3, Seed: 2, Workers: 1}); err != nil {
+		t.Fatal(err)
+	}
+	tails := map[string]int64{} // data file → first byte of its footer
+	filepath.WalkDir(filepath.Join(dir, "data"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, _ := os.ReadFile(p)
+		rel, _ := filepath.Rel(dir, p)
+		tails["/lrstream-cli/ds/"+filepath.ToSlash(rel)] = int64(len(b)) - int64(binary.LittleEndian.Uint32(b[len(b)-8:])) - 8
+		return nil
+	})
+	srv := s3test.Start(t)
+	srv.CreateBucket("lrstream-cli")
+	srv.PutDir("lrstream-cli", "ds", dir)
+	px := s3test.NewProxy(t, srv.Endpoint)
+	// rowGroupBytes is what the proxy served of the data files outside
+	// footer fetches (a span reaching into a footer is one).
+	rowGroupBytes := func() (data, footer int64) {
+		for p, spans := range px.Spans() {
+			from, ok := tails[p]
+			if !ok {
+				continue
+			}
+			for _, s := range spans {
+				if s.Off+s.Len > from {
+					footer += s.Len
+				} else {
+					data += s.Len
+				}
+			}
+		}
+		px.Reset()
+		return data, footer
+	}
+	args := []string{"stream", "--dataset", "s3://lrstream-cli/ds", "--download", "none", "--order", "partitioned", "--partitions", "16",
+		"--shuffle", "--seed", "1", "--batch-size", "4", "--workers", "1"}
+	consume := func(vars map[string]string, rank, world string) (int64, int64) {
+		vars["RANK"], vars["WORLD_SIZE"] = rank, world
+		px.Reset()
+		out, stderr, code := prRun(t, vars, args...)
+		if code != 0 || len(out) == 0 {
+			t.Fatalf("rank %s of %s: %s", rank, world, stderr)
+		}
+		return rowGroupBytes()
+	}
+	one, oneFooter := consume(s3Vars(t, srv, px.URL), "0", "1")
+	node := s3Vars(t, srv, px.URL) // one cache for the 4 consumers
+	var all, most, footers int64
+	for r := range 4 {
+		d, f := consume(node, string(rune('0'+r)), "4")
+		all += d
+		most = max(most, d)
+		footers += f
+	}
+	t.Logf("one consumer: %d row-group bytes, %d footer bytes; 4 consumers: %d in all (%.2f×), at most %d each (%.3f×), %d footer bytes",
+		one, oneFooter, all, float64(all)/float64(one), most, float64(most)/float64(one), footers)
+	if float64(all) > 1.1*float64(one) {
+		t.Errorf("4 consumers read %d row-group bytes in all, one consumer %d", all, one)
+	}
+	if float64(most) > 1.5*float64(one)/4 {
+		t.Errorf("a consumer read %d row-group bytes, a quarter of one consumer's is %d", most, one/4)
+	}
+	if footers > oneFooter {
+		t.Errorf("4 consumers of one node fetched %d footer bytes, one consumer %d: footers more than once per node", footers, oneFooter)
+	}
+}
+
+// TestS3Resume: a shuffled two-epoch stream from the store resumes from a
+// batch's token exactly; after an object changes, the token is refused.
+func TestS3Resume(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.CreateBucket("lrstream-cli")
+	local := prShared(t, "conformance", "datasets", "pub_inferred_front_wrist")
+	files := srv.PutDir("lrstream-cli", "ds", local)
+	vars := s3Vars(t, srv, srv.Endpoint)
+	args := []string{"stream", "--dataset", "s3://lrstream-cli/ds", "--format", "jsonl", "--batch-size", "4", "--shuffle", "--seed", "3", "--epochs", "2"}
+	full, stderr, code := prRun(t, vars, args...)
+	if code != 0 {
+		t.Fatal(stderr)
+	}
+	lines := batchLines(t, full)
+	k := len(lines) / 2
+	var b struct {
+		Resume string `json:"resume"`
+	}
+	if err := json.Unmarshal([]byte(lines[k-1]), &b); err != nil || b.Resume == "" {
+		t.Fatalf("batch %d has no resume token: %v", k-1, err)
+	}
+	rest, stderr, code := prRun(t, vars, append(args, "--resume", b.Resume)...)
+	if code != 0 {
+		t.Fatal(stderr)
+	}
+	if got := batchLines(t, rest); strings.Join(got, "\n") != strings.Join(lines[k:], "\n") {
+		t.Fatalf("the resumed stream is not the rest of the full one: %d batches, want %d", len(got), len(lines)-k)
+	}
+	// An object changes before the resume: the pins' digest (the
+	// revision, in the fingerprint) changes, and the token is refused.
+	for n := range files {
+		if strings.HasPrefix(n, "data/") {
+			b, _ := os.ReadFile(filepath.Join(local, filepath.FromSlash(n)))
+			srv.Put("lrstream-cli", "ds/"+n, append(bytes.Clone(b), 0))
+			break
+		}
+	}
+	_, stderr, code = prRun(t, vars, append(args, "--resume", b.Resume)...)
+	if code == 0 {
+		t.Fatal("resumed after an object changed")
+	}
+	t.Logf("resume after a change: %s", strings.TrimSpace(stderr))
+}
+
+// batchLines returns the batch lines of a jsonl stream.
+func batchLines(t *testing.T, out string) []string {
+	t.Helper()
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, `{"type":"batch"`) {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) == 0 {
+		t.Fatal("no batch")
+	}
+	return lines
+}
