@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/rand/v2"
 	"net/http"
 	"strings"
 	"time"
@@ -14,12 +13,12 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/lrstream/lrstream/fetch"
+	"github.com/lrstream/lrstream/fetch/objstore"
 )
 
-// ErrObjectChanged is matched (errors.Is) by errors for an object whose
-// ETag is no longer the one pinned when the run started (or that was
-// deleted since): a run never mixes two versions of a dataset.
-var ErrObjectChanged = errors.New("object changed since the run started")
+// ErrObjectChanged is objstore.ErrObjectChanged: an object whose ETag is
+// no longer the one pinned when the run started (or that was deleted).
+var ErrObjectChanged = objstore.ErrObjectChanged
 
 // Error is a failed S3 operation. It names the operation and the object,
 // never a credential or a signature.
@@ -89,7 +88,7 @@ func (e *Error) Is(target error) bool {
 }
 
 // opError describes an SDK error of op on object.
-func (s *Source) opError(op, object string, err error) error {
+func (s *Store) opError(op, object string, err error) error {
 	e := &Error{Op: op, Object: object, Err: err}
 	var re *awshttp.ResponseError
 	if errors.As(err, &re) {
@@ -113,15 +112,4 @@ func shorten(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// backoff is the wait before retry number attempt (1-based): MinBackoff
-// doubling up to MaxBackoff, half fixed and half random (equal jitter), as
-// the Hub source waits.
-func backoff(p fetch.RetryPolicy, attempt int) time.Duration {
-	d := p.MinBackoff
-	for i := 1; i < attempt && d < p.MaxBackoff; i++ {
-		d *= 2
-	}
-	d = min(d, p.MaxBackoff)
-	half := d / 2
-	return half + rand.N(half+1)
-}
+func backoff(p fetch.RetryPolicy, attempt int) time.Duration { return objstore.Backoff(p, attempt) }

@@ -115,7 +115,7 @@ func TestObjectChanged(t *testing.T) {
 			srv.Put("lrstream-test", "sets/ds/"+name, changed)
 			defer srv.Put("lrstream-test", "sets/ds/"+name, localBytes(t, name))
 			_, err = fetch.ReadAll(ctx, src, name)
-			if !errors.Is(err, ErrObjectChanged) || !strings.Contains(err.Error(), src.pins[name].ETag) {
+			if !errors.Is(err, ErrObjectChanged) || !strings.Contains(err.Error(), src.Pins()[name].ETag) {
 				t.Fatalf("want ErrObjectChanged naming the pinned ETag, got %v", err)
 			}
 			again, err := Open(ctx, spec, o)

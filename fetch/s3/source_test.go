@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/lrstream/lrstream/fetch"
+	"github.com/lrstream/lrstream/fetch/objstore"
 	"github.com/lrstream/lrstream/internal/s3test"
 )
 
@@ -105,7 +106,7 @@ func TestSourceReadsEveryFile(t *testing.T) {
 }
 
 // checkRanges reads random ranges of name, after prefetching some.
-func checkRanges(t *testing.T, src *Source, name string, want []byte, rng *rand.Rand) {
+func checkRanges(t *testing.T, src *objstore.Source, name string, want []byte, rng *rand.Rand) {
 	t.Helper()
 	ctx := context.Background()
 	f, err := src.Open(ctx, name)

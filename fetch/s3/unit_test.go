@@ -162,7 +162,7 @@ func TestRangeReadsOnly(t *testing.T) {
 	if got := px.Bytes() - before; got != 1000 {
 		t.Fatalf("a 1000-byte read moved %d bytes", got)
 	}
-	blobs, _ := os.ReadDir(filepath.Join(src.cache.root, "blobs"))
+	blobs, _ := os.ReadDir(filepath.Join(src.CacheDir(), "blobs"))
 	for _, b := range blobs {
 		if strings.HasSuffix(b.Name(), ".parquet") {
 			t.Fatalf("CacheNone wrote a shard to the cache: %s", b.Name())
@@ -189,8 +189,8 @@ func TestProfileFromSharedFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(src.cache.root, "127.0.0.1") {
-		t.Fatalf("the profile's endpoint did not reach the cache folder: %s", src.cache.root)
+	if !strings.Contains(src.CacheDir(), "127.0.0.1") {
+		t.Fatalf("the profile's endpoint did not reach the cache folder: %s", src.CacheDir())
 	}
 	if _, err := fetch.ReadAll(context.Background(), src, "meta/info.json"); err != nil {
 		t.Fatal(err)

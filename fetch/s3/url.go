@@ -15,8 +15,9 @@ package s3
 
 import (
 	"fmt"
-	"path"
 	"strings"
+
+	"github.com/lrstream/lrstream/fetch/objstore"
 )
 
 // Scheme prefixes an S3 dataset spec.
@@ -45,7 +46,7 @@ func ParseURL(spec string) (bucket, prefix string, err error) {
 	if prefix == "" {
 		return bucket, "", nil
 	}
-	if err := validKeyPath(prefix); err != nil {
+	if err := objstore.ValidKey(prefix); err != nil {
 		return "", "", fmt.Errorf("s3 url %q: prefix: %w", spec, err)
 	}
 	return bucket, prefix, nil
@@ -67,29 +68,6 @@ func validBucket(b string) error {
 	}
 	if strings.Contains(b, "..") {
 		return fmt.Errorf("bucket name %q: \"..\" not allowed", b)
-	}
-	return nil
-}
-
-// validKeyPath checks a slash-separated key path (a prefix, or an object
-// key relative to the prefix).
-func validKeyPath(p string) error {
-	if p == "" {
-		return fmt.Errorf("empty path")
-	}
-	for _, seg := range strings.Split(p, "/") {
-		switch seg {
-		case "", ".", "..":
-			return fmt.Errorf("%q: empty, \".\" or \"..\" segment", p)
-		}
-	}
-	for _, r := range p {
-		if r < 0x20 || r == 0x7f || r == '\\' {
-			return fmt.Errorf("%q: control character or backslash", p)
-		}
-	}
-	if path.Clean(p) != p {
-		return fmt.Errorf("%q: not a clean path", p)
 	}
 	return nil
 }

@@ -1,8 +1,7 @@
-package s3
+package objstore
 
 import (
 	"context"
-	"crypto/md5"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -23,7 +22,7 @@ import (
 //	                                    (key, ETag, size), ext the key's extension
 //	<root>/blobs/<id><ext>.incomplete   a download in progress (resumed)
 //	<root>/locks/<id>.lock              flock held while downloading
-//	<root>/listings/<sha256(prefix)>.json  the pins of the last listing (offline)
+//	<root>/listings/<sha256(ID)>.json   the pins of the last listing (offline)
 //	<root>/lrstream-<kind>/…            side cache entries (parquet footers)
 //
 // No object key reaches a file name: every name is a hash (plus a checked
@@ -32,11 +31,9 @@ type cache struct {
 	root string
 }
 
-func newCache(root string) *cache { return &cache{root: root} }
-
 // blobID names the blob of an object version.
 func (s *Source) blobID(name string, p Pin) string {
-	h := sha256.Sum256([]byte("s3\x00" + s.key(name) + "\x00" + p.ETag + "\x00" + strconv.FormatInt(p.Size, 10)))
+	h := sha256.Sum256([]byte(s.store.Key(name) + "\x00" + p.ETag + "\x00" + strconv.FormatInt(p.Size, 10)))
 	return hex.EncodeToString(h[:]) + safeExt(name)
 }
 
@@ -91,7 +88,7 @@ func (s *Source) download(ctx context.Context, name string, p Pin) error {
 	id := s.blobID(name, p)
 	blob := s.cache.blobPath(id)
 	release, err := fetch.LockFile(ctx, filepath.Join(s.cache.root, "locks", id+".lock"), func() {
-		s.log.Debug("s3: waiting for another process downloading", "file", name)
+		s.log.Debug("objstore: waiting for another process downloading", "file", name)
 	})
 	if err != nil {
 		return fmt.Errorf("cache: %w", err)
@@ -139,21 +136,20 @@ func (s *Source) fetchTo(ctx context.Context, name string, pin Pin, p string) er
 		return fmt.Errorf("cache: %w", err)
 	}
 	if have > 0 {
-		s.log.Debug("s3: resuming download", "file", name, "at", have)
+		s.log.Debug("objstore: resuming download", "file", name, "at", have)
 	}
-	if err := s.stream(ctx, s.key(name), pin, have, pin.Size, f); err != nil {
+	if err := s.stream(ctx, name, pin, have, pin.Size, f); err != nil {
 		return err
 	}
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("cache: %w", err)
 	}
-	return verifyFile(f, name, pin)
+	return s.verifyFile(f, name, pin)
 }
 
-// verifyFile checks the size and, when the ETag is a plain MD5 (a
-// single-part upload without SSE-KMS/SSE-C, which is what every store
-// except those answers), the content's MD5.
-func verifyFile(f *os.File, name string, p Pin) error {
+// verifyFile checks the size, and the content when the store can
+// (Verifier).
+func (s *Source) verifyFile(f *os.File, name string, p Pin) error {
 	st, err := f.Stat()
 	if err != nil {
 		return fmt.Errorf("verify %s: %w", name, err)
@@ -161,25 +157,12 @@ func verifyFile(f *os.File, name string, p Pin) error {
 	if st.Size() != p.Size {
 		return fmt.Errorf("verify %s: %w: got %d bytes, want %d", name, fetch.ErrHashMismatch, st.Size(), p.Size)
 	}
-	if !isMD5(p.ETag) {
-		return nil
-	}
-	h := md5.New()
-	if _, err := io.Copy(h, io.NewSectionReader(f, 0, p.Size)); err != nil {
-		return fmt.Errorf("verify %s: %w", name, err)
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != p.ETag {
-		return fmt.Errorf("verify %s: %w: content MD5 %s, ETag %s", name, fetch.ErrHashMismatch, got, p.ETag)
+	if v, ok := s.store.(Verifier); ok {
+		if err := v.Verify(name, p, f); err != nil {
+			return fmt.Errorf("verify %s: %w: %w", name, fetch.ErrHashMismatch, err)
+		}
 	}
 	return nil
-}
-
-func isMD5(etag string) bool {
-	if len(etag) != 32 {
-		return false
-	}
-	_, err := hex.DecodeString(etag)
-	return err == nil
 }
 
 // Materialize makes name available at a local path: the cached blob (read
@@ -226,21 +209,21 @@ func (s *Source) Materialize(ctx context.Context, name string) (string, func(), 
 
 // listing is the cached result of a listing, for offline use.
 type listing struct {
-	Prefix string         `json:"prefix"`
-	Pins   map[string]Pin `json:"pins"`
+	ID   string         `json:"id"`
+	Pins map[string]Pin `json:"pins"`
 }
 
-func (c *cache) listingPath(prefix string) string {
-	h := sha256.Sum256([]byte(prefix))
+func (c *cache) listingPath(id string) string {
+	h := sha256.Sum256([]byte(id))
 	return filepath.Join(c.root, "listings", hex.EncodeToString(h[:])+".json")
 }
 
-func (c *cache) writeListing(prefix string, pins map[string]Pin) error {
-	b, err := json.Marshal(listing{Prefix: prefix, Pins: pins})
+func (c *cache) writeListing(id string, pins map[string]Pin) error {
+	b, err := json.Marshal(listing{ID: id, Pins: pins})
 	if err != nil {
 		return err
 	}
-	p := c.listingPath(prefix)
+	p := c.listingPath(id)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
@@ -261,9 +244,9 @@ func (c *cache) writeListing(prefix string, pins map[string]Pin) error {
 	return err
 }
 
-// readListing returns the pins of the last listing of prefix.
-func (c *cache) readListing(prefix string) (map[string]Pin, error) {
-	p := c.listingPath(prefix)
+// readListing returns the pins of the last listing of the dataset id.
+func (c *cache) readListing(id string) (map[string]Pin, error) {
+	p := c.listingPath(id)
 	b, err := os.ReadFile(p)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("no listing in the cache %s (offline): run once with network access: %w", c.root, fetch.ErrOffline)
@@ -272,11 +255,11 @@ func (c *cache) readListing(prefix string) (map[string]Pin, error) {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
 	var l listing
-	if err := json.Unmarshal(b, &l); err != nil || l.Prefix != prefix || len(l.Pins) == 0 {
+	if err := json.Unmarshal(b, &l); err != nil || l.ID != id || len(l.Pins) == 0 {
 		return nil, fmt.Errorf("cache: damaged listing %s (offline): %w", p, fetch.ErrOffline)
 	}
 	for name := range l.Pins {
-		if err := validKeyPath(name); err != nil {
+		if err := ValidKey(name); err != nil {
 			return nil, fmt.Errorf("cache: listing %s: %w: %w", p, fetch.ErrUnsafePath, err)
 		}
 	}
@@ -290,7 +273,7 @@ func (s *Source) ReadSide(kind, name string, size int64) ([]byte, bool) {
 	if !ok || p.Size != size || fetch.ValidateRemotePath(kind) != nil {
 		return nil, false
 	}
-	data, ok := fetch.ReadSideEntry(filepath.Join(s.cache.root, "lrstream-"+kind), fetch.SideKey(kind, "s3", s.key(name), size, p.ETag))
+	data, ok := fetch.ReadSideEntry(filepath.Join(s.cache.root, "lrstream-"+kind), fetch.SideKey(kind, "objstore", s.store.Key(name), size, p.ETag))
 	if ok {
 		s.stats.sideHits.Add(1)
 	}
@@ -303,7 +286,7 @@ func (s *Source) WriteSide(kind, name string, size int64, data []byte) {
 	if !ok || p.Size != size || fetch.ValidateRemotePath(kind) != nil {
 		return
 	}
-	if err := fetch.WriteSideEntry(filepath.Join(s.cache.root, "lrstream-"+kind), fetch.SideKey(kind, "s3", s.key(name), size, p.ETag), data); err != nil {
-		s.log.Debug("s3: side cache not written", "kind", kind, "file", name, "err", err)
+	if err := fetch.WriteSideEntry(filepath.Join(s.cache.root, "lrstream-"+kind), fetch.SideKey(kind, "objstore", s.store.Key(name), size, p.ETag), data); err != nil {
+		s.log.Debug("objstore: side cache not written", "kind", kind, "file", name, "err", err)
 	}
 }
