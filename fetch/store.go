@@ -151,3 +151,7 @@ func ExpandPath(p string, getenv func(string) string) string { return expandPath
 
 // WithDefaults fills zero fields with DefaultRetryPolicy's values.
 func (p RetryPolicy) WithDefaults() RetryPolicy { return p.withDefaults() }
+
+// NextLink returns the target of the rel="next" link of a Link header, or
+// "" (the Hub's pagination).
+func NextLink(v string) string { return nextLink(v) }
