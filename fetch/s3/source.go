@@ -39,12 +39,23 @@ type Store struct {
 // Open lists the objects under spec (s3://BUCKET[/PREFIX]) and pins their
 // ETags; offline, the listing comes from the cache.
 func Open(ctx context.Context, spec string, opts Options) (*objstore.Source, error) {
-	bucket, prefix, err := ParseURL(spec)
+	s, oo, err := dial(ctx, spec, opts)
 	if err != nil {
 		return nil, err
 	}
+	return objstore.Open(ctx, s, oo)
+}
+
+// dial checks spec and opts and returns the store (with its client,
+// unless offline) and the objstore options of its cache.
+func dial(ctx context.Context, spec string, opts Options) (*Store, objstore.Options, error) {
+	var oo objstore.Options
+	bucket, prefix, err := ParseURL(spec)
+	if err != nil {
+		return nil, oo, err
+	}
 	if err := opts.check(); err != nil {
-		return nil, err
+		return nil, oo, err
 	}
 	opts = opts.withDefaults()
 	s := &Store{opts: opts, bucket: bucket, prefix: prefix, log: opts.Logger}
@@ -52,9 +63,9 @@ func Open(ctx context.Context, spec string, opts Options) (*objstore.Source, err
 	// resolved below, when they are needed.
 	cfg, hc, err := s.loadConfig(ctx)
 	if err != nil {
-		return nil, s.scrub(fmt.Errorf("%s: %w", s.ID(), err))
+		return nil, oo, s.scrub(fmt.Errorf("%s: %w", s.ID(), err))
 	}
-	oo := objstore.Options{
+	oo = objstore.Options{
 		Dir:   filepath.Join(s.opts.CacheDir, s.opts.storeFolder(), bucket),
 		Cache: opts.Cache, Offline: opts.Offline, Logger: opts.Logger, Retry: opts.Retry,
 		StallTimeout: opts.StallTimeout, Range: opts.Range,
@@ -62,13 +73,13 @@ func Open(ctx context.Context, spec string, opts Options) (*objstore.Source, err
 	if !opts.Offline {
 		if !opts.Anonymous {
 			if err := s.checkCredentials(ctx, &cfg); err != nil {
-				return nil, s.scrub(fmt.Errorf("%s: %w", s.ID(), err))
+				return nil, oo, s.scrub(fmt.Errorf("%s: %w", s.ID(), err))
 			}
 		}
 		s.client = s.newClient(cfg, hc)
 	}
 	oo.Secrets = s.secrets
-	return objstore.Open(ctx, s, oo)
+	return s, oo, nil
 }
 
 // loadConfig loads the AWS configuration (the environment, the shared

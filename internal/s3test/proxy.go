@@ -44,6 +44,7 @@ type Proxy struct {
 	match  string  // only paths containing this get faults ("" = all)
 	byPath map[string]int64
 	spans  map[string][]Span
+	log    []string // "METHOD PATH" of every request, in order
 }
 
 // Span is a byte range of an object served by the proxy.
@@ -111,6 +112,13 @@ func (p *Proxy) Spans() map[string][]Span {
 	return out
 }
 
+// Log returns "METHOD PATH" of every request received, in order.
+func (p *Proxy) Log() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.log...)
+}
+
 // Reset forgets the bytes and spans served so far.
 func (p *Proxy) Reset() {
 	p.mu.Lock()
@@ -132,6 +140,9 @@ func (p *Proxy) next(path string) Fault {
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.requests.Add(1)
+	p.mu.Lock()
+	p.log = append(p.log, r.Method+" "+r.URL.Path)
+	p.mu.Unlock()
 	fault := p.next(r.URL.Path)
 	if fault == SlowDown {
 		io.Copy(io.Discard, r.Body)
