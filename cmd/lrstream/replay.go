@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/lrstream/lrstream/fetch/s3"
 	"github.com/lrstream/lrstream/pipeline"
 	"github.com/lrstream/lrstream/prerender"
 	"github.com/lrstream/lrstream/sink"
@@ -58,7 +59,18 @@ func replay(ctx context.Context, e *env, fs *flag.FlagSet, dir, format string, t
 	if err := checkReplayFlags(fs); err != nil {
 		return err
 	}
+	spec := dir
+	if s3.IsURL(dir) { // an object store prefix: mirrored into the node's cache (docs/storage.md)
+		local, cleanup, err := mirrorS3(ctx, e, dir)
+		if err != nil {
+			failInBand(e, format, err)
+			return err
+		}
+		defer cleanup()
+		dir = local
+	}
 	x, err := prerender.ReadIndex(dir)
+	err = inSpec(err, dir, spec)
 	if err != nil {
 		failInBand(e, format, err)
 		return err
@@ -97,7 +109,7 @@ func replay(ctx context.Context, e *env, fs *flag.FlagSet, dir, format string, t
 	if conv != nil {
 		w = conv
 	}
-	err = prerender.ReplayWith(ctx, dir, share, w, opts)
+	err = inSpec(prerender.ReplayWith(ctx, dir, share, w, opts), dir, spec)
 	if conv != nil {
 		if cerr := conv.Close(); err == nil {
 			err = cerr

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lrstream/lrstream/fetch/s3"
 	"github.com/lrstream/lrstream/pipeline"
 	"github.com/lrstream/lrstream/prerender"
 	"github.com/lrstream/lrstream/sink"
@@ -92,7 +93,19 @@ func newServer(ctx context.Context, e *env, args []string) (*server, string, err
 	tf.log = slog.New(newOnceHandler(log.Handler()))
 	srv := &server{lim: lim, log: log, mem: &serveMemory{budget: budget}}
 	if *from != "" {
-		err = srv.setupReplay(fs, *from, &tf)
+		dir := *from
+		if s3.IsURL(dir) { // mirrored into the node's S3 cache for the server's life
+			if err := checkReplayFlags(fs); err != nil {
+				return nil, "", err
+			}
+			local, cleanup, err := mirrorS3(ctx, e, dir)
+			if err != nil {
+				return nil, "", err
+			}
+			context.AfterFunc(ctx, cleanup)
+			dir = local
+		}
+		err = srv.setupReplay(fs, dir, &tf)
 	} else {
 		rf.noBatchCheck = rf.noBatchCheck || bf.batchSize == 1 // see runStream
 		err = srv.setupLive(ctx, e, &rf, &bf, &tf)

@@ -2,11 +2,17 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/lrstream/lrstream/fetch"
 	"github.com/lrstream/lrstream/fetch/hfbucket"
 	"github.com/lrstream/lrstream/fetch/s3"
+	"github.com/lrstream/lrstream/prerender"
 )
 
 // openSource opens --dataset: hf://buckets/NS/NAME[/PREFIX] through
@@ -36,4 +42,114 @@ func openSource(ctx context.Context, e *env, dataset string, hub fetch.HubOption
 	}
 	o.Logger = hub.Logger
 	return s3.Open(ctx, dataset, o)
+}
+
+// s3Options is the S3 configuration of the environment.
+func s3Options(e *env) (s3.Options, error) { return s3.OptionsFromEnv(e.getenv) }
+
+// s3Staging is the local directory a pre-render to spec (s3://…) renders
+// into before it is published: in the S3 cache, named by the spec's hash,
+// so an interrupted run resumes there like a local --out.
+func s3Staging(e *env, spec string) (string, error) {
+	if _, _, err := s3.ParseURL(spec); err != nil {
+		return "", fmt.Errorf("--out: %w", err)
+	}
+	o, err := s3Options(e)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(o.Endpoint + "\x00" + spec))
+	dir := filepath.Join(o.CacheDir, "prerender-staging", hex.EncodeToString(sum[:16]))
+	return dir, os.MkdirAll(dir, 0o755)
+}
+
+// publishPrerender uploads the pre-render files of dir (shards, then the
+// index files last; lock and temporary files are not pre-render files) to
+// spec.
+func publishPrerender(ctx context.Context, e *env, spec, dir string) (s3.PublishStats, error) {
+	o, err := s3Options(e)
+	if err != nil {
+		return s3.PublishStats{}, err
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return s3.PublishStats{}, err
+	}
+	var names, last []string
+	for _, d := range ents {
+		n := d.Name()
+		if !d.Type().IsRegular() || strings.HasPrefix(n, ".") || strings.HasSuffix(n, ".tmp") || strings.HasSuffix(n, ".lock") {
+			continue
+		}
+		names = append(names, n)
+		if strings.HasSuffix(n, "index.json") {
+			last = append(last, n)
+		}
+	}
+	return s3.Publish(ctx, spec, dir, names, last, 0, o)
+}
+
+// mirrorS3 makes the pre-render at spec (s3://…) a local directory for
+// replay and finalize: every object is downloaded into the node's S3
+// cache (verified; once per node) and linked into a temporary directory,
+// which cleanup removes (the cache keeps the files).
+func mirrorS3(ctx context.Context, e *env, spec string) (dir string, cleanup func(), err error) {
+	o, err := s3Options(e)
+	if err != nil {
+		return "", nil, err
+	}
+	o.Cache = fetch.CacheFull
+	src, err := s3.Open(ctx, spec, o)
+	if err != nil {
+		return "", nil, err
+	}
+	if _, ok := src.Pins()[prerender.IndexFile]; !ok && !hasRankIndex(src.Pins()) {
+		return "", nil, fmt.Errorf("%s holds no pre-render (no %s): not written yet, or still being published", spec, prerender.IndexFile)
+	}
+	dir, err = os.MkdirTemp("", "lrstream-prerender-*")
+	if err != nil {
+		return "", nil, err
+	}
+	cleanup = func() { os.RemoveAll(dir) }
+	names, _ := src.List(ctx, "")
+	for _, n := range names {
+		if strings.Contains(n, "/") {
+			continue // not a pre-render file
+		}
+		p, _, err := fetch.Materialize(ctx, src, n)
+		if err == nil {
+			err = os.Symlink(p, filepath.Join(dir, n))
+		}
+		if err != nil {
+			cleanup()
+			return "", nil, fmt.Errorf("%s: %w", spec, err)
+		}
+	}
+	return dir, cleanup, nil
+}
+
+func hasRankIndex(pins map[string]s3.Pin) bool {
+	for n := range pins {
+		if strings.HasPrefix(n, "rank") && strings.HasSuffix(n, "-index.json") {
+			return true
+		}
+	}
+	return false
+}
+
+// mirrorError names the object store prefix instead of its local mirror in
+// an error about the mirrored pre-render.
+type mirrorError struct {
+	err error
+	msg string
+}
+
+func (m *mirrorError) Error() string { return m.msg }
+func (m *mirrorError) Unwrap() error { return m.err }
+
+func inSpec(err error, local, spec string) error {
+	if err == nil || local == spec {
+		return err
+	}
+	return &mirrorError{err: err, msg: strings.ReplaceAll(err.Error(), local, spec)}
 }
