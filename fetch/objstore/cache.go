@@ -258,7 +258,10 @@ func (c *cache) readListing(id string) (map[string]Pin, error) {
 	if err := json.Unmarshal(b, &l); err != nil || l.ID != id || len(l.Pins) == 0 {
 		return nil, fmt.Errorf("cache: damaged listing %s (offline): %w", p, fetch.ErrOffline)
 	}
-	for name := range l.Pins {
+	for name, pin := range l.Pins {
+		if pin.Size < 0 || pin.ETag == "" {
+			return nil, fmt.Errorf("cache: damaged listing %s (offline): %s has no size or ETag: %w", p, name, fetch.ErrOffline)
+		}
 		if err := ValidKey(name); err != nil {
 			return nil, fmt.Errorf("cache: listing %s: %w: %w", p, fetch.ErrUnsafePath, err)
 		}
