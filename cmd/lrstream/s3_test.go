@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lrstream/lrstream/bench/datagen"
 	"github.com/lrstream/lrstream/internal/s3test"
@@ -279,4 +280,47 @@ func TestS3Prerender(t *testing.T) {
 	if code == 0 || !strings.Contains(stderr, "no objects under this prefix") {
 		t.Fatalf("an empty prefix: %d %s", code, stderr)
 	}
+}
+
+// TestS3ServerRestartMidStream: the store's server is killed while a
+// --download none stream is reading and comes back 1.5 s later; the
+// stream retries through the outage and its batches equal the local
+// copy's.
+func TestS3ServerRestartMidStream(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.CreateBucket("lrstream-cli")
+	local := prShared(t, "conformance", "datasets", "pub_inferred_front_wrist")
+	srv.PutDir("lrstream-cli", "ds", local)
+	px := s3test.NewProxy(t, srv.Endpoint)
+	args := []string{"stream", "--format", "jsonl", "--batch-size", "4", "--workers", "1"}
+	want, stderr, code := prRun(t, nil, append(args, "--dataset", local)...)
+	if code != 0 {
+		t.Fatal(stderr)
+	}
+	px.SetDelay(30 * time.Millisecond) // a slow store: the stream is still reading when the server dies
+	type result struct {
+		out, stderr string
+		code        int
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, stderr, code := prRun(t, s3Vars(t, srv, px.URL), append(args, "--dataset", "s3://lrstream-cli/ds", "--download", "none")...)
+		done <- result{out, stderr, code}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for px.Requests() < 12 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	served := px.Requests()
+	srv.Stop()
+	time.Sleep(1500 * time.Millisecond)
+	srv.Restart()
+	r := <-done
+	if r.code != 0 {
+		t.Fatalf("the stream failed across the restart (after %d requests): %s", served, r.stderr)
+	}
+	if strings.Join(batchLines(t, r.out), "\n") != strings.Join(batchLines(t, want), "\n") {
+		t.Fatal("the batches differ from the local copy's after a restart")
+	}
+	t.Logf("server killed after %d requests, back 1.5 s later; %d requests in all", served, px.Requests())
 }

@@ -45,6 +45,15 @@ type Proxy struct {
 	byPath map[string]int64
 	spans  map[string][]Span
 	log    []string // "METHOD PATH" of every request, in order
+	delay  time.Duration
+}
+
+// SetDelay makes every request wait d before it is forwarded (a slow
+// store, so that a test can act while a stream is in progress).
+func (p *Proxy) SetDelay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
 }
 
 // Span is a byte range of an object served by the proxy.
@@ -142,7 +151,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.requests.Add(1)
 	p.mu.Lock()
 	p.log = append(p.log, r.Method+" "+r.URL.Path)
+	delay := p.delay
 	p.mu.Unlock()
+	if delay > 0 {
+		time.Sleep(delay)
+	}
 	fault := p.next(r.URL.Path)
 	if fault == SlowDown {
 		io.Copy(io.Discard, r.Body)
