@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"sync"
 	"time"
 )
@@ -191,6 +192,11 @@ func (f *rangeFile) assemble(parts []*span, off, end int64) (out []byte, ok bool
 		case <-f.ctx.Done():
 			return nil, false, f.ctx.Err()
 		}
+		if s.err != nil && errors.Is(s.err, ErrHashMismatch) {
+			// Content that failed its hash is not read again piecewise
+			// (the pieces cannot be verified).
+			return nil, false, s.err
+		}
 		if s.err != nil || s.data == nil {
 			return nil, false, nil
 		}
@@ -304,6 +310,48 @@ func (f *rangeFile) Prefetch(ctx context.Context, ranges []Range) error {
 }
 
 var _ Prefetcher = (*rangeFile)(nil)
+
+// span is one fetched (or being fetched) byte range [off, end).
+type span struct {
+	off, end int64
+	done     chan struct{}
+	data     []byte
+	err      error
+}
+
+// coalesce sorts ranges, merges those at most gap bytes apart, and splits
+// the results into pieces of at most maxSpan bytes.
+func coalesce(rs []Range, gap, maxSpan int64) []Range {
+	if len(rs) == 0 {
+		return nil
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i].Off < rs[j].Off })
+	var merged []Range
+	cur := rs[0]
+	for _, r := range rs[1:] {
+		if r.Off <= cur.Off+cur.Len+gap {
+			if e := r.Off + r.Len; e > cur.Off+cur.Len {
+				cur.Len = e - cur.Off
+			}
+			continue
+		}
+		merged = append(merged, cur)
+		cur = r
+	}
+	merged = append(merged, cur)
+	if maxSpan <= 0 {
+		return merged
+	}
+	var out []Range
+	for _, r := range merged {
+		pieces := (r.Len + maxSpan - 1) / maxSpan
+		step := (r.Len + pieces - 1) / pieces
+		for off := r.Off; off < r.Off+r.Len; off += step {
+			out = append(out, Range{Off: off, Len: min(step, r.Off+r.Len-off)})
+		}
+	}
+	return out
+}
 
 // NewStallReader wraps a response body with a progress deadline: when no
 // byte arrives for timeout (DefaultStallTimeout when 0), the body is

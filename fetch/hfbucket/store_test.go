@@ -37,7 +37,10 @@ type fakeBucket struct {
 	cdnAuth  []string
 }
 
-func xetHash(b []byte) string { h := sha256.Sum256(append([]byte("xet"), b...)); return hex.EncodeToString(h[:]) }
+func xetHash(b []byte) string {
+	h := sha256.Sum256(append([]byte("xet"), b...))
+	return hex.EncodeToString(h[:])
+}
 
 func newFakeBucket(t *testing.T, dir string) *fakeBucket {
 	t.Helper()
