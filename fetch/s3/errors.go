@@ -63,7 +63,7 @@ func (e *Error) hint() string {
 		e.Code == "InvalidAccessKeyId" || e.Code == "SignatureDoesNotMatch" ||
 		strings.HasSuffix(e.Code, "UserNotFound"): // versitygw: 404 XAdminUserNotFound for an unknown key
 		return " (check the credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, AWS_PROFILE; AWS_NO_SIGN_REQUEST=YES for a public bucket)"
-	case e.Status == http.StatusMovedPermanently || e.Code == "PermanentRedirect":
+	case e.Status >= 300 && e.Status < 400 || e.Code == "PermanentRedirect":
 		return " (the bucket is in another region or needs another endpoint: set AWS_REGION or AWS_ENDPOINT_URL; redirects are not followed)"
 	}
 	return ""

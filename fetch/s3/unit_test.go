@@ -2,6 +2,9 @@ package s3
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"os"
 	"path/filepath"
 	"strings"
@@ -194,5 +197,32 @@ func TestProfileFromSharedFiles(t *testing.T) {
 	}
 	if _, err := fetch.ReadAll(context.Background(), src, "meta/info.json"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestNoRedirects: a store answering with a redirect to another host is
+// not followed — the signed request never reaches it — and the error says
+// why.
+func TestNoRedirects(t *testing.T) {
+	var other atomic.Int64
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		other.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer elsewhere.Close()
+	for _, status := range []int{http.StatusMovedPermanently, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		store := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, elsewhere.URL+r.URL.Path, status)
+		}))
+		o := testOpts(t, store.URL)
+		_, err := Open(context.Background(), spec, o)
+		store.Close()
+		if err == nil || strings.Contains(err.Error(), s3test.SecretKey) || !strings.Contains(err.Error(), "redirects are not followed") {
+			t.Fatalf("%d: opened through a redirect, leaked the secret or gave no hint: %v", status, err)
+		}
+		t.Logf("%d: %v", status, err)
+	}
+	if n := other.Load(); n != 0 {
+		t.Fatalf("the redirect target received %d requests", n)
 	}
 }
