@@ -4,14 +4,17 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/lrstream/lrstream/fetch"
@@ -45,6 +48,8 @@ type Source struct {
 	names  []string // sorted
 	digest string
 	stats  counters
+	// fellBack: the store was unreachable at Open; the cache serves the run.
+	fellBack bool
 }
 
 // Open lists the store's objects and pins them (offline: the listing of
@@ -62,7 +67,7 @@ func Open(ctx context.Context, store Store, opts Options) (*Source, error) {
 	}
 	pins, err := store.List(ctx)
 	if err != nil {
-		return nil, s.scrub(err)
+		return s.fallback(err)
 	}
 	for name := range pins {
 		if err := ValidKey(name); err != nil {
@@ -78,6 +83,38 @@ func Open(ctx context.Context, store Store, opts Options) (*Source, error) {
 	}
 	return s, nil
 }
+
+// fallback is Open's answer to a failed listing: when the store could not
+// be reached at all (no connection, DNS failure, within the store's retry
+// budget) and the cache holds a listing of the dataset, the source serves
+// that cached version, from the cache only, for the whole run — as the Hub
+// source falls back to its cached snapshot — and says so in a warning.
+// Any answer of the store (403, 404, 5xx) is reported instead.
+func (s *Source) fallback(err error) (*Source, error) {
+	if !unreachable(err) {
+		return nil, s.scrub(err)
+	}
+	pins, cerr := s.cache.readListing(s.store.ID())
+	if cerr != nil {
+		return nil, s.scrub(fmt.Errorf("%w (and no usable listing in the cache: %v)", err, cerr))
+	}
+	s.log.Warn("objstore: the store is unreachable; using the cached listing and the cache only for this run",
+		"dataset", s.store.ID(), "revision", PinDigest(pins), "err", s.scrub(err))
+	s.opts.Offline, s.fellBack = true, true
+	s.setPins(pins)
+	return s, nil
+}
+
+// unreachable reports whether err is a failure to reach the store at all.
+func unreachable(err error) bool {
+	var op *net.OpError
+	var dns *net.DNSError
+	return errors.As(err, &op) || errors.As(err, &dns) || errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// UsingCachedListing reports whether the store was unreachable at Open and
+// the source serves the cached listing from the cache.
+func (s *Source) UsingCachedListing() bool { return s.fellBack }
 
 func (s *Source) setPins(pins map[string]Pin) {
 	s.pins = pins

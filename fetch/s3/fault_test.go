@@ -212,7 +212,19 @@ func TestOfflineFromCache(t *testing.T) {
 		}
 		release()
 	}
+	// Without HF_HUB_OFFLINE: the stopped server is unreachable, the
+	// cached listing serves the run.
+	fell, err := Open(ctx, spec, o)
+	if err != nil || !fell.UsingCachedListing() || fell.Revision() != src.Revision() {
+		t.Fatalf("unreachable store with a warm cache: %v", err)
+	}
+	if got, err := fetch.ReadAll(ctx, fell, "meta/info.json"); err != nil || !bytes.Equal(got, localBytes(t, "meta/info.json")) {
+		t.Fatalf("read after the fallback: %v", err)
+	}
 	cold := testOpts(t, srv.Endpoint)
+	if _, err := Open(ctx, spec, cold); err == nil || !strings.Contains(err.Error(), "no usable listing in the cache") {
+		t.Fatalf("unreachable store, cold cache: %v", err)
+	}
 	cold.Offline = true
 	if _, err := Open(ctx, spec, cold); !errors.Is(err, fetch.ErrOffline) {
 		t.Fatalf("cold offline open: %v", err)
