@@ -70,6 +70,16 @@ func TestS3StreamMatchesLocal(t *testing.T) {
 			t.Fatal("the secret key reached the output")
 		}
 	}
+	// In a mixture: s3://…:WEIGHT beside a local directory.
+	mixed, stderr, code := prRun(t, s3Vars(t, srv, srv.Endpoint), "stream", "--format", "jsonl", "--batch-size", "4",
+		"--dataset", local+":1", "--dataset", "s3://lrstream-cli/ds:2")
+	if code != 0 {
+		t.Fatalf("mixture: %s", stderr)
+	}
+	h, _ := jsonlBody(t, mixed)
+	if ds, _ := h["dataset"].(string); !strings.Contains(ds, "s3://lrstream-cli/ds") || strings.Contains(ds, ":2") {
+		t.Fatalf("mixture header dataset %q", ds)
+	}
 }
 
 // TestS3PartitionedBytes measures, through a counting proxy, the bytes 4
