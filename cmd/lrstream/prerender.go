@@ -352,7 +352,7 @@ func (p *prerenderFlags) publish(ctx context.Context, e *env, dir string) error 
 // files are mirrored locally, merged and checked as for a directory, and
 // the merged index.json is published.
 func finalizeS3(ctx context.Context, e *env, spec string, quiet bool) error {
-	dir, cleanup, err := mirrorS3(ctx, e, spec)
+	dir, cleanup, err := mirrorStore(ctx, e, spec)
 	if err != nil {
 		return err
 	}

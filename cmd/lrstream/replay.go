@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/lrstream/lrstream/fetch/s3"
 	"github.com/lrstream/lrstream/pipeline"
 	"github.com/lrstream/lrstream/prerender"
 	"github.com/lrstream/lrstream/sink"
@@ -60,8 +59,8 @@ func replay(ctx context.Context, e *env, fs *flag.FlagSet, dir, format string, t
 		return err
 	}
 	spec := dir
-	if s3.IsURL(dir) { // an object store prefix: mirrored into the node's cache (docs/storage.md)
-		local, cleanup, err := mirrorS3(ctx, e, dir)
+	if isStoreURL(dir) { // an object store prefix: mirrored into the node's cache (docs/storage.md)
+		local, cleanup, err := mirrorStore(ctx, e, dir)
 		if err != nil {
 			failInBand(e, format, err)
 			return err

@@ -16,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lrstream/lrstream/fetch/s3"
 	"github.com/lrstream/lrstream/pipeline"
 	"github.com/lrstream/lrstream/prerender"
 	"github.com/lrstream/lrstream/sink"
@@ -94,11 +93,11 @@ func newServer(ctx context.Context, e *env, args []string) (*server, string, err
 	srv := &server{lim: lim, log: log, mem: &serveMemory{budget: budget}}
 	if *from != "" {
 		dir := *from
-		if s3.IsURL(dir) { // mirrored into the node's S3 cache for the server's life
+		if isStoreURL(dir) { // mirrored into the node's object cache for the server's life
 			if err := checkReplayFlags(fs); err != nil {
 				return nil, "", err
 			}
-			local, cleanup, err := mirrorS3(ctx, e, dir)
+			local, cleanup, err := mirrorStore(ctx, e, dir)
 			if err != nil {
 				return nil, "", err
 			}

@@ -11,37 +11,51 @@ import (
 
 	"github.com/lrstream/lrstream/fetch"
 	"github.com/lrstream/lrstream/fetch/hfbucket"
+	"github.com/lrstream/lrstream/fetch/objstore"
 	"github.com/lrstream/lrstream/fetch/s3"
 	"github.com/lrstream/lrstream/prerender"
 )
 
-// openSource opens --dataset: hf://buckets/NS/NAME[/PREFIX] through
-// fetch/hfbucket (the Hub's environment, hub; cacheDir or
-// ~/.cache/lrstream/hf-buckets), s3://BUCKET/PREFIX through fetch/s3 (the AWS
-// environment; hub.Cache as the download mode; cacheDir, when --cache-dir
-// is given, as the cache root), anything else through fetch.OpenDataset
-// (a local directory or a Hub dataset). docs/storage.md.
+// openSource opens --dataset: an object store prefix through openStore,
+// anything else through fetch.OpenDataset (a local directory or a Hub
+// dataset). docs/storage.md.
 func openSource(ctx context.Context, e *env, dataset string, hub fetch.HubOptions, cacheDir string) (fetch.Source, error) {
-	if hfbucket.IsURL(dataset) {
+	if !isStoreURL(dataset) {
+		return fetch.OpenDataset(ctx, dataset, hub)
+	}
+	src, err := openStore(ctx, e, dataset, hub, cacheDir)
+	if err != nil {
+		return nil, err
+	}
+	return src, nil
+}
+
+// isStoreURL reports whether spec names an object store prefix.
+func isStoreURL(spec string) bool { return s3.IsURL(spec) || hfbucket.IsURL(spec) }
+
+// openStore opens an object store prefix: hf://buckets/NS/NAME[/PREFIX]
+// through fetch/hfbucket (the Hub's environment, hub; cacheDir or
+// ~/.cache/lrstream/hf-buckets), s3://BUCKET/PREFIX through fetch/s3 (the
+// AWS environment; hub.Cache as the download mode; cacheDir, when
+// --cache-dir is given, as the cache root).
+func openStore(ctx context.Context, e *env, spec string, hub fetch.HubOptions, cacheDir string) (*objstore.Source, error) {
+	if hfbucket.IsURL(spec) {
 		dir := hfbucket.DefaultCacheDir(e.getenv)
 		if cacheDir != "" {
 			dir = cacheDir
 		}
-		return hfbucket.Open(ctx, dataset, hub, dir)
-	}
-	if !s3.IsURL(dataset) {
-		return fetch.OpenDataset(ctx, dataset, hub)
+		return hfbucket.Open(ctx, spec, hub, dir)
 	}
 	o, err := s3.OptionsFromEnv(e.getenv)
 	if err != nil {
-		return nil, fmt.Errorf("dataset %s: %w", dataset, err)
+		return nil, fmt.Errorf("dataset %s: %w", spec, err)
 	}
 	o.Cache = hub.Cache
 	if cacheDir != "" {
 		o.CacheDir = cacheDir
 	}
 	o.Logger = hub.Logger
-	return s3.Open(ctx, dataset, o)
+	return s3.Open(ctx, spec, o)
 }
 
 // s3Options is the S3 configuration of the environment.
@@ -89,17 +103,18 @@ func publishPrerender(ctx context.Context, e *env, spec, dir string) (s3.Publish
 	return s3.Publish(ctx, spec, dir, names, last, 0, o)
 }
 
-// mirrorS3 makes the pre-render at spec (s3://…) a local directory for
-// replay and finalize: every object is downloaded into the node's S3
-// cache (verified; once per node) and linked into a temporary directory,
-// which cleanup removes (the cache keeps the files).
-func mirrorS3(ctx context.Context, e *env, spec string) (dir string, cleanup func(), err error) {
-	o, err := s3Options(e)
+// mirrorStore makes the pre-render at spec (s3://… or hf://buckets/…) a
+// local directory for replay, verify and finalize: every object is
+// downloaded into the node's object cache (verified; once per node) and
+// linked into a temporary directory, which cleanup removes (the cache
+// keeps the files).
+func mirrorStore(ctx context.Context, e *env, spec string) (dir string, cleanup func(), err error) {
+	hub, err := fetch.HubOptionsFromEnv(e.getenv)
 	if err != nil {
 		return "", nil, err
 	}
-	o.Cache = fetch.CacheFull
-	src, err := s3.Open(ctx, spec, o)
+	hub.Cache = fetch.CacheFull
+	src, err := openStore(ctx, e, spec, hub, "")
 	if err != nil {
 		return "", nil, err
 	}
@@ -128,7 +143,7 @@ func mirrorS3(ctx context.Context, e *env, spec string) (dir string, cleanup fun
 	return dir, cleanup, nil
 }
 
-func hasRankIndex(pins map[string]s3.Pin) bool {
+func hasRankIndex(pins map[string]objstore.Pin) bool {
 	for n := range pins {
 		if strings.HasPrefix(n, "rank") && strings.HasSuffix(n, "-index.json") {
 			return true

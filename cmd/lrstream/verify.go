@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/lrstream/lrstream/fetch/s3"
 	"github.com/lrstream/lrstream/prerender"
 	"github.com/lrstream/lrstream/sink"
 )
@@ -36,8 +35,8 @@ func runVerify(ctx context.Context, e *env, args []string) error {
 	}
 	dir := rest[0]
 	path := dir
-	if s3.IsURL(dir) { // mirrored into the node's S3 cache (docs/storage.md)
-		local, cleanup, err := mirrorS3(ctx, e, dir)
+	if isStoreURL(dir) { // mirrored into the node's object cache (docs/storage.md)
+		local, cleanup, err := mirrorStore(ctx, e, dir)
 		if err != nil {
 			return err
 		}

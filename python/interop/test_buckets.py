@@ -99,3 +99,22 @@ def test_missing_bucket_and_token(lrstream_bin, bucket_hub, tmp_path):
     p = stream(lrstream_bin, env_for(bucket_hub, tmp_path, HF_TOKEN="hf_wrongTOKEN"), "hf://buckets/lab/robots/sets/pick")
     err = p.stderr.decode()
     assert p.returncode != 0 and "HF_TOKEN" in err and "hf_wrongTOKEN" not in err
+
+
+def test_replay_a_prerender_from_a_bucket(lrstream_bin, tmp_path):
+    """A pre-render copied into a bucket (as `hf buckets sync` would) replays and verifies from it."""
+    pre = tmp_path / "pre"
+    p = subprocess.run([str(lrstream_bin), "prerender", "--dataset", str(DATASET), "--out", str(pre),
+                        "--batch-size", "8", "--shard-size", "64KB", "-q"], capture_output=True, timeout=180)
+    assert p.returncode == 0, p.stderr.decode()[-1500:]
+    with FakeHub(tmp_path / "empty", "unused/repo", token=TOKEN) as hub:
+        hub.add_bucket("lab/robots", pre, prefix="pre")
+        env = env_for(hub, tmp_path)
+        want = subprocess.run([str(lrstream_bin), "stream", "--from", str(pre), "--format", "jsonl"],
+                              env=env, capture_output=True, timeout=180)
+        got = subprocess.run([str(lrstream_bin), "stream", "--from", "hf://buckets/lab/robots/pre", "--format", "jsonl"],
+                             env=env, capture_output=True, timeout=180)
+        assert got.returncode == 0, got.stderr.decode()[-1500:]
+        assert got.stdout == want.stdout
+        v = subprocess.run([str(lrstream_bin), "verify", "hf://buckets/lab/robots/pre"], env=env, capture_output=True, timeout=180)
+        assert v.returncode == 0 and v.stdout.decode().startswith("OK hf://buckets/lab/robots/pre:"), v.stderr.decode()
