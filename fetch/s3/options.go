@@ -55,6 +55,9 @@ type Options struct {
 	// and AWS_SESSION_TOKEN when both keys are set (the chain's first
 	// step), so the environment given to the CLI is the one used.
 	Credentials aws.CredentialsProvider
+	// NoIMDS keeps the credential chain from asking an EC2 instance
+	// metadata service (AWS_EC2_METADATA_DISABLED=true).
+	NoIMDS bool
 	// ConfigFile and CredentialsFile replace ~/.aws/config and
 	// ~/.aws/credentials (AWS_CONFIG_FILE, AWS_SHARED_CREDENTIALS_FILE).
 	ConfigFile, CredentialsFile string
@@ -95,6 +98,7 @@ type Options struct {
 //   - AWS_REGION, else AWS_DEFAULT_REGION; AWS_PROFILE; AWS_CONFIG_FILE,
 //     AWS_SHARED_CREDENTIALS_FILE;
 //   - AWS_NO_SIGN_REQUEST (true: unsigned requests, for public buckets);
+//   - AWS_EC2_METADATA_DISABLED (true: no instance metadata service);
 //   - LRSTREAM_S3_ADDRESSING_STYLE: auto, path or virtual;
 //   - HF_HUB_OFFLINE (offline: the cache only);
 //   - the cache root from XDG_CACHE_HOME or HOME.
@@ -117,6 +121,7 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 	if id, secret := getenv("AWS_ACCESS_KEY_ID"), getenv("AWS_SECRET_ACCESS_KEY"); id != "" && secret != "" {
 		o.Credentials = credentials.NewStaticCredentialsProvider(id, secret, getenv("AWS_SESSION_TOKEN"))
 	}
+	o.NoIMDS = strings.EqualFold(getenv("AWS_EC2_METADATA_DISABLED"), "true")
 	if f := getenv("AWS_CONFIG_FILE"); f != "" {
 		o.ConfigFile = fetch.ExpandPath(f, getenv)
 	}

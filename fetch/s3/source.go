@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/lrstream/lrstream/fetch"
@@ -102,6 +103,9 @@ func (s *Store) loadConfig(ctx context.Context) (aws.Config, *http.Client, error
 	}
 	if o.ConfigFile != "" {
 		lo = append(lo, config.WithSharedConfigFiles([]string{o.ConfigFile}))
+	}
+	if o.NoIMDS {
+		lo = append(lo, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
 	}
 	if o.CredentialsFile != "" {
 		lo = append(lo, config.WithSharedCredentialsFiles([]string{o.CredentialsFile}))

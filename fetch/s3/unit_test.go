@@ -78,8 +78,9 @@ func TestOptionsFromEnv(t *testing.T) {
 		{"ignored endpoints", map[string]string{"AWS_ENDPOINT_URL": "http://a:1", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS": "true", "HOME": "/h"},
 			Options{CacheDir: "/h/.cache/lrstream/s3"}, ""},
 		{"region fallback, profile, anonymous, style, offline", map[string]string{"AWS_DEFAULT_REGION": "eu-west-1", "AWS_PROFILE": "p",
-			"AWS_NO_SIGN_REQUEST": "YES", "LRSTREAM_S3_ADDRESSING_STYLE": "Virtual", "HF_HUB_OFFLINE": "1", "XDG_CACHE_HOME": "/x"},
-			Options{Region: "eu-west-1", Profile: "p", Anonymous: true, AddressingStyle: "virtual", Offline: true, CacheDir: "/x/lrstream/s3"}, ""},
+			"AWS_NO_SIGN_REQUEST": "YES", "LRSTREAM_S3_ADDRESSING_STYLE": "Virtual", "HF_HUB_OFFLINE": "1", "XDG_CACHE_HOME": "/x",
+			"AWS_EC2_METADATA_DISABLED": "TRUE"},
+			Options{Region: "eu-west-1", Profile: "p", Anonymous: true, AddressingStyle: "virtual", Offline: true, CacheDir: "/x/lrstream/s3", NoIMDS: true}, ""},
 		{"bad style", map[string]string{"LRSTREAM_S3_ADDRESSING_STYLE": "dns", "HOME": "/h"}, Options{}, "addressing style"},
 		{"endpoint with credentials", map[string]string{"AWS_ENDPOINT_URL": "http://u:p@a:1", "HOME": "/h"}, Options{}, "without credentials"},
 		{"endpoint not http", map[string]string{"AWS_ENDPOINT_URL": "ftp://a", "HOME": "/h"}, Options{}, "want http"},
@@ -97,7 +98,7 @@ func TestOptionsFromEnv(t *testing.T) {
 				t.Fatal(err)
 			}
 			if o.Endpoint != c.want.Endpoint || o.Region != c.want.Region || o.Profile != c.want.Profile || o.Anonymous != c.want.Anonymous ||
-				o.AddressingStyle != c.want.AddressingStyle || o.Offline != c.want.Offline || o.CacheDir != c.want.CacheDir {
+				o.AddressingStyle != c.want.AddressingStyle || o.Offline != c.want.Offline || o.CacheDir != c.want.CacheDir || o.NoIMDS != c.want.NoIMDS {
 				t.Fatalf("got %+v, want %+v", o, c.want)
 			}
 		})
