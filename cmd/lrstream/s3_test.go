@@ -334,3 +334,36 @@ func TestS3ServerRestartMidStream(t *testing.T) {
 	}
 	t.Logf("server killed after %d requests, back 1.5 s later; %d requests in all", served, px.Requests())
 }
+
+// TestS3Errors: wrong credentials and a missing bucket fail the command
+// before any batch, with a clear error (in-band too) and no secret.
+func TestS3Errors(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.CreateBucket("lrstream-cli")
+	srv.PutDir("lrstream-cli", "ds", prShared(t, "conformance", "datasets", "pub_inferred_front_wrist"))
+	const secret = "wrong-secret-7f3a19"
+	cases := []struct {
+		name, dataset string
+		vars          map[string]string
+		want          string
+	}{
+		{"wrong secret", "s3://lrstream-cli/ds", s3Vars(t, srv, srv.Endpoint, "AWS_SECRET_ACCESS_KEY", secret), "check the credentials"},
+		{"missing bucket", "s3://no-such-bucket/ds", s3Vars(t, srv, srv.Endpoint), "NoSuchBucket"},
+		{"revision", "s3://lrstream-cli/ds", s3Vars(t, srv, srv.Endpoint), "revisions apply to Hub datasets"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := []string{"stream", "--dataset", c.dataset, "--format", "jsonl"}
+			if c.name == "revision" {
+				args = append(args, "--revision", "main")
+			}
+			out, stderr, code := prRun(t, c.vars, args...)
+			if code == 0 || !strings.Contains(stderr, c.want) || strings.Contains(stderr+out, secret) {
+				t.Fatalf("exit %d, stderr %q: want %q and no secret", code, stderr, c.want)
+			}
+			if strings.Contains(out, `"type":"batch"`) {
+				t.Fatal("batches before the error")
+			}
+		})
+	}
+}
