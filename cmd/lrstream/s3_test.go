@@ -367,3 +367,38 @@ func TestS3Errors(t *testing.T) {
 		})
 	}
 }
+
+// TestS3ObjectChangedMidStream: a data file is rewritten while a
+// --download none stream reads the dataset; the stream fails naming the
+// object and the pinned ETag instead of mixing two versions.
+func TestS3ObjectChangedMidStream(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.CreateBucket("lrstream-cli")
+	local := prShared(t, "conformance", "datasets", "pub_inferred_front_wrist")
+	files := srv.PutDir("lrstream-cli", "ds", local)
+	px := s3test.NewProxy(t, srv.Endpoint)
+	px.SetDelay(30 * time.Millisecond)
+	done := make(chan [2]string, 1)
+	go func() {
+		out, stderr, _ := prRun(t, s3Vars(t, srv, px.URL), "stream", "--dataset", "s3://lrstream-cli/ds", "--download", "none",
+			"--format", "jsonl", "--batch-size", "4", "--workers", "1", "--epochs", "3")
+		done <- [2]string{out, stderr}
+	}()
+	for px.Requests() < 8 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	for n := range files {
+		if strings.HasPrefix(n, "data/") {
+			b, _ := os.ReadFile(filepath.Join(local, filepath.FromSlash(n)))
+			srv.Put("lrstream-cli", "ds/"+n, append(bytes.Clone(b), 0))
+		}
+	}
+	r := <-done
+	if !strings.Contains(r[1], "object changed since the run started") || !strings.Contains(r[1], "pinned ETag") {
+		t.Fatalf("the stream did not fail on the changed object: %s", r[1])
+	}
+	if !strings.Contains(r[0], `"type":"error"`) {
+		t.Fatal("no in-band error on stdout")
+	}
+	t.Logf("%s", strings.TrimSpace(r[1]))
+}
