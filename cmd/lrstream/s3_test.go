@@ -402,3 +402,27 @@ func TestS3ObjectChangedMidStream(t *testing.T) {
 	}
 	t.Logf("%s", strings.TrimSpace(r[1]))
 }
+
+// TestS3Cameras: camera frames decoded from videos in the store (FFmpeg
+// reads a cached blob with --download full, a private temporary download
+// with none) equal those of the local copy.
+func TestS3Cameras(t *testing.T) {
+	ds := cameraDataset(t)
+	srv := s3test.Start(t)
+	srv.CreateBucket("lrstream-cli")
+	srv.PutDir("lrstream-cli", "cams", ds)
+	args := []string{"stream", "--format", "jsonl", "--batch-size", "4", "--cameras", "all"}
+	want, stderr, code := prRun(t, nil, append(args, "--dataset", ds)...)
+	if code != 0 {
+		t.Fatal(stderr)
+	}
+	for _, mode := range []string{"full", "none"} {
+		got, stderr, code := prRun(t, s3Vars(t, srv, srv.Endpoint), append(args, "--dataset", "s3://lrstream-cli/cams", "--download", mode)...)
+		if code != 0 {
+			t.Fatalf("%s: %s", mode, stderr)
+		}
+		if strings.Join(batchLines(t, got), "\n") != strings.Join(batchLines(t, want), "\n") {
+			t.Fatalf("--download %s: camera batches differ from the local copy's", mode)
+		}
+	}
+}
