@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/lrstream/lrstream/bench/datagen"
 	"github.com/lrstream/lrstream/internal/s3test"
+	"github.com/lrstream/lrstream/sink"
 )
 
 // s3Vars is the environment of a CLI run against srv's endpoint (or a
@@ -285,6 +287,21 @@ func TestS3Prerender(t *testing.T) {
 	}
 	if n, m := len(batchLines(t, ranks)), len(batchLines(t, want)); n < m-2 || n > m+2 {
 		t.Fatalf("the finalized 2-rank pre-render replays %d batches, the single one %d", n, m)
+	}
+	// serve --from s3://…: a client gets the frames a local replay streams.
+	e, _, _ := genEnv()
+	e.getenv = func(k string) string { return vars[k] }
+	_, sock, _ := startServerEnv(t, e, "--from", "s3://lrstream-cli/pre")
+	c := dialHello(t, sock, sink.Hello{WorldSize: 1, NumWorkers: 1})
+	served, _ := servedFrames(t, c)
+	c.Close()
+	localBin, _, code := prRun(t, vars, "stream", "--from", localOut)
+	if code != 0 {
+		t.Fatal("local msgpack replay failed")
+	}
+	wantFrames, _ := servedFrames(t, strings.NewReader(localBin))
+	if fmt.Sprint(served) != fmt.Sprint(wantFrames) || len(served[0]) == 0 {
+		t.Fatalf("serve --from s3://… served %d frames, the local replay %d (or in another order)", len(served[0]), len(wantFrames[0]))
 	}
 	_, stderr, code = prRun(t, vars, "stream", "--from", "s3://lrstream-cli/nothing-here", "--format", "jsonl")
 	if code == 0 || !strings.Contains(stderr, "no objects under this prefix") {
