@@ -72,6 +72,10 @@ func TestS3StreamMatchesLocal(t *testing.T) {
 			t.Fatal("the secret key reached the output")
 		}
 	}
+	// lrstream validate reads the store like a local directory.
+	if out, stderr, code := prRun(t, s3Vars(t, srv, srv.Endpoint), "validate", "s3://lrstream-cli/ds"); code != 0 {
+		t.Fatalf("validate: %d %s %s", code, out, stderr)
+	}
 	// In a mixture: s3://…:WEIGHT beside a local directory.
 	mixed, stderr, code := prRun(t, s3Vars(t, srv, srv.Endpoint), "stream", "--format", "jsonl", "--batch-size", "4",
 		"--dataset", local+":1", "--dataset", "s3://lrstream-cli/ds:2")
