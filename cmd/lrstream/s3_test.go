@@ -241,6 +241,12 @@ func TestS3Prerender(t *testing.T) {
 	if _, stderr, code := prRun(t, vars, append(args, "--out", "s3://lrstream-cli/pre")...); code != 0 {
 		t.Fatal(stderr)
 	}
+	// The same command again: the staging directory holds the complete
+	// pre-render, the store has every file: nothing is uploaded.
+	again := append(append([]string{}, args[:len(args)-1]...), "--out", "s3://lrstream-cli/pre")
+	if _, stderr, code := prRun(t, vars, again...); code != 0 || !strings.Contains(stderr, ": 0 files uploaded") {
+		t.Fatalf("prerender again: %d %s", code, stderr)
+	}
 	want, stderr, code := prRun(t, vars, "stream", "--from", localOut, "--format", "jsonl")
 	if code != 0 {
 		t.Fatal(stderr)
