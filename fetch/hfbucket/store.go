@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/go-retryablehttp"
@@ -45,6 +46,9 @@ type Store struct {
 	log        *slog.Logger
 	requests   atomic.Int64
 	retries    atomic.Int64
+
+	mu     sync.Mutex
+	direct map[string]*url.URL // file → CDN URL of its last redirect
 }
 
 // Open lists the files under spec (hf://buckets/NS/NAME[/PREFIX]) and pins
@@ -67,7 +71,7 @@ func Open(ctx context.Context, spec string, hub fetch.HubOptions, cacheDir strin
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Store{id: id, prefix: prefix, endpoint: ep, token: hub.Token, log: log}
+	s := &Store{id: id, prefix: prefix, endpoint: ep, token: hub.Token, log: log, direct: map[string]*url.URL{}}
 	s.client = s.newClient(hub)
 	oo := objstore.Options{
 		Dir:   filepath.Join(cacheDir, sanitize(ep.Scheme+"-"+ep.Host+ep.Path), strings.ReplaceAll(id, "/", "--")),
@@ -277,12 +281,28 @@ func escapeID(id string) string {
 }
 
 // Get returns the body of the bytes [off, end) of name: a ranged GET of
-// /buckets/NS/NAME/resolve/PATH, redirected to the CDN. A xet hash
-// announced on the way that is not the pin, or a vanished file, fails with
+// /buckets/NS/NAME/resolve/PATH, redirected to the CDN — or straight to
+// the CDN URL the last resolve of this file was redirected to (no token,
+// and one rate-limited Hub request saved per range, as the Hub source does
+// for repo files); a CDN URL that is refused (a 4xx: its signature
+// expired) is dropped and the file resolved again. A xet hash announced on
+// the way that is not the pin, or a vanished file, fails with
 // objstore.ErrObjectChanged.
 func (s *Store) Get(ctx context.Context, name string, p objstore.Pin, off, end int64) (io.ReadCloser, error) {
-	h := &hops{}
-	ctx = context.WithValue(ctx, hopsKey{}, h)
+	rng := "bytes=" + strconv.FormatInt(off, 10) + "-" + strconv.FormatInt(end-1, 10)
+	if d := s.directURL(name); d != nil {
+		body, refused, err := s.getDirect(ctx, name, d, p, off, end, rng)
+		if !refused {
+			return body, err
+		}
+		s.log.Debug("hfbucket: CDN URL refused, resolving again", "file", name)
+		s.setDirect(name, nil, d)
+	}
+	return s.getResolve(ctx, name, p, off, end, rng)
+}
+
+// resolvePath is the escaped endpoint path of name's resolve URL.
+func (s *Store) resolvePath(name string) string {
 	var b strings.Builder
 	for i, seg := range strings.Split(s.Key(name), "/") {
 		if i > 0 {
@@ -290,11 +310,19 @@ func (s *Store) Get(ctx context.Context, name string, p objstore.Pin, off, end i
 		}
 		b.WriteString(url.PathEscape(seg))
 	}
-	req, err := s.newRequest(ctx, "/buckets/"+escapeID(s.id)+"/resolve/"+b.String(), "")
+	return "/buckets/" + escapeID(s.id) + "/resolve/" + b.String()
+}
+
+// getResolve reads the range through the Hub's resolve URL and remembers
+// the CDN URL it was redirected to.
+func (s *Store) getResolve(ctx context.Context, name string, p objstore.Pin, off, end int64, rng string) (io.ReadCloser, error) {
+	h := &hops{}
+	ctx = context.WithValue(ctx, hopsKey{}, h)
+	req, err := s.newRequest(ctx, s.resolvePath(name), "")
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Range", "bytes="+strconv.FormatInt(off, 10)+"-"+strconv.FormatInt(end-1, 10))
+	req.Header.Set("Range", rng)
 	req.Header.Set("Accept-Encoding", "identity")
 	resp, err := s.client.Do(req)
 	if err != nil {
@@ -312,8 +340,40 @@ func (s *Store) Get(ctx context.Context, name string, p objstore.Pin, off, end i
 		resp.Body.Close()
 		return nil, fmt.Errorf("%w (pinned xet hash %s when the run started): %w", err, p.ETag, objstore.ErrObjectChanged)
 	}
+	body, err := s.checkRange(req.URL, resp, name, p, off, end)
+	if err == nil && resp.Request != nil && !s.sameOrigin(resp.Request.URL) {
+		s.setDirect(name, resp.Request.URL, nil)
+	}
+	return body, err
+}
+
+// getDirect reads the range from a remembered CDN URL (without the
+// token); refused reports a 4xx answer, after which the caller resolves
+// again. Errors name the resolve URL, never the signed CDN URL.
+func (s *Store) getDirect(ctx context.Context, name string, d *url.URL, p objstore.Pin, off, end int64, rng string) (io.ReadCloser, bool, error) {
+	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodGet, d.String(), nil)
+	if err != nil {
+		return nil, false, err
+	}
+	req.Header.Set("Range", rng)
+	req.Header.Set("Accept-Encoding", "identity")
+	named, _ := s.newRequest(ctx, s.resolvePath(name), "")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, false, s.httpError("get", named.URL, nil, err)
+	}
+	if resp.StatusCode >= 400 && resp.StatusCode < 500 {
+		resp.Body.Close()
+		return nil, true, nil
+	}
+	body, err := s.checkRange(named.URL, resp, name, p, off, end)
+	return body, false, err
+}
+
+// checkRange accepts a 206 whose Content-Range is the range asked for.
+func (s *Store) checkRange(u *url.URL, resp *http.Response, name string, p objstore.Pin, off, end int64) (io.ReadCloser, error) {
 	if resp.StatusCode != http.StatusPartialContent {
-		err := s.httpError("get", req.URL, resp, nil)
+		err := s.httpError("get", u, resp, nil)
 		resp.Body.Close()
 		if resp.StatusCode == http.StatusOK {
 			err = fmt.Errorf("get %s/%s: the server ignored Range (200 instead of 206)", s.ID(), name)
@@ -326,6 +386,25 @@ func (s *Store) Get(ctx context.Context, name string, p objstore.Pin, off, end i
 		return nil, fmt.Errorf("get %s/%s: Content-Range %q does not match the requested bytes %d-%d of %d", s.ID(), name, resp.Header.Get("Content-Range"), off, end-1, p.Size)
 	}
 	return resp.Body, nil
+}
+
+// directURL is the CDN URL name was last redirected to, or nil.
+func (s *Store) directURL(name string) *url.URL {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.direct[name]
+}
+
+// setDirect remembers u for name, or (u nil) forgets old if it is still
+// the one remembered.
+func (s *Store) setDirect(name string, u, old *url.URL) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if u != nil {
+		s.direct[name] = u
+	} else if s.direct[name] == old {
+		delete(s.direct, name)
+	}
 }
 
 // httpError describes a failed request by its endpoint URL (never a signed

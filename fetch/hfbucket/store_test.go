@@ -35,6 +35,8 @@ type fakeBucket struct {
 	files    map[string][]byte // bucket path → content
 	fail503  int
 	cdnAuth  []string
+	resolves map[string]int // resolve requests per bucket path
+	signed   int            // signature generation
 }
 
 func xetHash(b []byte) string {
@@ -44,7 +46,7 @@ func xetHash(b []byte) string {
 
 func newFakeBucket(t *testing.T, dir string) *fakeBucket {
 	t.Helper()
-	fb := &fakeBucket{files: map[string][]byte{}}
+	fb := &fakeBucket{files: map[string][]byte{}, resolves: map[string]int{}}
 	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			b, _ := os.ReadFile(p)
@@ -103,8 +105,9 @@ func (fb *fakeBucket) serveHub(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusNotFound)
 			return
 		}
+		fb.resolves[p]++
 		w.Header().Set("X-Xet-Hash", xetHash(b))
-		http.Redirect(w, r, fb.cdn.URL+"/cdn/"+url.PathEscape(p)+"?sig=SIGNED", http.StatusFound)
+		http.Redirect(w, r, fb.cdn.URL+"/cdn/"+url.PathEscape(p)+"?sig=SIGNED"+strconv.Itoa(fb.signed), http.StatusFound)
 	default:
 		w.WriteHeader(http.StatusNotFound)
 	}
@@ -115,7 +118,12 @@ func (fb *fakeBucket) serveCDN(w http.ResponseWriter, r *http.Request) {
 	fb.cdnAuth = append(fb.cdnAuth, r.Header.Get("Authorization"))
 	p, _ := url.PathUnescape(strings.TrimPrefix(r.URL.EscapedPath(), "/cdn/"))
 	b, ok := fb.files[p]
+	stale := r.URL.Query().Get("sig") != "SIGNED"+strconv.Itoa(fb.signed)
 	fb.mu.Unlock()
+	if stale {
+		w.WriteHeader(http.StatusForbidden) // an expired signature
+		return
+	}
 	if !ok {
 		w.WriteHeader(http.StatusNotFound)
 		return
@@ -228,4 +236,54 @@ func FuzzParseURL(f *testing.F) {
 			t.Fatalf("bad id %q", id)
 		}
 	})
+}
+
+// TestBucketCDNReuse: with CacheNone, the ranges of a file go to the CDN
+// URL its first resolve was redirected to (one Hub request per file); an
+// expired URL is resolved again, and the error never shows a signature.
+func TestBucketCDNReuse(t *testing.T) {
+	fb := newFakeBucket(t, conformance)
+	ctx := context.Background()
+	o := hubOpts(t, fb)
+	o.Cache = fetch.CacheNone
+	o.FooterSize = 1024
+	src, err := Open(ctx, "hf://buckets/ns/name/sets/ds", o, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var name string
+	for n := range src.Pins() {
+		if strings.HasPrefix(n, "data/") && src.Pins()[n].Size > 4096 {
+			name = n
+		}
+	}
+	if name == "" {
+		t.Fatal("no data file larger than 4 KiB")
+	}
+	want := fb.files["sets/ds/"+name]
+	f, err := src.Open(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	read := func(off, n int64) {
+		t.Helper()
+		buf := make([]byte, n)
+		if _, err := f.ReadAt(buf, off); err != nil || !bytes.Equal(buf, want[off:off+n]) {
+			t.Fatalf("read [%d,+%d): %v", off, n, err)
+		}
+	}
+	read(0, 100)
+	read(200, 100)
+	read(1000, 50)
+	if got := fb.resolves["sets/ds/"+name]; got != 1 {
+		t.Fatalf("%d resolve requests for 3 ranges, want 1", got)
+	}
+	fb.mu.Lock()
+	fb.signed++ // every URL handed out so far expires
+	fb.mu.Unlock()
+	read(2000, 10)
+	if got := fb.resolves["sets/ds/"+name]; got != 2 {
+		t.Fatalf("%d resolve requests after the CDN URL expired, want 2", got)
+	}
 }
