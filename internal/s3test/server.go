@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -198,11 +197,4 @@ func (s *Server) Env() map[string]string {
 		"AWS_ENDPOINT_URL": s.Endpoint, "AWS_ACCESS_KEY_ID": AccessKey, "AWS_SECRET_ACCESS_KEY": SecretKey,
 		"AWS_REGION": Region, "AWS_EC2_METADATA_DISABLED": "true",
 	}
-}
-
-// Port is the server's port.
-func (s *Server) Port() int {
-	_, p, _ := net.SplitHostPort(s.addr)
-	n, _ := strconv.Atoi(p)
-	return n
 }
