@@ -411,7 +411,8 @@ func TestS3ObjectChangedMidStream(t *testing.T) {
 			"--format", "jsonl", "--batch-size", "4", "--workers", "1", "--epochs", "3")
 		done <- [2]string{out, stderr}
 	}()
-	for px.Requests() < 8 {
+	deadline := time.Now().Add(30 * time.Second)
+	for px.Requests() < 8 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	for n := range files {
