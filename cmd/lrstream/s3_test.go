@@ -143,6 +143,13 @@ func TestS3PartitionedBytes(t *testing.T) {
 		}
 		return rowGroupBytes()
 	}
+	// A plain pass (no training order): the projected columns once.
+	px.Reset()
+	if _, stderr, code := prRun(t, s3Vars(t, srv, px.URL), "stream", "--dataset", "s3://lrstream-cli/ds", "--download", "none",
+		"--batch-size", "4", "--workers", "1"); code != 0 {
+		t.Fatal(stderr)
+	}
+	plain, _ := rowGroupBytes()
 	one, oneFooter := consume(s3Vars(t, srv, px.URL), "0", "1")
 	node := s3Vars(t, srv, px.URL) // one cache for the 4 consumers
 	var all, most, footers int64
@@ -152,8 +159,11 @@ func TestS3PartitionedBytes(t *testing.T) {
 		most = max(most, d)
 		footers += f
 	}
-	t.Logf("one consumer: %d row-group bytes, %d footer bytes; 4 consumers: %d in all (%.2f×), at most %d each (%.3f×), %d footer bytes",
-		one, oneFooter, all, float64(all)/float64(one), most, float64(most)/float64(one), footers)
+	t.Logf("plain pass: %d row-group bytes; one consumer: %d (%.2f× the plain pass), %d footer bytes; 4 consumers: %d in all (%.2f×), at most %d each (%.3f×), %d footer bytes",
+		plain, one, float64(one)/float64(plain), oneFooter, all, float64(all)/float64(plain), most, float64(most)/float64(plain), footers)
+	if r := float64(one) / float64(plain); r < 0.98 || r > 1.02 {
+		t.Errorf("one partitioned consumer reads %.3f× the plain pass's row-group bytes", r)
+	}
 	if float64(all) > 1.1*float64(one) {
 		t.Errorf("4 consumers read %d row-group bytes in all, one consumer %d", all, one)
 	}
