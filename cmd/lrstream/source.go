@@ -10,8 +10,6 @@ import (
 	"strings"
 
 	"github.com/lrstream/lrstream/fetch"
-	"github.com/lrstream/lrstream/fetch/hfbucket"
-	"github.com/lrstream/lrstream/fetch/s3"
 )
 
 // hubFlags are the flags saying where a dataset comes from: the Hub
@@ -73,18 +71,22 @@ func (h *hubFlags) withRevision(dataset string) (string, error) {
 	return dataset + "@" + h.revision, nil
 }
 
-// open opens dataset: a local directory, or a Hub dataset as the flags
-// say.
+// open opens dataset: an object store prefix (s3://, hf://buckets/), a
+// local directory, or a Hub dataset as the flags say.
 func (h *hubFlags) open(ctx context.Context, e *env, dataset string) (fetch.Source, error) {
 	opts, err := h.options(e)
 	if err != nil {
 		return nil, err
 	}
-	if s3.IsURL(dataset) || hfbucket.IsURL(dataset) { // an object store prefix (stores.go, docs/storage.md)
+	if isStoreURL(dataset) { // an object store prefix (stores.go, docs/storage.md)
 		if h.revision != "" {
 			return nil, fmt.Errorf("--revision %s: %s is an object store prefix; revisions apply to Hub datasets (objects are pinned by ETag)", h.revision, dataset)
 		}
-		return openSource(ctx, e, dataset, opts, h.cacheDir)
+		src, err := openStore(ctx, e, dataset, opts, h.cacheDir)
+		if err != nil {
+			return nil, err
+		}
+		return src, nil
 	}
 	if dataset, err = h.withRevision(dataset); err != nil {
 		return nil, err

@@ -16,20 +16,6 @@ import (
 	"github.com/lrstream/lrstream/prerender"
 )
 
-// openSource opens --dataset: an object store prefix through openStore,
-// anything else through fetch.OpenDataset (a local directory or a Hub
-// dataset). docs/storage.md.
-func openSource(ctx context.Context, e *env, dataset string, hub fetch.HubOptions, cacheDir string) (fetch.Source, error) {
-	if !isStoreURL(dataset) {
-		return fetch.OpenDataset(ctx, dataset, hub)
-	}
-	src, err := openStore(ctx, e, dataset, hub, cacheDir)
-	if err != nil {
-		return nil, err
-	}
-	return src, nil
-}
-
 // isStoreURL reports whether spec names an object store prefix.
 func isStoreURL(spec string) bool { return s3.IsURL(spec) || hfbucket.IsURL(spec) }
 
