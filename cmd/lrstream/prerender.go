@@ -358,7 +358,7 @@ func finalizeS3(ctx context.Context, e *env, spec string, quiet bool) error {
 	}
 	defer cleanup()
 	if err := runFinalize(e, dir, true); err != nil {
-		return err
+		return inSpec(err, dir, spec)
 	}
 	o, err := s3Options(e)
 	if err != nil {
