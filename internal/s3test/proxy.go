@@ -136,6 +136,21 @@ func (p *Proxy) Reset() {
 	p.bytes.Store(0)
 }
 
+// account records n body bytes of the response to r.
+func (p *Proxy) account(r *http.Request, resp *http.Response, n int64) {
+	p.bytes.Add(n)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.byPath[r.URL.Path] += n
+	if r.Method == http.MethodGet && n > 0 {
+		var off int64
+		if cr := resp.Header.Get("Content-Range"); cr != "" {
+			fmt.Sscanf(cr, "bytes %d-", &off)
+		}
+		p.spans[r.URL.Path] = append(p.spans[r.URL.Path], Span{Off: off, Len: n})
+	}
+}
+
 func (p *Proxy) next(path string) Fault {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -183,18 +198,26 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if (fault == Cut || fault == Stall) && half > 0 {
 		body = io.LimitReader(resp.Body, half)
 	}
-	n, _ := io.Copy(w, body)
-	p.bytes.Add(n)
-	p.mu.Lock()
-	p.byPath[r.URL.Path] += n
-	if r.Method == http.MethodGet && n > 0 {
-		var off int64
-		if cr := resp.Header.Get("Content-Range"); cr != "" {
-			fmt.Sscanf(cr, "bytes %d-", &off)
-		}
-		p.spans[r.URL.Path] = append(p.spans[r.URL.Path], Span{Off: off, Len: n})
+	// The bytes are counted before they are sent: a client that has read
+	// a response always finds it counted (counting after the copy raced
+	// with the client's next step).
+	want := resp.ContentLength
+	if want >= 0 && (fault == Cut || fault == Stall) && half > 0 {
+		want = half
 	}
-	p.mu.Unlock()
+	if want >= 0 {
+		p.account(r, resp, want)
+	}
+	n, _ := io.Copy(w, body)
+	switch {
+	case want < 0:
+		p.account(r, resp, n)
+	case n < want:
+		p.bytes.Add(n - want) // a body cut short by the client
+		p.mu.Lock()
+		p.byPath[r.URL.Path] += n - want
+		p.mu.Unlock()
+	}
 	switch {
 	case fault == Cut && half > 0:
 		panic(http.ErrAbortHandler) // drops the connection
