@@ -28,6 +28,8 @@ import (
 //     to a private temporary file (mode 0600, verified against the listed
 //     hash, resumed with Range requests after a cut), never into the cache;
 //     release removes it.
+//   - A Source implementing Materializer (an object store's source)
+//     decides itself (its cache, or a private temporary download).
 //   - Any other Source is copied to a temporary file through Open.
 //
 // Remote names are validated (ValidateRemotePath): they never escape the
@@ -51,6 +53,8 @@ func Materialize(ctx context.Context, src Source, name string) (p string, releas
 			}
 			return p, noop, nil
 		}
+	case Materializer:
+		return s.Materialize(ctx, name)
 	case *Hub:
 		p, release, err := s.materialize(ctx, name)
 		if err != nil {

@@ -63,7 +63,7 @@ type runFlags struct {
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
-	fs.Var(&f.datasets, "dataset", "`SPEC`: a local dataset directory or Hub dataset ORG/NAME[@REVISION] (default: the embedded demo dataset); repeat as SPEC:WEIGHT to mix datasets (stream, serve)")
+	fs.Var(&f.datasets, "dataset", "`SPEC`: a local dataset directory, Hub dataset ORG/NAME[@REVISION] or object store prefix s3://BUCKET/PREFIX or hf://buckets/NS/NAME[/PREFIX] (default: the embedded demo dataset); repeat as SPEC:WEIGHT to mix datasets (stream, serve)")
 	fs.StringVar(&f.recipe, "recipe", "", "recipe YAML file rendering each frame's messages (docs/recipes.md); without one (or with \"none\") nothing is rendered: batches carry the frames' tasks, numeric features and cameras without messages, every frame kept, as a LeRobotDataset without RenderMessagesStep (default with the demo dataset: its demo recipe)")
 	fs.StringVar(&f.mode, "mode", "fallback", "what None renders and frames without language become: fallback (LeRobot main's RenderMessagesStep: the task as one low_level user message) or drop (a None render drops the frame; frames without language pass through without messages, so drop batches only when every selected frame has language: checked before streaming). Needs a --recipe: without one no frame is rendered or dropped")
 	fs.BoolVar(&f.noTaskAug, "no-task-aug", false, "pass the canonical task explicitly (LeRobot main's RenderMessagesStep): no task_aug rotation")

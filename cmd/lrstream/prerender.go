@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lrstream/lrstream/fetch/s3"
 	"github.com/lrstream/lrstream/pipeline"
 	"github.com/lrstream/lrstream/prerender"
 	"github.com/lrstream/lrstream/sink"
@@ -26,6 +27,9 @@ func runPrerender(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if p.finalize != "" {
+		if s3.IsURL(p.finalize) {
+			return finalizeS3(ctx, e, p.finalize, p.quiet)
+		}
 		return runFinalize(e, p.finalize, p.quiet)
 	}
 	if p.out == "" {
@@ -61,8 +65,14 @@ func runPrerender(ctx context.Context, e *env, args []string) error {
 	}
 	var shards atomic.Int64
 	var raw atomic.Int64
+	dir := p.out
+	if s3.IsURL(p.out) { // rendered locally, then published (docs/storage.md)
+		if dir, err = s3Staging(e, p.out); err != nil {
+			return err
+		}
+	}
 	opts := prerender.Options{
-		Dir: p.out, ShardSize: size, Rank: re.Rank, WorldSize: re.WorldSize, Overwrite: p.overwrite,
+		Dir: dir, ShardSize: size, Rank: re.Rank, WorldSize: re.WorldSize, Overwrite: p.overwrite,
 		Log: notes, RawBytes: &raw, OnShard: func(prerender.Shard) { shards.Add(1) },
 	}
 	if to != nil {
@@ -85,6 +95,11 @@ func runPrerender(ctx context.Context, e *env, args []string) error {
 	}
 	if err := nothingKept(res.Stats); err != nil {
 		return err
+	}
+	if dir != p.out {
+		if err := p.publish(ctx, e, dir); err != nil {
+			return err
+		}
 	}
 	if !p.quiet {
 		printPrerenderSummary(e.stdout, p.out, re, res)
@@ -318,6 +333,44 @@ func printPrerenderSummary(w io.Writer, dir string, re prerender.RankEnv, res *p
 	if re.WorldSize > 1 {
 		fmt.Fprintf(w, "prerender: when all %d ranks are done: lrstream prerender --finalize %s\n", re.WorldSize, dir)
 	}
+}
+
+// publish uploads the pre-render staged in dir to p.out (s3://…).
+func (p *prerenderFlags) publish(ctx context.Context, e *env, dir string) error {
+	st, err := publishPrerender(ctx, e, p.out, dir)
+	if err != nil {
+		return fmt.Errorf("publish %s to %s (run the same command again to resume): %w", dir, p.out, err)
+	}
+	if !p.quiet {
+		fmt.Fprintf(e.stderr, "prerender: published %s: %d files uploaded (%d in parts, %.1f MB), %d already there\n",
+			p.out, st.Uploaded, st.Multipart, float64(st.Bytes)/1e6, st.Skipped)
+	}
+	return nil
+}
+
+// finalizeS3 finalizes a multi-rank pre-render published to spec: its
+// files are mirrored locally, merged and checked as for a directory, and
+// the merged index.json is published.
+func finalizeS3(ctx context.Context, e *env, spec string, quiet bool) error {
+	dir, cleanup, err := mirrorStore(ctx, e, spec)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	if err := runFinalize(e, dir, true); err != nil {
+		return inSpec(err, dir, spec)
+	}
+	o, err := s3Options(e)
+	if err != nil {
+		return err
+	}
+	if _, err := s3.Publish(ctx, spec, dir, []string{prerender.IndexFile}, []string{prerender.IndexFile}, 0, o); err != nil {
+		return err
+	}
+	if !quiet {
+		fmt.Fprintf(e.stdout, "prerender: finalized %s\n", spec)
+	}
+	return nil
 }
 
 // runFinalize merges the per-rank indexes of dir.

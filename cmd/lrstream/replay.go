@@ -58,7 +58,18 @@ func replay(ctx context.Context, e *env, fs *flag.FlagSet, dir, format string, t
 	if err := checkReplayFlags(fs); err != nil {
 		return err
 	}
+	spec := dir
+	if isStoreURL(dir) { // an object store prefix: mirrored into the node's cache (docs/storage.md)
+		local, cleanup, err := mirrorStore(ctx, e, dir)
+		if err != nil {
+			failInBand(e, format, err)
+			return err
+		}
+		defer cleanup()
+		dir = local
+	}
 	x, err := prerender.ReadIndex(dir)
+	err = inSpec(err, dir, spec)
 	if err != nil {
 		failInBand(e, format, err)
 		return err
@@ -97,7 +108,7 @@ func replay(ctx context.Context, e *env, fs *flag.FlagSet, dir, format string, t
 	if conv != nil {
 		w = conv
 	}
-	err = prerender.ReplayWith(ctx, dir, share, w, opts)
+	err = inSpec(prerender.ReplayWith(ctx, dir, share, w, opts), dir, spec)
 	if conv != nil {
 		if cerr := conv.Close(); err == nil {
 			err = cerr

@@ -92,7 +92,19 @@ func newServer(ctx context.Context, e *env, args []string) (*server, string, err
 	tf.log = slog.New(newOnceHandler(log.Handler()))
 	srv := &server{lim: lim, log: log, mem: &serveMemory{budget: budget}}
 	if *from != "" {
-		err = srv.setupReplay(fs, *from, &tf)
+		dir := *from
+		if isStoreURL(dir) { // mirrored into the node's object cache for the server's life
+			if err := checkReplayFlags(fs); err != nil {
+				return nil, "", err
+			}
+			local, cleanup, err := mirrorStore(ctx, e, dir)
+			if err != nil {
+				return nil, "", err
+			}
+			context.AfterFunc(ctx, cleanup)
+			dir = local
+		}
+		err = srv.setupReplay(fs, dir, &tf)
 	} else {
 		rf.noBatchCheck = rf.noBatchCheck || bf.batchSize == 1 // see runStream
 		err = srv.setupLive(ctx, e, &rf, &bf, &tf)

@@ -25,7 +25,7 @@ type hubFlags struct {
 func (h *hubFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&h.download, "download", "full", "Hub data shards: full (download whole files into the Hugging Face cache, reused by later runs) or none (stream byte ranges, nothing cached; camera videos go to temporary files removed after use)")
 	fs.StringVar(&h.cache, "cache", "", "old spelling of --download (full|none); not a directory: see --cache-dir")
-	fs.StringVar(&h.cacheDir, "cache-dir", "", "Hugging Face cache `DIR`, as huggingface_hub's cache_dir (default $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub)")
+	fs.StringVar(&h.cacheDir, "cache-dir", "", "Hugging Face cache `DIR`, as huggingface_hub's cache_dir (default $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub); for s3:// and hf://buckets/ datasets the root of lrstream's object cache instead (~/.cache/lrstream/s3 and ~/.cache/lrstream/hf-buckets when unset)")
 	fs.StringVar(&h.revision, "revision", "", "Hub dataset revision (branch, tag or commit), as huggingface_hub's revision=; same as --dataset ORG/NAME@`REV`")
 }
 
@@ -71,12 +71,22 @@ func (h *hubFlags) withRevision(dataset string) (string, error) {
 	return dataset + "@" + h.revision, nil
 }
 
-// open opens dataset: a local directory, or a Hub dataset as the flags
-// say.
+// open opens dataset: an object store prefix (s3://, hf://buckets/), a
+// local directory, or a Hub dataset as the flags say.
 func (h *hubFlags) open(ctx context.Context, e *env, dataset string) (fetch.Source, error) {
 	opts, err := h.options(e)
 	if err != nil {
 		return nil, err
+	}
+	if isStoreURL(dataset) { // an object store prefix (stores.go, docs/storage.md)
+		if h.revision != "" {
+			return nil, fmt.Errorf("--revision %s: %s is an object store prefix; revisions apply to Hub datasets (objects are pinned by ETag)", h.revision, dataset)
+		}
+		src, err := openStore(ctx, e, dataset, opts, h.cacheDir)
+		if err != nil {
+			return nil, err
+		}
+		return src, nil
 	}
 	if dataset, err = h.withRevision(dataset); err != nil {
 		return nil, err

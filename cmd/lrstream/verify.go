@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strings"
 
 	"github.com/lrstream/lrstream/prerender"
 	"github.com/lrstream/lrstream/sink"
@@ -33,7 +34,20 @@ func runVerify(ctx context.Context, e *env, args []string) error {
 		return usageError(fs, fmt.Sprintf("unexpected argument %q", rest[1]))
 	}
 	dir := rest[0]
-	rep, err := prerender.Verify(ctx, dir)
+	path := dir
+	if isStoreURL(dir) { // mirrored into the node's object cache (docs/storage.md)
+		local, cleanup, err := mirrorStore(ctx, e, dir)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		path = local
+	}
+	rep, err := prerender.Verify(ctx, path)
+	err = inSpec(err, path, dir)
+	for i, p := range rep.Problems {
+		rep.Problems[i] = strings.ReplaceAll(p, path, dir)
+	}
 	for _, n := range rep.Notes {
 		if !*quiet {
 			fmt.Fprintf(e.stderr, "note: %s: %s\n", dir, n)
