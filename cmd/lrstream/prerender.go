@@ -20,6 +20,24 @@ func prerenderCommand() command {
 	return command{name: "prerender", summary: "render a whole dataset once into zstd shard files (resumable, multi-rank)", run: runPrerender}
 }
 
+// render runs the pre-render and says how it ended: skipped frames, an
+// interruption (resumable), nothing kept.
+func (p *prerenderFlags) render(ctx context.Context, e *env, cfg *pipeline.Config, so pipeline.StreamOptions,
+	opts prerender.Options, prog *progress) (*prerender.Result, error) {
+	res, err := prerender.Run(ctx, cfg, so, opts)
+	prog.finish()
+	if res != nil && res.Stats != nil && !p.quiet {
+		reportSkipped(e.stderr, res.Stats)
+	}
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return nil, fmt.Errorf("interrupted; run the same command again to resume: %w", err)
+		}
+		return nil, err
+	}
+	return res, nothingKept(res.Stats)
+}
+
 func runPrerender(ctx context.Context, e *env, args []string) error {
 	var p prerenderFlags
 	fs := p.flagSet(e)
@@ -63,14 +81,13 @@ func runPrerender(ctx context.Context, e *env, args []string) error {
 	if err := pipeline.CheckStart(mix, so, to); err != nil {
 		return err
 	}
-	var shards atomic.Int64
-	var raw atomic.Int64
 	dir := p.out
 	if s3.IsURL(p.out) { // rendered locally, then published (docs/storage.md)
 		if dir, err = s3Staging(e, p.out); err != nil {
 			return err
 		}
 	}
+	var shards, raw atomic.Int64
 	opts := prerender.Options{
 		Dir: dir, ShardSize: size, Rank: re.Rank, WorldSize: re.WorldSize, Overwrite: p.overwrite,
 		Log: notes, RawBytes: &raw, OnShard: func(prerender.Shard) { shards.Add(1) },
@@ -82,18 +99,8 @@ func runPrerender(ctx context.Context, e *env, args []string) error {
 	// Notes and progress once the output directory is checked: a run
 	// refused there prints only its error.
 	opts.Started = p.started(ctx, e, fs, notes, mix, re, prog)
-	res, err := prerender.Run(ctx, cfg, so, opts)
-	prog.finish()
-	if res != nil && res.Stats != nil && !p.quiet {
-		reportSkipped(e.stderr, res.Stats)
-	}
+	res, err := p.render(ctx, e, cfg, so, opts, prog)
 	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			return fmt.Errorf("interrupted; run the same command again to resume: %w", err)
-		}
-		return err
-	}
-	if err := nothingKept(res.Stats); err != nil {
 		return err
 	}
 	if dir != p.out {
