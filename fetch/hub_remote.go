@@ -140,22 +140,10 @@ func (f *remoteFile) fetch(ctx context.Context, off, end int64) ([]byte, error) 
 			resp.Body.Close()
 			return nil, err
 		}
-		start, last, total, ok := parseContentRange(resp.Header.Get("Content-Range"))
-		if !ok || start != from || last >= end || (total >= 0 && total != f.size) {
-			resp.Body.Close()
-			return nil, fmt.Errorf("GET %s: Content-Range %q does not match the requested bytes %d-%d of %d", s.url, shorten(resp.Header.Get("Content-Range"), 80), from, end-1, f.size)
-		}
-		want := last - start + 1
-		rb := h.watchBody(resp.Body)
-		n, rerr := io.ReadFull(rb, buf[got:got+want])
-		rb.Close()
-		got += int64(n)
-		h.stats.bytes.Add(int64(n))
-		if rerr != nil {
-			h.log.Debug("hub: range read interrupted, resuming", "file", f.name, "at", off+got, "error", rerr)
-			if err := s.retryBody(ctx, rerr); err != nil {
-				return nil, err
-			}
+		n, err := f.readRange(ctx, s, resp, from, end, buf[got:])
+		got += n
+		if err != nil {
+			return nil, err
 		}
 	}
 	if off == 0 && end == f.size {
@@ -166,6 +154,31 @@ func (f *remoteFile) fetch(ctx context.Context, off, end int64) ([]byte, error) 
 		}
 	}
 	return buf, nil
+}
+
+// readRange checks a 206 answer's Content-Range against the bytes asked
+// for (from up to end) and reads them into dst. A body cut short returns
+// the bytes it gave, and an error only when the retry budget is spent
+// (the caller asks for the rest).
+func (f *remoteFile) readRange(ctx context.Context, s *retryState, resp *http.Response, from, end int64, dst []byte) (int64, error) {
+	h := f.h
+	start, last, total, ok := parseContentRange(resp.Header.Get("Content-Range"))
+	if !ok || start != from || last >= end || (total >= 0 && total != f.size) {
+		resp.Body.Close()
+		return 0, fmt.Errorf("GET %s: Content-Range %q does not match the requested bytes %d-%d of %d", s.url, shorten(resp.Header.Get("Content-Range"), 80), from, end-1, f.size)
+	}
+	want := last - start + 1
+	rb := h.watchBody(resp.Body)
+	n, rerr := io.ReadFull(rb, dst[:want])
+	rb.Close()
+	h.stats.bytes.Add(int64(n))
+	if rerr != nil {
+		h.log.Debug("hub: range read interrupted, resuming", "file", f.name, "at", from+int64(n), "error", rerr)
+		if err := s.retryBody(ctx, rerr); err != nil {
+			return int64(n), err
+		}
+	}
+	return int64(n), nil
 }
 
 // loadWhole reads the whole file from a 200 response (a server that
