@@ -16,7 +16,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // repoCache is one dataset's directory in a huggingface_hub cache:
@@ -286,41 +285,11 @@ func randSuffix() string {
 // (.locks/datasets--org--name/<hash>.lock, flock as Python's filelock
 // does), polling so that ctx can cancel the wait.
 func (c *repoCache) lock(ctx context.Context, hash string, waiting func()) (func(), error) {
-	if err := os.MkdirAll(c.lockDir, 0o755); err != nil {
+	release, err := LockFile(ctx, filepath.Join(c.lockDir, hash+".lock"), waiting)
+	if err != nil {
 		return nil, fmt.Errorf("hub cache: %w", err)
 	}
-	p := filepath.Join(c.lockDir, hash+".lock")
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("hub cache: lock: %w", err)
-	}
-	delay := 10 * time.Millisecond
-	told := false
-	for {
-		ok, err := tryLock(f)
-		if err != nil {
-			f.Close()
-			return nil, fmt.Errorf("hub cache: lock %s: %w", p, err)
-		}
-		if ok {
-			return func() { unlock(f); f.Close() }, nil
-		}
-		if !told && waiting != nil {
-			waiting()
-			told = true
-		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			f.Close()
-			return nil, fmt.Errorf("hub cache: waiting for lock %s: %w", p, ctx.Err())
-		case <-t.C:
-		}
-		if delay < 250*time.Millisecond {
-			delay *= 2
-		}
-	}
+	return release, nil
 }
 
 // ErrHashMismatch is matched (errors.Is) by errors for downloads whose
