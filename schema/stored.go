@@ -36,39 +36,27 @@ func (c StoredColumn) Describe() string {
 }
 
 // storedTypes says, for each dtype info.json may declare, which stored
-// value types agree with it: the one pyarrow writes for it (LeRobot
-// writes its data files through datasets/pyarrow from info.json's
-// features, so they always agree). A numeric dtype must be stored as
-// itself: lrstream emits the stored type, so a float64 column declared
-// float32 would reach training as float64 where LeRobot casts it to
-// float32 — refused rather than silently different.
+// value types agree with it. A numeric dtype agrees with every stored type
+// of its kind (floats, integers, bool): LeRobotDataset loads the data files
+// with info.json's features (datasets' Dataset.from_parquet casts each
+// column to its declared type) and then makes tensors as torch.tensor
+// does, so a float64 column declared float32 reaches training as float32
+// and an int32 index as int64 — the dtypes lrstream emits from the stored
+// type (collate.EmittedDType). Across kinds (an index declared float32 but
+// stored as integers, bools as ints) the values would differ: refused.
 var storedTypes = map[string][]string{
-	"bool": {"bool"}, "float16": {"float16"}, "float32": {"float32"}, "float64": {"float64"},
-	"int8": {"int8"}, "int16": {"int16"}, "int32": {"int32"}, "int64": {"int64"},
-	"uint8": {"uint8"}, "uint16": {"uint16"}, "uint32": {"uint32"}, "uint64": {"uint64"},
+	"bool":    {"bool"},
+	"float16": floatTypes, "float32": floatTypes, "float64": floatTypes,
+	"int8": intTypes, "int16": intTypes, "int32": intTypes, "int64": intTypes,
+	"uint8": intTypes, "uint16": intTypes, "uint32": intTypes, "uint64": intTypes,
 	DTypeString: {"string"},
 	DTypeImage:  {"image"},
 }
 
-// coreStoredTypes widens the stored types accepted for a core frame
-// column declared dtype: the reader converts those columns to their
-// canonical types whatever their stored width (timestamps to float32,
-// indices to int64), as LeRobotDataset's cast to the declared features
-// does, so a timestamp written as float64 or an index as int32 reads the
-// same. The kind must still be the declared one (an index declared
-// float32 but stored as integers would reach training as int64).
-func coreStoredTypes(dtype string, exact []string) []string {
-	switch dtype {
-	case "float32", "float64":
-		return []string{"float32", "float64"}
-	case "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64":
-		return []string{"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
-	}
-	return exact
-}
-
-// coreColumns are the frame columns every LeRobot data file holds.
-var coreColumns = map[string]bool{"timestamp": true, "frame_index": true, "episode_index": true, "index": true, "task_index": true}
+var (
+	floatTypes = []string{"float16", "float32", "float64"}
+	intTypes   = []string{"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
+)
 
 // CheckStored returns an error when a data file's column disagrees with
 // the feature info.json declares for it: a different value type (action
@@ -84,9 +72,6 @@ func CheckStored(f Feature, c StoredColumn) error {
 	ok, known := storedTypes[f.DType]
 	if !known {
 		return nil
-	}
-	if coreColumns[f.Name] {
-		ok = coreStoredTypes(f.DType, ok)
 	}
 	declared := f.DType
 	if f.Shape != nil {

@@ -26,8 +26,15 @@ func TestCheckStored(t *testing.T) {
 		{"unknown row count", Feature{Name: "a", DType: "float32", Shape: []int{6}}, StoredColumn{Type: "float32", Lists: 1, Values: -1}, ""},
 		{"declared string, stored floats", Feature{Name: "action", DType: "string", Shape: []int{6}}, list("float32", 1, 6),
 			`feature "action": info.json declares string shape [6], the data file stores list<float32>: the types differ`},
-		{"float64 stored for float32", Feature{Name: "a", DType: "float32", Shape: []int{6}}, list("float64", 1, 6), "stores list<float64>"},
-		{"int32 stored for int64", Feature{Name: "step", DType: "int64", Shape: []int{1}}, list("int32", 0, 1), "stores int32"},
+		// Same kind: LeRobotDataset casts to the declared type, then to torch's (float32, int64).
+		{"float64 stored for float32", Feature{Name: "a", DType: "float32", Shape: []int{6}}, list("float64", 1, 6), ""},
+		{"float32 stored for float64", Feature{Name: "a", DType: "float64", Shape: []int{6}}, list("float32", 1, 6), ""},
+		{"int32 stored for int64", Feature{Name: "step", DType: "int64", Shape: []int{1}}, list("int32", 0, 1), ""},
+		{"uint8 stored for int32", Feature{Name: "step", DType: "int32", Shape: []int{1}}, list("uint8", 0, 1), ""},
+		// Across kinds: refused.
+		{"float32 stored for int64", Feature{Name: "step", DType: "int64", Shape: []int{1}}, list("float32", 0, 1), "stores float32"},
+		{"int64 stored for float32", Feature{Name: "a", DType: "float32", Shape: []int{6}}, list("int64", 1, 6), "stores list<int64>"},
+		{"bool stored for int64", Feature{Name: "step", DType: "int64", Shape: []int{1}}, list("bool", 0, 1), "stores bool"},
 		{"core index stored int32", Feature{Name: "index", DType: "int64", Shape: []int{1}}, list("int32", 0, 1), ""},
 		{"core timestamp stored float64", Feature{Name: "timestamp", DType: "float32", Shape: []int{1}}, list("float64", 0, 1), ""},
 		{"core timestamp stored int64", Feature{Name: "timestamp", DType: "float32", Shape: []int{1}}, list("int64", 0, 1), "stores int64"},

@@ -242,3 +242,34 @@ def test_bad_input_fails_before_the_first_step(lrstream_bin, lerobot_datasets, t
     cfg.input_features = {"observation.images.front": PolicyFeature(type=FeatureType.VISUAL, shape=(3, 96, 96))}
     with pytest.raises(ValueError, match=r"'observation.images.front' has shape \(3, 64, 96\) in the dataset"):
         trainmod.check_features(cfg, meta)
+
+
+def test_stored_wider_than_declared_streams_as_lerobot_loads(lrstream_bin, lerobot_datasets, tmp_path):
+    """A numeric column stored wider than info.json declares (action as float64, frame_index as
+    int32: writers other than LeRobot's do this) is cast by LeRobotDataset to the declared type
+    and then to torch's; lrstream emits the same dtypes and values, not a refusal."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+    from torch.utils.data import DataLoader
+
+    root = _copy_dataset(lerobot_datasets["none"], tmp_path / "wide")
+    for f in sorted((root / "data").rglob("*.parquet")):
+        t = pq.read_table(f)
+        i = t.schema.get_field_index("action")
+        t = t.set_column(i, "action", t.column("action").cast(pa.list_(pa.float64())))
+        j = t.schema.get_field_index("frame_index")
+        t = t.set_column(j, "frame_index", t.column("frame_index").cast(pa.int32()))
+        pq.write_table(t, f)
+    want = list(DataLoader(LeRobotDataset("interop/none", root=root), batch_size=16, shuffle=False))
+    p = subprocess.run([str(lrstream_bin), "stream", "--dataset", str(root), "--batch-size", "16", "--cameras", "none",
+                        "-q"], capture_output=True, timeout=300)
+    assert p.returncode == 0, p.stderr.decode()[-2000:]
+    import io
+
+    got = list(read_stream(io.BytesIO(p.stdout)))
+    assert len(got) == len(want)
+    for w, g in zip(want, got):
+        for k in ("action", "frame_index", "observation.state", "index", "timestamp"):
+            gv = torch.from_numpy(np.array(g[k]))  # a copy: the decoded arrays are read-only views
+            assert gv.dtype == w[k].dtype and torch.equal(gv, w[k]), k
