@@ -68,7 +68,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> Tuple[argparse.Namespace
             p.error(f"unrecognized argument {a!r} (policy fields are --policy.FIELD=VALUE)")
         k, v = a[len("--policy."):].split("=", 1)
         overrides[k] = _value(v)
-    if (args.repo_id is None) == (args.root is None) and args.root is None:
+    if args.root is None and args.repo_id is None:
         p.error("give --dataset.root (a local dataset) or --dataset.repo_id (a Hub dataset)")
     if args.resume and not args.output_dir:
         p.error("--resume=true needs --output_dir")
@@ -142,10 +142,9 @@ def lrstream_loader(args, meta: DatasetMetadata, delta: Optional[Dict[str, List[
     from .torch_dataset import LRStreamDataset
 
     dataset = args.root or args.repo_id
-    serve = ["--dataset", str(dataset), "--batch-size", str(args.batch_size), "--cameras", "all",
+    cameras = "all" if meta.camera_keys else "none"  # all: a camera the policy may read never goes missing
+    serve = ["--dataset", str(dataset), "--batch-size", str(args.batch_size), "--cameras", cameras,
              "--seed", str(args.seed)]
-    if not meta.camera_keys:
-        serve[4:6] = ["--cameras", "none"]
     if args.revision:
         serve += ["--revision", args.revision]
     if args.shuffle:
@@ -304,8 +303,13 @@ def train(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
     make = lrstream_loader if args.loader == "lrstream" else lerobot_loader
     loader_ds, dl = make(args, meta, delta)
     out = Path(args.output_dir) if args.output_dir else None
-    step, rng = load_checkpoint(out, policy, optimizer, scheduler, loader_ds) if args.resume else (0, None)
-    return run_steps(args, cfg, policy, pre, optimizer, scheduler, loader_ds, dl, meta, step, out, rng)
+    try:
+        step, rng = load_checkpoint(out, policy, optimizer, scheduler, loader_ds) if args.resume else (0, None)
+        return run_steps(args, cfg, policy, pre, optimizer, scheduler, loader_ds, dl, meta, step, out, rng)
+    finally:
+        close = getattr(loader_ds, "close", None)
+        if close is not None:
+            close()  # the spawned lrstream serve, also when a step fails
 
 
 def run_steps(args, cfg, policy, pre, optimizer, scheduler, loader_ds, dl, meta, step, out,
@@ -337,9 +341,6 @@ def run_steps(args, cfg, policy, pre, optimizer, scheduler, loader_ds, dl, meta,
         if out is not None and ((args.save_freq > 0 and step % args.save_freq == 0) or step == args.steps):
             path = save_checkpoint(out, step, policy, optimizer, scheduler, loader_ds)
             log({"checkpoint": str(path), "step": step})
-    close = getattr(loader_ds, "close", None)
-    if close is not None:
-        close()
     return records
 
 
