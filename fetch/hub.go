@@ -491,21 +491,6 @@ func (opts *HubOptions) setDefaults() error {
 		return fmt.Errorf("hub: cache mode %q: want full or none", opts.Cache)
 	}
 	opts.Retry = opts.Retry.withDefaults()
-	if opts.PrefetchGap == 0 {
-		opts.PrefetchGap = 64 << 10
-	}
-	if opts.PrefetchGap < 0 {
-		opts.PrefetchGap = 0
-	}
-	if opts.PrefetchMaxSpan <= 0 {
-		opts.PrefetchMaxSpan = 8 << 20
-	}
-	if opts.PrefetchConcurrency <= 0 {
-		opts.PrefetchConcurrency = 6
-	}
-	if opts.PrefetchMemory <= 0 {
-		opts.PrefetchMemory = 256 << 20
-	}
 	if opts.ETagTimeout <= 0 {
 		opts.ETagTimeout = DefaultETagTimeout
 	}
@@ -514,9 +499,6 @@ func (opts *HubOptions) setDefaults() error {
 	}
 	if opts.StallTimeout <= 0 {
 		opts.StallTimeout = opts.DownloadTimeout
-	}
-	if opts.FooterSize <= 0 {
-		opts.FooterSize = 64 << 10
 	}
 	return nil
 }

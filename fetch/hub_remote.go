@@ -28,11 +28,10 @@ type remoteFile struct {
 
 func (h *Hub) newRemoteFile(_ context.Context, e treeEntry) File {
 	f := &remoteFile{h: h, name: e.Path, size: e.size(), hash: e.blobHash()}
+	// The prefetch options mean what RangeOptions' do (0: default); their
+	// defaults live in RangeOptions.WithDefaults alone.
 	o := RangeOptions{Gap: h.opts.PrefetchGap, MaxSpan: h.opts.PrefetchMaxSpan, Concurrency: h.opts.PrefetchConcurrency,
 		Memory: h.opts.PrefetchMemory, FooterSize: h.opts.FooterSize}
-	if o.Gap == 0 {
-		o.Gap = -1 // HubOptions' 0 here already means "only touching ranges"
-	}
 	wrap := func(err error) error { return h.scrub(fmt.Errorf("%s@%s: %w", h.id, shortSHA(h.sha), err)) }
 	return NewRangeFile(e.Path, f.size, f.read, o, wrap)
 }
