@@ -108,10 +108,7 @@ func appendHeaderFeatures(b []byte, features []collate.Feature) []byte {
 		b = mpStr(b, "dtype")
 		b = mpStr(b, f.DType)
 		b = mpStr(b, "shape")
-		b = mpArrayHeader(b, len(f.Shape))
-		for _, d := range f.Shape {
-			b = mpInt(b, int64(d))
-		}
+		b = mpShape(b, f.Shape)
 	}
 	return b
 }
@@ -579,10 +576,7 @@ func appendNDArray(b []byte, c *collate.Column, e *Encoded) []byte {
 	b = mpBin(b, []byte("kind"))
 	b = mpBin(b, nil)
 	b = mpBin(b, []byte("shape"))
-	b = mpArrayHeader(b, len(c.Shape))
-	for _, d := range c.Shape {
-		b = mpInt(b, int64(d))
-	}
+	b = mpShape(b, c.Shape)
 	key := len(b)
 	b = mpBin(b, []byte("data"))
 	if len(c.Parts) > 0 {
@@ -770,13 +764,20 @@ func appendCamera(b []byte, c Camera) []byte {
 	b = mpStr(b, "dtype")
 	b = mpStr(b, c.DType)
 	b = mpStr(b, "shape")
-	b = mpArrayHeader(b, len(c.Shape))
-	for _, d := range c.Shape {
-		b = mpInt(b, int64(d))
-	}
+	b = mpShape(b, c.Shape)
 	if c.Unit != "" {
 		b = mpStr(b, "unit")
 		b = mpStr(b, c.Unit)
+	}
+	return b
+}
+
+// mpShape appends a shape as a msgpack array of ints (the header's
+// features and cameras, the batch's camera entries).
+func mpShape(b []byte, shape []int) []byte {
+	b = mpArrayHeader(b, len(shape))
+	for _, d := range shape {
+		b = mpInt(b, int64(d))
 	}
 	return b
 }
