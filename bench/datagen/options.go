@@ -173,6 +173,23 @@ const cameraPrefix = "observation.images."
 
 // withDefaults fills zero fields and validates.
 func (o Options) withDefaults() (Options, error) {
+	o = o.filled()
+	if err := o.checkVideo(); err != nil {
+		return o, err
+	}
+	if err := o.checkCounts(); err != nil {
+		return o, err
+	}
+	cams, err := cameraKeys(o.Cameras)
+	if err != nil {
+		return o, err
+	}
+	o.Cameras = cams
+	return o, nil
+}
+
+// filled is o with every zero field set to its default.
+func (o Options) filled() Options {
 	d := DefaultOptions()
 	if o.Episodes == 0 {
 		o.Episodes = d.Episodes
@@ -220,58 +237,73 @@ func (o Options) withDefaults() (Options, error) {
 	if o.VideoGOP == 0 {
 		o.VideoGOP = DefaultVideoGOP
 	}
+	return o
+}
+
+// checkVideo refuses video settings FFmpeg's encoders cannot honour.
+func (o Options) checkVideo() error {
 	if o.VideoGOP < 1 || o.VideoGOP > 1000 {
-		return o, fmt.Errorf("datagen: video GOP %d: want 1 to 1000 frames", o.VideoGOP)
+		return fmt.Errorf("datagen: video GOP %d: want 1 to 1000 frames", o.VideoGOP)
 	}
 	if o.VideoWidth < 16 || o.VideoHeight < 16 || o.VideoWidth%2 != 0 || o.VideoHeight%2 != 0 {
-		return o, fmt.Errorf("datagen: video size %dx%d: want even dimensions of at least 16", o.VideoWidth, o.VideoHeight)
+		return fmt.Errorf("datagen: video size %dx%d: want even dimensions of at least 16", o.VideoWidth, o.VideoHeight)
 	}
 	if o.VideoCodec != "h264" && o.VideoCodec != "av1" {
-		return o, fmt.Errorf("datagen: unknown video codec %q (want h264 or av1)", o.VideoCodec)
+		return fmt.Errorf("datagen: unknown video codec %q (want h264 or av1)", o.VideoCodec)
 	}
 	if o.VideoCodec == "av1" && o.VideoHeight < 64 {
-		return o, fmt.Errorf("datagen: av1 (libsvtav1) needs a height of at least 64, got %d", o.VideoHeight)
+		return fmt.Errorf("datagen: av1 (libsvtav1) needs a height of at least 64, got %d", o.VideoHeight)
 	}
+	return nil
+}
+
+// checkCounts refuses counts, densities and schema variants out of range.
+func (o Options) checkCounts() error {
 	switch {
 	case o.Episodes < 0:
-		return o, fmt.Errorf("datagen: episodes must be positive, got %d", o.Episodes)
+		return fmt.Errorf("datagen: episodes must be positive, got %d", o.Episodes)
 	case o.MinFrames < 1 || o.MaxFrames < o.MinFrames:
-		return o, fmt.Errorf("datagen: need 1 <= min frames <= max frames, got %d..%d", o.MinFrames, o.MaxFrames)
+		return fmt.Errorf("datagen: need 1 <= min frames <= max frames, got %d..%d", o.MinFrames, o.MaxFrames)
 	case o.FPS < 1:
-		return o, fmt.Errorf("datagen: fps must be positive, got %d", o.FPS)
+		return fmt.Errorf("datagen: fps must be positive, got %d", o.FPS)
 	case o.Dim < 1:
-		return o, fmt.Errorf("datagen: dim must be positive, got %d", o.Dim)
+		return fmt.Errorf("datagen: dim must be positive, got %d", o.Dim)
 	case o.Tasks < 1:
-		return o, fmt.Errorf("datagen: tasks must be positive, got %d", o.Tasks)
+		return fmt.Errorf("datagen: tasks must be positive, got %d", o.Tasks)
 	case o.FilesPerChunk < 1:
-		return o, fmt.Errorf("datagen: files per chunk must be positive, got %d", o.FilesPerChunk)
+		return fmt.Errorf("datagen: files per chunk must be positive, got %d", o.FilesPerChunk)
 	case o.FramesPerFile < 1:
-		return o, fmt.Errorf("datagen: frames per file must be positive, got %d", o.FramesPerFile)
+		return fmt.Errorf("datagen: frames per file must be positive, got %d", o.FramesPerFile)
 	}
 	switch o.Density {
 	case DensityNone, DensitySparse, DensityFull:
 	default:
-		return o, fmt.Errorf("datagen: unknown density %q (want none, sparse or full)", o.Density)
+		return fmt.Errorf("datagen: unknown density %q (want none, sparse or full)", o.Density)
 	}
 	switch o.Variant {
 	case VariantDocumented, VariantInferred, VariantInferredSorted, VariantJSONExt:
 	default:
-		return o, fmt.Errorf("datagen: unknown schema variant %q (want documented, inferred, inferred-sorted or json-ext)", o.Variant)
+		return fmt.Errorf("datagen: unknown schema variant %q (want documented, inferred, inferred-sorted or json-ext)", o.Variant)
 	}
+	return nil
+}
+
+// cameraKeys turns camera names into feature keys, refusing empty and
+// duplicate ones.
+func cameraKeys(names []string) ([]string, error) {
 	seen := map[string]bool{}
-	cams := make([]string, 0, len(o.Cameras))
-	for _, c := range o.Cameras {
+	cams := make([]string, 0, len(names))
+	for _, c := range names {
 		c = strings.TrimSpace(c)
 		if c == "" || c == cameraPrefix {
-			return o, fmt.Errorf("datagen: empty camera name")
+			return nil, fmt.Errorf("datagen: empty camera name")
 		}
 		k := CameraKey(c)
 		if seen[k] {
-			return o, fmt.Errorf("datagen: duplicate camera %q", c)
+			return nil, fmt.Errorf("datagen: duplicate camera %q", c)
 		}
 		seen[k] = true
 		cams = append(cams, k)
 	}
-	o.Cameras = cams
-	return o, nil
+	return cams, nil
 }
