@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/lrstream/lrstream/fetch"
+	"github.com/lrstream/lrstream/framecache"
 	"github.com/lrstream/lrstream/render"
 	"github.com/lrstream/lrstream/schema"
 	"github.com/lrstream/lrstream/shard"
@@ -28,6 +30,10 @@ type CameraOptions struct {
 	// NewDecoder makes the decoder, called only when a camera is decoded
 	// (default video.NewFFmpeg: FFmpeg is needed only then).
 	NewDecoder func() (video.Decoder, error)
+	// FrameCache, when set, returns the node-local frame cache the
+	// decoded frames are kept in and served from (nil: none); it is
+	// called only when a video camera is decoded.
+	FrameCache func() *framecache.Cache
 	// Locate gives local paths of video files (default
 	// video.NewMaterializer(cfg.Source, …).Locate: any source).
 	Locate video.Locator
@@ -203,6 +209,20 @@ func setImageCameras(cfg *Config, o CameraOptions, decoded []string) ([]string, 
 	return videoKeys, nil
 }
 
+// frameCache returns the frame cache of cfg's video cameras, or nil.
+func frameCache(cfg *Config, o CameraOptions) *video.Frames {
+	if o.FrameCache == nil {
+		return nil
+	}
+	fc := o.FrameCache()
+	if fc == nil {
+		return nil
+	}
+	src := cfg.Source
+	return &video.Frames{Cache: fc, Group: fetch.Label(src),
+		Identify: func(ctx context.Context, name string) (string, bool, error) { return fetch.Identity(ctx, src, name) }}
+}
+
 // cameraDecoder makes the run's video decoder: o.NewDecoder's, or FFmpeg
 // tuned for the workers and cameras (ff is nil for another decoder).
 func cameraDecoder(cfg *Config, o CameraOptions, cameras int) (dec video.Decoder, ff *video.FFmpeg, err error) {
@@ -274,6 +294,7 @@ func setVideoCameras(cfg *Config, o CameraOptions, spans []shard.VideoSpan, eps 
 	if err := set.SetDepthUnit(depthUnit(o)); err != nil {
 		return err
 	}
+	set.Frames = frameCache(cfg, o)
 	if len(eps) > 0 {
 		// When a run starts (Set.Start), the decoder probes the first
 		// episode's files (FFmpeg: pixel format and conversion check);

@@ -258,6 +258,9 @@ type Set struct {
 	// Tolerance is LeRobot's tolerance_s (default 1e-4).
 	Tolerance float64
 	Locate    Locator
+	// Frames, when set, serves decoded frames from a node-local cache
+	// and stores the frames decoded (docs/video.md, "Frame cache").
+	Frames *Frames
 	// ReleaseFiles, when set, releases the video files Locate keeps for
 	// later segments (temporary copies are removed); Release calls it
 	// when a run ends.
@@ -612,31 +615,24 @@ func (s *Set) fillEpisode(ctx context.Context, c Camera, ep int64, index []int64
 			ferr(i, name, queries[k], math.NaN(), err)
 		}
 	}
-	s.prepared.Do(func() { s.prepare(ctx, ep, c.Key) })
-	path, release, err := s.Locate(ctx, name)
-	if err != nil {
-		failAll(err)
-		return nil
+	margin := s.Tolerance
+	if s.Info.FPS > 0 {
+		margin = max(margin, 1/s.Info.FPS)
 	}
+	seg := Segment{Gray12: c.Depth != nil}
+	if s.resize && c.Depth == nil { // depth: resized in Go, nearest (DepthTable.Fill)
+		seg.Width, seg.Height = c.W, c.H
+	}
+	dec, release, err := s.segmentDecoder(ctx, ep, c, name, &seg)
 	defer release()
-	// The file's stream against the dataset, once per file, before any
-	// of its frames is used.
-	if err := s.checkFile(ctx, name, path); err != nil {
+	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr
 		}
 		failAll(err)
 		return nil
 	}
-	margin := s.Tolerance
-	if s.Info.FPS > 0 {
-		margin = max(margin, 1/s.Info.FPS)
-	}
-	seg := Segment{Path: path, Gray12: c.Depth != nil}
-	if s.resize && c.Depth == nil { // depth: resized in Go, nearest (DepthTable.Fill)
-		seg.Width, seg.Height = c.W, c.H
-	}
-	handled, err := Select(ctx, s.Decoder, seg, queries, s.Tolerance, margin,
+	handled, err := Select(ctx, dec, seg, queries, s.Tolerance, margin,
 		func(m Match) error {
 			i := order[m.Query]
 			if (m.Frame.Width != c.W || m.Frame.Height != c.H) && !(s.resize && c.Depth != nil) {
@@ -665,6 +661,49 @@ func (s *Set) fillEpisode(ctx context.Context, c Camera, ep int64, index []int64
 		}
 	}
 	return nil
+}
+
+// segmentDecoder returns the decoder of a segment of camera c's file
+// name: with a frame cache (s.Frames), one that serves what the cache
+// holds and locates, checks and decodes the file only for the rest; else
+// s.Decoder, with seg.Path the file located and checked (the file's
+// stream against the dataset, once per file, before any of its frames is
+// used). release releases the file if it was located.
+func (s *Set) segmentDecoder(ctx context.Context, ep int64, c Camera, name string, seg *Segment) (Decoder, func(), error) {
+	var (
+		path, located string
+		release       = func() {}
+		openErr       error
+	)
+	open := func(ctx context.Context) (string, error) {
+		if located != "" || openErr != nil {
+			return path, openErr
+		}
+		located = name
+		s.prepared.Do(func() { s.prepare(ctx, ep, c.Key) })
+		p, rel, err := s.Locate(ctx, name)
+		if err != nil {
+			openErr = err
+			return "", err
+		}
+		release, path = rel, p
+		if err := s.checkFile(ctx, name, p); err != nil {
+			openErr = err
+			return "", err
+		}
+		return p, nil
+	}
+	rel := func() { release() }
+	if key, ok := s.Frames.fileKey(ctx, s.Decoder, name, c.Key, *seg, s.needs[name], s.Tolerance); ok {
+		same := func(ctx context.Context) bool {
+			k, ok := s.Frames.fileKey(ctx, s.Decoder, name, c.Key, *seg, s.needs[name], s.Tolerance)
+			return ok && k == key
+		}
+		return &cachedDecoder{c: s.Frames, inner: s.Decoder, key: key, open: open, same: same}, rel, nil
+	}
+	p, err := open(ctx)
+	seg.Path = p
+	return s.Decoder, rel, err
 }
 
 // sortedQueries returns the samples' order by timestamp and the

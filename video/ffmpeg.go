@@ -89,6 +89,10 @@ type FFmpeg struct {
 	changed chan struct{}          // closed when a process is released
 	tick    uint64
 	started int // processes started (tests)
+
+	idOnce sync.Once // Identity
+	id     string
+	idErr  error
 }
 
 // DefaultMaxIdle is FFmpeg.MaxIdle's default.

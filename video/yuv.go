@@ -82,6 +82,17 @@ func yuvFor(space, rng string) *YUV {
 	return nil
 }
 
+// yuvByName returns the conversion named name (YUV.Name), or nil.
+func yuvByName(name string) *YUV {
+	switch name {
+	case "bt601 limited":
+		return limitedYUV(name, matrixBT601)
+	case "bt709 limited":
+		return limitedYUV(name, matrixBT709)
+	}
+	return nil
+}
+
 // yuvSize is the byte size of a w×h YUV 4:2:0 planar frame (even w, h).
 func yuvSize(w, h int) int { return w*h + 2*(w/2)*(h/2) }
 

@@ -49,6 +49,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	defer rf.frameCache.close(e.stderr, true)
 	// What the pipeline would refuse at its first batch is refused
 	// here, before any note or output.
 	if err := pipeline.CheckStart([]pipeline.Mix{{Config: cfg}}, pipeline.StreamOptions{}, nil); err != nil {

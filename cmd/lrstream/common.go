@@ -40,6 +40,7 @@ type runFlags struct {
 	maxErrors         int64
 	workers           int
 	hub               hubFlags
+	frameCache        frameCacheFlags
 	deltas            string
 	tolerance         float64
 	onInconsistent    string
@@ -89,6 +90,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.resize, "resize", "", "resize camera frames to HxW, e.g. 224x224 (bilinear: FFmpeg for videos, torchvision-exact for image features, see docs/video.md; default: the dataset's size)")
 	fs.Int64Var(&f.pieceMB, "piece-mb", pipeline.DefaultPieceBytes>>20, "MiB of decoded camera frames per decoding job: longer episodes are decoded in pieces; in flight at most (workers+1) pieces (docs/video.md, Memory)")
 	f.hub.register(fs)
+	f.frameCache.register(fs)
 }
 
 // datasetList is the repeatable --dataset flag: SPEC or SPEC:WEIGHT.
@@ -296,7 +298,7 @@ func (f *runFlags) openOne(ctx context.Context, e *env, dataset string, rec *ren
 			return nil, err
 		}
 	}
-	if err := f.setupCameras(ctx, cfg, dataset == ""); err != nil {
+	if err := f.setupCameras(ctx, e, cfg, dataset == ""); err != nil {
 		return nil, err
 	}
 	// Once the dataset is checked: a failing run prints only its error.
@@ -406,14 +408,18 @@ func checkFeatures(ds *schema.Dataset, features []string) error {
 	return nil
 }
 
-// setupCameras applies --piece-mb, --cameras, --depth-unit and --resize
+// setupCameras applies --piece-mb, --cameras, --depth-unit, --resize and
+// the --frame-cache flags
 // to cfg.
-func (f *runFlags) setupCameras(ctx context.Context, cfg *pipeline.Config, demo bool) error {
+func (f *runFlags) setupCameras(ctx context.Context, e *env, cfg *pipeline.Config, demo bool) error {
 	if f.pieceMB < 0 {
 		return fmt.Errorf("--piece-mb %d: want a positive number of MiB", f.pieceMB)
 	}
+	if err := f.frameCache.check(e); err != nil {
+		return err
+	}
 	cfg.PieceBytes = f.pieceMB << 20 // 0 (commands without the flag): the default
-	co := pipeline.CameraOptions{Spec: f.cameras, DepthUnit: f.depthUnit}
+	co := pipeline.CameraOptions{Spec: f.cameras, DepthUnit: f.depthUnit, FrameCache: f.frameCache.opener(e)}
 	if f.resize != "" {
 		var err error
 		if co.ResizeH, co.ResizeW, err = parseResize(f.resize); err != nil {

@@ -41,6 +41,7 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	defer rf.frameCache.close(e.stderr, true)
 	// What the pipeline would refuse at its first batch is refused
 	// here, before any note or output.
 	if err := pipeline.CheckStart([]pipeline.Mix{{Config: cfg}}, pipeline.StreamOptions{}, nil); err != nil {

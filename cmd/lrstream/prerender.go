@@ -61,6 +61,7 @@ func runPrerender(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	defer p.rf.frameCache.close(e.stderr, p.quiet)
 	if len(mix) > 1 {
 		return errors.New("several --dataset flags: prerender renders one dataset")
 	}

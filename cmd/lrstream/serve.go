@@ -108,6 +108,9 @@ func newServer(ctx context.Context, e *env, args []string) (*server, string, err
 	} else {
 		rf.noBatchCheck = rf.noBatchCheck || bf.batchSize == 1 // see runStream
 		err = srv.setupLive(ctx, e, &rf, &bf, &tf)
+		// The frame cache is shared by the clients; its statistics are
+		// recorded when the server stops.
+		context.AfterFunc(ctx, func() { rf.frameCache.close(e.stderr, true) })
 	}
 	if err != nil {
 		return nil, "", err

@@ -111,6 +111,7 @@ func streamRendered(ctx context.Context, e *env, rf *runFlags, bf *batchFlags, t
 		failInBand(e, format, interruptedErr(ctx, err))
 		return err
 	}
+	defer rf.frameCache.close(e.stderr, quiet)
 	cfg := mix[0].Config
 	so := bf.options(rf, tf.json())
 	var to *pipeline.TrainOptions
