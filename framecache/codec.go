@@ -1,0 +1,123 @@
+package framecache
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
+)
+
+// codecs compresses and decompresses record payloads. Readers decode whatever kind each
+// record says, whatever codec the Cache writes with; the zstd coders are made on first use.
+type codecs struct {
+	encOnce sync.Once
+	enc     *zstd.Encoder
+	encErr  error
+	decOnce sync.Once
+	dec     *zstd.Decoder
+	decErr  error
+}
+
+func codecKind(name string) (byte, error) {
+	switch name {
+	case "", "s2":
+		return kindS2, nil
+	case "zstd":
+		return kindZstd, nil
+	case "none":
+		return kindRaw, nil
+	}
+	return 0, fmt.Errorf("framecache: unknown codec %q (want s2, zstd or none)", name)
+}
+
+func (c *codecs) zstdEncoder() (*zstd.Encoder, error) {
+	c.encOnce.Do(func() {
+		c.enc, c.encErr = zstd.NewWriter(nil,
+			zstd.WithEncoderLevel(zstd.SpeedFastest),
+			zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)),
+			zstd.WithEncoderCRC(false), // records carry their own CRC-32C
+			zstd.WithZeroFrames(true))
+	})
+	return c.enc, c.encErr
+}
+
+func (c *codecs) zstdDecoder() (*zstd.Decoder, error) {
+	c.decOnce.Do(func() {
+		c.dec, c.decErr = zstd.NewReader(nil,
+			zstd.WithDecoderConcurrency(runtime.GOMAXPROCS(0)),
+			zstd.WithDecoderMaxMemory(maxRecord),
+			zstd.WithDecodeAllCapLimit(true), // a record never decodes past its raw length
+			zstd.IgnoreChecksum(true))
+	})
+	return c.dec, c.decErr
+}
+
+// compress stores raw into dst[recHeader:] in the given kind and returns dst grown to
+// hold the header and the stored payload, with the kind actually used: raw when
+// compressing did not make the payload smaller.
+func (c *codecs) compress(dst, raw []byte, kind byte) ([]byte, byte, error) {
+	switch kind {
+	case kindS2:
+		dst = growBuf(dst, recHeader+s2.MaxEncodedLen(len(raw)))
+		enc := s2.Encode(dst[recHeader:], raw)
+		if len(enc) < len(raw) {
+			return dst[:recHeader+len(enc)], kindS2, nil
+		}
+	case kindZstd:
+		enc, err := c.zstdEncoder()
+		if err != nil {
+			return dst, 0, fmt.Errorf("zstd encoder: %w", err)
+		}
+		out := enc.EncodeAll(raw, growBuf(dst, recHeader)[:recHeader])
+		if len(out)-recHeader < len(raw) {
+			return out, kindZstd, nil
+		}
+		dst = out
+	}
+	dst = growBuf(dst, recHeader+len(raw))
+	copy(dst[recHeader:], raw)
+	return dst, kindRaw, nil
+}
+
+// decompress returns the raw payload of a stored one of the given kind and raw length,
+// decoded into dst (grown when short) or, for raw records, stored itself.
+func (c *codecs) decompress(dst, stored []byte, kind byte, rawLen int) (out, buf []byte, err error) {
+	switch kind {
+	case kindRaw:
+		if len(stored) != rawLen {
+			return nil, dst, fmt.Errorf("%w: raw record of %d bytes, header says %d", ErrCorrupt, len(stored), rawLen)
+		}
+		return stored, dst, nil
+	case kindS2:
+		n, err := s2.DecodedLen(stored)
+		if err != nil || n != rawLen {
+			return nil, dst, fmt.Errorf("%w: s2 block of %d bytes, header says %d (%v)", ErrCorrupt, n, rawLen, err)
+		}
+		dst = growBuf(dst, rawLen)
+		out, err := s2.Decode(dst, stored)
+		if err != nil {
+			return nil, dst, fmt.Errorf("%w: s2: %v", ErrCorrupt, err)
+		}
+		return out, dst, nil
+	case kindZstd:
+		dec, err := c.zstdDecoder()
+		if err != nil {
+			return nil, dst, fmt.Errorf("zstd decoder: %w", err)
+		}
+		dst = growBuf(dst, rawLen)
+		out, err := dec.DecodeAll(stored, dst[:0])
+		if err != nil {
+			return nil, dst, fmt.Errorf("%w: zstd: %v", ErrCorrupt, err)
+		}
+		if len(out) != rawLen {
+			return nil, dst, fmt.Errorf("%w: zstd frame of %d bytes, header says %d", ErrCorrupt, len(out), rawLen)
+		}
+		if cap(out) > cap(dst) {
+			dst = out // keep the larger buffer for the next record
+		}
+		return out, dst, nil
+	}
+	return nil, dst, fmt.Errorf("%w: unknown record kind %d", ErrCorrupt, kind)
+}

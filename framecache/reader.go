@@ -1,0 +1,255 @@
+package framecache
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// Lookup returns a reader of a published, valid entry of (group, file) whose range
+// covers t (Start <= t <= Covered); when several do, the one with the largest Covered.
+// It returns (nil, nil) on a miss. group is the dataset (free text, shown by List); file
+// is an opaque identity of the source file (everything that changes its frames); both
+// are hashed (SHA-256) for paths, and an entry is served only if its header holds the
+// same two strings. An entry found damaged (bad header, index or footer: a torn or
+// truncated file) is removed and the next candidate tried; an entry that cannot be read
+// for another reason is skipped. The error is nil: an unreadable cache is a miss, so the
+// caller decodes. Counts a hit when a reader is returned, else a miss.
+func (c *Cache) Lookup(group, file string, t float64) (*Reader, error) {
+	g := c.group(group)
+	if r := c.lookup(group, file, t, g); r != nil {
+		c.st.hits.Add(1)
+		g.hits.Add(1)
+		return r, nil
+	}
+	c.st.misses.Add(1)
+	g.misses.Add(1)
+	return nil, nil
+}
+
+type candidate struct {
+	name           string
+	start, covered float64
+}
+
+func (c *Cache) lookup(group, file string, t float64, g *groupCounters) *Reader {
+	if c.root == "" || math.IsNaN(t) {
+		return nil
+	}
+	dir := c.fileDir(group, file)
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			c.log.Debug("frame cache: lookup", "dir", dir, "err", err)
+		}
+		return nil
+	}
+	var cands []candidate
+	for _, d := range des {
+		if s, cv, ok := parseEntryName(d.Name()); ok && s <= t && t <= cv {
+			cands = append(cands, candidate{d.Name(), s, cv})
+		}
+	}
+	sort.Slice(cands, func(i, j int) bool { return cands[i].covered > cands[j].covered })
+	for _, cd := range cands {
+		p := filepath.Join(dir, cd.name)
+		r, err := c.openReader(p, cd)
+		switch {
+		case err == nil && (r.info.group != group || r.info.file != file):
+			r.Close() // a hash collision of another group or file: not ours
+		case err == nil:
+			r.g = g
+			c.touch(p)
+			return r
+		case errors.Is(err, ErrCorrupt):
+			c.log.Warn("frame cache: removing a damaged entry", "path", p, "err", err)
+			c.st.corrupt.Add(1)
+			if r != nil {
+				c.removeBad(p, r.f)
+				r.f.Close()
+			}
+		case !errors.Is(err, fs.ErrNotExist):
+			c.log.Debug("frame cache: reading entry", "path", p, "err", err)
+		}
+	}
+	return nil
+}
+
+// Reader reads the records of one entry in order. It is not safe for concurrent use.
+type Reader struct {
+	c    *Cache
+	g    *groupCounters
+	f    *os.File
+	path string
+	info *entryInfo
+	next int   // the record Next returns
+	err  error // sticky: a corrupt record ends the reader
+	rbuf []byte
+	dbuf []byte
+}
+
+// openReader opens and checks an entry file. On an ErrCorrupt error the returned Reader
+// (not usable) carries the open file, so the caller can remove that very file.
+func (c *Cache) openReader(p string, cd candidate) (*Reader, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("entry %s: %w", p, err)
+	}
+	info, err := readEntry(f, st.Size(), nil)
+	if err == nil && (math.Float64bits(info.foot.start) != math.Float64bits(cd.start) ||
+		math.Float64bits(info.foot.covered) != math.Float64bits(cd.covered)) {
+		err = fmt.Errorf("%w: footer covers [%v, %v], name says [%v, %v]", ErrCorrupt, info.foot.start, info.foot.covered, cd.start, cd.covered)
+	}
+	if err != nil {
+		if errors.Is(err, ErrCorrupt) {
+			return &Reader{f: f}, fmt.Errorf("entry %s: %w", p, err)
+		}
+		f.Close()
+		return nil, fmt.Errorf("entry %s: %w", p, err)
+	}
+	return &Reader{c: c, f: f, path: p, info: info}, nil
+}
+
+// touch sets an entry's mtime to now, for LRU eviction, at most once a touchEvery per
+// entry in this process.
+func (c *Cache) touch(p string) {
+	now := c.now()
+	c.mu.Lock()
+	last, ok := c.touched[p]
+	if ok && now.Sub(last) < touchEvery {
+		c.mu.Unlock()
+		return
+	}
+	c.touched[p] = now
+	c.mu.Unlock()
+	if err := os.Chtimes(p, now, now); err != nil {
+		c.log.Debug("frame cache: touching entry", "path", p, "err", err)
+	}
+}
+
+// removeBad removes the damaged entry at p if it is still the file f (a writer may have
+// published a good one under the same name since).
+func (c *Cache) removeBad(p string, f *os.File) {
+	a, err1 := os.Stat(p)
+	b, err2 := f.Stat()
+	if err1 == nil && err2 == nil && os.SameFile(a, b) {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			c.log.Debug("frame cache: removing a damaged entry", "path", p, "err", err)
+		}
+	}
+}
+
+// Start is the start of the entry's coverage.
+func (r *Reader) Start() float64 { return r.info.foot.start }
+
+// Covered is the end of the entry's coverage.
+func (r *Reader) Covered() float64 { return r.info.foot.covered }
+
+// Meta is the meta given to Create.
+func (r *Reader) Meta() []byte { return r.info.meta }
+
+// Len is the number of records.
+func (r *Reader) Len() int { return len(r.info.pts) }
+
+// PTS is the pts of record i (0 <= i < Len()), from the entry's index.
+func (r *Reader) PTS(i int) float64 { return r.info.pts[i] }
+
+// SkipTo positions the reader so that Next returns the first record whose pts is at or
+// after t (io.EOF if none), without reading the records skipped.
+func (r *Reader) SkipTo(t float64) {
+	r.next = sort.SearchFloat64s(r.info.pts, t)
+}
+
+// Next returns the next record. The payload is valid until the next call to Next or
+// Close. It returns io.EOF after the last record. A record that fails its checksum or
+// structure returns an error wrapping ErrCorrupt (naming the file and record) and the
+// entry is removed from the cache; the reader then returns that error from every call.
+//
+// Each record is read with one pread of its whole stored form into a buffer reused
+// across records, then decompressed into a second reused buffer (a raw record is returned
+// from the first): two copies of a 460 KB frame at most, no allocation per frame. pread
+// rather than mmap: the same cost for records this large (the kernel copy replaces the
+// page faults of a mapping), no SIGBUS when the disk fails under a mapping, and a reader
+// of an entry evicted meanwhile keeps its open file.
+func (r *Reader) Next() (pts float64, payload []byte, err error) {
+	if r.err != nil {
+		return 0, nil, r.err
+	}
+	if r.f == nil {
+		return 0, nil, fmt.Errorf("framecache: reader of %s is closed", r.path)
+	}
+	if r.next >= len(r.info.pts) {
+		return 0, nil, io.EOF
+	}
+	i := r.next
+	pts, payload, err = r.record(i)
+	if err != nil {
+		r.err = fmt.Errorf("entry %s, record %d: %w", r.path, i, err)
+		if errors.Is(err, ErrCorrupt) {
+			r.c.log.Warn("frame cache: removing a damaged entry", "path", r.path, "err", r.err)
+			r.c.st.corrupt.Add(1)
+			r.c.removeBad(r.path, r.f)
+		}
+		return 0, nil, r.err
+	}
+	r.next++
+	r.c.st.framesRead.Add(1)
+	r.c.st.bytesRead.Add(int64(r.info.off[i+1] - r.info.off[i]))
+	if r.g != nil {
+		r.g.framesRead.Add(1)
+	}
+	return pts, payload, nil
+}
+
+// record reads, decompresses and checks record i.
+func (r *Reader) record(i int) (float64, []byte, error) {
+	span := r.info.off[i+1] - r.info.off[i]
+	if span > recHeader+maxRecord+maxRecord/8 {
+		return 0, nil, fmt.Errorf("%w: record of %d bytes", ErrCorrupt, span)
+	}
+	r.rbuf = growBuf(r.rbuf, int(span))
+	if _, err := r.f.ReadAt(r.rbuf, int64(r.info.off[i])); err != nil {
+		if errors.Is(err, io.EOF) {
+			return 0, nil, fmt.Errorf("%w: file cut short", ErrCorrupt)
+		}
+		return 0, nil, err
+	}
+	h := parseRecordHeader(r.rbuf)
+	if uint64(h.stored) != span-recHeader || h.raw > maxRecord ||
+		math.Float64bits(h.pts) != math.Float64bits(r.info.pts[i]) {
+		return 0, nil, fmt.Errorf("%w: record header does not match the index", ErrCorrupt)
+	}
+	raw, dbuf, err := r.c.codecs.decompress(r.dbuf, r.rbuf[recHeader:], h.kind, int(h.raw))
+	r.dbuf = dbuf
+	if err != nil {
+		return 0, nil, err
+	}
+	if recordCRC(r.rbuf, raw) != h.crc {
+		return 0, nil, fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
+	}
+	return h.pts, raw, nil
+}
+
+// Close closes the reader's file. Idempotent.
+func (r *Reader) Close() error {
+	if r == nil || r.f == nil {
+		return nil
+	}
+	err := r.f.Close()
+	r.f = nil
+	r.rbuf, r.dbuf = nil, nil
+	if err != nil {
+		return fmt.Errorf("closing entry %s: %w", r.path, err)
+	}
+	return nil
+}
