@@ -187,6 +187,7 @@ func (d *cachedDecoder) serve(r *framecache.Reader, seg Segment, fn func(Frame) 
 		return seg.Start, false, fmt.Errorf("%w: meta: %v", framecache.ErrCorrupt, err)
 	}
 	next = seg.Start
+	r.SkipTo(seg.Start)
 	for {
 		pts, pix, err := r.Next()
 		if err != nil {
@@ -197,9 +198,6 @@ func (d *cachedDecoder) serve(r *framecache.Reader, seg Segment, fn func(Frame) 
 				return math.Nextafter(r.Covered(), math.Inf(1)), false, nil
 			}
 			return next, false, err
-		}
-		if pts < seg.Start {
-			continue
 		}
 		if pts > seg.End {
 			return next, true, nil
@@ -260,7 +258,9 @@ func (d *cachedDecoder) decodeAndStore(ctx context.Context, seg Segment, fn func
 		return err
 	})
 	covered := seg.End
-	if stopped {
+	if stopped || math.IsInf(covered, 1) {
+		// Every frame up to the last one handed out (or to the end of
+		// the file: there is none after it).
 		covered = last
 	}
 	if err != nil || !storing || w == nil || !d.same(ctx) {

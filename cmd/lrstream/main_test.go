@@ -55,6 +55,12 @@ func runTests(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	// The tests' frame cache is theirs, not the user's (children and
+	// in-process runs without --frame-cache-dir use it).
+	if err := os.Setenv(frameCacheDirEnv, filepath.Join(dir, "frames")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	// Children inherit it: every process started from testBinary (directly,
 	// through a shell block or the Python client) runs main.
 	if err := os.Setenv(asMainEnv, "1"); err != nil {
