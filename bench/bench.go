@@ -38,6 +38,11 @@ const (
 	// the decoded cameras' video files (ffmpeg -i FILE -f null -), one
 	// file after the other. Run only when cameras are decoded.
 	StageFFmpeg = "ffmpeg"
+	// StageCached is the stream stage served from the frame cache (a
+	// later epoch, run or process on the node): the cache is filled by
+	// one unmeasured pass first. Run only when asked for, with cameras
+	// decoded and a frame cache (docs/video.md, "Frame cache").
+	StageCached = "cached"
 )
 
 // Stages lists the default stages in run order; StageFFmpeg follows them
@@ -121,6 +126,23 @@ type Report struct {
 	// StreamOverFFmpeg is the stream stage's camera frames/s over the
 	// ffmpeg floor's (0 without both).
 	StreamOverFFmpeg float64 `json:"stream_over_ffmpeg,omitempty"`
+	// CachedOverFFmpeg is the cached stage's camera frames/s over the
+	// ffmpeg floor's (0 without both).
+	CachedOverFFmpeg float64 `json:"cached_over_ffmpeg,omitempty"`
+}
+
+// warmCache fills the frame cache with cfg's frames (one stream pass,
+// not measured) for the cached stage.
+func warmCache(ctx context.Context, cfg *pipeline.Config, workers int, opts Options) error {
+	if cfg.Cameras == nil || cfg.Cameras.Frames == nil {
+		return fmt.Errorf("bench: the cached stage needs decoded cameras (a dataset with video files; --cameras) and the frame cache (--frame-cache on)")
+	}
+	c := *cfg
+	c.Workers, c.Progress = workers, nil
+	if _, _, _, _, err := stream(ctx, &c, opts); err != nil {
+		return fmt.Errorf("bench cached: filling the frame cache: %w", err)
+	}
+	return nil
 }
 
 // Stage returns the named stage's measurement, or nil.
@@ -138,12 +160,12 @@ func (r *Report) Stage(name string) *Stage {
 func Run(ctx context.Context, cfg *pipeline.Config, opts Options) (*Report, error) {
 	want := map[string]bool{}
 	for _, s := range opts.Stages {
-		known := s == StageFFmpeg
+		known := s == StageFFmpeg || s == StageCached
 		for _, k := range Stages {
 			known = known || k == s
 		}
 		if !known {
-			return nil, fmt.Errorf("bench: unknown stage %q (want scan, decode, render, stream or ffmpeg)", s)
+			return nil, fmt.Errorf("bench: unknown stage %q (want scan, decode, render, stream, ffmpeg or cached)", s)
 		}
 		want[s] = true
 	}
@@ -158,8 +180,16 @@ func Run(ctx context.Context, cfg *pipeline.Config, opts Options) (*Report, erro
 		Dataset: cfg.Dataset.ID, Recipe: cfg.Recipe.Name(), Workers: workers,
 		GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), BatchSize: opts.BatchSize,
 	}
+	if want[StageCached] {
+		if err := warmCache(ctx, cfg, workers, opts); err != nil {
+			return nil, err
+		}
+	}
 	var names []string
-	for _, name := range append(Stages[:len(Stages):len(Stages)], StageFFmpeg) {
+	for _, name := range append(Stages[:len(Stages):len(Stages)], StageFFmpeg, StageCached) {
+		if name == StageCached && !want[name] {
+			continue
+		}
 		if name == StageFFmpeg && cfg.Cameras == nil {
 			if want[name] {
 				return nil, fmt.Errorf("bench: the ffmpeg stage needs decoded cameras (a dataset with video files; --cameras)")
@@ -196,6 +226,9 @@ func Run(ctx context.Context, cfg *pipeline.Config, opts Options) (*Report, erro
 	if ff, s := rep.Stage(StageFFmpeg), rep.Stage(StageStream); ff != nil && s != nil && ff.CameraFramesPerSec > 0 {
 		rep.StreamOverFFmpeg = s.CameraFramesPerSec / ff.CameraFramesPerSec
 	}
+	if ff, s := rep.Stage(StageFFmpeg), rep.Stage(StageCached); ff != nil && s != nil && ff.CameraFramesPerSec > 0 {
+		rep.CachedOverFFmpeg = s.CameraFramesPerSec / ff.CameraFramesPerSec
+	}
 	return rep, nil
 }
 
@@ -222,6 +255,13 @@ func measure(ctx context.Context, cfg *pipeline.Config, name string, workers int
 
 	st := Stage{Name: name}
 	var err error
+	if name == StageStream && c.Cameras != nil && c.Cameras.Frames != nil {
+		// The stream stage decodes: the frame cache is the cached
+		// stage's.
+		frames := c.Cameras.Frames
+		c.Cameras.Frames = nil
+		defer func() { c.Cameras.Frames = frames }()
+	}
 	switch name {
 	case StageScan:
 		st.Frames, err = naiveScan(ctx, &c, workers)
@@ -229,7 +269,7 @@ func measure(ctx context.Context, cfg *pipeline.Config, name string, workers int
 		st.Frames, err = decode(ctx, &c, workers)
 	case StageRender:
 		st.Frames, st.Rendered, err = renderOnly(ctx, &c)
-	case StageStream:
+	case StageStream, StageCached:
 		st.Frames, st.Rendered, st.Batches, st.OutBytes, err = stream(ctx, &c, opts)
 		if c.Cameras != nil {
 			st.CameraFrames = st.Frames * int64(len(c.Cameras.Cameras))

@@ -25,7 +25,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.SetOutput(e.stderr)
 	rf.register(fs)
 	batchSize := fs.Int("batch-size", 256, "kept samples per batch (stream stage)")
-	stages := fs.String("stages", strings.Join(bench.Stages, ","), "stages to run, comma-separated: scan, decode, render, stream, ffmpeg (the camera decode floor, added automatically when cameras are decoded)")
+	stages := fs.String("stages", strings.Join(bench.Stages, ","), "stages to run, comma-separated: scan, decode, render, stream, ffmpeg (the camera decode floor, added automatically when cameras are decoded), cached (stream served from the frame cache after one unmeasured pass fills it; only when named)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	count := fs.Int("count", 1, "run the stages this many times, interleaved, and report each stage's median run")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured stages to FILE (go tool pprof)")
@@ -153,6 +153,9 @@ func printBench(w io.Writer, r *bench.Report) {
 			fmt.Fprintf(w, "%s: %d camera frames, %.0f camera frames/s, CPU %.2fs (ffmpeg processes included)\n",
 				s.Name, s.CameraFrames, s.CameraFramesPerSec, s.CPUSeconds)
 		}
+	}
+	if r.CachedOverFFmpeg > 0 {
+		fmt.Fprintf(w, "cached/ffmpeg (camera frames/s) %.2f\n", r.CachedOverFFmpeg)
 	}
 	if r.StreamOverFFmpeg > 0 {
 		fmt.Fprintf(w, "stream/ffmpeg (camera frames/s) %.2f\n", r.StreamOverFFmpeg)
