@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -190,5 +191,104 @@ func TestFrameCacheConcurrentProcesses(t *testing.T) {
 	got, errb, code := runCmd(t, append(args[:len(args)-1], "--frame-cache-dir", dir)...)
 	if code != 0 || got != want || !strings.Contains(errb, ", 0 decoded and stored") {
 		t.Fatalf("warm run (exit %d) differs or decoded: %s", code, errb)
+	}
+}
+
+// TestFrameCacheResumeAndPrerender: a run resumed from a batch's token
+// over a warm cache continues with exactly the uncached batches, and
+// prerender writes the same shards from the cache as decoding.
+func TestFrameCacheResumeAndPrerender(t *testing.T) {
+	ds := cameraDataset(t)
+	dir := t.TempDir()
+	args := []string{"stream", "--dataset", ds, "--cameras", "all", "--batch-size", "4", "--shuffle", "--seed", "5", "--epochs", "2"}
+	full, errb, code := runCmd(t, append(args, "--frame-cache", "off")...)
+	if code != 0 {
+		t.Fatal(errb)
+	}
+	msgs := splitStream(t, full)
+	batches := msgs[1 : len(msgs)-1]
+	cut := len(batches) / 2
+	tok := batches[cut].Batch.Meta.Resume
+	for _, pass := range []string{"cold", "warm"} {
+		rest, errb, code := runCmd(t, append(args, "--frame-cache-dir", dir, "--resume", tok)...)
+		if code != 0 {
+			t.Fatalf("%s resume: %s", pass, errb)
+		}
+		rmsgs := splitStream(t, rest)
+		if len(rmsgs)-2 != len(batches)-cut-1 {
+			t.Fatalf("%s resume: %d batches, want %d", pass, len(rmsgs)-2, len(batches)-cut-1)
+		}
+		for i, m := range rmsgs[1 : len(rmsgs)-1] {
+			if !bytes.Equal(m.Raw, batches[cut+1+i].Raw) {
+				t.Fatalf("%s resume: batch %d differs from the uncached run's", pass, i)
+			}
+		}
+	}
+
+	pr := func(name string, flags ...string) string {
+		out := filepath.Join(t.TempDir(), name)
+		a := append([]string{"prerender", "--out", out, "--dataset", ds, "--cameras", "all", "--batch-size", "4", "-q"}, flags...)
+		if _, errb, code := runCmd(t, a...); code != 0 {
+			t.Fatalf("prerender %s: %s", name, errb)
+		}
+		replay, errb, code := runCmd(t, "stream", "--from", out)
+		if code != 0 {
+			t.Fatalf("replay %s: %s", name, errb)
+		}
+		return replay
+	}
+	want := pr("off", "--frame-cache", "off")
+	for _, pass := range []string{"cold", "warm"} {
+		if got := pr(pass, "--frame-cache-dir", dir); got != want {
+			t.Fatalf("prerender with a %s frame cache differs from decoding", pass)
+		}
+	}
+}
+
+// TestCacheCommand: `lrstream cache` lists what a run stored for its
+// dataset, with the last run's hit rate, and clears it.
+func TestCacheCommand(t *testing.T) {
+	ds := cameraDataset(t)
+	dir := t.TempDir()
+	run := []string{"stream", "--dataset", ds, "--cameras", "all", "--frame-cache-dir", dir, "-q"}
+	for range 2 {
+		if _, errb, code := runCmd(t, run...); code != 0 {
+			t.Fatal(errb)
+		}
+	}
+	out, errb, code := runCmd(t, "cache", "--frame-cache-dir", dir, "--dataset", ds, "--json")
+	if code != 0 {
+		t.Fatal(errb)
+	}
+	var got struct {
+		Datasets []struct {
+			Dataset string
+			Entries int
+			Bytes   int64
+			LastRun struct {
+				HitRate float64 `json:"hit_rate"`
+			} `json:"last_run"`
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	abs, _ := filepath.Abs(ds)
+	if len(got.Datasets) != 1 || got.Datasets[0].Dataset != abs || got.Datasets[0].Entries == 0 || got.Datasets[0].LastRun.HitRate != 1 {
+		t.Fatalf("cache listing: %s", out)
+	}
+	out, _, code = runCmd(t, "cache", "--frame-cache-dir", dir)
+	if code != 0 || !strings.Contains(out, abs) || !strings.Contains(out, "100.0% of") {
+		t.Fatalf("cache list (exit %d): %s", code, out)
+	}
+	out, errb, code = runCmd(t, "cache", "clear", "--frame-cache-dir", dir, "--dataset", ds)
+	if code != 0 || !strings.Contains(out, "cleared "+abs) {
+		t.Fatalf("cache clear (exit %d): %s%s", code, out, errb)
+	}
+	if n := len(cacheEntries(t, dir)); n != 0 {
+		t.Fatalf("%d entries left after clear", n)
+	}
+	if _, errb, code := runCmd(t, "cache", "purge", "--frame-cache-dir", dir); code != 2 || !strings.Contains(errb, "want list or clear") {
+		t.Fatalf("unknown action: exit %d: %s", code, errb)
 	}
 }

@@ -49,6 +49,7 @@ func commands() []command {
 		verifyCommand(),
 		validateCommand(),
 		benchCommand(),
+		cacheCommand(),
 	}
 }
 
