@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/lrstream/lrstream/framecache"
+	"github.com/lrstream/lrstream/sink"
 )
 
 // cacheEntries lists the entry files of a frame cache directory.
@@ -290,5 +292,59 @@ func TestCacheCommand(t *testing.T) {
 	}
 	if _, errb, code := runCmd(t, "cache", "purge", "--frame-cache-dir", dir); code != 2 || !strings.Contains(errb, "want list or clear") {
 		t.Fatalf("unknown action: exit %d: %s", code, errb)
+	}
+}
+
+// TestFrameCacheServe: two DataLoader-worker clients of one server share
+// its frame cache; their streams are the same with the cache off, cold and
+// warm, and the warm server decodes nothing (its recorded run is all hits).
+func TestFrameCacheServe(t *testing.T) {
+	ds := cameraDataset(t)
+	dir := t.TempDir()
+	read := func(flags ...string) []string {
+		args := append([]string{"--dataset", ds, "--cameras", "all", "--batch-size", "4", "--shuffle", "--epochs", "2", "--seed", "9"}, flags...)
+		_, sock, stop := startServer(t, args...)
+		outs := make([]string, 2)
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for w := range outs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c := dialHello(t, sock, sink.Hello{Worker: w, NumWorkers: 2, WorldSize: 1})
+				defer c.Close()
+				b, err := io.ReadAll(c)
+				outs[w], errs[w] = string(b), err
+			}()
+		}
+		wg.Wait()
+		if err := stop(); err != nil {
+			t.Fatalf("serve %v: %v", flags, err)
+		}
+		for w, err := range errs {
+			if err != nil {
+				t.Fatalf("client %d: %v", w, err)
+			}
+			if _, err := sink.Decode(strings.NewReader(outs[w])); err != nil {
+				t.Fatalf("client %d's stream: %v", w, err)
+			}
+		}
+		return outs
+	}
+	want := read("--frame-cache", "off")
+	for _, pass := range []string{"cold", "warm"} {
+		got := read("--frame-cache-dir", dir)
+		for w := range got {
+			if got[w] != want[w] {
+				t.Fatalf("%s cache: client %d's stream differs from the uncached one", pass, w)
+			}
+		}
+	}
+	groups, err := framecache.List(dir)
+	if err != nil || len(groups) != 1 || groups[0].LastRun == nil {
+		t.Fatalf("cache listing: %+v, %v", groups, err)
+	}
+	if r := groups[0].LastRun; r.FramesWritten != 0 || r.FramesRead == 0 {
+		t.Fatalf("warm server: %d frames read, %d decoded and stored", r.FramesRead, r.FramesWritten)
 	}
 }
