@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -346,5 +347,52 @@ func TestFrameCacheServe(t *testing.T) {
 	}
 	if r := groups[0].LastRun; r.FramesWritten != 0 || r.FramesRead == 0 {
 		t.Fatalf("warm server: %d frames read, %d decoded and stored", r.FramesRead, r.FramesWritten)
+	}
+}
+
+// TestFrameCacheBudgetAndUnwritable: a tiny budget keeps the cache within
+// it while the run streams the same bytes; a cache directory that cannot
+// be created leaves the run decoding, with exactly one warning.
+func TestFrameCacheBudgetAndUnwritable(t *testing.T) {
+	ds := cameraDataset(t)
+	args := []string{"stream", "--dataset", ds, "--cameras", "all", "--batch-size", "4", "--shuffle", "--epochs", "2"}
+	want, errb, code := runCmd(t, append(args, "--frame-cache", "off")...)
+	if code != 0 {
+		t.Fatal(errb)
+	}
+	dir := t.TempDir()
+	const budget = 20_000 // bytes: a few entries of the 32×16 frames
+	for range 2 {
+		got, errb, code := runCmd(t, append(args, "--frame-cache-dir", dir, "--frame-cache-gb", "0.00002")...)
+		if code != 0 || got != want {
+			t.Fatalf("tiny budget: exit %d or the stream differs: %s", code, errb)
+		}
+		var total int64
+		for _, p := range cacheEntries(t, dir) {
+			if st, err := os.Stat(p); err == nil {
+				total += st.Size()
+			}
+		}
+		if total > budget {
+			t.Fatalf("%d bytes of entries in a cache of budget %d", total, budget)
+		}
+		var stored int64
+		if i := strings.Index(errb, "decoded and stored ("); i >= 0 {
+			fmt.Sscanf(errb[i+len("decoded and stored ("):], "%d bytes", &stored)
+		}
+		if stored <= budget || len(cacheEntries(t, dir)) == 0 {
+			t.Fatalf("the run stored %d bytes (want more than the budget: evictions) and kept %d entries: %s", stored, len(cacheEntries(t, dir)), errb)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, errb, code := runCmd(t, append(args, "--frame-cache-dir", filepath.Join(file, "frames"))...)
+	if code != 0 || got != want {
+		t.Fatalf("unwritable cache: exit %d or the stream differs: %s", code, errb)
+	}
+	if n := strings.Count(errb, "level=WARN"); n != 1 || !strings.Contains(errb, "frame cache") {
+		t.Fatalf("unwritable cache: want one warning about the frame cache, got %d: %s", n, errb)
 	}
 }
