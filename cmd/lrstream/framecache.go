@@ -13,17 +13,22 @@ import (
 
 // The frame cache's environment variables (docs/video.md, "Frame cache").
 const (
-	frameCacheEnv    = "LRSTREAM_FRAME_CACHE"     // on or off: --frame-cache's default
-	frameCacheDirEnv = "LRSTREAM_FRAME_CACHE_DIR" // --frame-cache-dir's default
-	frameCacheGBEnv  = "LRSTREAM_FRAME_CACHE_GB"  // --frame-cache-gb's default
+	frameCacheEnv      = "LRSTREAM_FRAME_CACHE"       // on or off: --frame-cache's default
+	frameCacheDirEnv   = "LRSTREAM_FRAME_CACHE_DIR"   // --frame-cache-dir's default
+	frameCacheGBEnv    = "LRSTREAM_FRAME_CACHE_GB"    // --frame-cache-gb's default
+	frameCacheCodecEnv = "LRSTREAM_FRAME_CACHE_CODEC" // --frame-cache-codec's default
 )
+
+// defaultFrameCacheCodec is how cached frames are stored by default:
+// raw, the fastest to read (docs/video.md, "Frame cache": the stored form).
+const defaultFrameCacheCodec = "none"
 
 // frameCacheFlags are --frame-cache, --frame-cache-dir and
 // --frame-cache-gb, and the cache they open (once, when a run first
 // decodes a video camera; shared by the datasets of a mixture and the
 // clients of serve).
 type frameCacheFlags struct {
-	mode, dir, gb string
+	mode, dir, gb, codec string
 
 	once  sync.Once
 	cache *framecache.Cache
@@ -33,6 +38,7 @@ type frameCacheFlags struct {
 func (f *frameCacheFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.mode, "frame-cache", "", "keep decoded camera frames in a node-local cache and serve later epochs, runs and processes from it: on or off (default on, or $"+frameCacheEnv+"; docs/video.md, Frame cache)")
 	fs.StringVar(&f.dir, "frame-cache-dir", "", "the frame cache's directory (default $"+frameCacheDirEnv+", else ~/.cache/lrstream/frames)")
+	fs.StringVar(&f.codec, "frame-cache-codec", "", "how cached frames are stored: none (raw: fastest to read) or s2 (compressed: ~1.5x fewer bytes on camera footage, ~2x the CPU per cached frame); zstd (smallest, slowest) (default $"+frameCacheCodecEnv+", else none; docs/video.md, Frame cache)")
 	fs.StringVar(&f.gb, "frame-cache-gb", "", "the frame cache's budget in GB (1e9 bytes) of disk; least recently used entries are evicted beyond it (default $"+frameCacheGBEnv+", else 25% of the free disk space, at most 100 GB)")
 }
 
@@ -50,9 +56,19 @@ func (f *frameCacheFlags) options(getenv func(string) string, log *slog.Logger) 
 	default:
 		return o, false, fmt.Errorf("--frame-cache %q: want on or off", mode)
 	}
-	o.Dir, o.Log = f.dir, log
+	o.Dir, o.Codec, o.Log = f.dir, f.codec, log
 	if o.Dir == "" && getenv != nil {
 		o.Dir = getenv(frameCacheDirEnv)
+	}
+	if o.Codec == "" && getenv != nil {
+		o.Codec = getenv(frameCacheCodecEnv)
+	}
+	switch o.Codec {
+	case "":
+		o.Codec = defaultFrameCacheCodec
+	case "none", "s2", "zstd":
+	default:
+		return o, false, fmt.Errorf("--frame-cache-codec %q: want none, s2 or zstd", o.Codec)
 	}
 	gb := f.gb
 	if gb == "" && getenv != nil {
