@@ -195,6 +195,10 @@ func (c *Cache) degrade(err error) {
 // Dir is the cache's directory ("" when none could be determined).
 func (c *Cache) Dir() string { return c.dir }
 
+// Writable tells whether the cache still writes entries (false once it degraded to
+// read-only, or when it could not be written from the start).
+func (c *Cache) Writable() bool { return c.root != "" && !c.readonly.Load() }
+
 // Budget is the byte budget for the entries on disk.
 func (c *Cache) Budget() int64 { return c.budget }
 

@@ -62,8 +62,13 @@ func payload(file string, pts float64, n int) []byte {
 	}
 	rng := rand.New(rand.NewPCG(seed, 42))
 	b := make([]byte, n)
+	var r uint64
 	for i := range b {
-		b[i] = byte(i/64) + byte(rng.IntN(8))
+		if i%21 == 0 {
+			r = rng.Uint64()
+		}
+		b[i] = byte(i/64) + byte(r&7)
+		r >>= 3
 	}
 	return b
 }
@@ -154,3 +159,5 @@ func tempFiles(t testing.TB, dir string) []string {
 	})
 	return out
 }
+
+func slogNew(h slog.Handler) *slog.Logger { return slog.New(h) }

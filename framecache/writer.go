@@ -127,8 +127,9 @@ func (w *Writer) Add(pts float64, payload []byte) {
 		return
 	}
 	if _, err := w.f.Write(buf); err != nil {
+		err = fmt.Errorf("writing %s: %w", w.f.Name(), err)
 		w.abort()
-		w.c.degrade(fmt.Errorf("writing %s: %w", w.f.Name(), err))
+		w.c.degrade(err)
 		return
 	}
 	w.idx = binary.LittleEndian.AppendUint64(w.idx, math.Float64bits(pts))
@@ -169,8 +170,9 @@ func (w *Writer) Commit(covered float64) error {
 	tail = binary.LittleEndian.AppendUint32(tail, crc)
 	tail = append(tail, endMagic...)
 	if _, err := w.f.Write(tail); err != nil {
+		err = fmt.Errorf("writing %s: %w", w.f.Name(), err)
 		w.abort()
-		w.c.degrade(fmt.Errorf("writing %s: %w", w.f.Name(), err))
+		w.c.degrade(err)
 		return nil
 	}
 	size := int64(w.off) + int64(len(tail))
