@@ -402,7 +402,7 @@ func TestTwoWritersSameEntry(t *testing.T) {
 }
 
 func TestOpenInvalid(t *testing.T) {
-	for _, o := range []Options{{Dir: t.TempDir(), Codec: "lz4"}, {Dir: t.TempDir(), Budget: -1}} {
+	for _, o := range []Options{{Dir: t.TempDir(), Codec: "lz4"}, {Dir: t.TempDir(), Budget: -1}, {Dir: t.TempDir(), RawEstimate: -1}} {
 		if _, err := Open(o); err == nil {
 			t.Errorf("Open(%+v) succeeded", o)
 		}
@@ -478,4 +478,34 @@ func TestStaleTempRemoved(t *testing.T) {
 	}
 	fresh.Abort()
 	w.Abort()
+}
+
+func TestAutoCodec(t *testing.T) {
+	for _, tc := range []struct {
+		estimate, budget, mem int64
+		want                  string
+	}{
+		{0, 100 * gib, 64 * gib, "s2"},           // unknown
+		{10 * gib, 100 * gib, 64 * gib, "none"},  // fits both
+		{90 * gib, 100 * gib, 256 * gib, "none"}, // 90% of the budget
+		{91 * gib, 100 * gib, 256 * gib, "s2"},   // over 90% of the budget
+		{40 * gib, 100 * gib, 64 * gib, "s2"},    // over half the RAM
+		{32 * gib, 100 * gib, 64 * gib, "none"},  // half the RAM
+		{10 * gib, 100 * gib, 0, "none"},         // RAM unknown: the budget decides
+		{2 * gib, gib, 0, "s2"},                  // over the budget
+	} {
+		if got := kindNames[autoKind(tc.estimate, tc.budget, tc.mem)]; got != tc.want {
+			t.Errorf("autoKind(%d, %d, %d) = %s, want %s", tc.estimate, tc.budget, tc.mem, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		codec    string
+		estimate int64
+		want     string
+	}{{"", 0, "s2"}, {"auto", 0, "s2"}, {"", 1 << 20, "none"}, {"auto", 1 << 40, "s2"}, {"zstd", 1 << 20, "zstd"}, {"s2", 1 << 20, "s2"}, {"none", 0, "none"}} {
+		c, _ := openTest(t, Options{Dir: t.TempDir(), Budget: 1 << 30, Codec: tc.codec, RawEstimate: tc.estimate})
+		if c.Codec() != tc.want {
+			t.Errorf("Codec %q, RawEstimate %d: writes %s, want %s", tc.codec, tc.estimate, c.Codec(), tc.want)
+		}
+	}
 }

@@ -20,16 +20,30 @@ type codecs struct {
 	decErr  error
 }
 
-func codecKind(name string) (byte, error) {
+var kindNames = [...]string{kindRaw: "none", kindS2: "s2", kindZstd: "zstd"}
+
+// codecKind is the record kind of a codec name; auto when the name is "auto" or "" (the
+// kind is then s2 until autoKind decides).
+func codecKind(name string) (kind byte, auto bool, err error) {
 	switch name {
-	case "", "s2":
-		return kindS2, nil
+	case "", "auto":
+		return kindS2, true, nil
+	case "s2":
+		return kindS2, false, nil
 	case "zstd":
-		return kindZstd, nil
+		return kindZstd, false, nil
 	case "none":
-		return kindRaw, nil
+		return kindRaw, false, nil
 	}
-	return 0, fmt.Errorf("framecache: unknown codec %q (want s2, zstd or none)", name)
+	return 0, false, fmt.Errorf("framecache: unknown codec %q (want auto, s2, zstd or none)", name)
+}
+
+// autoKind is Codec "auto"'s choice (see Options.RawEstimate); mem 0 means unknown RAM.
+func autoKind(estimate, budget, mem int64) byte {
+	if estimate > 0 && estimate <= budget/10*9 && (mem == 0 || estimate <= mem/2) {
+		return kindRaw
+	}
+	return kindS2
 }
 
 func (c *codecs) zstdEncoder() (*zstd.Encoder, error) {
