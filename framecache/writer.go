@@ -113,20 +113,25 @@ func (w *Writer) Add(pts float64, payload []byte) {
 		w.fail(fmt.Errorf("framecache: record of %d bytes (at most %d)", len(payload), maxRecord))
 		return
 	}
-	buf, kind, err := w.c.codecs.compress(w.buf, payload, w.c.kind)
+	buf, rest, kind, err := w.c.codecs.compress(w.buf, payload, w.c.kind)
 	w.buf = buf
 	if err != nil {
 		w.fail(err)
 		return
 	}
-	putRecordHeader(buf, recordHeader{stored: uint32(len(buf) - recHeader), raw: uint32(len(payload)), pts: pts, kind: kind})
+	n := len(buf) + len(rest)
+	putRecordHeader(buf, recordHeader{stored: uint32(n - recHeader), raw: uint32(len(payload)), pts: pts, kind: kind})
 	binary.LittleEndian.PutUint32(buf[20:], recordCRC(buf, payload))
-	if int64(w.off)+int64(len(buf))+int64(w.n+1)*indexEntry+footerSize > w.c.budget {
+	if int64(w.off)+int64(n)+int64(w.n+1)*indexEntry+footerSize > w.c.budget {
 		w.c.log.Debug("frame cache: entry larger than the budget, not kept", "budget", w.c.budget)
 		w.abort()
 		return
 	}
-	if _, err := w.f.Write(buf); err != nil {
+	_, err = w.f.Write(buf)
+	if err == nil && len(rest) > 0 {
+		_, err = w.f.Write(rest)
+	}
+	if err != nil {
 		err = fmt.Errorf("writing %s: %w", w.f.Name(), err)
 		w.abort()
 		w.c.degrade(err)
@@ -134,7 +139,7 @@ func (w *Writer) Add(pts float64, payload []byte) {
 	}
 	w.idx = binary.LittleEndian.AppendUint64(w.idx, math.Float64bits(pts))
 	w.idx = binary.LittleEndian.AppendUint64(w.idx, w.off)
-	w.off += uint64(len(buf))
+	w.off += uint64(n)
 	w.raw += uint64(len(payload))
 	w.n++
 	w.last = pts
