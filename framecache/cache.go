@@ -99,6 +99,8 @@ type Cache struct {
 	groups  map[string]*groupCounters // by group text
 	touched map[string]time.Time      // entry path → when this process last touched it
 
+	bufs sync.Pool // *[]byte: record buffers of closed Readers
+
 	usage     atomic.Int64 // estimated bytes of entries on disk
 	sinceWalk atomic.Int64 // bytes this process published since its last walk
 	evictMu   sync.Mutex

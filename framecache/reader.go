@@ -125,7 +125,9 @@ func (c *Cache) openReader(p string, cd candidate) (*Reader, error) {
 		f.Close()
 		return nil, fmt.Errorf("entry %s: %w", p, err)
 	}
-	return &Reader{c: c, f: f, path: p, info: info, recs: records{ra: f, info: info, codecs: &c.codecs}}, nil
+	rd := &Reader{c: c, f: f, path: p, info: info, recs: records{ra: f, info: info, codecs: &c.codecs}}
+	rd.recs.rbuf, rd.recs.dbuf = c.getBuf(), c.getBuf()
+	return rd, nil
 }
 
 // touch sets an entry's mtime to now, for LRU eviction, at most once a touchEvery per
@@ -225,7 +227,10 @@ func (r *records) read(i int) (float64, []byte, error) {
 	if span > recHeader+maxRecord+maxRecord/8 {
 		return 0, nil, fmt.Errorf("%w: record of %d bytes", ErrCorrupt, span)
 	}
-	r.rbuf = growBuf(r.rbuf, int(span))
+	if cap(r.rbuf) < int(span) {
+		r.rbuf = make([]byte, r.info.maxSpan()) // once per reader: the largest record
+	}
+	r.rbuf = r.rbuf[:span]
 	if _, err := r.ra.ReadAt(r.rbuf, int64(r.info.off[i])); err != nil {
 		if errors.Is(err, io.EOF) {
 			return 0, nil, fmt.Errorf("%w: file cut short", ErrCorrupt)
@@ -255,9 +260,28 @@ func (r *Reader) Close() error {
 	}
 	err := r.f.Close()
 	r.f = nil
+	if r.c != nil {
+		r.c.putBuf(r.recs.rbuf)
+		r.c.putBuf(r.recs.dbuf)
+	}
 	r.recs = records{}
 	if err != nil {
 		return fmt.Errorf("closing entry %s: %w", r.path, err)
 	}
 	return nil
+}
+
+// getBuf returns a buffer of a closed Reader, for a new one (nil when there is none):
+// readers of a camera's segments then reuse the same frame buffers.
+func (c *Cache) getBuf() []byte {
+	if b, ok := c.bufs.Get().(*[]byte); ok {
+		return (*b)[:0]
+	}
+	return nil
+}
+
+func (c *Cache) putBuf(b []byte) {
+	if cap(b) > 0 {
+		c.bufs.Put(&b)
+	}
 }
