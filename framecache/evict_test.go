@@ -37,12 +37,22 @@ func TestEviction(t *testing.T) {
 	if st := c.Stats(); st.Evicted != 0 {
 		t.Fatalf("evicted %d under the budget", st.Evicted)
 	}
+	open1, _ := c.Lookup("g", name(1), 0.5) // read across its eviction below
+	if open1 == nil {
+		t.Fatal("miss")
+	}
+	os.Chtimes(entryPath(c, name(1)), base.Add(time.Minute), base.Add(time.Minute)) // undo the touch
 	put(t, c, "g", name(5), 0, 1, nil, recs) // 6 entries > 5.5: down to 90% of the budget
 	if got, want := cached(t, c, 6), []int{0, 3, 4, 5}; !slices.Equal(got, want) {
 		t.Fatalf("cached %v, want %v (1 and 2 least recently used)", got, want)
 	}
 	if st := c.Stats(); st.Evicted != 2 {
 		t.Fatalf("Evicted = %d, want 2", st.Evicted)
+	}
+	if got, err := readAll(open1); err != nil {
+		t.Fatalf("reading an entry evicted while open: %v", err)
+	} else {
+		sameRecords(t, got, recs)
 	}
 	// A hit touches the entry, but not again within a minute.
 	for _, step := range []struct {

@@ -111,6 +111,9 @@ func exercise(c *Cache, id, iters int) (int, error) {
 			return hits, err
 		}
 	}
+	if !c.Writable() {
+		return hits, errors.New("the cache degraded to read-only")
+	}
 	return hits, c.Close()
 }
 
@@ -169,6 +172,14 @@ func TestConcurrentProcesses(t *testing.T) {
 			})
 		}
 	}
+	wg.Go(func() { // Clears while the others read and write
+		for range 4 {
+			time.Sleep(20 * time.Millisecond)
+			if _, _, err := Clear(dir, "group"); err != nil {
+				t.Error(err)
+			}
+		}
+	})
 	wg.Wait()
 	for i, cmd := range cmds {
 		if err := cmd.Wait(); err != nil {

@@ -64,16 +64,24 @@ func (c *Cache) Create(group, file string, start float64, meta []byte) *Writer {
 	return w
 }
 
-// ensureGroup writes the group's label if it is missing.
+// ensureGroup writes the group's label if it is missing; once more if a Clear removed
+// the group's directory meanwhile.
 func (c *Cache) ensureGroup(group string) error {
 	gdir := c.groupDir(group)
 	if _, err := os.Stat(filepath.Join(gdir, labelFile)); err == nil {
 		return nil
 	}
-	if err := os.MkdirAll(gdir, 0o700); err != nil {
-		return fmt.Errorf("creating %s: %w", gdir, err)
+	var err error
+	for range 2 {
+		if err = os.MkdirAll(gdir, 0o700); err != nil {
+			err = fmt.Errorf("creating %s: %w", gdir, err)
+			continue
+		}
+		if err = writeAtomic(gdir, labelFile, []byte(group)); !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
 	}
-	return writeAtomic(gdir, labelFile, []byte(group))
+	return err
 }
 
 // createTemp creates a temporary entry file in dir, creating dir; once more if an
