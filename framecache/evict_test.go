@@ -42,7 +42,8 @@ func TestEviction(t *testing.T) {
 		t.Fatal("miss")
 	}
 	os.Chtimes(entryPath(c, name(1)), base.Add(time.Minute), base.Add(time.Minute)) // undo the touch
-	put(t, c, "g", name(5), 0, 1, nil, recs)                                        // 6 entries > 5.5: down to 90% of the budget
+	// 6 entries > 5.5: down to 90% of the budget.
+	put(t, c, "g", name(5), 0, 1, nil, recs)
 	if got, want := cached(t, c, 6), []int{0, 3, 4, 5}; !slices.Equal(got, want) {
 		t.Fatalf("cached %v, want %v (1 and 2 least recently used)", got, want)
 	}
