@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -159,13 +158,6 @@ func BenchmarkRead(b *testing.B) {
 			reportFrames(b, cpu0, st.RawBytesWritten, st.BytesWritten)
 		})
 	}
-}
-
-// cpuTime is this process's user+system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // reportFrames reports frames/s of wall time, CPU µs per frame (user+system since cpu0,
