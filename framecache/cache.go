@@ -50,8 +50,17 @@ import (
 type Options struct {
 	Dir    string       // root directory; "" means DefaultDir()
 	Budget int64        // byte budget for all entries on disk; 0 means DefaultBudget(Dir)
-	Codec  string       // "s2" (default: klauspost/compress/s2 block encoding, per frame), "zstd" (klauspost zstd, fastest level), "none"
+	Codec  string       // "s2" (klauspost/compress/s2 block encoding, per frame), "zstd" (klauspost zstd, fastest level), "none", "auto" (default, below)
 	Log    *slog.Logger // nil: slog.Default()
+
+	// RawEstimate is the uncompressed bytes the caller expects to store in this run (e.g.
+	// camera frames × bytes per frame); 0 means unknown. It only serves Codec "auto":
+	// "none" when 0 < RawEstimate <= 90% of the budget and <= half the machine's RAM —
+	// the frames then fit the cache and the page cache, and a hit costs a copy instead of
+	// a decompression (~0.04 ms instead of ~0.3 ms of CPU per 460 KB frame, and 0.14 ms
+	// instead of 0.7 ms to store it) — else "s2", whose 2–2.4× smaller files keep more
+	// frames within the budget and halve the disk reads once they outgrow the page cache.
+	RawEstimate int64
 }
 
 // Stats counts what one Cache did. BytesX are bytes on disk, RawBytesWritten the
@@ -90,6 +99,8 @@ type Cache struct {
 	groups  map[string]*groupCounters // by group text
 	touched map[string]time.Time      // entry path → when this process last touched it
 
+	bufs sync.Pool // *[]byte: record buffers of closed Readers
+
 	usage     atomic.Int64 // estimated bytes of entries on disk
 	sinceWalk atomic.Int64 // bytes this process published since its last walk
 	evictMu   sync.Mutex
@@ -107,9 +118,12 @@ const (
 // written, or a full disk, gives a read-only Cache that serves what it can read and
 // never writes, after one warning.
 func Open(o Options) (*Cache, error) {
-	kind, err := codecKind(o.Codec)
+	kind, auto, err := codecKind(o.Codec)
 	if err != nil {
 		return nil, err
+	}
+	if o.RawEstimate < 0 {
+		return nil, fmt.Errorf("framecache: negative raw estimate %d", o.RawEstimate)
 	}
 	if o.Budget < 0 {
 		return nil, fmt.Errorf("framecache: negative budget %d", o.Budget)
@@ -148,6 +162,9 @@ func Open(o Options) (*Cache, error) {
 			c.log.Debug("frame cache: free space unknown", "dir", c.dir, "err", ferr)
 		}
 		c.budget = defaultBudget(free, used)
+	}
+	if auto {
+		c.kind = autoKind(o.RawEstimate, c.budget, memTotal())
 	}
 	c.usage.Store(used)
 	return c, nil
@@ -194,6 +211,13 @@ func (c *Cache) degrade(err error) {
 
 // Dir is the cache's directory ("" when none could be determined).
 func (c *Cache) Dir() string { return c.dir }
+
+// Writable tells whether the cache still writes entries (false once it degraded to
+// read-only, or when it could not be written from the start).
+func (c *Cache) Writable() bool { return c.root != "" && !c.readonly.Load() }
+
+// Codec is the codec the cache writes with ("s2", "zstd" or "none"; "auto" resolved).
+func (c *Cache) Codec() string { return kindNames[c.kind] }
 
 // Budget is the byte budget for the entries on disk.
 func (c *Cache) Budget() int64 { return c.budget }

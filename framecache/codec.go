@@ -20,16 +20,30 @@ type codecs struct {
 	decErr  error
 }
 
-func codecKind(name string) (byte, error) {
+var kindNames = [...]string{kindRaw: "none", kindS2: "s2", kindZstd: "zstd"}
+
+// codecKind is the record kind of a codec name; auto when the name is "auto" or "" (the
+// kind is then s2 until autoKind decides).
+func codecKind(name string) (kind byte, auto bool, err error) {
 	switch name {
-	case "", "s2":
-		return kindS2, nil
+	case "", "auto":
+		return kindS2, true, nil
+	case "s2":
+		return kindS2, false, nil
 	case "zstd":
-		return kindZstd, nil
+		return kindZstd, false, nil
 	case "none":
-		return kindRaw, nil
+		return kindRaw, false, nil
 	}
-	return 0, fmt.Errorf("framecache: unknown codec %q (want s2, zstd or none)", name)
+	return 0, false, fmt.Errorf("framecache: unknown codec %q (want auto, s2, zstd or none)", name)
+}
+
+// autoKind is Codec "auto"'s choice (see Options.RawEstimate); mem 0 means unknown RAM.
+func autoKind(estimate, budget, mem int64) byte {
+	if estimate > 0 && estimate <= budget/10*9 && (mem == 0 || estimate <= mem/2) {
+		return kindRaw
+	}
+	return kindS2
 }
 
 func (c *codecs) zstdEncoder() (*zstd.Encoder, error) {
@@ -54,31 +68,30 @@ func (c *codecs) zstdDecoder() (*zstd.Decoder, error) {
 	return c.dec, c.decErr
 }
 
-// compress stores raw into dst[recHeader:] in the given kind and returns dst grown to
-// hold the header and the stored payload, with the kind actually used: raw when
-// compressing did not make the payload smaller.
-func (c *codecs) compress(dst, raw []byte, kind byte) ([]byte, byte, error) {
+// compress returns a record's header space (recHeader bytes, to fill) followed by its
+// stored payload, built in dst, and the kind actually used. For a raw record (kind none,
+// or compressing did not make the payload smaller) buf is the header space alone and the
+// stored payload is raw itself, written from the caller's slice without a copy.
+func (c *codecs) compress(dst, raw []byte, kind byte) (buf, rest []byte, used byte, err error) {
 	switch kind {
 	case kindS2:
 		dst = growBuf(dst, recHeader+s2.MaxEncodedLen(len(raw)))
 		enc := s2.Encode(dst[recHeader:], raw)
 		if len(enc) < len(raw) {
-			return dst[:recHeader+len(enc)], kindS2, nil
+			return dst[:recHeader+len(enc)], nil, kindS2, nil
 		}
 	case kindZstd:
 		enc, err := c.zstdEncoder()
 		if err != nil {
-			return dst, 0, fmt.Errorf("zstd encoder: %w", err)
+			return dst, nil, 0, fmt.Errorf("zstd encoder: %w", err)
 		}
 		out := enc.EncodeAll(raw, growBuf(dst, recHeader)[:recHeader])
 		if len(out)-recHeader < len(raw) {
-			return out, kindZstd, nil
+			return out, nil, kindZstd, nil
 		}
 		dst = out
 	}
-	dst = growBuf(dst, recHeader+len(raw))
-	copy(dst[recHeader:], raw)
-	return dst, kindRaw, nil
+	return growBuf(dst, recHeader), raw, kindRaw, nil
 }
 
 // decompress returns the raw payload of a stored one of the given kind and raw length,

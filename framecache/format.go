@@ -207,6 +207,15 @@ func readEntry(r io.ReaderAt, size int64, scratch []byte) (*entryInfo, error) {
 	return e, nil
 }
 
+// maxSpan is the size of the largest record, header included.
+func (e *entryInfo) maxSpan() int {
+	m := uint64(0)
+	for i := range e.pts {
+		m = max(m, e.off[i+1]-e.off[i])
+	}
+	return int(m)
+}
+
 // parseIndex fills e.pts and e.off from the index bytes and checks that the records
 // follow each other from the header's end to the index, in ascending pts.
 func (e *entryInfo) parseIndex(idx []byte, hlen uint64) error {

@@ -86,11 +86,19 @@ type Reader struct {
 	g    *groupCounters
 	f    *os.File
 	path string
+	recs records
 	info *entryInfo
 	next int   // the record Next returns
 	err  error // sticky: a corrupt record ends the reader
-	rbuf []byte
-	dbuf []byte
+}
+
+// records reads the records of an entry whose header, index and footer were checked.
+type records struct {
+	ra     io.ReaderAt
+	info   *entryInfo
+	codecs *codecs
+	rbuf   []byte // one record as stored
+	dbuf   []byte // one record's payload decompressed
 }
 
 // openReader opens and checks an entry file. On an ErrCorrupt error the returned Reader
@@ -117,7 +125,9 @@ func (c *Cache) openReader(p string, cd candidate) (*Reader, error) {
 		f.Close()
 		return nil, fmt.Errorf("entry %s: %w", p, err)
 	}
-	return &Reader{c: c, f: f, path: p, info: info}, nil
+	rd := &Reader{c: c, f: f, path: p, info: info, recs: records{ra: f, info: info, codecs: &c.codecs}}
+	rd.recs.rbuf, rd.recs.dbuf = c.getBuf(), c.getBuf()
+	return rd, nil
 }
 
 // touch sets an entry's mtime to now, for LRU eviction, at most once a touchEvery per
@@ -192,7 +202,7 @@ func (r *Reader) Next() (pts float64, payload []byte, err error) {
 		return 0, nil, io.EOF
 	}
 	i := r.next
-	pts, payload, err = r.record(i)
+	pts, payload, err = r.recs.read(i)
 	if err != nil {
 		r.err = fmt.Errorf("entry %s, record %d: %w", r.path, i, err)
 		if errors.Is(err, ErrCorrupt) {
@@ -211,14 +221,17 @@ func (r *Reader) Next() (pts float64, payload []byte, err error) {
 	return pts, payload, nil
 }
 
-// record reads, decompresses and checks record i.
-func (r *Reader) record(i int) (float64, []byte, error) {
+// read reads, decompresses and checks record i.
+func (r *records) read(i int) (float64, []byte, error) {
 	span := r.info.off[i+1] - r.info.off[i]
 	if span > recHeader+maxRecord+maxRecord/8 {
 		return 0, nil, fmt.Errorf("%w: record of %d bytes", ErrCorrupt, span)
 	}
-	r.rbuf = growBuf(r.rbuf, int(span))
-	if _, err := r.f.ReadAt(r.rbuf, int64(r.info.off[i])); err != nil {
+	if cap(r.rbuf) < int(span) {
+		r.rbuf = make([]byte, r.info.maxSpan()) // once per reader: the largest record
+	}
+	r.rbuf = r.rbuf[:span]
+	if _, err := r.ra.ReadAt(r.rbuf, int64(r.info.off[i])); err != nil {
 		if errors.Is(err, io.EOF) {
 			return 0, nil, fmt.Errorf("%w: file cut short", ErrCorrupt)
 		}
@@ -229,7 +242,7 @@ func (r *Reader) record(i int) (float64, []byte, error) {
 		math.Float64bits(h.pts) != math.Float64bits(r.info.pts[i]) {
 		return 0, nil, fmt.Errorf("%w: record header does not match the index", ErrCorrupt)
 	}
-	raw, dbuf, err := r.c.codecs.decompress(r.dbuf, r.rbuf[recHeader:], h.kind, int(h.raw))
+	raw, dbuf, err := r.codecs.decompress(r.dbuf, r.rbuf[recHeader:], h.kind, int(h.raw))
 	r.dbuf = dbuf
 	if err != nil {
 		return 0, nil, err
@@ -247,9 +260,28 @@ func (r *Reader) Close() error {
 	}
 	err := r.f.Close()
 	r.f = nil
-	r.rbuf, r.dbuf = nil, nil
+	if r.c != nil {
+		r.c.putBuf(r.recs.rbuf)
+		r.c.putBuf(r.recs.dbuf)
+	}
+	r.recs = records{}
 	if err != nil {
 		return fmt.Errorf("closing entry %s: %w", r.path, err)
 	}
 	return nil
+}
+
+// getBuf returns a buffer of a closed Reader, for a new one (nil when there is none):
+// readers of a camera's segments then reuse the same frame buffers.
+func (c *Cache) getBuf() []byte {
+	if b, ok := c.bufs.Get().(*[]byte); ok {
+		return (*b)[:0]
+	}
+	return nil
+}
+
+func (c *Cache) putBuf(b []byte) {
+	if cap(b) > 0 {
+		c.bufs.Put(&b)
+	}
 }

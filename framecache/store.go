@@ -349,7 +349,9 @@ func rawSize(path string, size int64) int64 {
 
 // Clear removes the entries of group from the cache in dir ("" means DefaultDir()), or
 // every entry when group is "", under the eviction lock, and returns how many entries and
-// bytes it removed. Readers that have an entry open keep reading it.
+// bytes it removed. Readers that have an entry open keep reading it; a writer publishing
+// into the group while it is cleared loses its entry (without an error), and entries
+// published after Clear stay.
 func Clear(dir, group string) (entries int, bytes int64, err error) {
 	root, err := rootOf(dir)
 	if err != nil {
@@ -381,11 +383,24 @@ func Clear(dir, group string) (entries int, bytes int64, err error) {
 		found, _ := groupEntries(gd)
 		entries += len(found)
 		bytes += sumSizes(found)
-		if err := os.RemoveAll(gd); err != nil {
+		if err := removeAll(gd); err != nil {
 			return entries, bytes, fmt.Errorf("frame cache: clearing %s: %w", gd, err)
 		}
 	}
 	return entries, bytes, nil
+}
+
+// removeAll removes dir and what it holds, trying again when a writer of another
+// process created a file in it meanwhile (the directory is then not empty).
+func removeAll(dir string) error {
+	var err error
+	for range 10 {
+		if err = os.RemoveAll(dir); err == nil {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("%w (a process keeps writing to it)", err)
 }
 
 func rootOf(dir string) (string, error) {

@@ -64,16 +64,24 @@ func (c *Cache) Create(group, file string, start float64, meta []byte) *Writer {
 	return w
 }
 
-// ensureGroup writes the group's label if it is missing.
+// ensureGroup writes the group's label if it is missing; once more if a Clear removed
+// the group's directory meanwhile.
 func (c *Cache) ensureGroup(group string) error {
 	gdir := c.groupDir(group)
 	if _, err := os.Stat(filepath.Join(gdir, labelFile)); err == nil {
 		return nil
 	}
-	if err := os.MkdirAll(gdir, 0o700); err != nil {
-		return fmt.Errorf("creating %s: %w", gdir, err)
+	var err error
+	for range 2 {
+		if err = os.MkdirAll(gdir, 0o700); err != nil {
+			err = fmt.Errorf("creating %s: %w", gdir, err)
+			continue
+		}
+		if err = writeAtomic(gdir, labelFile, []byte(group)); !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
 	}
-	return writeAtomic(gdir, labelFile, []byte(group))
+	return err
 }
 
 // createTemp creates a temporary entry file in dir, creating dir; once more if an
@@ -113,27 +121,33 @@ func (w *Writer) Add(pts float64, payload []byte) {
 		w.fail(fmt.Errorf("framecache: record of %d bytes (at most %d)", len(payload), maxRecord))
 		return
 	}
-	buf, kind, err := w.c.codecs.compress(w.buf, payload, w.c.kind)
+	buf, rest, kind, err := w.c.codecs.compress(w.buf, payload, w.c.kind)
 	w.buf = buf
 	if err != nil {
 		w.fail(err)
 		return
 	}
-	putRecordHeader(buf, recordHeader{stored: uint32(len(buf) - recHeader), raw: uint32(len(payload)), pts: pts, kind: kind})
+	n := len(buf) + len(rest)
+	putRecordHeader(buf, recordHeader{stored: uint32(n - recHeader), raw: uint32(len(payload)), pts: pts, kind: kind})
 	binary.LittleEndian.PutUint32(buf[20:], recordCRC(buf, payload))
-	if int64(w.off)+int64(len(buf))+int64(w.n+1)*indexEntry+footerSize > w.c.budget {
+	if int64(w.off)+int64(n)+int64(w.n+1)*indexEntry+footerSize > w.c.budget {
 		w.c.log.Debug("frame cache: entry larger than the budget, not kept", "budget", w.c.budget)
 		w.abort()
 		return
 	}
-	if _, err := w.f.Write(buf); err != nil {
+	_, err = w.f.Write(buf)
+	if err == nil && len(rest) > 0 {
+		_, err = w.f.Write(rest)
+	}
+	if err != nil {
+		err = fmt.Errorf("writing %s: %w", w.f.Name(), err)
 		w.abort()
-		w.c.degrade(fmt.Errorf("writing %s: %w", w.f.Name(), err))
+		w.c.degrade(err)
 		return
 	}
 	w.idx = binary.LittleEndian.AppendUint64(w.idx, math.Float64bits(pts))
 	w.idx = binary.LittleEndian.AppendUint64(w.idx, w.off)
-	w.off += uint64(len(buf))
+	w.off += uint64(n)
 	w.raw += uint64(len(payload))
 	w.n++
 	w.last = pts
@@ -169,8 +183,9 @@ func (w *Writer) Commit(covered float64) error {
 	tail = binary.LittleEndian.AppendUint32(tail, crc)
 	tail = append(tail, endMagic...)
 	if _, err := w.f.Write(tail); err != nil {
+		err = fmt.Errorf("writing %s: %w", w.f.Name(), err)
 		w.abort()
-		w.c.degrade(fmt.Errorf("writing %s: %w", w.f.Name(), err))
+		w.c.degrade(err)
 		return nil
 	}
 	size := int64(w.off) + int64(len(tail))

@@ -32,8 +32,10 @@ type CameraOptions struct {
 	NewDecoder func() (video.Decoder, error)
 	// FrameCache, when set, returns the node-local frame cache the
 	// decoded frames are kept in and served from (nil: none); it is
-	// called only when a video camera is decoded.
-	FrameCache func() *framecache.Cache
+	// called only when a video camera is decoded, with the bytes the
+	// selection's decoded frames take uncompressed (see
+	// framecache.Options.RawEstimate).
+	FrameCache func(rawEstimate int64) *framecache.Cache
 	// Locate gives local paths of video files (default
 	// video.NewMaterializer(cfg.Source, …).Locate: any source).
 	Locate video.Locator
@@ -210,11 +212,16 @@ func setImageCameras(cfg *Config, o CameraOptions, decoded []string) ([]string, 
 }
 
 // frameCache returns the frame cache of cfg's video cameras, or nil.
-func frameCache(cfg *Config, o CameraOptions) *video.Frames {
+func frameCache(cfg *Config, o CameraOptions, set *video.Set) *video.Frames {
 	if o.FrameCache == nil {
 		return nil
 	}
-	fc := o.FrameCache()
+	frames, _ := selectedMean(cfg)
+	var perFrame int64
+	for _, c := range set.Cameras {
+		perFrame += c.CacheBytes()
+	}
+	fc := o.FrameCache(frames * perFrame)
 	if fc == nil {
 		return nil
 	}
@@ -294,7 +301,7 @@ func setVideoCameras(cfg *Config, o CameraOptions, spans []shard.VideoSpan, eps 
 	if err := set.SetDepthUnit(depthUnit(o)); err != nil {
 		return err
 	}
-	set.Frames = frameCache(cfg, o)
+	set.Frames = frameCache(cfg, o, set)
 	if len(eps) > 0 {
 		// When a run starts (Set.Start), the decoder probes the first
 		// episode's files (FFmpeg: pixel format and conversion check);

@@ -36,6 +36,16 @@ func (c Camera) isDepth() bool { return c.Depth != nil || c.img != nil }
 // FrameBytes is the size of one frame in the batch.
 func (c Camera) FrameBytes() int { return c.C * c.H * c.W * c.ItemSize() }
 
+// CacheBytes estimates the bytes one frame of the camera takes in the frame
+// cache uncompressed: YUV 4:2:0 planes (RGB24 when FFmpeg converts is
+// twice that), 16-bit gray for depth.
+func (c Camera) CacheBytes() int64 {
+	if c.isDepth() {
+		return int64(2 * c.W * c.H)
+	}
+	return int64(yuvSize(c.W, c.H))
+}
+
 // ItemSize is the size of one value of the camera's frames: 4 (float32)
 // for depth, 1 (uint8) for RGB.
 func (c Camera) ItemSize() int {

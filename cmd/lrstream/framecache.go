@@ -19,9 +19,10 @@ const (
 	frameCacheCodecEnv = "LRSTREAM_FRAME_CACHE_CODEC" // --frame-cache-codec's default
 )
 
-// defaultFrameCacheCodec is how cached frames are stored by default:
-// raw, the fastest to read (docs/video.md, "Frame cache": the stored form).
-const defaultFrameCacheCodec = "none"
+// defaultFrameCacheCodec is how cached frames are stored by default: raw
+// (the fastest to read and store) when the run's frames fit the budget and
+// half the RAM, else s2 (docs/video.md, "Frame cache": the stored form).
+const defaultFrameCacheCodec = "auto"
 
 // frameCacheFlags are --frame-cache, --frame-cache-dir and
 // --frame-cache-gb, and the cache they open (once, when a run first
@@ -38,7 +39,7 @@ type frameCacheFlags struct {
 func (f *frameCacheFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.mode, "frame-cache", "", "keep decoded camera frames in a node-local cache and serve later epochs, runs and processes from it: on or off (default on, or $"+frameCacheEnv+"; docs/video.md, Frame cache)")
 	fs.StringVar(&f.dir, "frame-cache-dir", "", "the frame cache's directory (default $"+frameCacheDirEnv+", else ~/.cache/lrstream/frames)")
-	fs.StringVar(&f.codec, "frame-cache-codec", "", "how cached frames are stored: none (raw: fastest to read) or s2 (compressed: ~1.5x fewer bytes on camera footage, ~2x the CPU per cached frame); zstd (smallest, slowest) (default $"+frameCacheCodecEnv+", else none; docs/video.md, Frame cache)")
+	fs.StringVar(&f.codec, "frame-cache-codec", "", "how cached frames are stored: auto (raw when the run's frames fit the budget and half the RAM, else s2), none (raw: the fastest to read and store), s2 (~1.5x fewer bytes on camera footage, several times the CPU per frame) or zstd (default $"+frameCacheCodecEnv+", else auto; docs/video.md, Frame cache)")
 	fs.StringVar(&f.gb, "frame-cache-gb", "", "the frame cache's budget in GB (1e9 bytes) of disk; least recently used entries are evicted beyond it (default $"+frameCacheGBEnv+", else 25% of the free disk space, at most 100 GB)")
 }
 
@@ -66,9 +67,9 @@ func (f *frameCacheFlags) options(getenv func(string) string, log *slog.Logger) 
 	switch o.Codec {
 	case "":
 		o.Codec = defaultFrameCacheCodec
-	case "none", "s2", "zstd":
+	case "auto", "none", "s2", "zstd":
 	default:
-		return o, false, fmt.Errorf("--frame-cache-codec %q: want none, s2 or zstd", o.Codec)
+		return o, false, fmt.Errorf("--frame-cache-codec %q: want auto, none, s2 or zstd", o.Codec)
 	}
 	gb := f.gb
 	if gb == "" && getenv != nil {
@@ -93,8 +94,8 @@ func (f *frameCacheFlags) check(e *env) error {
 // opener returns the function a run calls when it first decodes a video
 // camera: the cache, or nil when it is off or cannot be opened (then
 // frames are decoded, with one warning).
-func (f *frameCacheFlags) opener(e *env) func() *framecache.Cache {
-	return func() *framecache.Cache {
+func (f *frameCacheFlags) opener(e *env) func(int64) *framecache.Cache {
+	return func(rawEstimate int64) *framecache.Cache {
 		f.once.Do(func() {
 			log := stderrLog(e.stderr)
 			o, ok, err := f.options(e.getenv, log)
@@ -102,6 +103,7 @@ func (f *frameCacheFlags) opener(e *env) func() *framecache.Cache {
 				f.err = err
 				return
 			}
+			o.RawEstimate = rawEstimate
 			if f.cache, err = framecache.Open(o); err != nil {
 				log.Warn(fmt.Sprintf("frame cache: %v; camera frames are decoded, not cached", err))
 				f.cache = nil
