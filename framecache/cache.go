@@ -98,6 +98,7 @@ type Cache struct {
 	mu      sync.Mutex
 	groups  map[string]*groupCounters // by group text
 	touched map[string]time.Time      // entry path → when this process last touched it
+	lists   map[string]*listing       // file directory → its entries (Lookup)
 
 	bufs sync.Pool // *[]byte: record buffers of closed Readers
 
@@ -136,6 +137,7 @@ func Open(o Options) (*Cache, error) {
 		staleAfter: staleTemp,
 		groups:     map[string]*groupCounters{},
 		touched:    map[string]time.Time{},
+		lists:      map[string]*listing{},
 	}
 	if c.log == nil {
 		c.log = slog.Default()
