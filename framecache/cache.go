@@ -12,7 +12,8 @@
 //	v1/<sha256(group)[:16]>/<sha256(file)[:32]>/<start>-<covered>.fc
 //
 // where <start> and <covered> are the 16 hex digits of the float64 bits, so a Lookup is
-// one ReadDir of one file's small directory. No caller string becomes a path component.
+// one ReadDir of one file's small directory, or a stat of it while this process's last
+// listing of it is current. No caller string becomes a path component.
 // Entries are written to a temporary file (".<random>.tmp", which readers never pick up;
 // one older than an hour is a dead writer's, removed by a later Open or eviction) in the
 // entry's own directory and published by rename: two writers of the same entry both
