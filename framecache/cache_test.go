@@ -553,3 +553,31 @@ func TestLookupListing(t *testing.T) {
 		t.Fatal("hit after Clear")
 	}
 }
+
+// TestCreateLimits: keys or meta too long to store, or a start that is not a finite
+// number, give no writer and leave the cache writable without a warning.
+func TestCreateLimits(t *testing.T) {
+	long := strings.Repeat("x", maxKey+1)
+	c, h := openTest(t, Options{Dir: t.TempDir()})
+	for _, tc := range []struct {
+		name        string
+		group, file string
+		start       float64
+		meta        []byte
+	}{
+		{"group", long, "f", 0, nil},
+		{"file", "g", long, 0, nil},
+		{"meta", "g", "f", 0, []byte(long)},
+		{"NaN start", "g", "f", math.NaN(), nil},
+		{"infinite start", "g", "f", math.Inf(-1), nil},
+	} {
+		if w := c.Create(tc.group, tc.file, tc.start, tc.meta); w != nil {
+			w.Abort()
+			t.Errorf("%s: Create gave a writer", tc.name)
+		}
+	}
+	if !c.Writable() || len(h.warnings()) != 0 {
+		t.Fatalf("writable %v, warnings %q", c.Writable(), h.warnings())
+	}
+	put(t, c, "g", "f", 0, 1, []byte(strings.Repeat("m", maxKey)), nil) // the limit itself
+}
