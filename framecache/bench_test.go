@@ -183,3 +183,78 @@ func TestBenchFramesSource(t *testing.T) {
 		t.Fatal("synthetic frames differ")
 	}
 }
+
+// BenchmarkReadParallel reads as BenchmarkRead from GOMAXPROCS goroutines at once, each
+// with its own readers: the store's share of a node's read throughput.
+func BenchmarkReadParallel(b *testing.B) {
+	frames, src := benchFrames(b, benchSegment)
+	for _, codec := range []string{"s2", "none"} {
+		b.Run(codec, func(b *testing.B) {
+			c, err := Open(Options{Dir: b.TempDir(), Codec: codec, Budget: 64 << 30})
+			if err != nil {
+				b.Fatal(err)
+			}
+			w := c.Create("bench", src, 0, nil)
+			for i, f := range frames {
+				w.Add(float64(i), f)
+			}
+			if err := w.Commit(float64(len(frames))); err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(frames[0])))
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := cpuTime()
+			b.RunParallel(func(pb *testing.PB) {
+				var r *Reader
+				for pb.Next() {
+					if r == nil {
+						r, _ = c.Lookup("bench", src, 0)
+					}
+					if _, _, err := r.Next(); errors.Is(err, io.EOF) {
+						r.Close()
+						r = nil
+					} else if err != nil {
+						b.Error(err)
+						return
+					}
+				}
+				r.Close()
+			})
+			b.StopTimer()
+			st := c.Stats()
+			reportFrames(b, cpu0, st.RawBytesWritten, st.BytesWritten)
+		})
+	}
+}
+
+// BenchmarkLookup looks up a time in a file directory of 300 entries (a 30,000-frame
+// video file cached in 100-frame pieces) and closes the reader: the per-segment cost.
+func BenchmarkLookup(b *testing.B) {
+	c, err := Open(Options{Dir: b.TempDir(), Codec: "none", Budget: 64 << 30})
+	if err != nil {
+		b.Fatal(err)
+	}
+	recs := makeRecords("f", 0, benchSegment, 16)
+	for k := range 300 {
+		w := c.Create("bench", "file", float64(k*10), nil)
+		for _, r := range recs {
+			w.Add(float64(k*10)+r.pts, r.payload)
+		}
+		if err := w.Commit(float64(k*10) + 9.95); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// As in a later epoch or run: the directory last changed a while ago.
+	old := time.Now().Add(-time.Minute)
+	os.Chtimes(c.fileDir("bench", "file"), old, old)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		r, _ := c.Lookup("bench", "file", float64(i%3000)+0.5)
+		if r == nil {
+			b.Fatal("miss")
+		}
+		r.Close()
+	}
+}

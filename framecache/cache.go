@@ -12,7 +12,8 @@
 //	v1/<sha256(group)[:16]>/<sha256(file)[:32]>/<start>-<covered>.fc
 //
 // where <start> and <covered> are the 16 hex digits of the float64 bits, so a Lookup is
-// one ReadDir of one file's small directory. No caller string becomes a path component.
+// one ReadDir of one file's small directory, or a stat of it while this process's last
+// listing of it is current. No caller string becomes a path component.
 // Entries are written to a temporary file (".<random>.tmp", which readers never pick up;
 // one older than an hour is a dead writer's, removed by a later Open or eviction) in the
 // entry's own directory and published by rename: two writers of the same entry both
@@ -98,6 +99,7 @@ type Cache struct {
 	mu      sync.Mutex
 	groups  map[string]*groupCounters // by group text
 	touched map[string]time.Time      // entry path → when this process last touched it
+	lists   map[string]*listing       // file directory → its entries (Lookup)
 
 	bufs sync.Pool // *[]byte: record buffers of closed Readers
 
@@ -136,6 +138,7 @@ func Open(o Options) (*Cache, error) {
 		staleAfter: staleTemp,
 		groups:     map[string]*groupCounters{},
 		touched:    map[string]time.Time{},
+		lists:      map[string]*listing{},
 	}
 	if c.log == nil {
 		c.log = slog.Default()

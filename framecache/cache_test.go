@@ -509,3 +509,75 @@ func TestAutoCodec(t *testing.T) {
 		}
 	}
 }
+
+// TestLookupListing: a lookup reuses its listing of a file's directory while the
+// directory is unchanged, and sees entries published or removed since.
+func TestLookupListing(t *testing.T) {
+	dir := t.TempDir()
+	c, _ := openTest(t, Options{Dir: dir})
+	writer, _ := openTest(t, Options{Dir: dir}) // another process, as far as c knows
+	fdir := c.fileDir("g", "f")
+	age := func() {
+		old := time.Now().Add(-time.Minute)
+		os.Chtimes(fdir, old, old)
+	}
+	hit := func(at float64) bool {
+		r, err := c.Lookup("g", "f", at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+		return r != nil
+	}
+	put(t, writer, "g", "f", 0, 1, nil, nil)
+	if !hit(0.5) || c.lists[fdir] != nil {
+		t.Fatal("a directory changed under a second ago was listed for reuse")
+	}
+	age()
+	if !hit(0.5) || c.lists[fdir] == nil {
+		t.Fatal("an unchanged directory's listing was not kept")
+	}
+	if hit(1.5) {
+		t.Fatal("hit outside every entry")
+	}
+	put(t, writer, "g", "f", 1, 2, nil, nil)
+	if !hit(1.5) {
+		t.Fatal("an entry published after the listing was not seen")
+	}
+	age()
+	hit(1.5)
+	if _, _, err := Clear(dir, "g"); err != nil {
+		t.Fatal(err)
+	}
+	if hit(0.5) || hit(1.5) {
+		t.Fatal("hit after Clear")
+	}
+}
+
+// TestCreateLimits: keys or meta too long to store, or a start that is not a finite
+// number, give no writer and leave the cache writable without a warning.
+func TestCreateLimits(t *testing.T) {
+	long := strings.Repeat("x", maxKey+1)
+	c, h := openTest(t, Options{Dir: t.TempDir()})
+	for _, tc := range []struct {
+		name        string
+		group, file string
+		start       float64
+		meta        []byte
+	}{
+		{"group", long, "f", 0, nil},
+		{"file", "g", long, 0, nil},
+		{"meta", "g", "f", 0, []byte(long)},
+		{"NaN start", "g", "f", math.NaN(), nil},
+		{"infinite start", "g", "f", math.Inf(-1), nil},
+	} {
+		if w := c.Create(tc.group, tc.file, tc.start, tc.meta); w != nil {
+			w.Abort()
+			t.Errorf("%s: Create gave a writer", tc.name)
+		}
+	}
+	if !c.Writable() || len(h.warnings()) != 0 {
+		t.Fatalf("writable %v, warnings %q", c.Writable(), h.warnings())
+	}
+	put(t, c, "g", "f", 0, 1, []byte(strings.Repeat("m", maxKey)), nil) // the limit itself
+}

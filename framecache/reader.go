@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"time"
 )
 
 // Lookup returns a reader of a published, valid entry of (group, file) whose range
@@ -42,21 +43,17 @@ func (c *Cache) lookup(group, file string, t float64, g *groupCounters) *Reader 
 		return nil
 	}
 	dir := c.fileDir(group, file)
-	des, err := os.ReadDir(dir)
+	all, err := c.entriesOf(dir)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			c.log.Debug("frame cache: lookup", "dir", dir, "err", err)
 		}
 		return nil
 	}
-	var cands []candidate
-	for _, d := range des {
-		if s, cv, ok := parseEntryName(d.Name()); ok && s <= t && t <= cv {
-			cands = append(cands, candidate{d.Name(), s, cv})
+	for _, cd := range all {
+		if !(cd.start <= t && t <= cd.covered) {
+			continue
 		}
-	}
-	sort.Slice(cands, func(i, j int) bool { return cands[i].covered > cands[j].covered })
-	for _, cd := range cands {
 		p := filepath.Join(dir, cd.name)
 		r, err := c.openReader(p, cd)
 		switch {
@@ -78,6 +75,53 @@ func (c *Cache) lookup(group, file string, t float64, g *groupCounters) *Reader 
 		}
 	}
 	return nil
+}
+
+// listing is a file directory's entries as this process last read them.
+type listing struct {
+	mtime   time.Time   // the directory's mtime when read
+	entries []candidate // by Covered, largest first; never modified once stored
+}
+
+// listingAge is how old a directory's mtime must be for its listing to be kept: any
+// later change to the directory then gives it a later mtime, even where the filesystem's
+// timestamps are coarse (a jiffy). A listing that missed a change costs a miss or a
+// skipped candidate, never wrong frames.
+const listingAge = time.Second
+
+// entriesOf returns the entries of a file directory, largest Covered first: a stat of the
+// directory when this process's listing of it is current, else a ReadDir (the one cost of
+// a lookup that grows with the directory: 300 entries took ~0.3 ms).
+func (c *Cache) entriesOf(dir string) ([]candidate, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	l := c.lists[dir]
+	c.mu.Unlock()
+	if l != nil && l.mtime.Equal(st.ModTime()) {
+		return l.entries, nil
+	}
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []candidate
+	for _, d := range des {
+		if s, cv, ok := parseEntryName(d.Name()); ok {
+			out = append(out, candidate{d.Name(), s, cv})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].covered > out[j].covered })
+	c.mu.Lock()
+	if time.Since(st.ModTime()) >= listingAge {
+		c.lists[dir] = &listing{mtime: st.ModTime(), entries: out}
+	} else {
+		delete(c.lists, dir)
+	}
+	c.mu.Unlock()
+	return out, nil
 }
 
 // Reader reads the records of one entry in order. It is not safe for concurrent use.

@@ -177,8 +177,7 @@ func (w *Writer) Commit(covered float64) error {
 		return w.err
 	}
 	ft := footer{count: uint64(w.n), start: w.start, covered: covered, indexOff: w.off, raw: w.raw}
-	tail := append(w.idx, make([]byte, 0, footerSize)...)
-	tail = appendFooterFields(tail, ft)
+	tail := appendFooterFields(w.idx, ft)
 	crc := crc32.Update(w.hcrc, castagnoli, tail)
 	tail = binary.LittleEndian.AppendUint32(tail, crc)
 	tail = append(tail, endMagic...)
