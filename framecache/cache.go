@@ -62,17 +62,29 @@ type Options struct {
 	// instead of 0.7 ms to store it) — else "s2", whose 2–2.4× smaller files keep more
 	// frames within the budget and halve the disk reads once they outgrow the page cache.
 	RawEstimate int64
+
+	// MaxPending bounds the bytes of entries waiting to be written in the
+	// background: 0 means DefaultMaxPending; negative writes each record as Add is
+	// called (synchronously). See Writer.
+	MaxPending int64
 }
+
+// DefaultMaxPending is Options.MaxPending's default: about four 145-frame pieces of
+// 480×640 YUV frames.
+const DefaultMaxPending = 256 << 20
 
 // Stats counts what one Cache did. BytesX are bytes on disk, RawBytesWritten the
 // payloads' uncompressed size.
 type Stats struct {
 	Hits, Misses, Corrupt, EntriesWritten, FramesWritten, FramesRead, BytesWritten, BytesRead, RawBytesWritten, Evicted int64
+	// Dropped counts entries not stored because the background writer was behind
+	// (Options.MaxPending): their frames are decoded again next time.
+	Dropped int64
 }
 
 // counters is Stats, updated atomically.
 type counters struct {
-	hits, misses, corrupt, entriesWritten, framesWritten, framesRead, bytesWritten, bytesRead, rawBytesWritten, evicted atomic.Int64
+	hits, misses, corrupt, entriesWritten, framesWritten, framesRead, bytesWritten, bytesRead, rawBytesWritten, evicted, dropped atomic.Int64
 }
 
 // groupCounters is a group's share of this process's run, recorded by Close.
@@ -102,6 +114,8 @@ type Cache struct {
 	lists   map[string]*listing       // file directory → its entries (Lookup)
 
 	bufs sync.Pool // *[]byte: record buffers of closed Readers
+
+	bg bgWriter // background publishing (Writer, async.go)
 
 	usage     atomic.Int64 // estimated bytes of entries on disk
 	sinceWalk atomic.Int64 // bytes this process published since its last walk
@@ -139,6 +153,10 @@ func Open(o Options) (*Cache, error) {
 		groups:     map[string]*groupCounters{},
 		touched:    map[string]time.Time{},
 		lists:      map[string]*listing{},
+	}
+	c.bg.max = o.MaxPending
+	if c.bg.max == 0 {
+		c.bg.max = DefaultMaxPending
 	}
 	if c.log == nil {
 		c.log = slog.Default()
@@ -233,14 +251,22 @@ func (c *Cache) Stats() Stats {
 		EntriesWritten: s.entriesWritten.Load(), FramesWritten: s.framesWritten.Load(),
 		FramesRead: s.framesRead.Load(), BytesWritten: s.bytesWritten.Load(),
 		BytesRead: s.bytesRead.Load(), RawBytesWritten: s.rawBytesWritten.Load(),
-		Evicted: s.evicted.Load(),
+		Evicted: s.evicted.Load(), Dropped: s.dropped.Load(),
 	}
 }
+
+// Flush waits until the entries committed so far are written and published (Writer:
+// entries are published in the background).
+func (c *Cache) Flush() { c.bg.flush() }
 
 // Close records this process's run statistics per group it looked up or wrote (shown by
 // List). Later Creates return nil; Lookups and open Readers go on working. Idempotent.
 func (c *Cache) Close() error {
-	if !c.closed.CompareAndSwap(false, true) || c.readonly.Load() || c.root == "" {
+	if !c.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	c.bg.drain()
+	if c.readonly.Load() || c.root == "" {
 		return nil
 	}
 	c.mu.Lock()

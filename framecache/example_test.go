@@ -30,6 +30,7 @@ func Example() {
 		}
 	}
 
+	c.Flush()                          // entries are published in the background
 	r, _ := c.Lookup(group, file, 2.1) // a hit
 	defer r.Close()
 	fmt.Printf("[%v, %v] %s, %d frames\n", r.Start(), r.Covered(), r.Meta(), r.Len())

@@ -41,11 +41,16 @@ func (h *warnCounter) warnings() []string {
 	return append([]string(nil), h.msgs...)
 }
 
-// openTest opens a cache in dir with a warning counter.
+// openTest opens a cache in dir with a warning counter. Its writers publish when
+// committed (MaxPending -1), unless o says otherwise: the tests look entries up right
+// after committing them; TestBackground covers background publishing.
 func openTest(t testing.TB, o Options) (*Cache, *warnCounter) {
 	t.Helper()
 	h := &warnCounter{}
 	o.Log = slog.New(h)
+	if o.MaxPending == 0 {
+		o.MaxPending = -1
+	}
 	c, err := Open(o)
 	if err != nil {
 		t.Fatalf("Open(%+v): %v", o, err)

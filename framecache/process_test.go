@@ -208,8 +208,11 @@ func TestConcurrentProcesses(t *testing.T) {
 }
 
 // slowWrite writes an entry slowly, creating ready after a few records, until killed.
+// It writes synchronously (each record to the temporary file as it is added), so that
+// the kill lands in the middle of a file; a background writer's entry is in memory
+// until committed, and its publication writes the file the same way.
 func slowWrite(dir, ready string) error {
-	c, err := Open(Options{Dir: dir})
+	c, err := Open(Options{Dir: dir, MaxPending: -1})
 	if err != nil {
 		return err
 	}
@@ -295,6 +298,7 @@ func diskFull(dir string) error {
 	if err := ws.Commit(1); err != nil {
 		return err
 	}
+	c.Flush() // entries are published in the background
 	rng := rand.New(rand.NewPCG(1, 2))
 	big := make([]byte, 460_800)
 	for i := range big {
@@ -314,6 +318,7 @@ func diskFull(dir string) error {
 		if err := w.Commit(5); err != nil {
 			return fmt.Errorf("Commit on a full disk: %w", err)
 		}
+		c2.Flush()
 		if c2.Writable() || c2.Create("g", "other", 0, nil) != nil {
 			return errors.New("still writable after a full disk")
 		}

@@ -28,6 +28,11 @@ type Writer struct {
 	buf   []byte
 	done  bool  // committed or aborted
 	err   error // why the writer was aborted, when it was the caller's doing
+	// async: the entry's bytes are kept in chunks (pending bytes of the cache's
+	// background writer) and written by it when committed (async.go).
+	async   bool
+	chunks  [][]byte
+	pending int64
 }
 
 // Create starts an entry of (group, file) whose coverage starts at start, carrying meta
@@ -47,21 +52,57 @@ func (c *Cache) Create(group, file string, start float64, meta []byte) *Writer {
 		return nil
 	}
 	dir := c.fileDir(group, file)
-	f, err := createTemp(dir)
-	if err != nil {
-		c.degrade(err)
-		return nil
+	w := &Writer{c: c, g: c.group(group), dir: dir, start: start, async: c.bg.max >= 0}
+	if !w.async {
+		f, err := createTemp(dir)
+		if err != nil {
+			c.degrade(err)
+			return nil
+		}
+		w.f = f
 	}
-	w := &Writer{c: c, g: c.group(group), dir: dir, f: f, start: start}
 	w.buf = appendHeader(w.buf[:0], header{start: start, group: group, file: file, meta: meta})
 	w.hcrc = crc32.Update(0, castagnoli, w.buf)
-	if _, err := f.Write(w.buf); err != nil {
-		w.abort()
-		c.degrade(fmt.Errorf("writing %s: %w", f.Name(), err))
+	if err := w.put(w.buf, nil); err != nil {
+		w.putFailed(err)
 		return nil
 	}
 	w.off = uint64(len(w.buf))
 	return w
+}
+
+// put writes b and then rest to the entry's temporary file, or (async) copies them
+// into a chunk for the background writer: errDropped when it is too far behind.
+func (w *Writer) put(b, rest []byte) error {
+	if w.async {
+		n := len(b) + len(rest)
+		if !w.c.bg.reserve(int64(n)) {
+			return errDropped
+		}
+		w.pending += int64(n)
+		chunk := append(append(w.c.bg.buffer(n), b...), rest...)
+		w.chunks = append(w.chunks, chunk)
+		return nil
+	}
+	_, err := w.f.Write(b)
+	if err == nil && len(rest) > 0 {
+		_, err = w.f.Write(rest)
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", w.f.Name(), err)
+	}
+	return nil
+}
+
+// putFailed aborts the writer after put's error: a dropped entry quietly (counted),
+// a write error degrading the cache.
+func (w *Writer) putFailed(err error) {
+	w.abort()
+	if errors.Is(err, errDropped) {
+		w.c.st.dropped.Add(1)
+		return
+	}
+	w.c.degrade(err)
 }
 
 // ensureGroup writes the group's label if it is missing; once more if a Clear removed
@@ -135,14 +176,8 @@ func (w *Writer) Add(pts float64, payload []byte) {
 		w.abort()
 		return
 	}
-	_, err = w.f.Write(buf)
-	if err == nil && len(rest) > 0 {
-		_, err = w.f.Write(rest)
-	}
-	if err != nil {
-		err = fmt.Errorf("writing %s: %w", w.f.Name(), err)
-		w.abort()
-		w.c.degrade(err)
+	if err := w.put(buf, rest); err != nil {
+		w.putFailed(err)
 		return
 	}
 	w.idx = binary.LittleEndian.AppendUint64(w.idx, math.Float64bits(pts))
@@ -181,13 +216,40 @@ func (w *Writer) Commit(covered float64) error {
 	crc := crc32.Update(w.hcrc, castagnoli, tail)
 	tail = binary.LittleEndian.AppendUint32(tail, crc)
 	tail = append(tail, endMagic...)
-	if _, err := w.f.Write(tail); err != nil {
-		err = fmt.Errorf("writing %s: %w", w.f.Name(), err)
-		w.abort()
-		w.c.degrade(err)
+	if err := w.put(tail, nil); err != nil {
+		w.putFailed(err)
 		return nil
 	}
 	size := int64(w.off) + int64(len(tail))
+	w.done = true
+	if w.async && w.c.bg.enqueue(w, covered, size) {
+		return nil
+	}
+	w.publish(covered, size)
+	return nil
+}
+
+// publish closes the entry's file and renames it into place with coverage
+// [start, covered] (async: after writing its chunks to a temporary file).
+func (w *Writer) publish(covered float64, size int64) {
+	if w.async {
+		defer w.release()
+		f, err := createTemp(w.dir)
+		if err == nil {
+			w.f = f
+			for _, ch := range w.chunks {
+				if _, err = f.Write(ch); err != nil {
+					err = fmt.Errorf("writing %s: %w", f.Name(), err)
+					break
+				}
+			}
+		}
+		if err != nil {
+			w.abort()
+			w.c.degrade(err)
+			return
+		}
+	}
 	tmp := w.f.Name()
 	err := w.f.Close()
 	w.f = nil
@@ -195,16 +257,14 @@ func (w *Writer) Commit(covered float64) error {
 	if err == nil {
 		err = os.Rename(tmp, final)
 	}
-	w.done = true
 	if err != nil {
 		os.Remove(tmp)
 		if !errors.Is(err, fs.ErrNotExist) { // ErrNotExist: the directory was cleared meanwhile
 			w.c.degrade(fmt.Errorf("publishing %s: %w", final, err))
 		}
-		return nil
+		return
 	}
 	w.c.published(w, final, size)
-	return nil
 }
 
 // published counts a committed entry and keeps the cache within its budget.
@@ -222,7 +282,7 @@ func (c *Cache) published(w *Writer, path string, size int64) {
 
 // Abort drops the entry (its temporary file is removed). Safe on nil; idempotent.
 func (w *Writer) Abort() {
-	if w == nil {
+	if w == nil || w.done {
 		return
 	}
 	w.abort()
@@ -237,6 +297,17 @@ func (w *Writer) abort() {
 		w.f = nil
 	}
 	w.buf, w.idx = nil, nil
+	w.release()
+}
+
+// release hands the chunks and their pending bytes back to the background writer.
+func (w *Writer) release() {
+	for _, ch := range w.chunks {
+		w.c.bg.recycle(ch)
+	}
+	w.chunks = nil
+	w.c.bg.reserve(-w.pending)
+	w.pending = 0
 }
 
 // fail aborts the writer for a mistake of the caller, which Commit reports.

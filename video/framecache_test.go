@@ -97,6 +97,7 @@ func TestCachedDecoderSegments(t *testing.T) {
 		{{0.2, 0.4, 0.3}, {1.9, 2.95, math.Inf(1)}, {0, 3, 2}}, // inside entries
 	}
 	for p, segs := range passes {
+		c.Flush() // entries are published in the background
 		for _, s := range segs {
 			before := inner.calls
 			want := collect(t, ref, Segment{Start: s.start, End: s.end}, s.stop)
@@ -129,6 +130,7 @@ func TestCachedDecoderNotStored(t *testing.T) {
 	if err := failing.Decode(context.Background(), Segment{Start: 0, End: 1}, func(Frame) error { return nil }); err == nil {
 		t.Fatal("the decoder's error was not returned")
 	}
+	c.Flush()
 	var n int
 	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err == nil && strings.HasSuffix(p, ".fc") {

@@ -130,8 +130,12 @@ func (f *frameCacheFlags) close(w io.Writer, quiet bool) {
 // frameCacheSummary is the summary line of a run's frame cache use.
 func frameCacheSummary(st framecache.Stats, dir string) string {
 	total := st.FramesRead + st.FramesWritten
-	return fmt.Sprintf("frame cache: %d of %d frames from the cache (%.1f%%), %d decoded and stored (%s); %s",
+	s := fmt.Sprintf("frame cache: %d of %d frames from the cache (%.1f%%), %d decoded and stored (%s); %s",
 		st.FramesRead, total, 100*float64(st.FramesRead)/float64(max(total, 1)), st.FramesWritten, formatGB(st.BytesWritten), dir)
+	if st.Dropped > 0 {
+		s += fmt.Sprintf("; %d decoded segments not stored (the disk was behind: decoded again next time)", st.Dropped)
+	}
+	return s
 }
 
 func formatGB(b int64) string {
