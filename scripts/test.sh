@@ -28,6 +28,12 @@ echo "scripts/test.sh: venv $(( $(date +%s) - t0 )) s" >&2
 export LRSTREAM_PYTHON="$venv/bin/python" LRSTREAM_REQUIRE_PYTHON=1
 # FFmpeg is installed above: camera frame tests must run, never skip.
 export LRSTREAM_REQUIRE_FFMPEG=1
+# The tests' frame cache (docs/video.md, "Frame cache") is theirs, fresh for each run:
+# every camera test runs with the cache on, as users do, without reading or filling the
+# user's ~/.cache/lrstream/frames.
+LRSTREAM_FRAME_CACHE_DIR="$(mktemp -d -t lrstream-frames.XXXXXX)"
+export LRSTREAM_FRAME_CACHE_DIR
+trap 'rm -rf "$LRSTREAM_FRAME_CACHE_DIR"' EXIT
 step "go mod download" go mod download
 # go.mod and go.sum must be tidy (a diff fails).
 step "go mod tidy -diff" go mod tidy -diff
