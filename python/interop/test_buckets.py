@@ -8,6 +8,7 @@ from the local copy, sends the token only to the Hub, and fails clearly on a mis
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -85,6 +86,16 @@ def test_lrstream_streams_a_bucket_like_the_local_copy(lrstream_bin, bucket_hub,
     assert batches(got.stdout) == batches(want.stdout)
     header = json.loads(got.stdout.decode().splitlines()[0])
     assert header["dataset"] == "hf://buckets/lab/robots/sets/pick" and len(header["revision"]) == 40
+    # The header pins the files the run reads by their Xet hash (as the bucket lists them).
+    [pins] = header["pins"]
+    assert pins["dataset"] == header["dataset"] and pins["revision"] == header["revision"] and pins["hash"] == "xet"
+    assert pins["objects"] == sum(1 for p in DATASET.rglob("*") if p.is_file())
+    pinned = {f"{d}/{name}": (size, h) for d, files in pins["files"].items() for name, size, h in files}
+    assert {"meta/info.json", "meta/tasks.parquet"} <= set(pinned) and any(n.startswith("data/") for n in pinned)
+    assert "README.md" not in pinned
+    for name, (size, h) in pinned.items():
+        data = (DATASET / name).read_bytes()
+        assert (size, h) == (len(data), hashlib.sha256(b"xet" + data).hexdigest()), name
     # The token went to the Hub's routes only, never to the CDN.
     cdn = [r for r in bucket_hub.log if r[1].startswith("/cdn/")]
     assert cdn and all(auth is None for _, _, auth in cdn)
