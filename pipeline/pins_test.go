@@ -18,7 +18,7 @@ type pinnedFake struct {
 }
 
 func (p pinnedFake) Pins() map[string]objstore.Pin { return p.pins }
-func (p pinnedFake) PinHash() string                { return "etag" }
+func (p pinnedFake) PinHash() string               { return "etag" }
 
 // TestHeaderPinsRunFiles: the header pins the metadata the run reads and
 // the data files of the selected episodes, not the other objects; Hub and
