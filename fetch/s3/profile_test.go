@@ -167,3 +167,33 @@ func FuzzParseNested(f *testing.F) {
 		}
 	})
 }
+
+// FuzzProfileStyle: any config file gives a valid style or an error that
+// quotes none of the file's lines (they may hold keys) — only a bad
+// addressing_style value is quoted; nothing panics.
+func FuzzProfileStyle(f *testing.F) {
+	for _, s := range []string{"[default]\ns3 =\n  addressing_style = path\n", "[profile p]\ns3 =\n\taddressing_style=virtual\n",
+		"[default\naws_secret_access_key = SECRETVALUE\n", "[default]\ns3 =\n  nokey SECRETVALUE\n", "[default]\ns3 = SECRETVALUE\n"} {
+		f.Add(s, "default")
+		f.Add(s, "p")
+	}
+	f.Fuzz(func(t *testing.T, file, profile string) {
+		p := filepath.Join(t.TempDir(), "config")
+		if err := os.WriteFile(p, []byte(file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		style, err := profileStyle(p, "", profile)
+		if err != nil {
+			quoted := strings.Contains(err.Error(), "SECRETVALUE") && !strings.Contains(profile, "SECRETVALUE")
+			if quoted && !strings.Contains(err.Error(), "s3 addressing_style") {
+				t.Fatalf("the error quotes the file: %v", err)
+			}
+			return
+		}
+		switch style {
+		case "", StyleAuto, StylePath, StyleVirtual:
+		default:
+			t.Fatalf("style %q", style)
+		}
+	})
+}
