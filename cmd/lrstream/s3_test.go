@@ -274,15 +274,24 @@ func TestS3Resume(t *testing.T) {
 	e, _, _ := genEnv()
 	e.getenv = func(k string) string { return vars[k] }
 	_, sock, _ := startServerEnv(t, e, "--dataset", "s3://lrstream-cli/ds", "--batch-size", "4", "--shuffle", "--seed", "3", "--epochs", "2")
-	c := dialHello(t, sock, sink.Hello{WorldSize: 1, NumWorkers: 1, Resume: b.Resume})
-	defer c.Close()
-	m, err := sink.NewDecoder(c).Next()
-	if err != nil || m.Type != "error" {
-		t.Fatalf("serve resume after a change: %v %+v", err, m)
-	}
-	for _, w := range wantMsg {
-		if !strings.Contains(m.Error, w) {
-			t.Fatalf("serve resume after a change: %q does not say %q", m.Error, w)
+	// A token and a position (a client checkpoint: epoch, next and the
+	// run's fingerprint, from the old stream's header).
+	h, _ := jsonlBody(t, full)
+	fp, _ := h["training"].(map[string]any)["fingerprint"].(string)
+	for _, hello := range []sink.Hello{
+		{WorldSize: 1, NumWorkers: 1, Resume: b.Resume},
+		{WorldSize: 1, NumWorkers: 1, Position: &sink.Position{Epoch: 1, Next: 2, Fingerprint: fp}},
+	} {
+		c := dialHello(t, sock, hello)
+		m, err := sink.NewDecoder(c).Next()
+		c.Close()
+		if err != nil || m.Type != "error" {
+			t.Fatalf("serve resume after a change (%+v): %v %+v", hello, err, m)
+		}
+		for _, w := range wantMsg[1:] {
+			if !strings.Contains(m.Error, w) || !strings.Contains(m.Error, "belongs to a run of another version of the dataset") {
+				t.Fatalf("serve resume after a change (%+v): %q does not say %q", hello, m.Error, w)
+			}
 		}
 	}
 }
