@@ -129,3 +129,28 @@ def test_replay_a_prerender_from_a_bucket(lrstream_bin, tmp_path):
         assert got.stdout == want.stdout
         v = subprocess.run([str(lrstream_bin), "verify", "hf://buckets/lab/robots/pre"], env=env, capture_output=True, timeout=180)
         assert v.returncode == 0 and v.stdout.decode().startswith("OK hf://buckets/lab/robots/pre:"), v.stderr.decode()
+
+
+def test_resume_after_a_bucket_file_changed_names_it(lrstream_bin, bucket_hub, tmp_path):
+    """A resume token of a run before a bucket file changed is refused naming the file and its Xet hashes."""
+    import shutil
+
+    env = env_for(bucket_hub, tmp_path)
+    spec = "hf://buckets/lab/robots/sets/pick"
+    args = ("--shuffle", "--seed", "5", "--epochs", "2")
+    first = stream(lrstream_bin, env, spec, *args)
+    assert first.returncode == 0, first.stderr.decode()[-1500:]
+    token = json.loads(batches(first.stdout)[2])["resume"]
+    changed = tmp_path / "changed"
+    shutil.copytree(DATASET / "meta", changed / "meta")
+    info = changed / "meta" / "info.json"
+    old = info.read_bytes()
+    info.write_bytes(old + b" ")
+    bucket_hub.add_bucket("lab/robots", changed, prefix="sets/pick")  # replaces the files under changed/
+    p = stream(lrstream_bin, env, spec, *args, "--resume", token)
+    err = p.stderr.decode()
+    xet = lambda b: hashlib.sha256(b"xet" + b).hexdigest()  # the fake's stand-in Xet hash
+    assert p.returncode != 0, err
+    assert "belongs to a run of another version of the dataset" in err, err
+    assert (f"meta/info.json changed (size {len(old)}, xet hash {xet(old)}, "
+            f"now size {len(old) + 1}, xet hash {xet(old + b' ')})") in err, err
