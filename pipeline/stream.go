@@ -263,6 +263,7 @@ func Header(cfg *Config, so StreamOptions, b *collate.Batcher) sink.Header {
 		Version:      so.Version,
 		Dataset:      ds.ID,
 		Revision:     ds.Revision,
+		Pins:         headerPins(cfg),
 		FPS:          int(math.Round(ds.Info.FPS)),
 		Recipe:       cfg.Recipe.Name(),
 		RecipeSHA256: cfg.Recipe.SHA256(),

@@ -230,7 +230,7 @@ func trainSetup(srcs []Mix, so StreamOptions, to TrainOptions) (trainStart, erro
 	}
 	ts.to, ts.fp = to, fingerprint(srcs, so, to)
 	_, err := order.Check(orderSources(srcs), ts.orderOptions(so))
-	return ts, err
+	return ts, explainResume(err, srcs, so, ts)
 }
 
 // orderOptions are the training order's options of ts.

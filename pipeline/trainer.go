@@ -78,7 +78,7 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 func newTrainer(ctx context.Context, srcs []Mix, so StreamOptions, ts trainStart, s sink.Sink) (*trainer, error) {
 	ord, err := order.New(orderSources(srcs), ts.orderOptions(so))
 	if err != nil {
-		return nil, err
+		return nil, explainResume(err, srcs, so, ts)
 	}
 	to := ts.to
 	srcs = trainConfigs(srcs, to)
@@ -289,6 +289,11 @@ func (tr *trainer) startStream(features []collate.Feature) error {
 			revs = append(revs, m.Config.Dataset.Revision)
 		}
 		h.Dataset, h.Revision = strings.Join(ids, ","), mixRevision(revs)
+		cfgs := make([]*Config, len(srcs))
+		for i, m := range srcs {
+			cfgs[i] = m.Config
+		}
+		h.Pins = headerPins(cfgs...)
 	}
 	return tr.s.Header(h)
 }

@@ -64,6 +64,29 @@ type Options struct {
 	// print their notes and begin their progress then, so that a refused
 	// run prints only its error.
 	Started func()
+
+	// explain, set by Run for a dataset in an object store, says which
+	// objects changed since an earlier revision (the source's
+	// ExplainRevision), for the refusal of a directory rendered from it.
+	explain func(old string) (string, bool)
+}
+
+// revisionExplainer is a source that can say which objects changed since
+// an earlier revision of the dataset (objstore.Source).
+type revisionExplainer interface {
+	ExplainRevision(old string) (string, bool)
+}
+
+// explained adds to the differences d between have and want, when the
+// dataset revision is one of them and opts can tell, which objects changed.
+func (o Options) explained(d []string, have, want *Index) []string {
+	if o.explain == nil || have.Dataset != want.Dataset || have.Revision == want.Revision {
+		return d
+	}
+	if msg, ok := o.explain(have.Revision); ok {
+		d = append(d, "objects: "+msg)
+	}
+	return d
 }
 
 // Result reports what Run did.
@@ -145,6 +168,9 @@ func Run(ctx context.Context, cfg *pipeline.Config, so pipeline.StreamOptions, o
 	defer unlock()
 
 	want := newIndex(&c, so, opts)
+	if ex, ok := cfg.Source.(revisionExplainer); ok {
+		opts.explain = ex.ExplainRevision
+	}
 	x, kept, err := prepare(opts, prefix, want)
 	if err != nil {
 		return nil, err
@@ -340,7 +366,7 @@ func prepare(opts Options, prefix string, want *Index) (*Index, int, error) {
 		}
 		return want, 0, syncDir(dir)
 	}
-	if err := checkOtherIndexes(dir, prefix, want); err != nil {
+	if err := checkOtherIndexes(opts, prefix, want); err != nil {
 		return nil, 0, err
 	}
 	have, err := readIndexFile(filepath.Join(dir, name))
@@ -352,7 +378,7 @@ func prepare(opts Options, prefix string, want *Index) (*Index, int, error) {
 	}
 	if have != nil {
 		if d := differences(have, want); len(d) > 0 {
-			return nil, 0, mismatchError(dir, name, d)
+			return nil, 0, mismatchError(dir, name, opts.explained(d, have, want))
 		}
 		if len(have.Ranks) != 1 || have.Ranks[0].Rank != want.Ranks[0].Rank {
 			return nil, 0, fmt.Errorf("%s: %s does not describe rank %d alone (use --overwrite to replace it)", dir, name, want.Ranks[0].Rank)
@@ -422,7 +448,8 @@ func removeForOverwrite(opts Options, prefix string) error {
 // checkOtherIndexes refuses to render into a directory holding another
 // run: for a single process, the per-rank files of a multi-rank run not
 // finalized; for a rank, a merged or single-process index of another run.
-func checkOtherIndexes(dir, prefix string, want *Index) error {
+func checkOtherIndexes(opts Options, prefix string, want *Index) error {
+	dir := opts.Dir
 	if prefix == "" {
 		if ranks, _ := rankIndexes(dir); len(ranks) > 0 {
 			if _, err := os.Stat(filepath.Join(dir, IndexFile)); err != nil {
@@ -433,7 +460,7 @@ func checkOtherIndexes(dir, prefix string, want *Index) error {
 	} else if top, err := readIndexFile(filepath.Join(dir, IndexFile)); err == nil {
 		// A merged or single-process index: it must be the same run.
 		if d := differences(top, want); len(d) > 0 {
-			return mismatchError(dir, IndexFile, d)
+			return mismatchError(dir, IndexFile, opts.explained(d, top, want))
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err

@@ -451,6 +451,13 @@ func headerFromMap(m schema.Map) (*Header, error) {
 		Recipe: getStr(m, "recipe"), RecipeSHA256: getStr(m, "recipe_sha256"), Mode: getStr(m, "mode"),
 		BatchSize: int(getInt(m, "batch_size")), DropLast: getBool(m, "drop_last"), KeepLanguage: getBool(m, "keep_language"),
 	}
+	if v, ok := m.Get("pins"); ok {
+		pins, err := pinsFromValue(v)
+		if err != nil {
+			return nil, err
+		}
+		h.Pins = pins
+	}
 	if fs, ok := m.Get("features"); ok {
 		list, _ := fs.([]any)
 		for _, e := range list {

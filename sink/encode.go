@@ -26,6 +26,10 @@ func AppendHeader(dst []byte, h Header) ([]byte, error) {
 	b = mpStr(b, h.Dataset)
 	b = mpStr(b, "revision")
 	b = mpStr(b, h.Revision)
+	if len(h.Pins) > 0 {
+		b = mpStr(b, "pins")
+		b = appendPins(b, h.Pins)
+	}
 	b = mpStr(b, "fps")
 	b = mpInt(b, int64(h.FPS))
 	b = mpStr(b, "recipe")
@@ -81,11 +85,14 @@ func AppendHeader(dst []byte, h Header) ([]byte, error) {
 	return b, nil
 }
 
-// headerFields returns the number of fields of h's map: 18, and
+// headerFields returns the number of fields of h's map: 18, and pins,
 // training, cameras and shm when present.
 func headerFields(h *Header) int {
 	n := 18
 	if h.Training != nil {
+		n++
+	}
+	if len(h.Pins) > 0 {
 		n++
 	}
 	if len(h.Cameras) > 0 {

@@ -85,6 +85,9 @@ func (p *Preview) Header(h Header) error {
 		}
 		fmt.Fprintf(p.w, "cameras: %s\n", strings.Join(cams, ", "))
 	}
+	for _, d := range h.Pins {
+		fmt.Fprintf(p.w, "pins: %s: %d files read (of %d objects listed), pinned by %s\n", d.Dataset, len(d.Files), d.Objects, d.Hash)
+	}
 	return p.flush()
 }
 

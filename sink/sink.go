@@ -43,7 +43,10 @@ type Header struct {
 	// its resolved revision (commit hash, or "" for a local directory).
 	Dataset  string
 	Revision string
-	FPS      int
+	// Pins are the object versions the run reads, for datasets in an
+	// object store (written as the header's "pins" key only when set).
+	Pins []DatasetPins
+	FPS  int
 	// Recipe is the recipe's name (file name or built-in name) and
 	// RecipeSHA256 the hex SHA-256 of its bytes.
 	Recipe       string

@@ -18,7 +18,7 @@ var otherToolFlags = map[string]string{
 	"limit": "bench/camera_lerobot.py", "pool-bytes": "bench/python_consumer.py", "replay": "bench/python_loader.py",
 	"rounds": "bench/python_loader.py", "shm-bytes": "bench/python_consumer.py", "stream": "bench/python_loader.py",
 	"gc-freeze": "bench/python_loader.py, bench/python_consumer.py", "import-torch": "bench/python_consumer.py",
-	"lrstream": "bench scripts", "durations": "pytest", "no-deps": "pip", "no-index": "pip", "repo-id": "hf upload",
+	"lrstream": "bench scripts", "durations": "pytest", "no-deps": "pip", "no-index": "pip", "repo-id": "hf upload", "exclude": "hf buckets sync",
 	"cpus-per-task": "Slurm", "job-name": "Slurm", "mem": "Slurm", "time": "Slurm", "array": "Slurm",
 	"dependency": "Slurm", "requeue": "Slurm", "ntasks-per-node": "Slurm", "nproc-per-node": "torchrun",
 	"bogus": "wire-format.md's example of an unknown flag", "resize-hxw": "a Markdown anchor (#--resize-hxw)",

@@ -44,6 +44,12 @@ func runPrerender(ctx context.Context, e *env, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := checkPrerenderOut("--out", p.out); err != nil {
+		return err
+	}
+	if err := checkPrerenderOut("--finalize", p.finalize); err != nil {
+		return err
+	}
 	if p.finalize != "" {
 		if s3.IsURL(p.finalize) {
 			return finalizeS3(ctx, e, p.finalize, p.quiet)

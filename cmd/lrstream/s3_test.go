@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -48,7 +49,7 @@ func TestS3StreamMatchesLocal(t *testing.T) {
 	srv := s3test.Start(t)
 	srv.CreateBucket("lrstream-cli")
 	local := prShared(t, "conformance", "datasets", "pub_inferred_front_wrist")
-	srv.PutDir("lrstream-cli", "ds", local)
+	files := srv.PutDir("lrstream-cli", "ds", local)
 	args := []string{"stream", "--format", "jsonl", "--batch-size", "4"}
 	want, stderr, code := prRun(t, nil, append(args, "--dataset", local)...)
 	if code != 0 {
@@ -68,6 +69,7 @@ func TestS3StreamMatchesLocal(t *testing.T) {
 		if h["dataset"] != "s3://lrstream-cli/ds" || len(h["revision"].(string)) != 40 {
 			t.Fatalf("header dataset %v revision %v", h["dataset"], h["revision"])
 		}
+		checkHeaderPins(t, h, local, len(files))
 		if strings.Contains(got, s3test.SecretKey) || strings.Contains(stderr, s3test.SecretKey) {
 			t.Fatal("the secret key reached the output")
 		}
@@ -85,6 +87,38 @@ func TestS3StreamMatchesLocal(t *testing.T) {
 	h, _ := jsonlBody(t, mixed)
 	if ds, _ := h["dataset"].(string); !strings.Contains(ds, "s3://lrstream-cli/ds") || strings.Contains(ds, ":2") {
 		t.Fatalf("mixture header dataset %q", ds)
+	}
+}
+
+// checkHeaderPins checks a jsonl header's pins of s3://lrstream-cli/ds,
+// a copy of local with objects objects: the revision, every file's size
+// and ETag (the MD5 of the local file), the metadata and data files among
+// them.
+func checkHeaderPins(t *testing.T, h map[string]any, local string, objects int) {
+	t.Helper()
+	list, _ := h["pins"].([]any)
+	if len(list) != 1 {
+		t.Fatalf("header pins %v", h["pins"])
+	}
+	p, _ := list[0].(map[string]any)
+	if p["dataset"] != "s3://lrstream-cli/ds" || p["revision"] != h["revision"] || p["hash"] != "etag" || p["objects"] != float64(objects) {
+		t.Fatalf("header pins dataset %v revision %v hash %v objects %v (want %d)", p["dataset"], p["revision"], p["hash"], p["objects"], objects)
+	}
+	dirs, _ := p["files"].(map[string]any)
+	seen := map[string]bool{}
+	for dir, fs := range dirs {
+		for _, f := range fs.([]any) {
+			e := f.([]any)
+			name := dir + "/" + e[0].(string)
+			b, err := os.ReadFile(filepath.Join(local, filepath.FromSlash(name)))
+			if err != nil || e[1] != float64(len(b)) || e[2] != fmt.Sprintf("%x", md5.Sum(b)) {
+				t.Fatalf("pin of %s: %v (local: %d bytes, %v)", name, e, len(b), err)
+			}
+			seen[name] = true
+		}
+	}
+	if !seen["meta/info.json"] || !seen["meta/tasks.parquet"] || !seen["data/chunk-002/file-000.parquet"] || seen["README.md"] || seen["generation.json"] {
+		t.Fatalf("pinned files %v", seen)
 	}
 }
 
@@ -204,19 +238,87 @@ func TestS3Resume(t *testing.T) {
 		t.Fatalf("the resumed stream is not the rest of the full one: %d batches, want %d", len(got), len(lines)-k)
 	}
 	// An object changes before the resume: the pins' digest (the
-	// revision, in the fingerprint) changes, and the token is refused.
+	// revision, in the fingerprint) changes, and the token is refused,
+	// naming the object with its old and new size and ETag (the listing
+	// of the token's run is in the cache's history).
+	changed, oldData := "", []byte(nil)
 	for n := range files {
 		if strings.HasPrefix(n, "data/") {
-			b, _ := os.ReadFile(filepath.Join(local, filepath.FromSlash(n)))
-			srv.Put("lrstream-cli", "ds/"+n, append(bytes.Clone(b), 0))
+			changed = n
+			oldData, _ = os.ReadFile(filepath.Join(local, filepath.FromSlash(n)))
 			break
 		}
 	}
+	newData := append(bytes.Clone(oldData), 0)
+	srv.Put("lrstream-cli", "ds/"+changed, newData)
+	srv.Put("lrstream-cli", "ds/meta/extra.json", []byte("{}"))
+	wantMsg := []string{"belongs to a run of another version of the dataset", "s3://lrstream-cli/ds changed since revision", "2 objects differ",
+		fmt.Sprintf("%s changed (size %d, ETag %x, now size %d, ETag %x)", changed, len(oldData), md5.Sum(oldData), len(newData), md5.Sum(newData)),
+		"meta/extra.json added (size 2, ETag " + fmt.Sprintf("%x", md5.Sum([]byte("{}")))}
 	_, stderr, code = prRun(t, vars, append(args, "--resume", b.Resume)...)
-	if code == 0 {
-		t.Fatal("resumed after an object changed")
+	for _, w := range wantMsg {
+		if code == 0 || !strings.Contains(stderr, w) {
+			t.Fatalf("resume after a change: exit %d, %q does not say %q", code, stderr, w)
+		}
 	}
 	t.Logf("resume after a change: %s", strings.TrimSpace(stderr))
+	// A token of a run that differs by more than the dataset (another
+	// seed) is refused as before, without a story about objects.
+	other := append(append([]string{}, args...), "--resume", b.Resume)
+	other[len(args)-3] = "4" // --seed 4
+	if _, stderr, code := prRun(t, vars, other...); code == 0 || !strings.Contains(stderr, "resume token belongs to a different run") || strings.Contains(stderr, "changed since") {
+		t.Fatalf("resume with another seed: exit %d %s", code, stderr)
+	}
+	// serve: a server started after the change refuses the client's token
+	// in-band, with the same explanation.
+	e, _, _ := genEnv()
+	e.getenv = func(k string) string { return vars[k] }
+	_, sock, _ := startServerEnv(t, e, "--dataset", "s3://lrstream-cli/ds", "--batch-size", "4", "--shuffle", "--seed", "3", "--epochs", "2")
+	// A token and a position (a client checkpoint: epoch, next and the
+	// run's fingerprint, from the old stream's header).
+	h, _ := jsonlBody(t, full)
+	fp, _ := h["training"].(map[string]any)["fingerprint"].(string)
+	for _, hello := range []sink.Hello{
+		{WorldSize: 1, NumWorkers: 1, Resume: b.Resume},
+		{WorldSize: 1, NumWorkers: 1, Position: &sink.Position{Epoch: 1, Next: 2, Fingerprint: fp}},
+	} {
+		c := dialHello(t, sock, hello)
+		m, err := sink.NewDecoder(c).Next()
+		c.Close()
+		if err != nil || m.Type != "error" {
+			t.Fatalf("serve resume after a change (%+v): %v %+v", hello, err, m)
+		}
+		for _, w := range wantMsg[1:] {
+			if !strings.Contains(m.Error, w) || !strings.Contains(m.Error, "belongs to a run of another version of the dataset") {
+				t.Fatalf("serve resume after a change (%+v): %q does not say %q", hello, m.Error, w)
+			}
+		}
+	}
+}
+
+// TestS3PrerenderChanged: a pre-render of a dataset in the store, run
+// again into the same directory after an object changed, is refused naming
+// the object.
+func TestS3PrerenderChanged(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.CreateBucket("lrstream-cli")
+	local := prShared(t, "conformance", "datasets", "pub_inferred_front_wrist")
+	srv.PutDir("lrstream-cli", "ds", local)
+	vars := s3Vars(t, srv, srv.Endpoint)
+	out := filepath.Join(t.TempDir(), "pre")
+	args := []string{"prerender", "--dataset", "s3://lrstream-cli/ds", "--batch-size", "8", "--out", out, "-q"}
+	if _, stderr, code := prRun(t, vars, args...); code != 0 {
+		t.Fatal(stderr)
+	}
+	info, _ := os.ReadFile(filepath.Join(local, "meta", "info.json"))
+	srv.Put("lrstream-cli", "ds/meta/info.json", append(bytes.Clone(info), ' '))
+	_, stderr, code := prRun(t, vars, args...)
+	want := "objects: s3://lrstream-cli/ds changed since revision"
+	detail := fmt.Sprintf("meta/info.json changed (size %d, ETag %x, now size %d, ETag %x)", len(info), md5.Sum(info), len(info)+1, md5.Sum(append(bytes.Clone(info), ' ')))
+	if code == 0 || !strings.Contains(stderr, "holds a different pre-render") || !strings.Contains(stderr, want) || !strings.Contains(stderr, detail) {
+		t.Fatalf("prerender after a change: exit %d %s", code, stderr)
+	}
+	t.Logf("prerender after a change: %s", strings.TrimSpace(stderr))
 }
 
 // batchLines returns the batch lines of a jsonl stream.
@@ -461,6 +563,38 @@ func TestS3Cameras(t *testing.T) {
 		}
 		if strings.Join(batchLines(t, got), "\n") != strings.Join(batchLines(t, want), "\n") {
 			t.Fatalf("--download %s: camera batches differ from the local copy's", mode)
+		}
+	}
+	// The header pins the video files of the decoded cameras, and only
+	// those: none without cameras.
+	var videos []string
+	filepath.WalkDir(filepath.Join(ds, "videos"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(ds, p)
+			videos = append(videos, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	for _, tc := range []struct {
+		cameras string
+		want    []string
+	}{{"all", videos}, {"none", nil}} {
+		out, stderr, code := prRun(t, s3Vars(t, srv, srv.Endpoint), "stream", "--batch-size", "4", "--cameras", tc.cameras, "--dataset", "s3://lrstream-cli/cams")
+		if code != 0 {
+			t.Fatalf("--cameras %s: %s", tc.cameras, stderr)
+		}
+		h := headerOf(t, out)
+		if len(h.Pins) != 1 {
+			t.Fatalf("--cameras %s: pins %+v", tc.cameras, h.Pins)
+		}
+		var got []string
+		for _, f := range h.Pins[0].Files {
+			if strings.HasPrefix(f.Name, "videos/") {
+				got = append(got, f.Name)
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) || (tc.cameras == "all" && len(got) == 0) {
+			t.Fatalf("--cameras %s: pinned videos %v, want %v", tc.cameras, got, tc.want)
 		}
 	}
 }

@@ -44,6 +44,25 @@ func openStore(ctx context.Context, e *env, spec string, hub fetch.HubOptions, c
 	return s3.Open(ctx, spec, o)
 }
 
+// checkPrerenderOut refuses a --out (or --finalize) that names a store
+// lrstream cannot write to: a Storage Bucket (the Hub's bucket API takes
+// new content only through the Xet upload protocol, docs/storage.md,
+// "Writing to a Storage Bucket") or another URL, which would otherwise be
+// taken for a local directory named "hf:" or "gs:".
+func checkPrerenderOut(flag, spec string) error {
+	switch {
+	case spec == "" || s3.IsURL(spec):
+		return nil
+	case hfbucket.IsURL(spec):
+		return fmt.Errorf("%s %s: lrstream cannot write to a Storage Bucket: the Hub takes new bucket files only through the Xet upload protocol, which lrstream does not speak (docs/storage.md, \"Writing to a Storage Bucket\"); "+
+			"publish through the bucket's S3 gateway instead (%s s3://NAME/PREFIX with AWS_ENDPOINT_URL=https://s3.hf.co/NAMESPACE and the gateway's HFAK… keys), "+
+			"or render to a directory and upload it with the hf CLI, index files last", flag, spec, flag)
+	case strings.Contains(spec, "://"):
+		return fmt.Errorf("%s %s: not a local directory nor an s3:// prefix (the only store prerender writes to)", flag, spec)
+	}
+	return nil
+}
+
 // s3Options is the S3 configuration of the environment.
 func s3Options(e *env) (s3.Options, error) { return s3.OptionsFromEnv(e.getenv) }
 

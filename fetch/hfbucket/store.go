@@ -188,6 +188,10 @@ func (s *Store) newRequest(ctx context.Context, escapedPath, rawQuery string) (*
 // ID is hf://buckets/NS/NAME[/PREFIX].
 func (s *Store) ID() string { return URL(s.id, s.prefix) }
 
+// HashName says that a bucket file's pin is its Xet content hash
+// (objstore.HashNamer).
+func (s *Store) HashName() string { return "xet" }
+
 // Key is the bucket path of a dataset path.
 func (s *Store) Key(name string) string {
 	if s.prefix == "" {

@@ -11,7 +11,9 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/lrstream/lrstream/fetch"
 )
@@ -218,12 +220,82 @@ func (c *cache) listingPath(id string) string {
 	return filepath.Join(c.root, "listings", hex.EncodeToString(h[:])+".json")
 }
 
+// writeListing keeps pins as the dataset's last listing (offline runs)
+// and in its history of listings, named by their digest (a resume refused
+// after a change names the objects that changed: Source.PastPins); the
+// history keeps the maxListings most recent digests of the dataset.
 func (c *cache) writeListing(id string, pins map[string]Pin) error {
 	b, err := json.Marshal(listing{ID: id, Pins: pins})
 	if err != nil {
 		return err
 	}
+	hist := c.historyPath(id, PinDigest(pins))
+	if err := writeAtomic(hist, b); err != nil {
+		return err
+	}
+	c.pruneHistory(id)
+	return writeAtomic(c.listingPath(id), b)
+}
+
+// maxListings is how many listings of a dataset the history keeps.
+const maxListings = 16
+
+// historyPath is the file of the listing of dataset id with digest rev.
+func (c *cache) historyPath(id, rev string) string {
 	p := c.listingPath(id)
+	return strings.TrimSuffix(p, ".json") + "-" + rev + ".json"
+}
+
+// history returns the digests of the dataset's listings in the history,
+// the most recently written first.
+func (c *cache) history(id string) []string {
+	base := strings.TrimSuffix(c.listingPath(id), ".json") + "-"
+	paths, _ := filepath.Glob(base + "*.json")
+	type ent struct {
+		rev string
+		mod int64
+	}
+	var ents []ent
+	for _, p := range paths {
+		rev := strings.TrimSuffix(strings.TrimPrefix(p, base), ".json")
+		st, err := os.Stat(p)
+		if err != nil || !isDigest(rev) {
+			continue
+		}
+		ents = append(ents, ent{rev, st.ModTime().UnixNano()})
+	}
+	sort.SliceStable(ents, func(i, j int) bool { return ents[i].mod > ents[j].mod })
+	out := make([]string, len(ents))
+	for i, e := range ents {
+		out[i] = e.rev
+	}
+	return out
+}
+
+// pruneHistory removes all but the maxListings most recent listings.
+func (c *cache) pruneHistory(id string) {
+	revs := c.history(id)
+	for _, rev := range revs[min(len(revs), maxListings):] {
+		os.Remove(c.historyPath(id, rev))
+	}
+}
+
+// isDigest reports whether s looks like a PinDigest (40 lower-case hex).
+func isDigest(s string) bool {
+	if len(s) != 40 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// writeAtomic writes b to p through a temporary file and a rename (a
+// rewrite of the same content refreshes its modification time).
+func writeAtomic(p string, b []byte) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
@@ -254,6 +326,29 @@ func (c *cache) readListing(id string) (map[string]Pin, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
+	return parseListing(p, id, b)
+}
+
+// readPastListing returns the pins of the listing of dataset id whose
+// digest is rev, from the history.
+func (c *cache) readPastListing(id, rev string) (map[string]Pin, error) {
+	if !isDigest(rev) {
+		return nil, fmt.Errorf("%q is not a listing digest", rev)
+	}
+	p := c.historyPath(id, rev)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, err
+	}
+	pins, err := parseListing(p, id, b)
+	if err == nil && PinDigest(pins) != rev {
+		err = fmt.Errorf("cache: listing %s has digest %s", p, PinDigest(pins))
+	}
+	return pins, err
+}
+
+// parseListing checks a cached listing (file p) of dataset id.
+func parseListing(p, id string, b []byte) (map[string]Pin, error) {
 	var l listing
 	if err := json.Unmarshal(b, &l); err != nil || l.ID != id || len(l.Pins) == 0 {
 		return nil, fmt.Errorf("cache: damaged listing %s (offline): %w", p, fetch.ErrOffline)

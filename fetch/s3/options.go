@@ -44,7 +44,8 @@ type Options struct {
 	// Profile selects a profile of the shared files (AWS_PROFILE).
 	Profile string
 	// AddressingStyle is StyleAuto (default), StylePath or StyleVirtual
-	// (LRSTREAM_S3_ADDRESSING_STYLE).
+	// (LRSTREAM_S3_ADDRESSING_STYLE, else the profile's s3
+	// addressing_style in ~/.aws/config).
 	AddressingStyle string
 	// Anonymous sends unsigned requests (public buckets;
 	// AWS_NO_SIGN_REQUEST=YES, as GDAL reads it). Without it, a chain that
@@ -99,7 +100,8 @@ type Options struct {
 //     AWS_SHARED_CREDENTIALS_FILE;
 //   - AWS_NO_SIGN_REQUEST (true: unsigned requests, for public buckets);
 //   - AWS_EC2_METADATA_DISABLED (true: no instance metadata service);
-//   - LRSTREAM_S3_ADDRESSING_STYLE: auto, path or virtual;
+//   - LRSTREAM_S3_ADDRESSING_STYLE: auto, path or virtual; else the
+//     profile's nested "s3 = addressing_style = …" in the shared files;
 //   - HF_HUB_OFFLINE (offline: the cache only);
 //   - the cache root from XDG_CACHE_HOME or HOME.
 //
@@ -130,6 +132,16 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 	}
 	o.Anonymous = fetch.EnvTrue(getenv("AWS_NO_SIGN_REQUEST"))
 	o.AddressingStyle = strings.ToLower(getenv("LRSTREAM_S3_ADDRESSING_STYLE"))
+	// The shared files, for the SDK too (it would look in the process's
+	// HOME): the ones whose s3 settings are read here.
+	o.ConfigFile, o.CredentialsFile = sharedFiles(&o, getenv)
+	if o.AddressingStyle == "" { // the profile's s3 addressing_style (profile.go)
+		style, err := profileStyle(o.ConfigFile, o.CredentialsFile, o.Profile)
+		if err != nil {
+			return o, fmt.Errorf("s3 options: %w", err)
+		}
+		o.AddressingStyle = style
+	}
 	o.Offline = fetch.EnvTrue(getenv("HF_HUB_OFFLINE"))
 	root := getenv("XDG_CACHE_HOME")
 	if root == "" {

@@ -45,6 +45,7 @@ type Proxy struct {
 	byPath map[string]int64
 	spans  map[string][]Span
 	log    []string // "METHOD PATH" of every request, in order
+	hosts  []string // "HOST PATH" of every request, in order
 	delay  time.Duration
 }
 
@@ -128,6 +129,15 @@ func (p *Proxy) Log() []string {
 	return append([]string(nil), p.log...)
 }
 
+// HostLog returns "HOST PATH" of every request so far, in order (the
+// Host header as the client sent and signed it: BUCKET.DOMAIN:PORT for a
+// virtual-hosted request, DOMAIN:PORT with /BUCKET/… for a path-style one).
+func (p *Proxy) HostLog() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.hosts...)
+}
+
 // Reset forgets the bytes and spans served so far.
 func (p *Proxy) Reset() {
 	p.mu.Lock()
@@ -166,6 +176,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.requests.Add(1)
 	p.mu.Lock()
 	p.log = append(p.log, r.Method+" "+r.URL.Path)
+	p.hosts = append(p.hosts, r.Host+" "+r.URL.Path)
 	delay := p.delay
 	p.mu.Unlock()
 	if delay > 0 {

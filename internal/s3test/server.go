@@ -38,9 +38,12 @@ type Server struct {
 	addr     string
 	data     string
 	meta     string
-	cmd      *exec.Cmd
-	exited   chan struct{}
-	t        testing.TB
+	// virtualDomain, when set, is versitygw's --virtual-domain: requests
+	// to BUCKET.virtualDomain address the bucket by host.
+	virtualDomain string
+	cmd           *exec.Cmd
+	exited        chan struct{}
+	t             testing.TB
 }
 
 // Binary returns the server binary, skipping the test when there is none
@@ -64,8 +67,18 @@ func Binary(t testing.TB) string {
 // ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return StartVirtual(t, "")
+}
+
+// StartVirtual is Start with virtual-hosted-style addressing enabled for
+// the base domain domain (versitygw --virtual-domain): a request whose
+// Host is BUCKET.domain[:PORT] addresses BUCKET; path-style requests to
+// domain still work. Clients reach BUCKET.domain through a dialer that
+// connects to the server's address (no DNS).
+func StartVirtual(t testing.TB, domain string) *Server {
+	t.Helper()
 	dir := t.TempDir()
-	s := &Server{bin: Binary(t), data: filepath.Join(dir, "data"), meta: filepath.Join(dir, "meta"), t: t}
+	s := &Server{bin: Binary(t), data: filepath.Join(dir, "data"), meta: filepath.Join(dir, "meta"), t: t, virtualDomain: domain}
 	for _, d := range []string{s.data, s.meta} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -86,8 +99,11 @@ func Start(t testing.TB) *Server {
 // Restart starts the server again (after Stop) on the same port and data.
 func (s *Server) Restart() {
 	s.t.Helper()
-	cmd := exec.Command(s.bin, "--port", s.addr, "--access", AccessKey, "--secret", SecretKey,
-		"--region", Region, "--quiet", "posix", "--sidecar", s.meta, s.data)
+	args := []string{"--port", s.addr, "--access", AccessKey, "--secret", SecretKey, "--region", Region, "--quiet"}
+	if s.virtualDomain != "" {
+		args = append(args, "--virtual-domain", s.virtualDomain)
+	}
+	cmd := exec.Command(s.bin, append(args, "posix", "--sidecar", s.meta, s.data)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

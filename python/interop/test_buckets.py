@@ -8,6 +8,7 @@ from the local copy, sends the token only to the Hub, and fails clearly on a mis
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -85,6 +86,16 @@ def test_lrstream_streams_a_bucket_like_the_local_copy(lrstream_bin, bucket_hub,
     assert batches(got.stdout) == batches(want.stdout)
     header = json.loads(got.stdout.decode().splitlines()[0])
     assert header["dataset"] == "hf://buckets/lab/robots/sets/pick" and len(header["revision"]) == 40
+    # The header pins the files the run reads by their Xet hash (as the bucket lists them).
+    [pins] = header["pins"]
+    assert pins["dataset"] == header["dataset"] and pins["revision"] == header["revision"] and pins["hash"] == "xet"
+    assert pins["objects"] == sum(1 for p in DATASET.rglob("*") if p.is_file())
+    pinned = {f"{d}/{name}": (size, h) for d, files in pins["files"].items() for name, size, h in files}
+    assert {"meta/info.json", "meta/tasks.parquet"} <= set(pinned) and any(n.startswith("data/") for n in pinned)
+    assert "README.md" not in pinned
+    for name, (size, h) in pinned.items():
+        data = (DATASET / name).read_bytes()
+        assert (size, h) == (len(data), hashlib.sha256(b"xet" + data).hexdigest()), name
     # The token went to the Hub's routes only, never to the CDN.
     cdn = [r for r in bucket_hub.log if r[1].startswith("/cdn/")]
     assert cdn and all(auth is None for _, _, auth in cdn)
@@ -118,3 +129,28 @@ def test_replay_a_prerender_from_a_bucket(lrstream_bin, tmp_path):
         assert got.stdout == want.stdout
         v = subprocess.run([str(lrstream_bin), "verify", "hf://buckets/lab/robots/pre"], env=env, capture_output=True, timeout=180)
         assert v.returncode == 0 and v.stdout.decode().startswith("OK hf://buckets/lab/robots/pre:"), v.stderr.decode()
+
+
+def test_resume_after_a_bucket_file_changed_names_it(lrstream_bin, bucket_hub, tmp_path):
+    """A resume token of a run before a bucket file changed is refused naming the file and its Xet hashes."""
+    import shutil
+
+    env = env_for(bucket_hub, tmp_path)
+    spec = "hf://buckets/lab/robots/sets/pick"
+    args = ("--shuffle", "--seed", "5", "--epochs", "2")
+    first = stream(lrstream_bin, env, spec, *args)
+    assert first.returncode == 0, first.stderr.decode()[-1500:]
+    token = json.loads(batches(first.stdout)[2])["resume"]
+    changed = tmp_path / "changed"
+    shutil.copytree(DATASET / "meta", changed / "meta")
+    info = changed / "meta" / "info.json"
+    old = info.read_bytes()
+    info.write_bytes(old + b" ")
+    bucket_hub.add_bucket("lab/robots", changed, prefix="sets/pick")  # replaces the files under changed/
+    p = stream(lrstream_bin, env, spec, *args, "--resume", token)
+    err = p.stderr.decode()
+    xet = lambda b: hashlib.sha256(b"xet" + b).hexdigest()  # the fake's stand-in Xet hash
+    assert p.returncode != 0, err
+    assert "belongs to a run of another version of the dataset" in err, err
+    assert (f"meta/info.json changed (size {len(old)}, xet hash {xet(old)}, "
+            f"now size {len(old) + 1}, xet hash {xet(old + b' ')})") in err, err

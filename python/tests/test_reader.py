@@ -31,6 +31,21 @@ class ReaderTest(unittest.TestCase):
         self.assertEqual(batches[0]["messages"][1][0], {"role": "user", "content": "frame 1"})
         self.assertEqual(r.end["samples"], 5)
 
+    def test_header_with_pins(self):
+        # An object store dataset's header carries "pins" right after "revision" (docs/wire-format.md):
+        # 1,000 files grouped by directory, as [name, size, hash].
+        files = {f"data/chunk-{c:03d}": [[f"file-{i:03d}.parquet", 100_000_000 + i, f"{c:04x}{i:028x}"] for i in range(100)]
+                 for c in range(10)}
+        pins = [{"dataset": "s3://b/p", "revision": "a" * 40, "hash": "etag", "objects": 1003, "files": files}]
+        h = header()
+        h = {**{k: v for k, v in h.items() if k in ("type", "format", "lrstream_version", "dataset", "revision")},
+             "pins": pins, **{k: v for k, v in h.items() if k not in ("type", "format", "lrstream_version", "dataset", "revision")}}
+        msgs = [h, batch(0, 0, 2), batch(1, 2, 1), end(3)]
+        r = lc.StreamReader(pack(*msgs))
+        self.assertEqual(r.header["pins"], pins)
+        self.assertEqual(r.header["fps"], 30)
+        self.assertEqual([b.size for b in r], [2, 1])
+
     def test_zero_copy(self):
         b = next(iter(lc.StreamReader(stream(2, 2))))
         a = b["observation.state"]
