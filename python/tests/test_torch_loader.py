@@ -281,7 +281,9 @@ def test_server_failure_reaches_loop(lrstream_bin, sig, nw):
     line = [l for l in out.stdout.splitlines() if l.startswith("ERROR")]
     assert line, out.stdout + out.stderr
     _, secs, kind, text = line[0].split(" ", 3)
-    assert float(secs) < 2.0, line
+    # Reported by the client's watchdog (a dead or stopped server within ~1.5 s), not by
+    # read_timeout (60 s); the margin is for a loaded machine (3.4 s seen at load 8).
+    assert float(secs) < 20.0, line
     assert "lrstream serve (pid" in text and ("gone" in text or "killed" in text or "stopped" in text), line
 
 
