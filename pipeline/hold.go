@@ -318,6 +318,7 @@ type batchServer struct {
 
 	emitAt  []int32 // per position: its serve index, or -1
 	units   []int   // pieces, in order of first use
+	sizes   []int32 // frames of each batch of mine (holes left out)
 	total   int     // frames to serve
 	cursor  int     // next serve index
 	bi      int     // next batch of mine
@@ -339,8 +340,13 @@ func (bs *batchServer) plan(order []int32) {
 	}
 	bs.pi = newPieceIndex(bs.srcs, idx)
 	seen := make([]bool, bs.pi.base[len(bs.pi.base)-1])
-	for _, k := range bs.mine {
+	bs.sizes = make([]int32, len(bs.mine))
+	for i, k := range bs.mine {
 		for _, p := range order[k*bs.B : min((k+1)*bs.B, bs.n)] {
+			if p < 0 {
+				continue // a hole: the batch is short of a dropped frame
+			}
+			bs.sizes[i]++
 			bs.emitAt[p] = int32(bs.total)
 			bs.total++
 			if u, _ := bs.pi.at(int64(p)); !seen[u] {
@@ -413,7 +419,7 @@ func (bs *batchServer) serveReady() error {
 		*cell = nil
 		bs.cursor++
 		k := bs.mine[bs.bi]
-		if int64(len(bs.picks)) == min(bs.B, bs.n-k*bs.B) {
+		if len(bs.picks) == int(bs.sizes[bs.bi]) {
 			err := bs.emit(bs.picks, k)
 			served(bs.picks)
 			h.release(bs.picks)
