@@ -268,3 +268,48 @@ func TestHoistPieces(t *testing.T) {
 		}
 	}
 }
+
+// TestCameraBudget: by default (BufferBytes 0) a camera stream's buffer
+// gets what DefaultCameraMemory leaves beside its decoding, so that its
+// estimate plus TrainRestBytes stays within DefaultCameraMemory (two
+// 480×640 cameras, 2 workers: 275 frames); language-only streams keep
+// DefaultBufferBytes, and a budget given is kept.
+func TestCameraBudget(t *testing.T) {
+	cfg := *demoConfig(t, render.ModeFallback)
+	ds := *cfg.Dataset
+	ds.Episodes = nil
+	for i := range int64(500) {
+		ds.Episodes = append(ds.Episodes, schema.Episode{Index: i, Length: 300})
+	}
+	cfg.Dataset = &ds
+	cfg.Workers = 2
+	cfg.Cameras = &video.Set{Cameras: []video.Camera{{Key: "front", C: 3, H: 480, W: 640}, {Key: "wrist", C: 3, H: 480, W: 640}}}
+	cams := []Mix{{Config: &cfg, Weight: 1}}
+	plain := []Mix{{Config: demoConfig(t, render.ModeFallback), Weight: 1}}
+	to := TrainOptions{Shuffle: true, BufferSize: DefaultBufferSize}
+	if got := bufferBudget(plain, to); got != DefaultBufferBytes {
+		t.Errorf("language-only: budget %d, want %d", got, DefaultBufferBytes)
+	}
+	b := bufferBudget(cams, to)
+	to.BufferBytes = b
+	frames, sample := bufferFrames(cams, to)
+	total := TrainBytes(cams, TrainOptions{Shuffle: true, BufferSize: DefaultBufferSize}) + TrainRestBytes
+	t.Logf("two 480×640 cameras, 2 workers: budget %d MB, %d frames of %d bytes; estimate + rest %d MB", b>>20, frames, sample, total>>20)
+	// Pieces sized as at the 1 GiB default (36 samples) leave the
+	// budget; the stream's own pieces are smaller (32), so its estimate
+	// is a little under.
+	if total > DefaultCameraMemory || total < DefaultCameraMemory-(100<<20) {
+		t.Errorf("estimate + rest %d, want at most %d, within 100 MiB", total, DefaultCameraMemory)
+	}
+	if frames < 250 || frames > 300 {
+		t.Errorf("%d frames in the default camera buffer, want about 275", frames)
+	}
+	if got := bufferBudget(cams, TrainOptions{BufferBytes: 1 << 30}); got != 1<<30 {
+		t.Errorf("a budget given: %d", got)
+	}
+	// Many workers: the floor.
+	cfg.Workers = 64
+	if got := bufferBudget(cams, TrainOptions{}); got != minCameraBudget {
+		t.Errorf("64 workers: budget %d, want the floor %d", got, minCameraBudget)
+	}
+}

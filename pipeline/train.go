@@ -45,7 +45,9 @@ type TrainOptions struct {
 	// BufferBytes is the shuffle buffer's memory budget: BufferSize is
 	// lowered so that its frames take at most BufferBytes at SampleBytes
 	// each (metadata only, so the order is the same for every consumer).
-	// 0 means DefaultBufferBytes, a negative value no budget.
+	// 0 means DefaultBufferBytes, or with camera frames what
+	// DefaultCameraMemory leaves (cameraBudget); a negative value no
+	// budget.
 	BufferBytes int64
 	// Epochs is the number of passes; 0 means forever.
 	Epochs int64
@@ -213,9 +215,7 @@ func trainSetup(srcs []Mix, so StreamOptions, to TrainOptions) (trainStart, erro
 	if parts && to.Partitions <= 0 {
 		to.Partitions = DefaultPartitions
 	}
-	if to.BufferBytes == 0 {
-		to.BufferBytes = DefaultBufferBytes
-	}
+	to.BufferBytes = bufferBudget(srcs, to)
 	if to.Shuffle {
 		// The buffer in frames, within its byte budget; the fingerprint
 		// holds the frames, which is what the order depends on.

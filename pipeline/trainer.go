@@ -240,8 +240,8 @@ func (tr *trainer) countUnkept(pl *order.Plan, idx *keepIndex) {
 	cfg.ProgressTotal(total)
 }
 
-// noteUnserved states, once per stream, how many of an epoch's frames no
-// consumer serves (order.Plan.Unserved: the last global batches that
+// noteUnserved logs (debug), once per stream, how many of an epoch's
+// frames no consumer serves (order.Plan.Unserved: the last global batches that
 // cannot go to every consumer alike, and the frames short of a batch), so
 // that what an epoch leaves out is never silent; Stats.Unserved sums them
 // over the epochs planned.
@@ -255,7 +255,7 @@ func (tr *trainer) noteUnserved(pl *order.Plan) {
 	if log == nil {
 		log = slog.Default()
 	}
-	log.Info("training epoch: frames no consumer serves (the last global batches that cannot go to every consumer alike, and the frames short of a batch; with --shuffle different ones each epoch)",
+	log.Debug("training epoch: frames no consumer serves (the last global batches that cannot go to every consumer alike, and the frames short of a batch; with --shuffle different ones each epoch)",
 		"epoch", pl.Epoch, "unserved_frames", pl.Unserved, "global_batches", pl.Batches, "consumers", tr.to.Consumers, "batch_size", pl.B)
 }
 

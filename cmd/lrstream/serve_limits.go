@@ -185,8 +185,10 @@ func (w *clientWriter) send(p []byte) error {
 // stream may hold by its estimate (pipeline.TrainBytes plus its write
 // buffer). A language-only client needs far less (10M frames: about 126
 // MiB in the global order, 172 MiB for a lone partitioned consumer); a
-// camera client holds its shuffle buffer (--shuffle-buffer-bytes, 1 GiB)
-// and decoded episodes.
+// camera client's estimate is sized to pipeline.DefaultCameraMemory less
+// the process's rest by default (--shuffle-buffer-bytes auto: about 1.2
+// GB for two 480×640 cameras and 2 workers, its shared-memory arena
+// besides), so the default admits it with room for its arena.
 const defaultClientMemory = "4GiB"
 
 // defaultClientSHM is --client-shm: the largest shared-memory arena a
