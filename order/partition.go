@@ -1,6 +1,9 @@
 package order
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // DefaultPartitions is the default number of canonical partitions of the
 // partitioned order: 120 is divided by 1, 2, 3, 4, 5, 6, 8, 10, 12, 15,
@@ -274,10 +277,14 @@ func (pt *partitioned) plan(ep *partEpoch, ix *Index) (*Plan, error) {
 		}
 	}
 	pl := &Plan{Epoch: ep.e, Batches: ep.nb, Order: order, B: B, Unkept: UnkeptRuns, Owned: own,
-		Unserved: ep.total - served*B}
+		Unserved: ep.total - served*B, EpochFrames: ep.perCons * B}
 	for j := ep.first; j < ep.perCons; j++ {
 		pl.Mine = append(pl.Mine, j)
 	}
+	pl.Frames = int64(len(pl.Mine)) * B
+	// Every epoch serves the consumer perCons full batches when every
+	// frame is kept (no holes).
+	pl.Uniform = !slices.Contains(ix.Keep, false)
 	e, perCons := ep.e, ep.perCons
 	R := int64(max(o.WorldSize, 1))
 	pl.after = func(j int64) State {

@@ -194,9 +194,13 @@ func logBuffer(srcs []Mix, to TrainOptions, asked, frames int, sample int64) {
 			return
 		}
 		per := int64(to.Partitions / to.Consumers)
-		if reading := per * openEpisodes(to) * (all / eps) * sample; reading > to.BufferBytes {
+		held := all / eps // frames held of an open episode
+		if rows := cameraHeld(srcs, to).rows; rows > 0 {
+			held = min(held, rows) // read a piece at a time
+		}
+		if reading := per * openEpisodes(to) * held * sample; reading > to.BufferBytes {
 			log.Warn("the partitioned order reads its partitions' episodes at once: a consumer holds about reading_bytes of decoded frames besides its buffer (more consumers, fewer partitions, --resize or a lower --shuffle-buffer-bytes lower it)",
-				"partitions_per_consumer", per, "episodes_per_partition", openEpisodes(to), "mean_episode_frames", all/eps,
+				"partitions_per_consumer", per, "episodes_per_partition", openEpisodes(to), "frames_per_episode", held,
 				"bytes_per_sample", sample, "reading_bytes", reading)
 		}
 	}
