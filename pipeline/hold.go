@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/lrstream/lrstream/collate"
 	"github.com/lrstream/lrstream/render"
@@ -115,8 +117,15 @@ type holder struct {
 	keep   bool          // KeepLanguage: hold the language rows too
 	// peak is the largest number of frames held at once (for tests).
 	peak, held int
-	// free are served frames' arrays, kept for reuse (frameBuffer).
+	// free are served frames' arrays, kept for reuse (frameBuffer),
+	// guarded by mu (batches are recycled on encoder goroutines).
+	mu   sync.Mutex
 	free [][]byte
+	// lent are the owners of the frames batchOf collated last, by
+	// position (nil: copied), released by served.
+	lent []*heldOwner
+	// borrow marks every feature of a frame as borrowable (batchOf).
+	borrow []bool
 }
 
 func newHolder(srcs []Mix, keepLanguage bool) *holder {
@@ -264,6 +273,8 @@ const maxFreeFrames = 32
 // Camera frames are large (0.9 MB at 480×640): a new array each costs
 // zeroing and page faults, as much CPU as copying the frame.
 func (h *holder) frameBuffer(stride int) []byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if n := len(h.free); n > 0 && cap(h.free[n-1]) == stride {
 		b := h.free[n-1][:0]
 		h.free[n-1] = nil
@@ -273,17 +284,60 @@ func (h *holder) frameBuffer(stride int) []byte {
 	return make([]byte, 0, stride)
 }
 
-// served drops the features of frames that are served (collated: the
-// batch holds copies), when they have arrays of their own, keeping up to
-// maxFreeFrames of the arrays for reuse.
+// recycle keeps b for reuse (frameBuffer), up to maxFreeFrames arrays.
+// Any goroutine may call it (a batch is recycled by its encoder).
+func (h *holder) recycle(b []byte) {
+	h.mu.Lock()
+	if len(h.free) < maxFreeFrames {
+		h.free = append(h.free, b)
+	}
+	h.mu.Unlock()
+}
+
+// served drops the holder's reference to the features of frames that are
+// served, when they have arrays of their own: an array a batch borrows
+// (batchOf: lent) goes back for reuse once that batch is recycled, any
+// other at once.
 func (h *holder) served(frames []*heldFrame) {
-	for _, f := range frames {
-		if own := f.chunk.own; own != nil {
-			if b := own[f.n]; len(h.free) < maxFreeFrames && cap(b) == f.chunk.stride {
-				h.free = append(h.free, b)
-			}
-			own[f.n] = nil
+	lent := len(h.lent) == len(frames)
+	for i, f := range frames {
+		own := f.chunk.own
+		if own == nil {
+			continue
 		}
+		switch {
+		case lent && h.lent[i] != nil:
+			h.lent[i].Release()
+		case cap(own[f.n]) == f.chunk.stride:
+			h.recycle(own[f.n])
+		}
+		own[f.n] = nil
+	}
+	clear(h.lent)
+	h.lent = h.lent[:0]
+}
+
+// heldOwner lends a held camera frame's array to the batches collated
+// from it (collate.Owner): the batch references its camera columns
+// instead of copying them, and the array goes back to the holder
+// (recycle) once the frame is served and the batch recycled.
+type heldOwner struct {
+	refs atomic.Int64
+	h    *holder
+	buf  []byte
+}
+
+// Retain implements collate.Owner.
+func (o *heldOwner) Retain() { o.refs.Add(1) }
+
+// Release implements collate.Owner.
+func (o *heldOwner) Release() {
+	switch n := o.refs.Add(-1); {
+	case n == 0:
+		o.h.recycle(o.buf)
+		o.buf = nil
+	case n < 0:
+		panic("pipeline: a held frame released more often than retained")
 	}
 }
 
@@ -517,6 +571,24 @@ func (bs *batchServer) drop() {
 	h.release(bs.picks)
 }
 
+// lend lets the batch borrow the camera features of hf (f, its collate
+// frame) when they have an array of their own (heldOwner), and records
+// the owner for served.
+func (h *holder) lend(hf *heldFrame, f *collate.Frame) {
+	c := hf.chunk
+	if c.own == nil || c.own[hf.n] == nil {
+		h.lent = append(h.lent, nil)
+		return
+	}
+	o := &heldOwner{h: h, buf: c.own[hf.n]}
+	o.refs.Store(1) // the holder's, until served
+	for len(h.borrow) < len(f.Features) {
+		h.borrow = append(h.borrow, true)
+	}
+	f.Owner, f.Borrow = o, h.borrow[:len(f.Features)]
+	h.lent = append(h.lent, o)
+}
+
 // batchOf collates held frames into one batch.
 func (h *holder) batchOf(b *collate.Batcher, frames []*heldFrame) (*collate.Batch, error) {
 	var out *collate.Batch
@@ -526,6 +598,7 @@ func (h *holder) batchOf(b *collate.Batcher, frames []*heldFrame) (*collate.Batc
 			return nil, err
 		}
 		hf.frame(f, h.names)
+		h.lend(hf, f)
 		var err error
 		if i == len(frames)-1 && len(frames) < b.Config().BatchSize {
 			if _, err = b.Add(f); err == nil {
