@@ -131,6 +131,9 @@ func (t *trainFlags) json() map[string]any {
 	m := map[string]any{"shuffle": t.shuffle, "seed": t.seed, "shuffle_buffer": t.buffer, "epochs": t.epochs}
 	if t.shuffle {
 		m["shuffle_buffer_bytes"] = t.bufferBudget
+		if t.bufferBudget == 0 {
+			m["shuffle_buffer_bytes"] = "auto"
+		}
 	}
 	if t.order != pipeline.OrderGlobal {
 		m["order"], m["partitions"] = t.order, t.partitions
