@@ -323,12 +323,3 @@ func segmentRuns(runOf map[int64][]Run, segs []Segment, epoch, p int64) ([]Run, 
 	}
 	return out, nil
 }
-
-// sum64 returns the sum of xs.
-func sum64(xs []int64) int64 {
-	var n int64
-	for _, x := range xs {
-		n += x
-	}
-	return n
-}
