@@ -499,7 +499,8 @@ func isTraining(h sink.Hello, mix []pipeline.Mix, tf *trainFlags) bool {
 // liveNeed estimates the memory of a live client's stream: for a training
 // iteration the frames it holds and its keep index and orders
 // (pipeline.HeldBytes, pipeline.TrainBytes), for a plain pass its camera
-// pieces (pipeline.PlainBytes), and its write buffer.
+// pieces (pipeline.PlainBytes, for the soft limit only), and its write
+// buffer.
 func liveNeed(h sink.Hello, mix []pipeline.Mix, tf *trainFlags, buffer int64) clientNeed {
 	n := clientNeed{buffer: buffer}
 	if isTraining(h, mix, tf) {
@@ -507,7 +508,7 @@ func liveNeed(h sink.Hello, mix []pipeline.Mix, tf *trainFlags, buffer int64) cl
 		n.held = pipeline.HeldBytes(mix, to)
 		n.index = pipeline.TrainBytes(mix, to) - n.held
 	} else {
-		n.held = pipeline.PlainBytes(mix)
+		n.decoding = pipeline.PlainBytes(mix)
 	}
 	return n
 }
