@@ -167,6 +167,14 @@ func TestShuffleQuality(t *testing.T) {
 		got[key{Stratified, -2400, 0, P, DefaultStratifiedOpen}] = [2]float64{s, d}
 		t.Logf("2,400 episodes of 400-800 frames, stratified, P=%d: %.2f %% (%.1f)", P, 100*s, d)
 	}
+	// Camera streams' default buffers (docs/training.md, "Camera frames:
+	// the bound"): 276 frames of two 480×640 cameras within 1.5 GB, 582
+	// with a 1 GiB budget; 500 episodes of 300 frames (E -500 below).
+	cams, cruns, ckeep := qualityDataset(500, 300)
+	for _, buf := range []int{276, 582} {
+		s, d := measure(key{Global, -500, buf, 0, 0}, cams, cruns, ckeep, 300)
+		t.Logf("500 episodes of 300 frames, global order, buffer %d (camera streams): %.1f %% (%.1f)", buf, 100*s, d)
+	}
 	for _, c := range []struct {
 		name        string
 		k           key
@@ -177,6 +185,9 @@ func TestShuffleQuality(t *testing.T) {
 		// The global order: the targets issue 29 takes from it.
 		{"global, default buffer", key{Global, 500, DefaultBufferSize, 0, 0}, 0.03, 20, 0, 0},
 		{"global, no buffer", key{Global, 500, 1, 0, 0}, 1, 0, 0.99, 1.5},
+		// Camera buffers mix a few episodes only (docs/training.md).
+		{"global, 276 frames (cameras)", key{Global, -500, 276, 0, 0}, 0.45, 3.8, 0.33, 4.8},
+		{"global, 582 frames (cameras, 1 GiB)", key{Global, -500, 582, 0, 0}, 0.26, 6.3, 0.18, 7.7},
 		// The partitioned order: one episode at a time through a tiny
 		// buffer share mostly serves runs; open episodes bring the share
 		// near 1/open, but never below a partition's own episodes.
