@@ -117,7 +117,10 @@ func fingerprint(srcs []Mix, so StreamOptions, to TrainOptions) string {
 	}
 	fmt.Fprintf(h, "%t\x00%d\x00%d\x00%d\x00%t\x00%t", to.Shuffle, to.Seed, to.BufferSize, so.BatchSize, so.DropLast, so.KeepLanguage)
 	if order.UsesPartitions(to.Order) {
-		fmt.Fprintf(h, "\x00%s\x00%d\x00%d", to.Order, to.Partitions, to.PartitionOpen)
+		// "batches": partitions of whole global batches (order.Partitions);
+		// tokens of the earlier whole-episode partitions name another
+		// sequence and are refused.
+		fmt.Fprintf(h, "\x00%s\x00%d\x00%d\x00batches", to.Order, to.Partitions, to.PartitionOpen)
 	}
 	sum := h.Sum(nil)
 	return base64.RawURLEncoding.EncodeToString(sum[:9])
