@@ -76,7 +76,7 @@ func (g *global) plan(e int64, ix *Index) (*Plan, error) {
 		// round of global batches.
 		first = (first/C + 1) * C
 	}
-	pl := &Plan{Epoch: e, Batches: nb, Order: order, B: B, Uniform: true}
+	pl := &Plan{Epoch: e, Batches: nb, Order: order, B: B, Uniform: true, Unserved: n - min(n, served*B)}
 	if pos := o.Position; pos != nil {
 		// Rank-sequence index j is global batch (j/W)*C + rankBase + j%W.
 		rankBase := int64(o.Consumer) - int64(o.Consumer)%g.W

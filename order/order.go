@@ -3,6 +3,7 @@ package order
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Orders (Options.Order).
@@ -224,9 +225,12 @@ const (
 	// Consumer (a whole epoch of the global order): over the consumers
 	// the shares add up to the selection's unkept frames.
 	UnkeptShare
-	// UnkeptIndex: every unkept frame of the index, which holds only the
-	// consumer's episodes (the partitioned order).
+	// UnkeptIndex: every unkept frame of the index.
 	UnkeptIndex
+	// UnkeptRuns: the unkept frames of the Plan's Owned runs (the
+	// partitioned orders: the consumer's partitions, whose episodes at a
+	// partition's edge are shared with another partition).
+	UnkeptRuns
 )
 
 // Plan is a consumer's share of one epoch: its batches, in order, as
@@ -237,7 +241,8 @@ type Plan struct {
 	// header reports it for its first epoch).
 	Batches int64
 	// Order holds positions; batch k of Mine is Order[k*B:min((k+1)*B,
-	// len(Order))].
+	// len(Order))], less its holes (-1: a partition's batch short of
+	// frames dropped by rendering).
 	Order []int32
 	Mine  []int64
 	B     int64
@@ -247,6 +252,16 @@ type Plan struct {
 	// Unkept says which unkept frames of the index are this consumer's
 	// this epoch (UnkeptNone, UnkeptShare, UnkeptIndex).
 	Unkept int
+	// Owned are the runs of positions whose unkept frames are this
+	// consumer's (Unkept == UnkeptRuns).
+	Owned []Run
+	// Unserved is the number of the epoch's frames no consumer serves:
+	// the last global batches that cannot go to every consumer alike
+	// and, in the partitioned orders, the frames short of a whole batch
+	// (docs/training.md: fewer than consumers × batch size). In the
+	// global order it counts kept frames, in the partitioned ones
+	// frames of the episodes index.
+	Unserved int64
 	// Frames is what Mine serves; EpochFrames what a whole epoch serves
 	// the consumer. Uniform is set when every epoch serves it alike (the
 	// global order), so a run's total is known from its first epoch.
@@ -257,9 +272,21 @@ type Plan struct {
 	seq   func(k int64) int64
 }
 
-// Batch returns the positions of batch k.
+// Batch returns the positions of batch k (its holes left out).
 func (p *Plan) Batch(k int64) []int32 {
-	return p.Order[k*p.B : min((k+1)*p.B, int64(len(p.Order)))]
+	b := p.Order[k*p.B : min((k+1)*p.B, int64(len(p.Order)))]
+	for i, x := range b {
+		if x < 0 {
+			out := slices.Clone(b[:i])
+			for _, y := range b[i:] {
+				if y >= 0 {
+					out = append(out, y)
+				}
+			}
+			return out
+		}
+	}
+	return b
 }
 
 // After is the state continuing right after batch k (what its resume

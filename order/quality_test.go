@@ -108,7 +108,8 @@ func epochSequence(t *testing.T, src Source, runs []Run, keep []bool, o Options)
 //
 // Every partitioned order (partitioned, stratified) serves a batch from
 // one partition, so a batch mixes at most the episodes of a partition,
-// about E/P: 4.2 for 500 episodes at P = 120, 20 for 2,400. No order in
+// about E/P + 1 (its whole episodes and the parts of the two its edges
+// split): 5.2 for 500 episodes at P = 120, 21 for 2,400. No order in
 // which C = P consumers each read only their share can do better — a
 // consumer's batches hold only the episodes it reads, about E/C of them —
 // and the global sequence is the same for every C dividing P.
@@ -166,6 +167,14 @@ func TestShuffleQuality(t *testing.T) {
 		got[key{Stratified, -2400, 0, P, DefaultStratifiedOpen}] = [2]float64{s, d}
 		t.Logf("2,400 episodes of 400-800 frames, stratified, P=%d: %.2f %% (%.1f)", P, 100*s, d)
 	}
+	// Camera streams' default buffers (docs/training.md, "Camera frames:
+	// the bound"): 276 frames of two 480×640 cameras within 1.5 GB, 582
+	// with a 1 GiB budget; 500 episodes of 300 frames (E -500 below).
+	cams, cruns, ckeep := qualityDataset(500, 300)
+	for _, buf := range []int{276, 582} {
+		s, d := measure(key{Global, -500, buf, 0, 0}, cams, cruns, ckeep, 300)
+		t.Logf("500 episodes of 300 frames, global order, buffer %d (camera streams): %.1f %% (%.1f)", buf, 100*s, d)
+	}
 	for _, c := range []struct {
 		name        string
 		k           key
@@ -176,6 +185,9 @@ func TestShuffleQuality(t *testing.T) {
 		// The global order: the targets issue 29 takes from it.
 		{"global, default buffer", key{Global, 500, DefaultBufferSize, 0, 0}, 0.03, 20, 0, 0},
 		{"global, no buffer", key{Global, 500, 1, 0, 0}, 1, 0, 0.99, 1.5},
+		// Camera buffers mix a few episodes only (docs/training.md).
+		{"global, 276 frames (cameras)", key{Global, -500, 276, 0, 0}, 0.45, 3.8, 0.33, 4.8},
+		{"global, 582 frames (cameras, 1 GiB)", key{Global, -500, 582, 0, 0}, 0.26, 6.3, 0.18, 7.7},
 		// The partitioned order: one episode at a time through a tiny
 		// buffer share mostly serves runs; open episodes bring the share
 		// near 1/open, but never below a partition's own episodes.
@@ -183,11 +195,13 @@ func TestShuffleQuality(t *testing.T) {
 		{"partitioned open=4, default buffer", key{Partitioned, 2400, DefaultBufferSize, 120, DefaultPartitionOpen}, 0.3, 0, 0.2, 0},
 		{"partitioned open=8, default buffer", key{Partitioned, 2400, DefaultBufferSize, 120, 8}, 0.16, 0, 0.1, 0},
 		{"partitioned open=8, 4 episodes a partition", key{Partitioned, 500, DefaultBufferSize, 120, 8}, 0.3, 0, 0.2, 0},
-		// The stratified order reaches the bound E/P (20 episodes a
-		// partition: 20 in every batch) and never serves two frames of
-		// an episode in a row when its episodes are alike in length.
-		{"stratified, 2,400 episodes, P=120", key{Stratified, 2400, 0, 120, DefaultStratifiedOpen}, 0.005, 19.5, 0, 20.01},
-		{"stratified, 500 episodes, P=120 (4.2 a partition)", key{Stratified, 500, 0, 120, DefaultStratifiedOpen}, 0.03, 3.9, 0, 4.5},
+		// The stratified order reaches the bound of a partition's
+		// episodes, E/P whole ones plus the parts of the (at most two)
+		// episodes its edges split (20 whole episodes a partition: 20.4
+		// in a batch) and never serves two frames of an episode in a
+		// row when its episodes are alike in length.
+		{"stratified, 2,400 episodes, P=120", key{Stratified, 2400, 0, 120, DefaultStratifiedOpen}, 0.005, 20, 0, 21.01},
+		{"stratified, 500 episodes, P=120 (4.2 a partition)", key{Stratified, 500, 0, 120, DefaultStratifiedOpen}, 0.03, 4.5, 0, 5.21},
 		// With 20 or more episodes a partition it meets the global
 		// order's targets on both datasets.
 		{"stratified, 500 episodes, P=24", key{Stratified, 500, 0, 24, DefaultStratifiedOpen}, 0.03, 20, 0, 0},

@@ -13,6 +13,51 @@ import (
 // 480×640 cameras (1.8 MB a sample) get 582 frames.
 const DefaultBufferBytes = 1 << 30
 
+// DefaultCameraMemory is what a training stream with camera frames is
+// sized to by default (TrainOptions.BufferBytes 0): its shuffle buffer's
+// budget is what this leaves beside the rest of its estimate (TrainBytes:
+// the pieces being decoded, the decoder's buffers, the piece being fed,
+// the batch being collated) and TrainRestBytes, so that one consumer of
+// two 480×640 cameras stays under 1.5 GB (docs/training.md, "Camera
+// frames: the bound").
+const DefaultCameraMemory = 1400 << 20
+
+// TrainRestBytes is what a training stream's process holds besides its
+// estimate (TrainBytes): parsed footers, encoding, the batch being
+// written. Commands set their soft memory limit this far above it.
+const TrainRestBytes = 224 << 20
+
+// minCameraBudget is the least default buffer budget of a camera stream,
+// when its decoding alone (many workers) leaves less of
+// DefaultCameraMemory.
+const minCameraBudget = 128 << 20
+
+// bufferBudget is to's shuffle buffer budget in bytes (negative: none):
+// to.BufferBytes when set, else DefaultBufferBytes, or for a stream with
+// camera frames what DefaultCameraMemory leaves (cameraBudget).
+func bufferBudget(srcs []Mix, to TrainOptions) int64 {
+	if to.BufferBytes != 0 {
+		return to.BufferBytes
+	}
+	for _, m := range srcs {
+		if CameraBytesPerSample(m.Config) > 0 {
+			return cameraBudget(srcs, to)
+		}
+	}
+	return DefaultBufferBytes
+}
+
+// cameraBudget is the default buffer budget of a camera stream:
+// DefaultCameraMemory less TrainRestBytes and the stream's estimate
+// without a buffer (its pieces sized as at DefaultBufferBytes: a smaller
+// budget only makes them smaller), at least minCameraBudget. From
+// metadata and options only, so every consumer gets the same order.
+func cameraBudget(srcs []Mix, to TrainOptions) int64 {
+	to.BufferBytes, to.Shuffle, to.Order = DefaultBufferBytes, false, OrderGlobal
+	to.Consumers = 1
+	return max(minCameraBudget, DefaultCameraMemory-TrainRestBytes-TrainBytes(srcs, to))
+}
+
 // heldFrameOverhead is the memory of a held frame besides its feature
 // bytes: its record (heldFrame) and its cell in the serve ring, with
 // slack for the chunk arrays' growth. Rendered samples are shared between
@@ -115,8 +160,10 @@ func openEpisodes(to TrainOptions) int64 {
 }
 
 // logBuffer states the shuffle buffer's memory when the byte budget
-// lowered it, and warns when the partitioned order's episodes being read
-// at once (open per partition of the consumer) exceed the budget.
+// lowered it, and warns when a partition of the partitioned orders holds
+// fewer than minEpisodesPerPartition episodes (its batches cannot mix
+// more) or their episodes being read at once (open per partition of the
+// consumer) exceed the budget.
 // The lowered buffer is worth a warning only when it is smaller than
 // the selection it shuffles (a buffer lowered to 2,000 frames of a
 // 1,175-frame dataset still holds all of it).
@@ -135,19 +182,34 @@ func logBuffer(srcs []Mix, to TrainOptions, asked, frames int, sample int64) {
 			"frames", frames, "asked_frames", asked, "bytes_per_sample", sample,
 			"buffer_bytes", int64(frames)*sample, "budget_bytes", to.BufferBytes)
 	}
+	if order.UsesPartitions(to.Order) && to.Partitions > 0 {
+		if _, eps := selectedMean(srcs[0].Config); eps < minEpisodesPerPartition*int64(to.Partitions) {
+			log.Warn("a batch of the partitioned orders comes from one partition: it mixes at most the partition's episodes (its whole ones and the parts of the two its edges split); 20 or more need --partitions at most episodes / 20, or --order global (docs/training.md, \"Which order, and shuffle quality\")",
+				"episodes", eps, "partitions", to.Partitions, "episodes_per_partition", float64(eps)/float64(to.Partitions))
+		}
+	}
 	if order.UsesPartitions(to.Order) && to.Partitions > 0 && to.Consumers > 0 && to.BufferBytes > 0 {
 		all, eps := selectedMean(srcs[0].Config)
 		if eps == 0 {
 			return
 		}
 		per := int64(to.Partitions / to.Consumers)
-		if reading := per * openEpisodes(to) * (all / eps) * sample; reading > to.BufferBytes {
+		held := all / eps // frames held of an open episode
+		if rows := cameraHeld(srcs, to).rows; rows > 0 {
+			held = min(held, rows) // read a piece at a time
+		}
+		if reading := per * openEpisodes(to) * held * sample; reading > to.BufferBytes {
 			log.Warn("the partitioned order reads its partitions' episodes at once: a consumer holds about reading_bytes of decoded frames besides its buffer (more consumers, fewer partitions, --resize or a lower --shuffle-buffer-bytes lower it)",
-				"partitions_per_consumer", per, "episodes_per_partition", openEpisodes(to), "mean_episode_frames", all/eps,
+				"partitions_per_consumer", per, "episodes_per_partition", openEpisodes(to), "frames_per_episode", held,
 				"bytes_per_sample", sample, "reading_bytes", reading)
 		}
 	}
 }
+
+// minEpisodesPerPartition is the fewest episodes a partition holds for
+// the stratified order to mix 20 episodes a batch of 32 (TestShuffleQuality):
+// below it logBuffer warns.
+const minEpisodesPerPartition = 20
 
 // HeldBytes estimates the memory of the frames a training stream of srcs
 // with to holds decoded at once (Stats.HeldPeak × SampleBytes): its share
@@ -163,9 +225,7 @@ func HeldBytes(srcs []Mix, to TrainOptions) int64 {
 	if to.BufferSize <= 0 {
 		to.BufferSize = DefaultBufferSize
 	}
-	if to.BufferBytes == 0 {
-		to.BufferBytes = DefaultBufferBytes
-	}
+	to.BufferBytes = bufferBudget(srcs, to)
 	frames, sample := bufferFrames(srcs, to)
 	if !to.Shuffle {
 		frames = 0
@@ -182,8 +242,10 @@ func HeldBytes(srcs []Mix, to TrainOptions) int64 {
 	cams := cameraHeld(srcs, to)
 	if cams.rows > 0 {
 		// With cameras an episode is read a piece at a time: the piece
-		// being fed to the order, and the batch being collated.
-		held = int64(frames)/C + 2*cams.rows
+		// being fed to the order, the batch being collated, a piece
+		// decoded ahead of its first use (hoistPieces) and the served
+		// frames' arrays kept for reuse (maxFreeFrames).
+		held = int64(frames)/C + 3*cams.rows + maxFreeFrames
 	}
 	if order.UsesPartitions(to.Order) {
 		P := int64(max(to.Partitions, 1))
@@ -212,6 +274,9 @@ func HeldBytes(srcs []Mix, to TrainOptions) int64 {
 			mean, longest = min(mean, cams.rows), cams.rows
 		}
 		held = (P/C)*(share+open*mean) + 2*longest
+		if cams.rows > 0 {
+			held += cams.rows + maxFreeFrames
+		}
 	}
 	return held*sample + cams.flight
 }
@@ -245,7 +310,7 @@ func cameraHeld(srcs []Mix, to TrainOptions) camHeld {
 	var h camHeld
 	budget := to.BufferBytes
 	if budget == 0 {
-		budget = DefaultBufferBytes
+		budget = bufferBudget(srcs, to)
 	}
 	for _, m := range srcs {
 		per := CameraBytesPerSample(m.Config)
@@ -268,6 +333,24 @@ func cameraHeld(srcs []Mix, to TrainOptions) camHeld {
 		h.flight = max(h.flight, (w+1)*rows*per+8*rows*widest)
 	}
 	return h
+}
+
+// PlainBytes estimates what a plain pass (no training iteration) of srcs
+// holds of camera frames: the pieces being decoded (workers + 1, of
+// Config.PieceBytes), the decoder's recycled piece buffers, and the
+// pieces being collated (0 without cameras). serve counts it in a plain
+// client's estimate, so that its soft memory limit covers camera streams.
+func PlainBytes(srcs []Mix) int64 {
+	var n int64
+	for _, m := range srcs {
+		per := CameraBytesPerSample(m.Config)
+		if per == 0 {
+			continue
+		}
+		h := cameraHeld([]Mix{m}, TrainOptions{BufferBytes: -1})
+		n = max(n, h.flight+2*h.rows*per)
+	}
+	return n
 }
 
 // indexBytesPerFrame is what a training stream holds for each frame it

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/lrstream/lrstream/collate"
 	"github.com/lrstream/lrstream/render"
@@ -115,6 +117,15 @@ type holder struct {
 	keep   bool          // KeepLanguage: hold the language rows too
 	// peak is the largest number of frames held at once (for tests).
 	peak, held int
+	// free are served frames' arrays, kept for reuse (frameBuffer),
+	// guarded by mu (batches are recycled on encoder goroutines).
+	mu   sync.Mutex
+	free [][]byte
+	// lent are the owners of the frames batchOf collated last, by
+	// position (nil: copied), released by served.
+	lent []*heldOwner
+	// borrow marks every feature of a frame as borrowable (batchOf).
+	borrow []bool
 }
 
 func newHolder(srcs []Mix, keepLanguage bool) *holder {
@@ -207,7 +218,7 @@ func (h *holder) hold(hc *heldChunk, n int, c *Chunk, j int, fl *filler, srcs []
 	}
 	data := hc.data
 	if hc.own != nil {
-		data = make([]byte, 0, hc.stride)
+		data = h.frameBuffer(hc.stride)
 	} else if at := n * hc.stride; len(data) < at {
 		// Frames before this one failed: their features stay zero.
 		data = append(data, make([]byte, at-len(data))...)
@@ -253,13 +264,80 @@ func (hc *heldChunk) size(features [][]byte) {
 	hc.data = make([]byte, 0, len(hc.recs)*hc.stride)
 }
 
-// served drops the features of frames that are served (collated: the
-// batch holds copies), when they have arrays of their own.
-func served(frames []*heldFrame) {
-	for _, f := range frames {
-		if own := f.chunk.own; own != nil {
-			own[f.n] = nil
+// maxFreeFrames bounds the served frames' arrays a holder keeps for
+// reuse (frameBuffer): a default batch's worth (TrainBytes counts them).
+const maxFreeFrames = 32
+
+// frameBuffer returns an empty array of capacity stride for a held
+// frame's features: a served frame's, when one of that size is free.
+// Camera frames are large (0.9 MB at 480×640): a new array each costs
+// zeroing and page faults, as much CPU as copying the frame.
+func (h *holder) frameBuffer(stride int) []byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if n := len(h.free); n > 0 && cap(h.free[n-1]) == stride {
+		b := h.free[n-1][:0]
+		h.free[n-1] = nil
+		h.free = h.free[:n-1]
+		return b
+	}
+	return make([]byte, 0, stride)
+}
+
+// recycle keeps b for reuse (frameBuffer), up to maxFreeFrames arrays.
+// Any goroutine may call it (a batch is recycled by its encoder).
+func (h *holder) recycle(b []byte) {
+	h.mu.Lock()
+	if len(h.free) < maxFreeFrames {
+		h.free = append(h.free, b)
+	}
+	h.mu.Unlock()
+}
+
+// served drops the holder's reference to the features of frames that are
+// served, when they have arrays of their own: an array a batch borrows
+// (batchOf: lent) goes back for reuse once that batch is recycled, any
+// other at once.
+func (h *holder) served(frames []*heldFrame) {
+	lent := len(h.lent) == len(frames)
+	for i, f := range frames {
+		own := f.chunk.own
+		if own == nil {
+			continue
 		}
+		switch {
+		case lent && h.lent[i] != nil:
+			h.lent[i].Release()
+		case cap(own[f.n]) == f.chunk.stride:
+			h.recycle(own[f.n])
+		}
+		own[f.n] = nil
+	}
+	clear(h.lent)
+	h.lent = h.lent[:0]
+}
+
+// heldOwner lends a held camera frame's array to the batches collated
+// from it (collate.Owner): the batch references its camera columns
+// instead of copying them, and the array goes back to the holder
+// (recycle) once the frame is served and the batch recycled.
+type heldOwner struct {
+	refs atomic.Int64
+	h    *holder
+	buf  []byte
+}
+
+// Retain implements collate.Owner.
+func (o *heldOwner) Retain() { o.refs.Add(1) }
+
+// Release implements collate.Owner.
+func (o *heldOwner) Release() {
+	switch n := o.refs.Add(-1); {
+	case n == 0:
+		o.h.recycle(o.buf)
+		o.buf = nil
+	case n < 0:
+		panic("pipeline: a held frame released more often than retained")
 	}
 }
 
@@ -318,6 +396,7 @@ type batchServer struct {
 
 	emitAt  []int32 // per position: its serve index, or -1
 	units   []int   // pieces, in order of first use
+	sizes   []int32 // frames of each batch of mine (holes left out)
 	total   int     // frames to serve
 	cursor  int     // next serve index
 	bi      int     // next batch of mine
@@ -339,17 +418,70 @@ func (bs *batchServer) plan(order []int32) {
 	}
 	bs.pi = newPieceIndex(bs.srcs, idx)
 	seen := make([]bool, bs.pi.base[len(bs.pi.base)-1])
-	for _, k := range bs.mine {
+	first := make([]int32, len(seen)) // each used piece's first serve index
+	bs.sizes = make([]int32, len(bs.mine))
+	for i, k := range bs.mine {
 		for _, p := range order[k*bs.B : min((k+1)*bs.B, bs.n)] {
+			if p < 0 {
+				continue // a hole: the batch is short of a dropped frame
+			}
+			bs.sizes[i]++
 			bs.emitAt[p] = int32(bs.total)
 			bs.total++
 			if u, _ := bs.pi.at(int64(p)); !seen[u] {
 				seen[u] = true
+				first[u] = int32(bs.total - 1)
 				bs.units = append(bs.units, u)
 				bs.pi.use(u)
 			}
 		}
 	}
+	bs.units = hoistPieces(bs.pi, bs.units, seen, first, func(src int) int32 { return int32(pieceRows(bs.srcs[src].Config)) })
+}
+
+// hoistPieces returns the pieces of units (in order of first use) in
+// decoding order: each piece preceded by the used pieces just before it
+// in its group and episode that are first used later, but within a
+// piece's samples of serve indices (pieceRows). A shuffle buffer serves
+// an episode's pieces mostly in order, but now and then one after its
+// successor (about a third of them with 36-sample pieces and a
+// 582-frame buffer): decoded in order of first use, each such piece
+// would start an FFmpeg process and seek, since the process that decoded
+// its predecessor has moved on. Hoisted, it continues that process. Its
+// frames entered the buffer before its successor's, so it adds at most
+// the window's frames to what is held.
+func hoistPieces(pi *pieceIndex, units []int, used []bool, first []int32, rows func(src int) int32) []int {
+	if pi.base[len(pi.base)-1] == len(pi.base)-1 {
+		return units // one piece a group: nothing to hoist
+	}
+	done := make([]bool, len(used))
+	out := make([]int, 0, len(units))
+	var early []int
+	for _, u := range units {
+		if done[u] {
+			continue
+		}
+		g := pi.group(u)
+		window := rows(pi.idx.src[g])
+		ep := pi.episode(u)
+		early = early[:0]
+		for v := u - 1; v >= pi.base[g] && !done[v]; v-- {
+			if !used[v] {
+				continue
+			}
+			if first[v]-first[u] > window || pi.episode(v) != ep {
+				break
+			}
+			early = append(early, v)
+		}
+		for i := len(early) - 1; i >= 0; i-- {
+			out = append(out, early[i])
+			done[early[i]] = true
+		}
+		out = append(out, u)
+		done[u] = true
+	}
+	return out
 }
 
 // take checks decoded piece i (chunk c) against the keep index and holds
@@ -413,9 +545,9 @@ func (bs *batchServer) serveReady() error {
 		*cell = nil
 		bs.cursor++
 		k := bs.mine[bs.bi]
-		if int64(len(bs.picks)) == min(bs.B, bs.n-k*bs.B) {
+		if len(bs.picks) == int(bs.sizes[bs.bi]) {
 			err := bs.emit(bs.picks, k)
-			served(bs.picks)
+			h.served(bs.picks)
 			h.release(bs.picks)
 			bs.picks = bs.picks[:0]
 			if err != nil {
@@ -439,6 +571,24 @@ func (bs *batchServer) drop() {
 	h.release(bs.picks)
 }
 
+// lend lets the batch borrow the camera features of hf (f, its collate
+// frame) when they have an array of their own (heldOwner), and records
+// the owner for served.
+func (h *holder) lend(hf *heldFrame, f *collate.Frame) {
+	c := hf.chunk
+	if c.own == nil || c.own[hf.n] == nil {
+		h.lent = append(h.lent, nil)
+		return
+	}
+	o := &heldOwner{h: h, buf: c.own[hf.n]}
+	o.refs.Store(1) // the holder's, until served
+	for len(h.borrow) < len(f.Features) {
+		h.borrow = append(h.borrow, true)
+	}
+	f.Owner, f.Borrow = o, h.borrow[:len(f.Features)]
+	h.lent = append(h.lent, o)
+}
+
 // batchOf collates held frames into one batch.
 func (h *holder) batchOf(b *collate.Batcher, frames []*heldFrame) (*collate.Batch, error) {
 	var out *collate.Batch
@@ -448,6 +598,7 @@ func (h *holder) batchOf(b *collate.Batcher, frames []*heldFrame) (*collate.Batc
 			return nil, err
 		}
 		hf.frame(f, h.names)
+		h.lend(hf, f)
 		var err error
 		if i == len(frames)-1 && len(frames) < b.Config().BatchSize {
 			if _, err = b.Add(f); err == nil {

@@ -3,9 +3,11 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/lrstream/lrstream/collate"
+	"github.com/lrstream/lrstream/order"
 	"github.com/lrstream/lrstream/render"
 	"github.com/lrstream/lrstream/schema"
 	"github.com/lrstream/lrstream/sink"
@@ -167,9 +169,30 @@ func TestHeldCameraFramesFreedWhenServed(t *testing.T) {
 		if len(f.Features) != 1 || len(f.Features[0]) != tc.bytes || f.Features[0][0] != 2 {
 			t.Fatalf("%s: frame 1 reads the wrong bytes", tc.name)
 		}
-		served([]*heldFrame{&hc.recs[0], &hc.recs[2]})
+		a0 := &hc.own[0][0]
+		h.served([]*heldFrame{&hc.recs[0], &hc.recs[2]})
 		if hc.own[0] != nil || hc.own[2] != nil || hc.own[1] == nil {
 			t.Fatalf("%s: after serving frames 0 and 2, arrays held: %v %v %v", tc.name, hc.own[0] != nil, hc.own[1] != nil, hc.own[2] != nil)
+		}
+		// The served arrays are reused for the next held frames (at most
+		// maxFreeFrames kept), empty.
+		if len(h.free) != 2 {
+			t.Fatalf("%s: %d arrays kept for reuse, want 2", tc.name, len(h.free))
+		}
+		h.frameBuffer(hc.stride) // served frame 2's array
+		b := h.frameBuffer(hc.stride)
+		if len(b) != 0 || cap(b) != tc.bytes || &b[:1][0] != a0 || len(h.free) != 0 {
+			t.Fatalf("%s: frameBuffer does not reuse the served frame 0's array", tc.name)
+		}
+		if b := h.frameBuffer(hc.stride); cap(b) != tc.bytes {
+			t.Fatalf("%s: a new array of %d bytes, want %d", tc.name, cap(b), tc.bytes)
+		}
+		for range maxFreeFrames + 5 {
+			hc.own[0] = make([]byte, tc.bytes)
+			h.served([]*heldFrame{&hc.recs[0]})
+		}
+		if len(h.free) != maxFreeFrames {
+			t.Fatalf("%s: %d arrays kept, want at most %d", tc.name, len(h.free), maxFreeFrames)
 		}
 	}
 }
@@ -201,5 +224,92 @@ func TestKeepDecoders(t *testing.T) {
 		if ff.MaxIdle != tc.want {
 			t.Errorf("%s: MaxIdle %d, want %d", tc.name, ff.MaxIdle, tc.want)
 		}
+	}
+}
+
+// TestHoistPieces: a piece first used after its successor in the same
+// episode is decoded just before it (so the FFmpeg process that decodes
+// the episode continues), when its first use is within a piece's rows;
+// never across episodes or groups, nor from further away.
+func TestHoistPieces(t *testing.T) {
+	// Two groups: group 0 is episode 0 (positions 0-99) then episode 1
+	// (100-199), in pieces 0-3 of 50; group 1 is episode 2 (200-299),
+	// pieces 4-5 of 50.
+	idx := &keepIndex{
+		unitStart: []int64{0, 200, 300},
+		src:       []int{0, 0},
+		runs:      [][]order.Run{{{Episode: 0, Start: 0, Len: 100}, {Episode: 1, Start: 100, Len: 100}, {Episode: 2, Start: 200, Len: 100}}},
+	}
+	pi := &pieceIndex{idx: idx, base: []int{0, 4, 6}}
+	rows := func(int) int32 { return 50 }
+	for _, tc := range []struct {
+		name  string
+		units []int
+		first map[int]int32
+		want  []int
+	}{
+		{"in order", []int{0, 1, 2, 3, 4, 5}, map[int]int32{0: 0, 1: 10, 2: 20, 3: 30, 4: 40, 5: 50}, []int{0, 1, 2, 3, 4, 5}},
+		{"piece 0 after 1: hoisted", []int{1, 0, 2}, map[int]int32{1: 0, 0: 5, 2: 9}, []int{0, 1, 2}},
+		{"too far: not hoisted", []int{1, 0}, map[int]int32{1: 0, 0: 51}, []int{1, 0}},
+		{"another episode: not hoisted", []int{2, 1}, map[int]int32{2: 0, 1: 3}, []int{2, 1}},
+		{"another group: not hoisted", []int{4, 3}, map[int]int32{4: 0, 3: 3}, []int{4, 3}},
+		{"an unused piece between", []int{3, 0}, map[int]int32{3: 0, 0: 4}, []int{3, 0}},
+		{"episode 1 pieces", []int{3, 2}, map[int]int32{3: 0, 2: 4}, []int{2, 3}},
+	} {
+		used := make([]bool, 6)
+		first := make([]int32, 6)
+		for _, u := range tc.units {
+			used[u] = true
+			first[u] = tc.first[u]
+		}
+		got := hoistPieces(pi, slices.Clone(tc.units), used, first, rows)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestCameraBudget: by default (BufferBytes 0) a camera stream's buffer
+// gets what DefaultCameraMemory leaves beside its decoding, so that its
+// estimate plus TrainRestBytes stays within DefaultCameraMemory (two
+// 480×640 cameras, 2 workers: 275 frames); language-only streams keep
+// DefaultBufferBytes, and a budget given is kept.
+func TestCameraBudget(t *testing.T) {
+	cfg := *demoConfig(t, render.ModeFallback)
+	ds := *cfg.Dataset
+	ds.Episodes = nil
+	for i := range int64(500) {
+		ds.Episodes = append(ds.Episodes, schema.Episode{Index: i, Length: 300})
+	}
+	cfg.Dataset = &ds
+	cfg.Workers = 2
+	cfg.Cameras = &video.Set{Cameras: []video.Camera{{Key: "front", C: 3, H: 480, W: 640}, {Key: "wrist", C: 3, H: 480, W: 640}}}
+	cams := []Mix{{Config: &cfg, Weight: 1}}
+	plain := []Mix{{Config: demoConfig(t, render.ModeFallback), Weight: 1}}
+	to := TrainOptions{Shuffle: true, BufferSize: DefaultBufferSize}
+	if got := bufferBudget(plain, to); got != DefaultBufferBytes {
+		t.Errorf("language-only: budget %d, want %d", got, DefaultBufferBytes)
+	}
+	b := bufferBudget(cams, to)
+	to.BufferBytes = b
+	frames, sample := bufferFrames(cams, to)
+	total := TrainBytes(cams, TrainOptions{Shuffle: true, BufferSize: DefaultBufferSize}) + TrainRestBytes
+	t.Logf("two 480×640 cameras, 2 workers: budget %d MB, %d frames of %d bytes; estimate + rest %d MB", b>>20, frames, sample, total>>20)
+	// Pieces sized as at the 1 GiB default (36 samples) leave the
+	// budget; the stream's own pieces are smaller (32), so its estimate
+	// is a little under.
+	if total > DefaultCameraMemory || total < DefaultCameraMemory-(100<<20) {
+		t.Errorf("estimate + rest %d, want at most %d, within 100 MiB", total, DefaultCameraMemory)
+	}
+	if frames < 250 || frames > 300 {
+		t.Errorf("%d frames in the default camera buffer, want about 275", frames)
+	}
+	if got := bufferBudget(cams, TrainOptions{BufferBytes: 1 << 30}); got != 1<<30 {
+		t.Errorf("a budget given: %d", got)
+	}
+	// Many workers: the floor.
+	cfg.Workers = 64
+	if got := bufferBudget(cams, TrainOptions{}); got != minCameraBudget {
+		t.Errorf("64 workers: budget %d, want the floor %d", got, minCameraBudget)
 	}
 }

@@ -104,6 +104,23 @@ func (x *keepIndex) unkeptShare(c, C int64) (dropped, errs int64) {
 	return dropped, errs
 }
 
+// unkeptIn counts the dropped and failed frames of runs.
+func (x *keepIndex) unkeptIn(runs []order.Run) (dropped, errs int64) {
+	for _, r := range runs {
+		for p := r.Start; p < r.Start+r.Len; p++ {
+			if x.keep[p] {
+				continue
+			}
+			if _, failed := slices.BinarySearch(x.failed, p); failed {
+				errs++
+			} else {
+				dropped++
+			}
+		}
+	}
+	return dropped, errs
+}
+
 // buildKeepIndex renders every source's selection once, reading only the
 // language columns, to learn which frames are kept. Rendering is
 // deterministic, so the answer holds for every epoch.

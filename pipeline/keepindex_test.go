@@ -43,7 +43,7 @@ func TestKeepMemoAcrossEpochs(t *testing.T) {
 				seen := map[int64]bool{}
 				var read, dropped int64
 				for epoch := int64(0); epoch < 4; epoch++ {
-					parts, _ := partitionEpisodes(tc.cfg, 7, epoch, tc.P)
+					parts, _ := partitionEpisodes(tc.cfg, 7, epoch, tc.P, 8)
 					var mine []int64
 					for p := slot; p < tc.P; p += tc.C {
 						mine = append(mine, parts[p]...)

@@ -97,12 +97,15 @@ func testPartitionedOrderInvariantToShape(t *testing.T, ord string) {
 	so := StreamOptions{BatchSize: 8}
 	base := TrainOptions{Shuffle: true, Seed: 9, BufferSize: 64, Epochs: 2, Partitions: 6, Order: ord}
 	want, _ := globalSequence(t, cfg, so, base, shape{1, 1})
-	parts, _ := partitionEpisodes(cfg, 9, 0, 6)
+	var total int64
+	for _, e := range cfg.Dataset.Episodes {
+		total += e.Length
+	}
+	nb := total / 8
+	parts, _ := partitionEpisodes(cfg, 9, 0, 6, 8)
 	for e := int64(0); e < 2; e++ {
-		_, frames := partitionEpisodes(cfg, 9, e, 6)
-		nbp := slices.Min(frames) / 8
-		if int64(len(want[e])) != nbp*6 {
-			t.Fatalf("epoch %d: %d global batches, want %d", e, len(want[e]), nbp*6)
+		if int64(len(want[e])) != nb {
+			t.Fatalf("epoch %d: %d global batches, want %d (%d frames)", e, len(want[e]), nb, total)
 		}
 		seen := map[int64]bool{}
 		for g := int64(0); g < int64(len(want[e])); g++ {
@@ -114,25 +117,30 @@ func testPartitionedOrderInvariantToShape(t *testing.T, ord string) {
 			}
 		}
 	}
-	// Partitions are a disjoint cover of the selection.
-	n := 0
+	// Partitions cover the selection: every episode in one, or split
+	// between two neighbours.
+	in := map[int64]int{}
 	for _, p := range parts {
-		n += len(p)
+		for _, e := range p {
+			in[e]++
+		}
 	}
-	if n != len(cfg.Dataset.Episodes) {
-		t.Fatalf("partitions hold %d episodes, dataset %d", n, len(cfg.Dataset.Episodes))
+	if len(in) != len(cfg.Dataset.Episodes) {
+		t.Fatalf("partitions hold %d episodes, dataset %d", len(in), len(cfg.Dataset.Episodes))
 	}
 	if slices.Equal(want[0][0], want[1][0]) {
 		t.Fatal("epoch 1 repeats epoch 0")
 	}
 	for _, sh := range []shape{{2, 1}, {1, 2}, {3, 2}, {2, 3}, {1, 6}} {
+		C := int64(sh.R * sh.W)
 		got, counts := globalSequence(t, cfg, so, base, sh)
 		for e := int64(0); e < 2; e++ {
-			if len(got[e]) != len(want[e]) {
-				t.Fatalf("%v epoch %d: %d global batches, want %d", sh, e, len(got[e]), len(want[e]))
+			// The same global sequence, less the last nb mod C batches.
+			if int64(len(got[e])) != nb/C*C {
+				t.Fatalf("%v epoch %d: %d global batches, want %d", sh, e, len(got[e]), nb/C*C)
 			}
-			for g, b := range want[e] {
-				if !slices.Equal(got[e][g], b) {
+			for g, b := range got[e] {
+				if !slices.Equal(b, want[e][g]) {
 					t.Fatalf("%v epoch %d: global batch %d differs", sh, e, g)
 				}
 			}
@@ -142,6 +150,123 @@ func testPartitionedOrderInvariantToShape(t *testing.T, ord string) {
 				t.Fatalf("%v: unequal batch counts %v", sh, counts)
 			}
 		}
+	}
+}
+
+// TestPartitionedExactCover: per epoch the consumers of the partitioned
+// orders serve every kept frame exactly once, except fewer than
+// consumers × batch size frames (the last global batches that cannot go
+// to every consumer alike, and the frames short of a batch), with equal
+// batch counts, on several shapes; the remainder is the stream's
+// Stats.Unserved. With --mode drop (frames dropped by rendering) a
+// partition's batches are short of its drops instead.
+func TestPartitionedExactCover(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ds")
+	if _, err := datagen.Generate(context.Background(), dir, datagen.Options{Episodes: 128, MinFrames: 40, MaxFrames: 60,
+		FramesPerFile: 1200, Cameras: []string{}, Dim: 6, Tasks: 3, Seed: 2, Workers: 1}); err != nil {
+		t.Fatal(err)
+	}
+	gen := datasetConfig(t, dir, nil)
+	gen.SkipErrors = false
+	for _, tc := range []struct {
+		name   string
+		cfg    *Config
+		B, P   int
+		shapes []shape
+	}{
+		// 2 episodes a partition: the old rule (every partition serves
+		// its smallest one's batches) left half the frames out.
+		{"generated, P=64", gen, 4, 64, []shape{{1, 1}, {2, 2}, {8, 4}, {16, 4}}},
+		{"generated, P=12, batch 32", gen, 32, 12, []shape{{1, 1}, {3, 1}, {2, 3}, {12, 1}}},
+		{"demo, --mode drop", demoConfig(t, render.ModeDrop), 8, 6, []shape{{1, 1}, {2, 1}, {3, 2}}},
+	} {
+		forPartitionedOrders(t, func(t *testing.T, ord string) {
+			t.Run(tc.name, func(t *testing.T) {
+				kept := map[int64]bool{}
+				if tc.cfg.Mode == render.ModeDrop {
+					idx, err := buildKeepIndex(context.Background(), []Mix{{Config: tc.cfg, Weight: 1}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					for p, k := range idx.keep {
+						if k {
+							kept[int64(p)] = true // demo: index p is position p
+						}
+					}
+				} else {
+					var n int64
+					for _, e := range tc.cfg.Dataset.Episodes {
+						for i := int64(0); i < e.Length; i++ {
+							kept[n+i] = true
+						}
+						n += e.Length
+					}
+				}
+				for _, sh := range tc.shapes {
+					C := sh.R * sh.W
+					base := TrainOptions{Shuffle: true, Seed: 4, BufferSize: 256, Epochs: 2, Partitions: tc.P, Order: ord}
+					served := map[int64]map[int64]int{}
+					var counts []int
+					var unserved int64
+					for r := 0; r < sh.R; r++ {
+						for w := 0; w < sh.W; w++ {
+							to := partOptions(base, sh, r, w)
+							raws, msgs, err := trainRaw(t, []Mix{{Config: tc.cfg, Weight: 1}}, StreamOptions{BatchSize: tc.B}, to)
+							if err != nil {
+								t.Fatalf("%v: %v", sh, err)
+							}
+							_ = raws
+							n := 0
+							for _, m := range msgs {
+								if m.Type != sink.TypeBatch {
+									continue
+								}
+								n++
+								if m.Batch.Size > tc.B {
+									t.Fatalf("%v: a batch of %d", sh, m.Batch.Size)
+								}
+								e := m.Batch.Meta.Epoch
+								if served[e] == nil {
+									served[e] = map[int64]int{}
+								}
+								for _, ix := range batchIndexes(t, m.Batch) {
+									served[e][ix]++
+								}
+							}
+							counts = append(counts, n)
+							st, err := Train(context.Background(), tc.cfg, StreamOptions{BatchSize: tc.B}, to, sink.Discard())
+							if err != nil {
+								t.Fatal(err)
+							}
+							if unserved != 0 && st.Unserved != unserved {
+								t.Fatalf("%v: consumers report %d and %d unserved frames", sh, unserved, st.Unserved)
+							}
+							unserved = st.Unserved
+						}
+					}
+					for _, n := range counts {
+						if n != counts[0] || n == 0 {
+							t.Fatalf("%v: batch counts %v", sh, counts)
+						}
+					}
+					for e := int64(0); e < 2; e++ {
+						for ix, n := range served[e] {
+							if n != 1 || !kept[ix] {
+								t.Fatalf("%v epoch %d: frame %d served %d times (kept %v)", sh, e, ix, n, kept[ix])
+							}
+						}
+						left := len(kept) - len(served[e])
+						if left < 0 || left >= C*tc.B {
+							t.Fatalf("%v epoch %d: %d of %d kept frames not served, want fewer than %d consumers × %d", sh, e, left, len(kept), C, tc.B)
+						}
+						if tc.cfg.Mode != render.ModeDrop && unserved != 2*int64(left) && e == 1 {
+							t.Fatalf("%v: Stats.Unserved %d over 2 epochs, the epochs left %d out each", sh, unserved, left)
+						}
+					}
+					t.Logf("%s %v: %d batches per consumer, %d frames unserved over 2 epochs", ord, sh, counts[0], unserved)
+				}
+			})
+		})
 	}
 }
 
@@ -162,17 +287,20 @@ func testPartitionedElasticResume(t *testing.T, ord string) {
 		rb := base
 		rb.Resume = tok
 		got, _ := globalSequence(t, cfg, so, rb, sh)
+		// C consumers serve the first nb - nb mod C global batches.
+		C := int64(sh.R * sh.W)
+		served := int64(len(want[0])) / C * C
 		for g := int64(0); g < int64(len(want[0])); g++ {
 			b, ok := got[0][g]
-			if g < 8 && ok {
-				t.Fatalf("%v: resumed stream repeats global batch %d", sh, g)
+			if (g < 8 || g >= served) && ok {
+				t.Fatalf("%v: resumed stream repeats global batch %d, or serves one past %d", sh, g, served)
 			}
-			if g >= 8 && (!ok || !slices.Equal(b, want[0][g])) {
+			if g >= 8 && g < served && (!ok || !slices.Equal(b, want[0][g])) {
 				t.Fatalf("%v: resumed stream lost or changed global batch %d", sh, g)
 			}
 		}
-		if len(got[1]) != len(want[1]) {
-			t.Fatalf("%v: epoch 1 has %d batches, want %d", sh, len(got[1]), len(want[1]))
+		if int64(len(got[1])) != int64(len(want[1]))/C*C {
+			t.Fatalf("%v: epoch 1 has %d batches, want %d", sh, len(got[1]), int64(len(want[1]))/C*C)
 		}
 	}
 }
@@ -182,15 +310,21 @@ func TestPartitionedRefusesShapes(t *testing.T) {
 	so := StreamOptions{BatchSize: 8}
 	for _, tc := range []struct {
 		to   TrainOptions
+		B    int // batch size, 8 when 0
 		want string
 	}{
-		{TrainOptions{Order: OrderPartitioned, Partitions: 6, Consumers: 4, Epochs: 1}, "must divide --partitions 6"},
-		{TrainOptions{Order: OrderPartitioned, Partitions: 6, Consumers: 1, Epochs: 1, Shuffle: true}, ""},
-		{TrainOptions{Order: OrderPartitioned, Partitions: 24, Consumers: 1, Epochs: 1}, "less than one batch"},
-		// The error says why (whole episodes) and how big the selection is.
-		{TrainOptions{Order: OrderPartitioned, Partitions: 24, Consumers: 1, Epochs: 1}, "the selection has 12 episodes of 1175 frames"},
-		{TrainOptions{Order: "random", Epochs: 1}, "unknown order"},
+		{TrainOptions{Order: OrderPartitioned, Partitions: 6, Consumers: 4, Epochs: 1}, 0, "must divide --partitions 6"},
+		{TrainOptions{Order: OrderPartitioned, Partitions: 6, Consumers: 1, Epochs: 1, Shuffle: true}, 0, ""},
+		// More partitions than episodes: partitions split episodes.
+		{TrainOptions{Order: OrderPartitioned, Partitions: 24, Consumers: 1, Epochs: 1, Shuffle: true}, 0, ""},
+		// The error says how big the selection is.
+		{TrainOptions{Order: OrderPartitioned, Partitions: 24, Consumers: 2, Epochs: 1}, 600, "an epoch has 1175 frames in 12 episodes: 1 batches of 600 cannot give each of 2 consumers a batch"},
+		{TrainOptions{Order: "random", Epochs: 1}, 0, "unknown order"},
 	} {
+		so := so
+		if tc.B > 0 {
+			so.BatchSize = tc.B
+		}
 		_, err := Train(context.Background(), cfg, so, tc.to, sink.Discard())
 		if tc.want == "" {
 			if err != nil {
@@ -247,7 +381,7 @@ func TestPartitionedReadsOnlyItsShare(t *testing.T) {
 		units := 0
 		for c := 0; c < C; c++ {
 			to := partOptions(base, shape{C, 1}, c, 0)
-			parts, _ := partitionEpisodes(cfg, 1, 0, 6)
+			parts, _ := partitionEpisodes(cfg, 1, 0, 6, 8)
 			want := map[int64]bool{}
 			for p := c; p < 6; p += C {
 				for _, e := range parts[p] {
@@ -282,11 +416,12 @@ func TestPartitionedReadsOnlyItsShare(t *testing.T) {
 			units += len(idx.units)
 		}
 		// The demo's row groups each hold one episode: the consumers
-		// together open every row group exactly once.
+		// together open every row group once, and those of an episode
+		// two partitions of different consumers split twice.
 		if C == 1 {
 			all = units
-		} else if units != all {
-			t.Fatalf("C=%d: consumers open %d row groups in all, one consumer %d", C, units, all)
+		} else if units < all || units > all+5 {
+			t.Fatalf("C=%d: consumers open %d row groups in all, one consumer %d (at most 5 split episodes)", C, units, all)
 		}
 	}
 }
@@ -305,7 +440,8 @@ func testPartitionedPosition(t *testing.T, ord string) {
 	want, _ := globalSequence(t, cfg, so, base, shape{1, 1})
 	sh := shape{2, 3}
 	for _, e := range []int64{0, 1} {
-		perRank := int64(len(want[e])) / int64(sh.R)
+		// C consumers serve the first nb - nb mod C global batches.
+		perRank := int64(len(want[e])) / int64(sh.R*sh.W) * int64(sh.W)
 		for _, k := range []int64{0, 1, 4, perRank - 2} {
 			for r := 0; r < sh.R; r++ {
 				got := map[int64][]int64{}
@@ -409,20 +545,24 @@ func TestPartitionedElasticResume8x4(t *testing.T) {
 			rb := base
 			rb.Resume = tok
 			got, _ := globalSequence(t, cfg, so, rb, sh)
+			// One consumer serves every global batch; C serve the first
+			// nb - nb mod C of them.
+			C := int64(sh.R * sh.W)
+			served := int64(len(want[0])) / C * C
 			for g := int64(0); g < int64(len(want[0])); g++ {
 				b, ok := got[0][g]
-				if g < next && ok {
-					t.Fatalf("%v: resumed stream repeats global batch %d", sh, g)
+				if (g < next || g >= served) && ok {
+					t.Fatalf("%v: resumed stream repeats global batch %d, or serves one past %d", sh, g, served)
 				}
-				if g >= next && (!ok || !slices.Equal(b, want[0][g])) {
+				if g >= next && g < served && (!ok || !slices.Equal(b, want[0][g])) {
 					t.Fatalf("%v: resumed stream lost or changed global batch %d", sh, g)
 				}
 			}
-			if len(got[1]) != len(want[1]) {
-				t.Fatalf("%v: epoch 1 has %d batches, want %d", sh, len(got[1]), len(want[1]))
+			if int64(len(got[1])) != int64(len(want[1]))/C*C {
+				t.Fatalf("%v: epoch 1 has %d batches, want %d", sh, len(got[1]), int64(len(want[1]))/C*C)
 			}
-			for g, b := range want[1] {
-				if !slices.Equal(got[1][g], b) {
+			for g, b := range got[1] {
+				if !slices.Equal(b, want[1][g]) {
 					t.Fatalf("%v: epoch 1 global batch %d differs", sh, g)
 				}
 			}

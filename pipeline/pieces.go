@@ -339,6 +339,22 @@ func (pi *pieceIndex) group(id int) int {
 // src is the source (Mix index) of piece id.
 func (pi *pieceIndex) src(id int) int { return pi.idx.src[pi.group(id)] }
 
+// episode is the episode of piece id's first frame.
+func (pi *pieceIndex) episode(id int) int64 {
+	g := pi.group(id)
+	rows := int(pi.idx.unitStart[g+1] - pi.idx.unitStart[g])
+	lo, _ := pieceRange(rows, pi.base[g+1]-pi.base[g], id-pi.base[g])
+	p := pi.idx.unitStart[g] + int64(lo)
+	runs := pi.idx.runs[pi.idx.src[g]]
+	// Positions number every source's frames, source after source: the
+	// run holding p is the last starting at or before it.
+	k := sort.Search(len(runs), func(i int) bool { return runs[i].Start > p }) - 1
+	if k < 0 {
+		return -1
+	}
+	return runs[k].Episode
+}
+
 // use records that piece id will be decoded (once).
 func (pi *pieceIndex) use(id int) { pi.uses[pi.group(id)]++ }
 

@@ -31,6 +31,10 @@ type Stats struct {
 	// shuffle buffer plus the episodes being read (docs/training.md,
 	// "Memory"). Their memory is about HeldPeak × SampleBytes.
 	HeldPeak int64
+	// Unserved is, in a training iteration, the frames of the epochs
+	// planned that no consumer serves (the same for every consumer;
+	// order.Plan.Unserved): fewer than consumers × batch size an epoch.
+	Unserved int64
 }
 
 // Count adds chunk c's outcomes to s. Without skipErrors the first failed

@@ -45,7 +45,9 @@ type TrainOptions struct {
 	// BufferBytes is the shuffle buffer's memory budget: BufferSize is
 	// lowered so that its frames take at most BufferBytes at SampleBytes
 	// each (metadata only, so the order is the same for every consumer).
-	// 0 means DefaultBufferBytes, a negative value no budget.
+	// 0 means DefaultBufferBytes, or with camera frames what
+	// DefaultCameraMemory leaves (cameraBudget); a negative value no
+	// budget.
 	BufferBytes int64
 	// Epochs is the number of passes; 0 means forever.
 	Epochs int64
@@ -115,7 +117,10 @@ func fingerprint(srcs []Mix, so StreamOptions, to TrainOptions) string {
 	}
 	fmt.Fprintf(h, "%t\x00%d\x00%d\x00%d\x00%t\x00%t", to.Shuffle, to.Seed, to.BufferSize, so.BatchSize, so.DropLast, so.KeepLanguage)
 	if order.UsesPartitions(to.Order) {
-		fmt.Fprintf(h, "\x00%s\x00%d\x00%d", to.Order, to.Partitions, to.PartitionOpen)
+		// "batches": partitions of whole global batches (order.Partitions);
+		// tokens of the earlier whole-episode partitions name another
+		// sequence and are refused.
+		fmt.Fprintf(h, "\x00%s\x00%d\x00%d\x00batches", to.Order, to.Partitions, to.PartitionOpen)
 	}
 	sum := h.Sum(nil)
 	return base64.RawURLEncoding.EncodeToString(sum[:9])
@@ -213,9 +218,7 @@ func trainSetup(srcs []Mix, so StreamOptions, to TrainOptions) (trainStart, erro
 	if parts && to.Partitions <= 0 {
 		to.Partitions = DefaultPartitions
 	}
-	if to.BufferBytes == 0 {
-		to.BufferBytes = DefaultBufferBytes
-	}
+	to.BufferBytes = bufferBudget(srcs, to)
 	if to.Shuffle {
 		// The buffer in frames, within its byte budget; the fingerprint
 		// holds the frames, which is what the order depends on.

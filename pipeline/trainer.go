@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -39,6 +40,8 @@ type trainer struct {
 	// dropped and errs are the unkept frames counted as this consumer's.
 	dropped, errs int64
 	cnt           collate.Counts
+	// unservedLogged is set once the epoch's unserved frames are stated.
+	unservedLogged bool
 }
 
 // trainOut is the stream's output: batcher, fillers, parallel encoder and
@@ -171,6 +174,7 @@ func (tr *trainer) epochs() error {
 			return err
 		}
 		tr.countUnkept(pl, idx)
+		tr.noteUnserved(pl)
 		tr.noteHeader(pl.Epoch, pl.Batches)
 		if pl.Stop {
 			return nil
@@ -214,6 +218,10 @@ func (tr *trainer) countUnkept(pl *order.Plan, idx *keepIndex) {
 	case order.UnkeptIndex:
 		tr.dropped += idx.stats.Dropped
 		tr.errs += idx.stats.Errors
+	case order.UnkeptRuns:
+		d, e := idx.unkeptIn(pl.Owned)
+		tr.dropped += d
+		tr.errs += e
 	}
 	cfg := tr.srcs[0].Config
 	if cfg.ProgressTotal == nil || !pl.Uniform || pl.Epoch != tr.ord.Start().Epoch {
@@ -230,6 +238,25 @@ func (tr *trainer) countUnkept(pl *order.Plan, idx *keepIndex) {
 		total = per + (tr.to.Epochs-pl.Epoch-1)*(pl.EpochFrames+share)
 	}
 	cfg.ProgressTotal(total)
+}
+
+// noteUnserved logs (debug), once per stream, how many of an epoch's
+// frames no consumer serves (order.Plan.Unserved: the last global batches that
+// cannot go to every consumer alike, and the frames short of a batch), so
+// that what an epoch leaves out is never silent; Stats.Unserved sums them
+// over the epochs planned.
+func (tr *trainer) noteUnserved(pl *order.Plan) {
+	tr.st.Unserved += pl.Unserved
+	if tr.unservedLogged || pl.Stop {
+		return
+	}
+	tr.unservedLogged = true
+	log := tr.to.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Debug("training epoch: frames no consumer serves (the last global batches that cannot go to every consumer alike, and the frames short of a batch; with --shuffle different ones each epoch)",
+		"epoch", pl.Epoch, "unserved_frames", pl.Unserved, "global_batches", pl.Batches, "consumers", tr.to.Consumers, "batch_size", pl.B)
 }
 
 // noteHeader records the first epoch's figures for the header, until it

@@ -355,6 +355,11 @@ func TestTrainEndCounts(t *testing.T) {
 			t.Errorf("%v: summary %q, want %q", tc.args, errb, tc.summary)
 		}
 	}
+	// What the epochs leave out is stated: 840 kept frames make 27
+	// batches of 32, of which 2 ranks serve 26: 8 frames.
+	if _, errb, code := runCmd(t, "stream", "--format", "jsonl", "--mode", "drop", "--cameras", "none", "--world-size", "2", "--rank", "1"); code != 0 || !strings.Contains(errb, "stream: 8 frames not served by any consumer") {
+		t.Errorf("2 ranks: exit %d, stderr %q: want the 8 unserved frames stated", code, errb)
+	}
 	// prerender records the same totals in index.json.
 	dir := t.TempDir()
 	if _, errb, code := runCmd(t, "prerender", "-q", "--out", dir, "--epochs", "2", "--mode", "drop"); code != 0 {

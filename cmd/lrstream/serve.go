@@ -498,13 +498,17 @@ func isTraining(h sink.Hello, mix []pipeline.Mix, tf *trainFlags) bool {
 
 // liveNeed estimates the memory of a live client's stream: for a training
 // iteration the frames it holds and its keep index and orders
-// (pipeline.HeldBytes, pipeline.TrainBytes), and its write buffer.
+// (pipeline.HeldBytes, pipeline.TrainBytes), for a plain pass its camera
+// pieces (pipeline.PlainBytes, for the soft limit only), and its write
+// buffer.
 func liveNeed(h sink.Hello, mix []pipeline.Mix, tf *trainFlags, buffer int64) clientNeed {
 	n := clientNeed{buffer: buffer}
 	if isTraining(h, mix, tf) {
 		to := tf.options(h.Rank, h.WorldSize, h.Worker, h.NumWorkers, h.Resume)
 		n.held = pipeline.HeldBytes(mix, to)
 		n.index = pipeline.TrainBytes(mix, to) - n.held
+	} else {
+		n.decoding = pipeline.PlainBytes(mix)
 	}
 	return n
 }
@@ -538,17 +542,14 @@ func streamLive(ctx context.Context, h sink.Hello, w *clientWriter, ring *sink.R
 }
 
 // serveMemoryLimit returns the function that sets serve's soft memory
-// limit, or nil when none is set: GOMEMLIMIT is set, or the datasets have
-// camera or image frames (decoded frames are memory by design; their
-// budget is --shuffle-buffer-bytes and --client-memory).
+// limit, or nil when none is set (GOMEMLIMIT is set). With camera frames
+// too: a client's estimate (pipeline.TrainBytes) counts its decoded
+// frames, pieces and decoder buffers (docs/training.md, "Camera frames:
+// the bound"), so the limit follows the clients' reservations instead of
+// the heap growing to GOGC times the live frames.
 func serveMemoryLimit(e *env, mix []pipeline.Mix) func(int64) int64 {
 	if e.memoryLimit == nil || e.getenv == nil || e.getenv("GOMEMLIMIT") != "" {
 		return nil
-	}
-	for _, m := range mix {
-		if pipeline.CameraBytesPerSample(m.Config) > 0 {
-			return nil
-		}
 	}
 	return e.memoryLimit
 }

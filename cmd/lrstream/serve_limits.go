@@ -185,8 +185,10 @@ func (w *clientWriter) send(p []byte) error {
 // stream may hold by its estimate (pipeline.TrainBytes plus its write
 // buffer). A language-only client needs far less (10M frames: about 126
 // MiB in the global order, 172 MiB for a lone partitioned consumer); a
-// camera client holds its shuffle buffer (--shuffle-buffer-bytes, 1 GiB)
-// and decoded episodes.
+// camera client's estimate is sized to pipeline.DefaultCameraMemory less
+// the process's rest by default (--shuffle-buffer-bytes auto: about 1.2
+// GB for two 480×640 cameras and 2 workers, its shared-memory arena
+// besides), so the default admits it with room for its arena.
 const defaultClientMemory = "4GiB"
 
 // defaultClientSHM is --client-shm: the largest shared-memory arena a
@@ -208,10 +210,14 @@ type serveMemory struct {
 	reserved int64
 }
 
-// clientNeed is a client stream's memory estimate, in bytes.
-type clientNeed struct{ held, index, buffer int64 }
+// clientNeed is a client stream's memory estimate, in bytes. decoding is
+// a plain pass's camera pieces (pipeline.PlainBytes): reserved, so that
+// the soft limit covers them, but not held against --client-memory (a
+// plain pass's pieces are bounded by --piece-mb and --workers, and such
+// clients were always admitted).
+type clientNeed struct{ held, index, buffer, decoding int64 }
 
-func (n clientNeed) total() int64 { return n.held + n.index + n.buffer }
+func (n clientNeed) total() int64 { return n.held + n.index + n.buffer + n.decoding }
 
 // init sets the soft limit of a server without clients.
 func (m *serveMemory) init() {
@@ -224,7 +230,7 @@ func (m *serveMemory) init() {
 // need exceeds the budget. release gives the reservation back.
 func (m *serveMemory) reserve(need clientNeed) (release func(), err error) {
 	n := need.total()
-	if m.budget > 0 && n > m.budget {
+	if m.budget > 0 && n-need.decoding > m.budget {
 		return nil, fmt.Errorf("this client's stream needs about %s (held frames %s, keep index and orders %s, write buffer %s), more than the server's --client-memory %s: "+
 			"connect with more consumers (world size × workers), use fewer --partitions or a smaller --shuffle-buffer or --shuffle-buffer-bytes, or start the server with a larger --client-memory",
 			mib(n), mib(need.held), mib(need.index), mib(need.buffer), mib(m.budget))

@@ -14,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lrstream/lrstream/pipeline"
+	"github.com/lrstream/lrstream/schema"
 	"github.com/lrstream/lrstream/sink"
+	"github.com/lrstream/lrstream/video"
 )
 
 // startServer builds a server from serve's flags and serves it on a fresh
@@ -344,4 +347,44 @@ func TestServeHelloOutOfRange(t *testing.T) {
 		}
 	}
 	_ = bytes.MinRead
+}
+
+// TestServeCameraMemory: with camera frames the server's soft memory
+// limit follows its clients' estimates too (a training client's
+// pipeline.TrainBytes, a plain client's camera pieces), instead of none;
+// a plain client's pieces are not held against --client-memory.
+func TestServeCameraMemory(t *testing.T) {
+	ds := &schema.Dataset{}
+	for i := range int64(40) {
+		ds.Episodes = append(ds.Episodes, schema.Episode{Index: i, Length: 300})
+	}
+	cfg := &pipeline.Config{Dataset: ds, Workers: 2,
+		Cameras: &video.Set{Cameras: []video.Camera{{Key: "front", C: 3, H: 480, W: 640}, {Key: "wrist", C: 3, H: 480, W: 640}}}}
+	mix := []pipeline.Mix{{Config: cfg, Weight: 1}}
+	var limit int64
+	e := &env{getenv: func(string) string { return "" }, memoryLimit: func(n int64) int64 { limit = n; return 0 }}
+	set := serveMemoryLimit(e, mix)
+	if set == nil {
+		t.Fatal("no soft memory limit for a camera dataset")
+	}
+	mem := &serveMemory{budget: 1 << 30, setLimit: set}
+	plain := liveNeed(sink.Hello{NumWorkers: 1, WorldSize: 1}, mix, &trainFlags{epochs: 1, order: pipeline.OrderGlobal, worldSize: 1}, 1<<20)
+	if plain.decoding != pipeline.PlainBytes(mix) || plain.decoding <= 1<<30 {
+		t.Fatalf("plain camera client: decoding %d, want PlainBytes %d (above the 1 GiB budget here)", plain.decoding, pipeline.PlainBytes(mix))
+	}
+	release, err := mem.reserve(plain)
+	if err != nil {
+		t.Fatalf("a plain camera client refused for its pieces: %v", err)
+	}
+	if want := trainMemoryRest + plain.total(); limit != want {
+		t.Errorf("soft limit %d with a plain camera client, want %d", limit, want)
+	}
+	release()
+	// A shuffled client: its estimate, bounded by the default camera
+	// memory.
+	tf := &trainFlags{shuffle: true, buffer: pipeline.DefaultBufferSize, worldSize: 1, epochs: 1, order: pipeline.OrderGlobal}
+	tr := liveNeed(sink.Hello{NumWorkers: 1, WorldSize: 1}, mix, tf, 0)
+	if n := tr.total() + trainMemoryRest; n > pipeline.DefaultCameraMemory || tr.held == 0 {
+		t.Errorf("shuffled camera client: estimate + rest %d (held %d), want at most %d", n, tr.held, pipeline.DefaultCameraMemory)
+	}
 }

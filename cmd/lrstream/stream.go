@@ -162,11 +162,22 @@ func finishStream(e *env, quiet bool, o streamOutput, prog *progress, st *pipeli
 	prog.finish()
 	if st != nil && !quiet {
 		reportSkipped(e.stderr, st)
+		reportUnserved(e.stderr, st)
 	}
 	if err == nil {
 		err = nothingKept(st)
 	}
 	return err
+}
+
+// reportUnserved states the frames a training run's epochs left out (the
+// last global batches that cannot go to every consumer alike, and frames
+// short of a batch: fewer than consumers × batch size an epoch), so that
+// nothing is left out silently.
+func reportUnserved(w io.Writer, st *pipeline.Stats) {
+	if st.Unserved > 0 {
+		fmt.Fprintf(w, "stream: %d frames not served by any consumer over the run's epochs (each epoch's remainder: its last global batches that cannot go to every consumer alike, and frames short of a batch; docs/training.md)\n", st.Unserved)
+	}
 }
 
 // interruptedErr is what a consumer reading the stream is told when

@@ -66,7 +66,7 @@ func (t *trainFlags) register(fs *flag.FlagSet, e *env, withRank bool) {
 	fs.BoolVar(&t.shuffle, "shuffle", false, "shuffle: permute episodes and mix frames across episodes through a shuffle buffer (order fixed by --seed, epoch, revision and selection)")
 	fs.Uint64Var(&t.seed, "seed", 0, "shuffle seed")
 	fs.IntVar(&t.buffer, "shuffle-buffer", pipeline.DefaultBufferSize, "shuffle buffer size in frames")
-	fs.StringVar(&t.bufferBytes, "shuffle-buffer-bytes", "1GiB", "memory budget of the shuffle buffer (e.g. 512MiB, 2GB; 0 for none): --shuffle-buffer is lowered so that its frames fit (bytes per sample from metadata: numeric features, camera frames, overhead; docs/training.md)")
+	fs.StringVar(&t.bufferBytes, "shuffle-buffer-bytes", "auto", "memory budget of the shuffle buffer (e.g. 512MiB, 2GB; 0 for none; auto: 1GiB, with camera frames what a 1400MiB stream leaves beside decoding): --shuffle-buffer is lowered so that its frames fit (bytes per sample from metadata: numeric features, camera frames, overhead; docs/training.md)")
 	fs.Int64Var(&t.epochs, "epochs", 1, "passes over the selection, each reshuffled; 0 = forever")
 	fs.StringVar(&t.order, "order", pipeline.OrderGlobal, "training order: global (every consumer reads the whole selection; exact cover of kept frames), partitioned (each consumer reads only its canonical partitions) or stratified (partitioned, each batch drawn evenly across many episodes of its partition); see docs/training.md")
 	fs.IntVar(&t.partitions, "partitions", pipeline.DefaultPartitions, "canonical partitions of --order partitioned or stratified; world size × workers must divide it")
@@ -101,7 +101,10 @@ func (t *trainFlags) validate() error {
 		return fmt.Errorf("--shuffle-buffer must be >= 1")
 	}
 	t.bufferBudget = -1 // "0": no budget
-	if strings.TrimSpace(t.bufferBytes) != "0" {
+	switch b := strings.TrimSpace(t.bufferBytes); {
+	case b == "auto":
+		t.bufferBudget = 0 // pipeline.TrainOptions.BufferBytes' default
+	case b != "0":
 		n, err := prerender.ParseSize(t.bufferBytes)
 		if err != nil {
 			return fmt.Errorf("--shuffle-buffer-bytes: %w", err)
@@ -128,6 +131,9 @@ func (t *trainFlags) json() map[string]any {
 	m := map[string]any{"shuffle": t.shuffle, "seed": t.seed, "shuffle_buffer": t.buffer, "epochs": t.epochs}
 	if t.shuffle {
 		m["shuffle_buffer_bytes"] = t.bufferBudget
+		if t.bufferBudget == 0 {
+			m["shuffle_buffer_bytes"] = "auto"
+		}
 	}
 	if t.order != pipeline.OrderGlobal {
 		m["order"], m["partitions"] = t.order, t.partitions
@@ -145,7 +151,7 @@ func (t *trainFlags) json() map[string]any {
 // under 0.5 GB peak RSS, docs/training.md "Memory").
 const (
 	trainMemoryLimit = 448 << 20
-	trainMemoryRest  = 224 << 20
+	trainMemoryRest  = pipeline.TrainRestBytes
 )
 
 // limitTrainMemory sets a soft memory limit of pipeline.TrainBytes plus
