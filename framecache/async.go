@@ -2,25 +2,28 @@ package framecache
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 )
 
-// Entries are written in the background by default: Add copies each record into
-// memory and Commit hands the entry to one goroutine of the Cache, which writes it
-// to a temporary file and publishes it. The decoder that feeds a Writer never waits
-// for the disk (a slow or busy disk, page-cache write-back throttling): it pays one
-// copy per record. The bytes waiting are bounded (Options.MaxPending); a Writer that
-// would pass the bound is dropped — its frames are decoded again next time
-// (Stats.Dropped) — rather than slowing the decoding down. Close waits for what is
-// queued.
+// Entries are written in the background by default: Writer.Add copies each record
+// and queues it for one goroutine of the Cache, which writes the records to the
+// entry's temporary file in order, and publishes the file when the Writer commits.
+// The decoder that feeds a Writer never waits for the disk (a slow or busy disk,
+// page-cache write-back throttling): it pays one copy per record. The bytes queued
+// and not yet written are bounded (Options.MaxPending); a Writer whose record would
+// pass the bound is dropped — its temporary file removed, its frames decoded again
+// next time (Stats.Dropped) — rather than slowing the decoding down. Flush and Close
+// wait for what is queued.
 
 // errDropped is put's error when the background writer is too far behind.
 var errDropped = errors.New("framecache: background writer behind, entry dropped")
 
-// bgWriter is a Cache's background publisher.
+// bgWriter is a Cache's background writer.
 type bgWriter struct {
-	max     int64 // bound on pending bytes; negative: synchronous writers
+	max     int64 // bound on queued bytes; negative: synchronous writers
 	pending atomic.Int64
 	bufs    sync.Pool // *[]byte: chunk buffers
 
@@ -30,22 +33,30 @@ type bgWriter struct {
 	closed bool
 }
 
-type bgJob struct {
-	w       *Writer
-	covered float64
-	size    int64
-	flushed chan struct{} // a Flush marker (w nil): closed when reached
+// bgEntry is an entry being written in the background; its fields belong to the
+// goroutine running its jobs.
+type bgEntry struct {
+	dir    string
+	f      *os.File // the temporary file, created with the first chunk
+	failed bool
 }
 
-// reserve adds n pending bytes (n may be negative to release them); false, adding
-// nothing, when that would pass the bound.
+// bgJob is one step of an entry: write a chunk, publish, or abort; or a Flush marker.
+type bgJob struct {
+	e       *bgEntry
+	chunk   []byte
+	abort   bool
+	publish *Writer
+	covered float64
+	size    int64
+	flushed chan struct{} // a Flush marker: closed when reached
+}
+
+// reserve adds n pending bytes; false, adding nothing, when that would pass the bound.
 func (b *bgWriter) reserve(n int64) bool {
-	if n > 0 && b.pending.Add(n) > b.max {
+	if b.pending.Add(n) > b.max {
 		b.pending.Add(-n)
 		return false
-	}
-	if n < 0 {
-		b.pending.Add(n)
 	}
 	return true
 }
@@ -58,38 +69,83 @@ func (b *bgWriter) buffer(n int) []byte {
 	return make([]byte, 0, n)
 }
 
-func (b *bgWriter) recycle(ch []byte) {
-	ch = ch[:0]
-	b.bufs.Put(&ch)
-}
-
-// enqueue queues w's publication; false when the Cache is closing (the caller
-// publishes it itself).
-func (b *bgWriter) enqueue(w *Writer, covered float64, size int64) bool {
+// submit queues j; once the Cache is closed (no background goroutine any more) it
+// runs j on the caller's goroutine.
+func (b *bgWriter) submit(c *Cache, j bgJob) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.closed {
-		return false
+		b.mu.Unlock()
+		b.run(c, j)
+		return
 	}
 	if b.jobs == nil {
-		b.jobs = make(chan bgJob, 64)
+		b.jobs = make(chan bgJob, 256)
 		b.done = make(chan struct{})
 		go func() {
 			defer close(b.done)
 			for j := range b.jobs {
-				if j.w == nil {
-					close(j.flushed)
-					continue
-				}
-				j.w.publish(j.covered, j.size)
+				b.run(c, j)
 			}
 		}()
 	}
-	b.jobs <- bgJob{w: w, covered: covered, size: size}
-	return true
+	b.jobs <- j // the goroutine never takes mu: it drains the queue
+	b.mu.Unlock()
 }
 
-// flush waits until the entries queued so far are published.
+// run carries out one job.
+func (b *bgWriter) run(c *Cache, j bgJob) {
+	e := j.e
+	switch {
+	case j.flushed != nil:
+		close(j.flushed)
+	case j.chunk != nil:
+		n := int64(len(j.chunk))
+		defer func() {
+			ch := j.chunk[:0]
+			b.bufs.Put(&ch)
+			b.pending.Add(-n)
+		}()
+		if e.failed {
+			return
+		}
+		if e.f == nil {
+			f, err := createTemp(e.dir)
+			if err != nil {
+				e.failed = true
+				c.degrade(err)
+				return
+			}
+			e.f = f
+		}
+		if _, err := e.f.Write(j.chunk); err != nil {
+			e.failed = true
+			e.discard()
+			c.degrade(fmt.Errorf("writing %s: %w", e.dir, err))
+		}
+	case j.abort:
+		e.discard()
+	case j.publish != nil:
+		if e.failed || e.f == nil {
+			e.discard()
+			return
+		}
+		f := e.f
+		e.f = nil
+		c.publish(j.publish, f, j.covered, j.size)
+	}
+}
+
+// discard removes the entry's temporary file.
+func (e *bgEntry) discard() {
+	if e.f != nil {
+		name := e.f.Name()
+		e.f.Close()
+		os.Remove(name)
+		e.f = nil
+	}
+}
+
+// flush waits until the jobs queued so far are done.
 func (b *bgWriter) flush() {
 	b.mu.Lock()
 	if b.closed || b.jobs == nil {
@@ -102,7 +158,8 @@ func (b *bgWriter) flush() {
 	<-done
 }
 
-// drain stops taking entries and waits until the queued ones are published.
+// drain stops queueing (later jobs run on their callers' goroutines) and waits until
+// the queued ones are done.
 func (b *bgWriter) drain() {
 	b.mu.Lock()
 	if b.closed {

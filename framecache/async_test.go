@@ -54,9 +54,13 @@ func TestBackground(t *testing.T) {
 	for _, f := range []string{"b", "c", "d"} {
 		check(c2, f)
 	}
-	// A bound smaller than an entry: dropped, counted, no warning, still writable.
+	// A record past the bound: its entry dropped, counted, no warning, still writable.
 	c3, h3 := openTest(t, Options{Dir: t.TempDir(), Budget: 1 << 30, Codec: "none", MaxPending: 100_000})
-	write(c3, "big")
+	wb := c3.Create("g", "big", 0, nil)
+	wb.Add(0.1, make([]byte, 150_000))
+	if err := wb.Commit(1); err != nil {
+		t.Fatal(err)
+	}
 	c3.Flush()
 	if r, _ := c3.Lookup("g", "big", 0.5); r != nil {
 		t.Fatal("an entry past the pending bound was stored")
@@ -69,6 +73,9 @@ func TestBackground(t *testing.T) {
 	}
 	if p := c3.bg.pending.Load(); p != 0 {
 		t.Fatalf("%d bytes pending after a dropped entry", p)
+	}
+	if tmp := tempFiles(t, c3.Dir()); len(tmp) != 0 {
+		t.Fatalf("the dropped entry left temporary files %v", tmp)
 	}
 	// Small entries within the bound are kept.
 	small := makeRecords("s", 0, 3, 1000)

@@ -63,15 +63,15 @@ type Options struct {
 	// frames within the budget and halve the disk reads once they outgrow the page cache.
 	RawEstimate int64
 
-	// MaxPending bounds the bytes of entries waiting to be written in the
-	// background: 0 means DefaultMaxPending; negative writes each record as Add is
-	// called (synchronously). See Writer.
+	// MaxPending bounds the bytes of records queued for the background writer and
+	// not yet written: 0 means DefaultMaxPending; negative writes each record as Add
+	// is called (synchronously). See async.go.
 	MaxPending int64
 }
 
-// DefaultMaxPending is Options.MaxPending's default: about four 145-frame pieces of
-// 480×640 YUV frames.
-const DefaultMaxPending = 256 << 20
+// DefaultMaxPending is Options.MaxPending's default: about 140 frames of 480×640
+// YUV, half a second of two cameras' decoding.
+const DefaultMaxPending = 64 << 20
 
 // Stats counts what one Cache did. BytesX are bytes on disk, RawBytesWritten the
 // payloads' uncompressed size.

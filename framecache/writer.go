@@ -28,11 +28,10 @@ type Writer struct {
 	buf   []byte
 	done  bool  // committed or aborted
 	err   error // why the writer was aborted, when it was the caller's doing
-	// async: the entry's bytes are kept in chunks (pending bytes of the cache's
-	// background writer) and written by it when committed (async.go).
-	async   bool
-	chunks  [][]byte
-	pending int64
+	// async: the entry's bytes go to the cache's background writer, which owns
+	// the entry's file (bg) (async.go).
+	async bool
+	bg    *bgEntry
 }
 
 // Create starts an entry of (group, file) whose coverage starts at start, carrying meta
@@ -53,7 +52,9 @@ func (c *Cache) Create(group, file string, start float64, meta []byte) *Writer {
 	}
 	dir := c.fileDir(group, file)
 	w := &Writer{c: c, g: c.group(group), dir: dir, start: start, async: c.bg.max >= 0}
-	if !w.async {
+	if w.async {
+		w.bg = &bgEntry{dir: dir}
+	} else {
 		f, err := createTemp(dir)
 		if err != nil {
 			c.degrade(err)
@@ -79,9 +80,8 @@ func (w *Writer) put(b, rest []byte) error {
 		if !w.c.bg.reserve(int64(n)) {
 			return errDropped
 		}
-		w.pending += int64(n)
 		chunk := append(append(w.c.bg.buffer(n), b...), rest...)
-		w.chunks = append(w.chunks, chunk)
+		w.c.bg.submit(w.c, bgJob{e: w.bg, chunk: chunk})
 		return nil
 	}
 	_, err := w.f.Write(b)
@@ -222,37 +222,21 @@ func (w *Writer) Commit(covered float64) error {
 	}
 	size := int64(w.off) + int64(len(tail))
 	w.done = true
-	if w.async && w.c.bg.enqueue(w, covered, size) {
+	if w.async {
+		w.c.bg.submit(w.c, bgJob{e: w.bg, publish: w, covered: covered, size: size})
 		return nil
 	}
-	w.publish(covered, size)
+	f := w.f
+	w.f = nil
+	w.c.publish(w, f, covered, size)
 	return nil
 }
 
-// publish closes the entry's file and renames it into place with coverage
-// [start, covered] (async: after writing its chunks to a temporary file).
-func (w *Writer) publish(covered float64, size int64) {
-	if w.async {
-		defer w.release()
-		f, err := createTemp(w.dir)
-		if err == nil {
-			w.f = f
-			for _, ch := range w.chunks {
-				if _, err = f.Write(ch); err != nil {
-					err = fmt.Errorf("writing %s: %w", f.Name(), err)
-					break
-				}
-			}
-		}
-		if err != nil {
-			w.abort()
-			w.c.degrade(err)
-			return
-		}
-	}
-	tmp := w.f.Name()
-	err := w.f.Close()
-	w.f = nil
+// publish closes f, w's complete temporary file, and renames it into place with
+// coverage [start, covered].
+func (c *Cache) publish(w *Writer, f *os.File, covered float64, size int64) {
+	tmp := f.Name()
+	err := f.Close()
 	final := filepath.Join(w.dir, entryName(w.start, covered))
 	if err == nil {
 		err = os.Rename(tmp, final)
@@ -260,11 +244,11 @@ func (w *Writer) publish(covered float64, size int64) {
 	if err != nil {
 		os.Remove(tmp)
 		if !errors.Is(err, fs.ErrNotExist) { // ErrNotExist: the directory was cleared meanwhile
-			w.c.degrade(fmt.Errorf("publishing %s: %w", final, err))
+			c.degrade(fmt.Errorf("publishing %s: %w", final, err))
 		}
 		return
 	}
-	w.c.published(w, final, size)
+	c.published(w, final, size)
 }
 
 // published counts a committed entry and keeps the cache within its budget.
@@ -296,18 +280,11 @@ func (w *Writer) abort() {
 		os.Remove(name)
 		w.f = nil
 	}
-	w.buf, w.idx = nil, nil
-	w.release()
-}
-
-// release hands the chunks and their pending bytes back to the background writer.
-func (w *Writer) release() {
-	for _, ch := range w.chunks {
-		w.c.bg.recycle(ch)
+	if w.bg != nil {
+		w.c.bg.submit(w.c, bgJob{e: w.bg, abort: true})
+		w.bg = nil
 	}
-	w.chunks = nil
-	w.c.bg.reserve(-w.pending)
-	w.pending = 0
+	w.buf, w.idx = nil, nil
 }
 
 // fail aborts the writer for a mistake of the caller, which Commit reports.
