@@ -1,9 +1,11 @@
 package framecache
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -45,6 +47,7 @@ type bgEntry struct {
 type bgJob struct {
 	e       *bgEntry
 	chunk   []byte
+	crc     bool // the chunk is a raw record whose checksum is still to be set
 	abort   bool
 	publish *Writer
 	covered float64
@@ -83,6 +86,13 @@ func (b *bgWriter) submit(c *Cache, j bgJob) {
 		b.done = make(chan struct{})
 		go func() {
 			defer close(b.done)
+			// The writer's own thread, at the lowest CPU priority where the OS
+			// allows it: it works with what decoding leaves idle (the bound above
+			// drops what it cannot keep up with). The thread ends with the
+			// goroutine (locked, never unlocked), so no other goroutine inherits
+			// the priority.
+			runtime.LockOSThread()
+			lowerThreadPriority()
 			for j := range b.jobs {
 				b.run(c, j)
 			}
@@ -107,6 +117,9 @@ func (b *bgWriter) run(c *Cache, j bgJob) {
 		}()
 		if e.failed {
 			return
+		}
+		if j.crc {
+			binary.LittleEndian.PutUint32(j.chunk[20:], recordCRC(j.chunk, j.chunk[recHeader:]))
 		}
 		if e.f == nil {
 			f, err := createTemp(e.dir)

@@ -74,14 +74,18 @@ func (c *Cache) Create(group, file string, start float64, meta []byte) *Writer {
 
 // put writes b and then rest to the entry's temporary file, or (async) copies them
 // into a chunk for the background writer: errDropped when it is too far behind.
-func (w *Writer) put(b, rest []byte) error {
+func (w *Writer) put(b, rest []byte) error { return w.putRecord(b, rest, false) }
+
+// putRecord is put; crc asks the background writer to fill in the checksum of the
+// raw record b+rest.
+func (w *Writer) putRecord(b, rest []byte, crc bool) error {
 	if w.async {
 		n := len(b) + len(rest)
 		if !w.c.bg.reserve(int64(n)) {
 			return errDropped
 		}
 		chunk := append(append(w.c.bg.buffer(n), b...), rest...)
-		w.c.bg.submit(w.c, bgJob{e: w.bg, chunk: chunk})
+		w.c.bg.submit(w.c, bgJob{e: w.bg, chunk: chunk, crc: crc})
 		return nil
 	}
 	_, err := w.f.Write(b)
@@ -170,13 +174,18 @@ func (w *Writer) Add(pts float64, payload []byte) {
 	}
 	n := len(buf) + len(rest)
 	putRecordHeader(buf, recordHeader{stored: uint32(n - recHeader), raw: uint32(len(payload)), pts: pts, kind: kind})
-	binary.LittleEndian.PutUint32(buf[20:], recordCRC(buf, payload))
+	// A raw record queued for the background writer gets its checksum there (from
+	// the copy: the caller's thread only copies); any other here.
+	crcLater := w.async && kind == kindRaw
+	if !crcLater {
+		binary.LittleEndian.PutUint32(buf[20:], recordCRC(buf, payload))
+	}
 	if int64(w.off)+int64(n)+int64(w.n+1)*indexEntry+footerSize > w.c.budget {
 		w.c.log.Debug("frame cache: entry larger than the budget, not kept", "budget", w.c.budget)
 		w.abort()
 		return
 	}
-	if err := w.put(buf, rest); err != nil {
+	if err := w.putRecord(buf, rest, crcLater); err != nil {
 		w.putFailed(err)
 		return
 	}
