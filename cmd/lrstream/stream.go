@@ -237,10 +237,32 @@ func openStreamOutput(ctx context.Context, e *env, format string, preview bool, 
 		}
 		o.sink = sink.NewPreview(o.buf, 2)
 	default:
-		m := sink.NewMsgpack(o.buf)
+		m := sink.NewMsgpack(largeThrough{o.buf, o.delivered})
 		o.sink, o.written = interruptMsgpack{m, ctx}, m.BytesWritten
 	}
 	return o
+}
+
+// largeThrough is a buffered writer whose large writes (camera frames, which the
+// sink writes straight from the frames' buffers) go to the underlying writer
+// directly, after what is buffered: copying them into the buffer first would cost
+// a memmove of every frame (a tenth of a cached camera stream's CPU).
+type largeThrough struct {
+	b *bufio.Writer
+	w io.Writer
+}
+
+// largeWrite is the size from which a write bypasses the buffer.
+const largeWrite = 64 << 10
+
+func (l largeThrough) Write(p []byte) (int, error) {
+	if len(p) < largeWrite {
+		return l.b.Write(p)
+	}
+	if err := l.b.Flush(); err != nil {
+		return 0, err
+	}
+	return l.w.Write(p)
 }
 
 // streamProgress is stream's progress display: a live line on a
