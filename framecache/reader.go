@@ -143,6 +143,10 @@ type records struct {
 	codecs *codecs
 	rbuf   []byte // one record as stored
 	dbuf   []byte // one record's payload decompressed
+	// prev holds the previous record's buffers, untouched while the next record
+	// is read (read alternates the two pairs): a payload stays valid until the
+	// second read after it.
+	prev [2][]byte
 }
 
 // openReader opens and checks an entry file. On an ErrCorrupt error the returned Reader
@@ -171,6 +175,7 @@ func (c *Cache) openReader(p string, cd candidate) (*Reader, error) {
 	}
 	rd := &Reader{c: c, f: f, path: p, info: info, recs: records{ra: f, info: info, codecs: &c.codecs}}
 	rd.recs.rbuf, rd.recs.dbuf = c.getBuf(), c.getBuf()
+	rd.recs.prev = [2][]byte{c.getBuf(), c.getBuf()}
 	return rd, nil
 }
 
@@ -224,8 +229,9 @@ func (r *Reader) SkipTo(t float64) {
 	r.next = sort.SearchFloat64s(r.info.pts, t)
 }
 
-// Next returns the next record. The payload is valid until the next call to Next or
-// Close. It returns io.EOF after the last record. A record that fails its checksum or
+// Next returns the next record. The payload is valid until the second call to Next
+// after this one, or Close: a caller may hold the previous record while it reads the
+// next (the reader alternates two sets of buffers). It returns io.EOF after the last record. A record that fails its checksum or
 // structure returns an error wrapping ErrCorrupt (naming the file and record) and the
 // entry is removed from the cache; the reader then returns that error from every call.
 //
@@ -267,6 +273,7 @@ func (r *Reader) Next() (pts float64, payload []byte, err error) {
 
 // read reads, decompresses and checks record i.
 func (r *records) read(i int) (float64, []byte, error) {
+	r.rbuf, r.dbuf, r.prev[0], r.prev[1] = r.prev[0], r.prev[1], r.rbuf, r.dbuf
 	span := r.info.off[i+1] - r.info.off[i]
 	if span > recHeader+maxRecord+maxRecord/8 {
 		return 0, nil, fmt.Errorf("%w: record of %d bytes", ErrCorrupt, span)
@@ -307,6 +314,8 @@ func (r *Reader) Close() error {
 	if r.c != nil {
 		r.c.putBuf(r.recs.rbuf)
 		r.c.putBuf(r.recs.dbuf)
+		r.c.putBuf(r.recs.prev[0])
+		r.c.putBuf(r.recs.prev[1])
 	}
 	r.recs = records{}
 	if err != nil {
