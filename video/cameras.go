@@ -318,12 +318,32 @@ func (s *Set) PrepareFirst(ep int64) {
 // before Start: a Set that only answers questions (which cameras, which
 // files) costs no download.
 func (s *Set) Start(ctx context.Context) {
+	if s.Frames != nil {
+		// With a frame cache, files are prepared when a segment is decoded
+		// (a cached one needs neither its file nor FFmpeg); the decoder's
+		// build, which keys the cache's entries, is found meanwhile.
+		s.background(ctx, func(ctx context.Context) { s.Frames.decoderID(ctx, s.Decoder) })
+		return
+	}
 	s.prepMu.Lock()
 	ep, ok := s.prepFirst, s.prepHas
 	s.prepMu.Unlock()
 	if ok {
 		s.prepare(ctx, ep, "")
 	}
+}
+
+// background runs fn in a goroutine that Release cancels and waits for.
+func (s *Set) background(ctx context.Context, fn func(context.Context)) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	s.prepMu.Lock()
+	s.prepping = append(s.prepping, preparation{cancel: cancel, done: done})
+	s.prepMu.Unlock()
+	go func() {
+		defer close(done)
+		fn(ctx)
+	}()
 }
 
 // Release ends a run: it stops the background preparations (Start's and

@@ -104,15 +104,7 @@ func (c *Frames) fileKey(ctx context.Context, d Decoder, name, camera string, se
 		}
 		return "", false
 	}
-	c.decOnce.Do(func() {
-		c.decID = fmt.Sprintf("%T", d)
-		if di, ok := d.(DecoderIdentity); ok {
-			var v string
-			v, c.decErr = di.Identity(ctx)
-			c.decID += "\n" + v
-		}
-	})
-	if c.decErr != nil {
+	if _, err := c.decoderID(ctx, d); err != nil {
 		c.warnOnce("frame cache: the decoder's build is unknown (%v); frames are decoded, not cached", c.decErr)
 		return "", false
 	}
@@ -123,6 +115,19 @@ func (c *Frames) fileKey(ctx context.Context, d Decoder, name, camera string, se
 		b.WriteByte(0)
 	}
 	return b.String(), true
+}
+
+// decoderID names the decoder's build (DecoderIdentity), found once.
+func (c *Frames) decoderID(ctx context.Context, d Decoder) (string, error) {
+	c.decOnce.Do(func() {
+		c.decID = fmt.Sprintf("%T", d)
+		if di, ok := d.(DecoderIdentity); ok {
+			var v string
+			v, c.decErr = di.Identity(ctx)
+			c.decID += "\n" + v
+		}
+	})
+	return c.decID, c.decErr
 }
 
 func (c *Frames) warnOnce(format string, args ...any) {
