@@ -153,6 +153,8 @@ type cachedDecoder struct {
 	// same reports whether the file is still the version key names
 	// (a local file modified while decoding is not stored).
 	same func(ctx context.Context) bool
+	bufs [2][]byte // the frames handed out alternate between them
+	n    int
 }
 
 // Decode serves seg from the cache where an entry covers it and decodes
@@ -205,9 +207,19 @@ func (d *cachedDecoder) serve(r *framecache.Reader, seg Segment, fn func(Frame) 
 		if pts > seg.End {
 			return next, true, nil
 		}
-		// pix stays valid until the second Next after this one, so until the
-		// callback after the next one returns: the Frame contract.
-		f, err := m.frame(pts, pix)
+		// A copy the decoder owns: Select holds the previous frame while it
+		// gets the next, and after this entry's reader is closed (its buffers
+		// go back to a pool other goroutines draw from) when the segment
+		// continues in another entry or is decoded, and after Decode returns.
+		buf := d.bufs[d.n%2]
+		if cap(buf) < len(pix) {
+			buf = make([]byte, len(pix))
+		}
+		buf = buf[:len(pix)]
+		copy(buf, pix)
+		d.bufs[d.n%2] = buf
+		d.n++
+		f, err := m.frame(pts, buf)
 		if err != nil {
 			return next, false, fmt.Errorf("%w: %v", framecache.ErrCorrupt, err)
 		}
