@@ -82,3 +82,14 @@ func Label(src Source) string {
 	}
 	return src.ID()
 }
+
+// FileStamp names the version of the local regular file at p as Identity
+// does for a directory's files: its path, size, modification time and,
+// where the platform has them, device, inode and change time.
+func FileStamp(p string) (string, bool) {
+	st, err := os.Stat(p)
+	if err != nil || !st.Mode().IsRegular() {
+		return "", false
+	}
+	return fmt.Sprintf("%s\x00%d\x00%d%s", p, st.Size(), st.ModTime().UnixNano(), statExtra(st)), true
+}

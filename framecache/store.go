@@ -268,7 +268,7 @@ func List(dir string) ([]GroupInfo, error) {
 	}
 	var out []GroupInfo
 	for _, g := range groups {
-		if !g.IsDir() {
+		if !g.IsDir() || g.Name() == memoDir {
 			continue
 		}
 		gi, err := groupInfo(filepath.Join(root, g.Name()))

@@ -118,14 +118,31 @@ func (c *Frames) fileKey(ctx context.Context, d Decoder, name, camera string, se
 }
 
 // decoderID names the decoder's build (DecoderIdentity), found once.
+// A decoder that can name its build without running (IdentityKey: FFmpeg's
+// executable and libraries' stamps) has the answer kept in the cache, so
+// that only the first process after an upgrade starts `ffmpeg -version`.
 func (c *Frames) decoderID(ctx context.Context, d Decoder) (string, error) {
 	c.decOnce.Do(func() {
 		c.decID = fmt.Sprintf("%T", d)
-		if di, ok := d.(DecoderIdentity); ok {
-			var v string
-			v, c.decErr = di.Identity(ctx)
-			c.decID += "\n" + v
+		di, ok := d.(DecoderIdentity)
+		if !ok {
+			return
 		}
+		var memo string
+		if k, ok := d.(interface{ IdentityKey() (string, bool) }); ok && c.Cache != nil {
+			if key, ok := k.IdentityKey(); ok {
+				memo = "decoder identity\x00" + c.decID + "\x00" + key
+				if v, ok := c.Cache.Memo(memo); ok {
+					c.decID += "\n" + string(v)
+					return
+				}
+			}
+		}
+		var v string
+		if v, c.decErr = di.Identity(ctx); c.decErr == nil && memo != "" {
+			c.Cache.SetMemo(memo, []byte(v))
+		}
+		c.decID += "\n" + v
 	})
 	return c.decID, c.decErr
 }
