@@ -184,22 +184,25 @@ func (d *cachedDecoder) Decode(ctx context.Context, seg Segment, fn func(Frame) 
 		}
 		next, done, err := d.serve(r, seg, fn)
 		r.Close()
-		switch {
-		case err != nil && !errors.Is(err, framecache.ErrCorrupt):
-			return err
-		case done:
-			return nil
+		if done {
+			return err // fn's
 		}
-		// The entry ended before seg (or was damaged): the rest, after
-		// the last frame handed out, from another entry or decoded.
 		seg.Start = next
+		if err != nil {
+			// The entry could not be read (damaged, an I/O error): the
+			// rest, after the last frame handed out, is decoded — never
+			// looked up again, in case the entry cannot be removed.
+			return d.decodeAndStore(ctx, seg, fn)
+		}
+		// The entry ended before seg: the rest from another entry, or
+		// decoded.
 	}
 }
 
 // serve hands fn the frames of r within seg. It returns where the rest of
 // seg starts (just after the last frame r covers or handed out) and
 // whether seg is done (fn stopped, or a frame past seg.End was reached,
-// or r covers seg.End).
+// or r covers seg.End); err is fn's when done, else the entry's.
 func (d *cachedDecoder) serve(r *framecache.Reader, seg Segment, fn func(Frame) error) (next float64, done bool, err error) {
 	var m frameMeta
 	if err := json.Unmarshal(r.Meta(), &m); err != nil {

@@ -142,3 +142,27 @@ func TestCachedDecoderNotStored(t *testing.T) {
 		t.Fatalf("%d entries stored", n)
 	}
 }
+
+// TestCachedDecoderUnreadableEntry: an entry whose frames cannot be used
+// (meta that is not the decoder's) is decoded around, once, and gives the
+// decoder's frames.
+func TestCachedDecoderUnreadableEntry(t *testing.T) {
+	c, err := framecache.Open(framecache.Options{Dir: t.TempDir(), Budget: 1 << 30, MaxPending: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	w := c.Create("g", "file-1", 0, []byte("not json"))
+	w.Add(0, []byte{1, 2, 3})
+	if err := w.Commit(2); err != nil {
+		t.Fatal(err)
+	}
+	inner := &yuvDecoder{n: 60}
+	d := &cachedDecoder{c: &Frames{Cache: c, Group: "g"}, inner: inner, key: "file-1",
+		open: func(context.Context) (string, error) { return "x.mp4", nil }, same: func(context.Context) bool { return true }}
+	want := collect(t, &yuvDecoder{n: 60}, Segment{Start: 0, End: 1}, math.Inf(1))
+	got := collect(t, d, Segment{Start: 0, End: 1}, math.Inf(1))
+	if strings.Join(got, "\n") != strings.Join(want, "\n") || inner.calls != 1 {
+		t.Fatalf("%d decodes; frames equal: %v", inner.calls, strings.Join(got, "\n") == strings.Join(want, "\n"))
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/lrstream/lrstream/framecache"
@@ -76,8 +78,8 @@ func (f *frameCacheFlags) options(getenv func(string) string, log *slog.Logger) 
 		gb = getenv(frameCacheGBEnv)
 	}
 	if gb != "" {
-		var g float64
-		if _, err := fmt.Sscan(gb, &g); err != nil || !(g > 0) || math.IsInf(g, 0) {
+		g, err := strconv.ParseFloat(strings.TrimSpace(gb), 64)
+		if err != nil || !(g > 0) || math.IsInf(g, 0) {
 			return o, false, fmt.Errorf("--frame-cache-gb %q: want a positive number of GB", gb)
 		}
 		o.Budget = int64(g * 1e9)

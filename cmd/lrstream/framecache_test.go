@@ -396,3 +396,39 @@ func TestFrameCacheBudgetAndUnwritable(t *testing.T) {
 		t.Fatalf("unwritable cache: want one warning about the frame cache, got %d: %s", n, errb)
 	}
 }
+
+// TestFrameCacheFlags: the flags' values are checked before a run, the
+// environment gives their defaults.
+func TestFrameCacheFlags(t *testing.T) {
+	for _, tc := range []struct {
+		mode, gb, codec string // the flags
+		env             map[string]string
+		on              bool
+		budget          int64
+		wantCodec       string
+		wantErr         string
+	}{
+		{on: true, wantCodec: "auto"},
+		{mode: "off", on: false},
+		{env: map[string]string{frameCacheEnv: "off"}, on: false},
+		{mode: "on", env: map[string]string{frameCacheEnv: "off"}, on: true, wantCodec: "auto"},
+		{gb: "2.5", on: true, budget: 2_500_000_000, wantCodec: "auto"},
+		{env: map[string]string{frameCacheGBEnv: "1", frameCacheCodecEnv: "s2"}, on: true, budget: 1e9, wantCodec: "s2"},
+		{gb: "10abc", wantErr: "--frame-cache-gb"},
+		{gb: "-1", wantErr: "--frame-cache-gb"},
+		{mode: "yes", wantErr: "want on or off"},
+		{codec: "lz4", wantErr: "want auto, none, s2 or zstd"},
+	} {
+		f := &frameCacheFlags{mode: tc.mode, gb: tc.gb, codec: tc.codec}
+		o, on, err := f.options(func(k string) string { return tc.env[k] }, nil)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%q %q %q %v: error %v, want %q", tc.mode, tc.gb, tc.codec, tc.env, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || on != tc.on || (on && (o.Budget != tc.budget || o.Codec != tc.wantCodec)) {
+			t.Errorf("%q %q %q %v: %+v, on %v, %v", tc.mode, tc.gb, tc.codec, tc.env, o, on, err)
+		}
+	}
+}
