@@ -42,7 +42,7 @@ func (f *frameCacheFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.mode, "frame-cache", "", "keep decoded camera frames in a node-local cache and serve later epochs, runs and processes from it: on or off (default on, or $"+frameCacheEnv+"; docs/video.md, Frame cache)")
 	fs.StringVar(&f.dir, "frame-cache-dir", "", "the frame cache's directory (default $"+frameCacheDirEnv+", else ~/.cache/lrstream/frames)")
 	fs.StringVar(&f.codec, "frame-cache-codec", "", "how cached frames are stored: auto (raw when the run's frames fit the budget and half the RAM, else s2), none (raw: the fastest to read and store), s2 (~1.5x fewer bytes on camera footage, several times the CPU per frame) or zstd (default $"+frameCacheCodecEnv+", else auto; docs/video.md, Frame cache)")
-	fs.StringVar(&f.gb, "frame-cache-gb", "", "the frame cache's budget in GB (1e9 bytes) of disk; least recently used entries are evicted beyond it (default $"+frameCacheGBEnv+", else 25% of the free disk space, at most 100 GB)")
+	fs.StringVar(&f.gb, "frame-cache-gb", "", "the frame cache's budget in GB (1e9 bytes) of disk; least recently used entries are evicted beyond it (default $"+frameCacheGBEnv+", else 25% of the free disk space, at most 100 GiB)")
 }
 
 // options resolves the flags against the environment: ok false when the
