@@ -79,16 +79,40 @@ func syntheticFrame(rng *rand.Rand, f int) []byte {
 	return b
 }
 
+// benchOpen opens a cache for a benchmark of codec. Its writers write each record as
+// it is added (MaxPending -1), so that the benchmarks measure the store's work — the
+// background writer would move it to another goroutine, and drop entries when the
+// benchmark outruns the disk.
+func benchOpen(b *testing.B, codec string) *Cache {
+	b.Helper()
+	c, err := Open(Options{Dir: b.TempDir(), Codec: codec, Budget: 64 << 30, MaxPending: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
+// benchEntry opens a cache of codec holding one entry of src: frames at pts 0, 1, ….
+func benchEntry(b *testing.B, codec, src string, frames [][]byte) *Cache {
+	b.Helper()
+	c := benchOpen(b, codec)
+	w := c.Create("bench", src, 0, nil)
+	for i, f := range frames {
+		w.Add(float64(i), f)
+	}
+	if err := w.Commit(float64(len(frames))); err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
 // BenchmarkWrite adds frames to entries of benchSegment frames (committing each) and
 // reports raw MB/s, frames/s and the compression ratio (raw bytes / bytes on disk).
 func BenchmarkWrite(b *testing.B) {
 	frames, src := benchFrames(b, benchSegment)
 	for _, codec := range []string{"s2", "zstd", "none"} {
 		b.Run(codec, func(b *testing.B) {
-			c, err := Open(Options{Dir: b.TempDir(), Codec: codec, Budget: 64 << 30})
-			if err != nil {
-				b.Fatal(err)
-			}
+			c := benchOpen(b, codec)
 			b.SetBytes(int64(len(frames[0])))
 			b.ReportAllocs()
 			var w *Writer
@@ -120,17 +144,7 @@ func BenchmarkRead(b *testing.B) {
 	frames, src := benchFrames(b, benchSegment)
 	for _, codec := range []string{"s2", "zstd", "none"} {
 		b.Run(codec, func(b *testing.B) {
-			c, err := Open(Options{Dir: b.TempDir(), Codec: codec, Budget: 64 << 30})
-			if err != nil {
-				b.Fatal(err)
-			}
-			w := c.Create("bench", src, 0, nil)
-			for i, f := range frames {
-				w.Add(float64(i), f)
-			}
-			if err := w.Commit(float64(len(frames))); err != nil {
-				b.Fatal(err)
-			}
+			c := benchEntry(b, codec, src, frames)
 			b.SetBytes(int64(len(frames[0])))
 			b.ReportAllocs()
 			var r *Reader
@@ -190,17 +204,7 @@ func BenchmarkReadParallel(b *testing.B) {
 	frames, src := benchFrames(b, benchSegment)
 	for _, codec := range []string{"s2", "none"} {
 		b.Run(codec, func(b *testing.B) {
-			c, err := Open(Options{Dir: b.TempDir(), Codec: codec, Budget: 64 << 30})
-			if err != nil {
-				b.Fatal(err)
-			}
-			w := c.Create("bench", src, 0, nil)
-			for i, f := range frames {
-				w.Add(float64(i), f)
-			}
-			if err := w.Commit(float64(len(frames))); err != nil {
-				b.Fatal(err)
-			}
+			c := benchEntry(b, codec, src, frames)
 			b.SetBytes(int64(len(frames[0])))
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -231,10 +235,7 @@ func BenchmarkReadParallel(b *testing.B) {
 // BenchmarkLookup looks up a time in a file directory of 300 entries (a 30,000-frame
 // video file cached in 100-frame pieces) and closes the reader: the per-segment cost.
 func BenchmarkLookup(b *testing.B) {
-	c, err := Open(Options{Dir: b.TempDir(), Codec: "none", Budget: 64 << 30})
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := benchOpen(b, "none")
 	recs := makeRecords("f", 0, benchSegment, 16)
 	for k := range 300 {
 		w := c.Create("bench", "file", float64(k*10), nil)
