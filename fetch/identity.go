@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -63,15 +64,11 @@ func (d *Dir) identity(name string) (string, error) {
 		}
 		return "fs\x00" + d.id + "\x00" + clean + "\x00" + hex.EncodeToString(h.Sum(nil)), nil
 	}
-	p := filepath.Join(d.root, filepath.FromSlash(clean))
-	st, err := os.Stat(p)
+	stamp, err := fileStamp(filepath.Join(d.root, filepath.FromSlash(clean)))
 	if err != nil {
 		return "", fmt.Errorf("identity of %s in %s: %w", name, d.id, err)
 	}
-	if !st.Mode().IsRegular() {
-		return "", fmt.Errorf("identity of %s in %s: not a regular file", name, d.id)
-	}
-	return fmt.Sprintf("file\x00%s\x00%d\x00%d%s", p, st.Size(), st.ModTime().UnixNano(), statExtra(st)), nil
+	return "file\x00" + stamp, nil
 }
 
 // Label names src for a cache of data derived from its files (what a
@@ -87,9 +84,17 @@ func Label(src Source) string {
 // does for a directory's files: its path, size, modification time and,
 // where the platform has them, device, inode and change time.
 func FileStamp(p string) (string, bool) {
+	stamp, err := fileStamp(p)
+	return stamp, err == nil
+}
+
+func fileStamp(p string) (string, error) {
 	st, err := os.Stat(p)
-	if err != nil || !st.Mode().IsRegular() {
-		return "", false
+	if err != nil {
+		return "", err
 	}
-	return fmt.Sprintf("%s\x00%d\x00%d%s", p, st.Size(), st.ModTime().UnixNano(), statExtra(st)), true
+	if !st.Mode().IsRegular() {
+		return "", errors.New("not a regular file")
+	}
+	return fmt.Sprintf("%s\x00%d\x00%d%s", p, st.Size(), st.ModTime().UnixNano(), statExtra(st)), nil
 }
