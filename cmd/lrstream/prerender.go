@@ -38,6 +38,28 @@ func (p *prerenderFlags) render(ctx context.Context, e *env, cfg *pipeline.Confi
 	return res, nothingKept(res.Stats)
 }
 
+// streamOptions returns the run's stream and training options (nil
+// without training flags) and where its notes go, refusing here — before
+// any note, progress line or file — what the stream would refuse at its
+// first batch.
+func (p *prerenderFlags) streamOptions(e *env, mix []pipeline.Mix) (pipeline.StreamOptions, *pipeline.TrainOptions, io.Writer, error) {
+	so := p.bf.options(&p.rf, p.tf.json())
+	var notes io.Writer = e.stderr
+	if p.quiet {
+		notes = io.Discard
+	}
+	p.tf.log = stderrLog(notes)
+	var to *pipeline.TrainOptions
+	if p.tf.active() {
+		o := p.tf.options(0, 1, 0, 1, "")
+		to = &o
+	}
+	if err := pipeline.CheckStart(mix, so, to); err != nil {
+		return so, nil, nil, err
+	}
+	return so, to, notes, nil
+}
+
 func runPrerender(ctx context.Context, e *env, args []string) error {
 	var p prerenderFlags
 	fs := p.flagSet(e)
@@ -72,20 +94,8 @@ func runPrerender(ctx context.Context, e *env, args []string) error {
 		return errors.New("several --dataset flags: prerender renders one dataset")
 	}
 	cfg := mix[0].Config
-	so := p.bf.options(&p.rf, p.tf.json())
-	var notes io.Writer = e.stderr
-	if p.quiet {
-		notes = io.Discard
-	}
-	p.tf.log = stderrLog(notes)
-	var to *pipeline.TrainOptions
-	if p.tf.active() {
-		o := p.tf.options(0, 1, 0, 1, "")
-		to = &o
-	}
-	// What the stream would refuse at its first batch is refused here,
-	// before any note, progress line or file.
-	if err := pipeline.CheckStart(mix, so, to); err != nil {
+	so, to, notes, err := p.streamOptions(e, mix)
+	if err != nil {
 		return err
 	}
 	dir := p.out
