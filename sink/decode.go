@@ -444,6 +444,30 @@ func getBool(m schema.Map, k string) bool {
 	return b
 }
 
+// shapeOf reads a shape (an array of integers; anything else reads as 0)
+// as a non-nil slice.
+func shapeOf(v any) []int {
+	dims, _ := v.([]any)
+	shape := []int{}
+	for _, d := range dims {
+		n, _ := d.(int64)
+		shape = append(shape, int(n))
+	}
+	return shape
+}
+
+// stringsOf reads an array of strings (anything else reads as ""); nil
+// when it is empty.
+func stringsOf(v any) []string {
+	list, _ := v.([]any)
+	var out []string
+	for _, e := range list {
+		s, _ := e.(string)
+		out = append(out, s)
+	}
+	return out
+}
+
 func headerFromMap(m schema.Map) (*Header, error) {
 	h := &Header{
 		Format: getStr(m, "format"), Version: getStr(m, "lrstream_version"),
@@ -465,14 +489,8 @@ func headerFromMap(m schema.Map) (*Header, error) {
 			if !ok {
 				return nil, errors.New("sink: header feature is not a map")
 			}
-			f := collate.Feature{Name: getStr(fm, "name"), DType: getStr(fm, "dtype"), Shape: []int{}}
 			sh, _ := fm.Get("shape")
-			dims, _ := sh.([]any)
-			for _, d := range dims {
-				n, _ := d.(int64)
-				f.Shape = append(f.Shape, int(n))
-			}
-			h.Features = append(h.Features, f)
+			h.Features = append(h.Features, collate.Feature{Name: getStr(fm, "name"), DType: getStr(fm, "dtype"), Shape: shapeOf(sh)})
 		}
 	}
 	for _, kv := range []struct {
@@ -488,18 +506,10 @@ func headerFromMap(m schema.Map) (*Header, error) {
 		}
 	}
 	if ss, ok := m.Get("strings"); ok {
-		list, _ := ss.([]any)
-		for _, e := range list {
-			s, _ := e.(string)
-			h.Strings = append(h.Strings, s)
-		}
+		h.Strings = stringsOf(ss)
 	}
 	if cs, ok := m.Get("components"); ok {
-		list, _ := cs.([]any)
-		for _, c := range list {
-			s, _ := c.(string)
-			h.Components = append(h.Components, s)
-		}
+		h.Components = stringsOf(cs)
 	}
 	if cs, ok := m.Get("cameras"); ok {
 		list, _ := cs.([]any)
@@ -508,12 +518,7 @@ func headerFromMap(m schema.Map) (*Header, error) {
 			c := Camera{Key: getStr(cm, "key"), Decoded: getBool(cm, "decoded"), Kind: getStr(cm, "kind"),
 				DType: getStr(cm, "dtype"), Unit: getStr(cm, "unit")}
 			if v, ok := cm.Get("shape"); ok {
-				dims, _ := v.([]any)
-				c.Shape = []int{}
-				for _, d := range dims {
-					n, _ := d.(int64)
-					c.Shape = append(c.Shape, int(n))
-				}
+				c.Shape = shapeOf(v)
 			}
 			h.Cameras = append(h.Cameras, c)
 		}
