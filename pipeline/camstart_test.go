@@ -32,18 +32,7 @@ func startupDataset(t *testing.T) (dir string, inMissing []int64, files func(eps
 	if err := os.Remove(filepath.Join(dir, gone)); err != nil {
 		t.Fatal(err)
 	}
-	src, err := fetch.NewDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ds, err := shard.OpenDataset(context.Background(), src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	spans, err := shard.EpisodeVideos(context.Background(), src, ds)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ds, spans := datasetSpans(t, dir)
 	for _, sp := range spans {
 		if name, _ := ds.Info.VideoFile(sp.Key, sp.Chunk, sp.File); name == gone {
 			inMissing = append(inMissing, sp.Episode)

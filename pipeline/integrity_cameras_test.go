@@ -18,9 +18,9 @@ import (
 	"github.com/lrstream/lrstream/shard"
 )
 
-// episodeSpans returns the dataset's video ranges of camera key by
-// episode (the row of the episode in the one index file).
-func episodeSpans(t *testing.T, dir, key string) (*schema.Dataset, []shard.VideoSpan) {
+// datasetSpans opens the dataset in dir and returns it with the video
+// ranges of its episodes index.
+func datasetSpans(t *testing.T, dir string) (*schema.Dataset, []shard.VideoSpan) {
 	t.Helper()
 	src, err := fetch.NewDir(dir)
 	if err != nil {
@@ -34,6 +34,14 @@ func episodeSpans(t *testing.T, dir, key string) (*schema.Dataset, []shard.Video
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ds, spans
+}
+
+// episodeSpans returns the dataset's video ranges of camera key by
+// episode (the row of the episode in the one index file).
+func episodeSpans(t *testing.T, dir, key string) (*schema.Dataset, []shard.VideoSpan) {
+	t.Helper()
+	ds, spans := datasetSpans(t, dir)
 	var out []shard.VideoSpan
 	for _, s := range spans {
 		if s.Key == key {
