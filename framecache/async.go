@@ -27,7 +27,8 @@ var errDropped = errors.New("framecache: background writer behind, entry dropped
 type bgWriter struct {
 	max     int64 // bound on queued bytes; negative: synchronous writers
 	pending atomic.Int64
-	bufs    sync.Pool // *[]byte: chunk buffers
+	free    chan []byte // chunk buffers to reuse (aligned, direct.go): kept across
+	// garbage collections, unlike a sync.Pool's, so the pages stay mapped
 
 	mu     sync.Mutex
 	jobs   chan bgJob
@@ -38,16 +39,80 @@ type bgWriter struct {
 // bgEntry is an entry being written in the background; its fields belong to the
 // goroutine running its jobs.
 type bgEntry struct {
-	dir    string
-	f      *os.File // the temporary file, created with the first chunk
-	failed bool
+	dir     string
+	f       *os.File // the temporary file, created with the first chunk
+	failed  bool
+	direct  bool   // f is in O_DIRECT mode (direct.go)
+	written int64  // direct: bytes written, a multiple of dioAlign
+	tail    []byte // direct: the bytes after written, less than a block
+}
+
+// chunkBytes is about the size of the chunks a Writer hands over: records are
+// gathered into chunks of at least this many bytes (or one record, if larger), so
+// that the background writer wakes once for several 480×640 frames, not for each
+// (a wake-up of its thread cost more than the write it did).
+const chunkBytes = 2 << 20
+
+// pendingChunk is a Writer's chunk being filled.
+type pendingChunk struct {
+	buf  []byte // aligned; buf[:lead] is room for a direct entry's tail, records follow
+	lead int
+	crcs [][2]int // the raw records whose checksum the background writer sets: offset, length
+}
+
+// queue appends the record b+rest to w's chunk (reserving its bytes), handing the chunk
+// over when full: errDropped when the background writer is too far behind.
+func (w *Writer) queue(b, rest []byte, crc bool) error {
+	n := len(b) + len(rest)
+	if !w.c.bg.reserve(int64(n)) {
+		return errDropped
+	}
+	ch := &w.ch
+	if ch.buf != nil && cap(ch.buf)-len(ch.buf) < n {
+		w.handOver()
+	}
+	if ch.buf == nil {
+		ch.lead = int(w.off % dioAlign) // w.off: this record's offset in the entry
+		ch.buf = w.c.bg.buffer(ch.lead + max(n, chunkBytes))[:ch.lead]
+	}
+	at := len(ch.buf)
+	ch.buf = append(append(ch.buf, b...), rest...)
+	if crc {
+		ch.crcs = append(ch.crcs, [2]int{at, n})
+	}
+	if len(ch.buf)-ch.lead >= chunkBytes {
+		w.handOver()
+	}
+	return nil
+}
+
+// handOver submits w's chunk, if any, to the background writer.
+func (w *Writer) handOver() {
+	ch := &w.ch
+	if ch.buf == nil {
+		return
+	}
+	w.c.bg.submit(w.c, bgJob{e: w.bg, chunk: ch.buf, lead: ch.lead, crcs: ch.crcs})
+	*ch = pendingChunk{}
+}
+
+// dropChunk releases w's chunk, not handed over, and its reserved bytes.
+func (w *Writer) dropChunk() {
+	ch := &w.ch
+	if ch.buf == nil {
+		return
+	}
+	w.c.bg.pending.Add(-int64(len(ch.buf) - ch.lead))
+	w.c.bg.release(ch.buf)
+	*ch = pendingChunk{}
 }
 
 // bgJob is one step of an entry: write a chunk, publish, or abort; or a Flush marker.
 type bgJob struct {
 	e       *bgEntry
-	chunk   []byte
-	crc     bool // the chunk is a raw record whose checksum is still to be set
+	chunk   []byte // the bytes to write are chunk[lead:]; chunk[:lead] is room for a direct entry's tail
+	lead    int
+	crcs    [][2]int // raw records in chunk whose checksum is still to be set: offset, length
 	abort   bool
 	publish *Writer
 	covered float64
@@ -64,12 +129,27 @@ func (b *bgWriter) reserve(n int64) bool {
 	return true
 }
 
-// buffer returns an empty chunk buffer of capacity at least n.
+// freeChunks bounds the chunk buffers kept for reuse.
+const freeChunks = 16
+
+// buffer returns a chunk buffer of length n, aligned for direct writes (direct.go).
 func (b *bgWriter) buffer(n int) []byte {
-	if p, ok := b.bufs.Get().(*[]byte); ok && cap(*p) >= n {
-		return (*p)[:0]
+	select {
+	case buf := <-b.free:
+		if cap(buf) >= n {
+			return buf[:n]
+		}
+	default:
 	}
-	return make([]byte, 0, n)
+	return alignedBuffer(n)
+}
+
+// release keeps buf for reuse, unless enough are kept.
+func (b *bgWriter) release(buf []byte) {
+	select {
+	case b.free <- buf[:0]:
+	default:
+	}
 }
 
 // submit queues j; once the Cache is closed (no background goroutine any more) it
@@ -109,17 +189,17 @@ func (b *bgWriter) run(c *Cache, j bgJob) {
 	case j.flushed != nil:
 		close(j.flushed)
 	case j.chunk != nil:
-		n := int64(len(j.chunk))
+		n := int64(len(j.chunk) - j.lead)
 		defer func() {
-			ch := j.chunk[:0]
-			b.bufs.Put(&ch)
+			b.release(j.chunk)
 			b.pending.Add(-n)
 		}()
 		if e.failed {
 			return
 		}
-		if j.crc {
-			binary.LittleEndian.PutUint32(j.chunk[20:], recordCRC(j.chunk, j.chunk[recHeader:]))
+		for _, r := range j.crcs {
+			rec := j.chunk[r[0] : r[0]+r[1]]
+			binary.LittleEndian.PutUint32(rec[20:], recordCRC(rec, rec[recHeader:]))
 		}
 		if e.f == nil {
 			f, err := createTemp(e.dir)
@@ -129,8 +209,11 @@ func (b *bgWriter) run(c *Cache, j bgJob) {
 				return
 			}
 			e.f = f
+			if e.direct = !c.buffered && setDirect(f); e.direct {
+				c.st.direct.Add(1)
+			}
 		}
-		if _, err := e.f.Write(j.chunk); err != nil {
+		if err := e.writeChunk(j.chunk, j.lead); err != nil {
 			e.failed = true
 			e.discard()
 			c.degrade(fmt.Errorf("writing %s: %w", e.dir, err))
@@ -140,6 +223,11 @@ func (b *bgWriter) run(c *Cache, j bgJob) {
 	case j.publish != nil:
 		if e.failed || e.f == nil {
 			e.discard()
+			return
+		}
+		if err := e.finish(j.size); err != nil {
+			e.discard()
+			c.degrade(fmt.Errorf("writing %s: %w", e.dir, err))
 			return
 		}
 		f := e.f

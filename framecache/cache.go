@@ -67,6 +67,10 @@ type Options struct {
 	// not yet written: 0 means DefaultMaxPending; negative writes each record as Add
 	// is called (synchronously). See async.go.
 	MaxPending int64
+
+	// Buffered makes the background writer write through the page cache instead of
+	// with O_DIRECT where the file system allows it (direct.go).
+	Buffered bool
 }
 
 // DefaultMaxPending is Options.MaxPending's default: about 140 frames of 480×640
@@ -80,15 +84,18 @@ type Stats struct {
 	// Dropped counts entries not stored because the background writer was behind
 	// (Options.MaxPending): their frames are decoded again next time.
 	Dropped int64
+	// Direct counts entries the background writer wrote with O_DIRECT (direct.go).
+	Direct int64
 }
 
 // counters is Stats, updated atomically.
 type counters struct {
-	hits, misses, corrupt, entriesWritten, framesWritten, framesRead, bytesWritten, bytesRead, rawBytesWritten, evicted, dropped atomic.Int64
+	hits, misses, corrupt, entriesWritten, framesWritten, framesRead, bytesWritten, bytesRead, rawBytesWritten, evicted, dropped, direct atomic.Int64
 }
 
 // groupCounters is a group's share of this process's run, recorded by Close.
 type groupCounters struct {
+	since                                   time.Time // this process's first use of the group
 	hits, misses, framesRead, framesWritten atomic.Int64
 }
 
@@ -104,6 +111,7 @@ type Cache struct {
 	now        func() time.Time // the clock for LRU touches (tests move it)
 	staleAfter time.Duration    // a temporary file older than this is a dead writer's
 
+	buffered bool // Options.Buffered
 	readonly atomic.Bool
 	closed   atomic.Bool
 	st       counters
@@ -112,6 +120,7 @@ type Cache struct {
 	groups  map[string]*groupCounters // by group text
 	touched map[string]time.Time      // entry path → when this process last touched it
 	lists   map[string]*listing       // file directory → its entries (Lookup)
+	bad     map[string]os.FileInfo    // damaged entries that could not be removed (removeBad)
 
 	bufs sync.Pool // *[]byte: record buffers of closed Readers
 
@@ -153,8 +162,11 @@ func Open(o Options) (*Cache, error) {
 		groups:     map[string]*groupCounters{},
 		touched:    map[string]time.Time{},
 		lists:      map[string]*listing{},
+		bad:        map[string]os.FileInfo{},
+		buffered:   o.Buffered,
 	}
 	c.bg.max = o.MaxPending
+	c.bg.free = make(chan []byte, freeChunks)
 	if c.bg.max == 0 {
 		c.bg.max = DefaultMaxPending
 	}
@@ -251,7 +263,7 @@ func (c *Cache) Stats() Stats {
 		EntriesWritten: s.entriesWritten.Load(), FramesWritten: s.framesWritten.Load(),
 		FramesRead: s.framesRead.Load(), BytesWritten: s.bytesWritten.Load(),
 		BytesRead: s.bytesRead.Load(), RawBytesWritten: s.rawBytesWritten.Load(),
-		Evicted: s.evicted.Load(), Dropped: s.dropped.Load(),
+		Evicted: s.evicted.Load(), Dropped: s.dropped.Load(), Direct: s.direct.Load(),
 	}
 }
 
@@ -274,9 +286,9 @@ func (c *Cache) Close() error {
 	at := c.now().UTC()
 	var first error
 	for group, g := range c.groups {
-		rs := RunStats{Time: at, Hits: g.hits.Load(), Misses: g.misses.Load(),
+		rs := RunStats{Start: g.since, Time: at, Hits: g.hits.Load(), Misses: g.misses.Load(),
 			FramesRead: g.framesRead.Load(), FramesWritten: g.framesWritten.Load()}
-		if err := writeRunStats(c.groupDir(group), rs); err != nil && first == nil {
+		if err := recordRun(c.groupDir(group), rs); err != nil && first == nil {
 			first = err
 		}
 	}
@@ -292,7 +304,7 @@ func (c *Cache) group(group string) *groupCounters {
 	defer c.mu.Unlock()
 	g := c.groups[group]
 	if g == nil {
-		g = &groupCounters{}
+		g = &groupCounters{since: c.now().UTC()}
 		c.groups[group] = g
 	}
 	return g

@@ -27,51 +27,86 @@ func TestRoundTrip(t *testing.T) {
 		{"incompressible", []record{{3, noise}}},
 		{"mixed sizes", []record{{0, make([]byte, 10)}, {1, payload("x", 1, 921_600)}, {2, make([]byte, 3)}}},
 		{"no records", nil},
+		// Records ending on, before and after the direct writer's blocks (direct.go),
+		// and one larger than a chunk.
+		{"block edges", []record{{0, make([]byte, dioAlign-recHeader)}, {1, payload("b", 1, dioAlign)},
+			{2, payload("c", 2, dioAlign+1)}, {3, []byte{9}}, {4, payload("d", 4, chunkBytes+5)}, {5, payload("e", 5, 2*dioAlign-1)}}},
 	}
+	// Writers: synchronous (Add writes), and the background writer with O_DIRECT and
+	// through the page cache.
+	writers := []struct {
+		name     string
+		pending  int64
+		buffered bool
+	}{{"sync", -1, false}, {"direct", DefaultMaxPending, false}, {"buffered", DefaultMaxPending, true}}
 	for _, codec := range []string{"s2", "zstd", "none", ""} {
-		for _, tc := range cases {
-			t.Run(codec+"/"+tc.name, func(t *testing.T) {
-				dir := t.TempDir()
-				c, h := openTest(t, Options{Dir: dir, Codec: codec, Budget: 1 << 30})
-				start, covered := -2.0, 10.0
-				meta := []byte("meta " + tc.name)
-				put(t, c, "group", "file", start, covered, meta, tc.recs)
-				r, err := c.Lookup("group", "file", 0)
-				if err != nil || r == nil {
-					t.Fatalf("Lookup = %v, %v; want a hit", r, err)
-				}
-				if r.Start() != start || r.Covered() != covered || !bytes.Equal(r.Meta(), meta) || r.Len() != len(tc.recs) {
-					t.Fatalf("entry [%v, %v] meta %q len %d", r.Start(), r.Covered(), r.Meta(), r.Len())
-				}
-				for i, want := range tc.recs {
-					if r.PTS(i) != want.pts {
-						t.Fatalf("PTS(%d) = %v, want %v", i, r.PTS(i), want.pts)
+		for _, wr := range writers {
+			for _, tc := range cases {
+				t.Run(codec+"/"+wr.name+"/"+tc.name, func(t *testing.T) {
+					dir := t.TempDir()
+					c, h := openTest(t, Options{Dir: dir, Codec: codec, Budget: 1 << 30, MaxPending: wr.pending, Buffered: wr.buffered})
+					start, covered := -2.0, 10.0
+					meta := []byte("meta " + tc.name)
+					put(t, c, "group", "file", start, covered, meta, tc.recs)
+					c.Flush()
+					wantDirect := int64(0)
+					if wr.name == "direct" {
+						wantDirect = 1
+						if !directWorks(t, dir) {
+							t.Skipf("the file system of %s refuses O_DIRECT: the direct writer cannot be tested here", dir)
+						}
 					}
-				}
-				got, err := readAll(r)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if tc.recs == nil {
-					tc.recs = []record{}
-				}
-				sameRecords(t, got, tc.recs)
-				st := c.Stats()
-				var raw int64
-				for _, rec := range tc.recs {
-					raw += int64(len(rec.payload))
-				}
-				if st.Hits != 1 || st.EntriesWritten != 1 || st.FramesWritten != int64(len(tc.recs)) ||
-					st.FramesRead != int64(len(tc.recs)) || st.RawBytesWritten != raw || st.BytesWritten <= 0 {
-					t.Fatalf("stats %+v", st)
-				}
-				if w := h.warnings(); len(w) != 0 {
-					t.Fatalf("warnings: %q", w)
-				}
-				assertModes(t, dir)
-			})
+					if got := c.Stats().Direct; got != wantDirect {
+						t.Fatalf("%d entries written with O_DIRECT, want %d", got, wantDirect)
+					}
+					r, err := c.Lookup("group", "file", 0)
+					if err != nil || r == nil {
+						t.Fatalf("Lookup = %v, %v; want a hit", r, err)
+					}
+					if r.Start() != start || r.Covered() != covered || !bytes.Equal(r.Meta(), meta) || r.Len() != len(tc.recs) {
+						t.Fatalf("entry [%v, %v] meta %q len %d", r.Start(), r.Covered(), r.Meta(), r.Len())
+					}
+					for i, want := range tc.recs {
+						if r.PTS(i) != want.pts {
+							t.Fatalf("PTS(%d) = %v, want %v", i, r.PTS(i), want.pts)
+						}
+					}
+					got, err := readAll(r)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if tc.recs == nil {
+						tc.recs = []record{}
+					}
+					sameRecords(t, got, tc.recs)
+					st := c.Stats()
+					var raw int64
+					for _, rec := range tc.recs {
+						raw += int64(len(rec.payload))
+					}
+					if st.Hits != 1 || st.EntriesWritten != 1 || st.FramesWritten != int64(len(tc.recs)) ||
+						st.FramesRead != int64(len(tc.recs)) || st.RawBytesWritten != raw || st.BytesWritten <= 0 {
+						t.Fatalf("stats %+v", st)
+					}
+					if w := h.warnings(); len(w) != 0 {
+						t.Fatalf("warnings: %q", w)
+					}
+					assertModes(t, dir)
+				})
+			}
 		}
 	}
+}
+
+// directWorks reports whether the file system of dir takes O_DIRECT.
+func directWorks(t *testing.T, dir string) bool {
+	f, err := os.CreateTemp(dir, "probe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	return setDirect(f)
 }
 
 // assertModes checks that the cache's directories are 0700 and its files 0600.

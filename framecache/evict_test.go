@@ -220,3 +220,72 @@ func TestNextNoAllocs(t *testing.T) {
 		})
 	}
 }
+
+// TestRunStatsAdd: a process's statistics join the recorded run when the run was still
+// going when the process started, and start a new record otherwise.
+func TestRunStatsAdd(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	proc := func(start, end int, read, written int64) RunStats {
+		return RunStats{Start: at(start), Time: at(end), Hits: 1, FramesRead: read, FramesWritten: written}
+	}
+	cases := []struct {
+		name       string
+		last, proc RunStats
+		want       RunStats
+	}{
+		{"no record", RunStats{}, proc(0, 5, 3, 4), RunStats{Start: at(0), Time: at(5), Processes: 1, Hits: 1, FramesRead: 3, FramesWritten: 4}},
+		{"overlapping", RunStats{Start: at(0), Time: at(5), Processes: 2, Hits: 2, FramesRead: 10, FramesWritten: 1},
+			proc(3, 9, 3, 4), RunStats{Start: at(0), Time: at(9), Processes: 3, Hits: 3, FramesRead: 13, FramesWritten: 5}},
+		{"started earlier, closed first", RunStats{Start: at(2), Time: at(5), Processes: 1, Hits: 1, FramesRead: 1},
+			proc(1, 4, 2, 0), RunStats{Start: at(1), Time: at(5), Processes: 2, Hits: 2, FramesRead: 3}},
+		{"after the record's run", RunStats{Start: at(0), Time: at(5), Processes: 4, Hits: 9, FramesRead: 100},
+			proc(6, 8, 3, 4), RunStats{Start: at(6), Time: at(8), Processes: 1, Hits: 1, FramesRead: 3, FramesWritten: 4}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.last.add(tc.proc); got != tc.want {
+				t.Fatalf("add = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRunStatsOverlap: two Caches of one directory open at once (two processes of a
+// run) record one run with both counts; a Cache opened after they closed, a new one.
+func TestRunStatsOverlap(t *testing.T) {
+	dir := t.TempDir()
+	c1, _ := openTest(t, Options{Dir: dir, Budget: 1 << 30})
+	c2, _ := openTest(t, Options{Dir: dir, Budget: 1 << 30})
+	put(t, c1, "g", "f1", 0, 1, nil, makeRecords("f1", 0, 3, 100))
+	put(t, c2, "g", "f2", 0, 1, nil, makeRecords("f2", 0, 4, 100))
+	if r, _ := c2.Lookup("g", "f1", 0.5); r == nil {
+		t.Fatal("no entry f1")
+	} else if _, err := readAll(r); err != nil {
+		t.Fatal(err)
+	}
+	c1.Close()
+	c2.Close()
+	last := func() *RunStats {
+		t.Helper()
+		list, err := List(dir)
+		if err != nil || len(list) != 1 || list[0].LastRun == nil {
+			t.Fatalf("List = %+v, %v", list, err)
+		}
+		return list[0].LastRun
+	}
+	if r := last(); r.Processes != 2 || r.FramesWritten != 7 || r.FramesRead != 3 || r.Hits != 1 {
+		t.Fatalf("last run %+v: want both processes' counts", r)
+	}
+	time.Sleep(10 * time.Millisecond) // the next process starts after the run's last Close
+	c3, _ := openTest(t, Options{Dir: dir, Budget: 1 << 30})
+	if r, _ := c3.Lookup("g", "f2", 0.5); r == nil {
+		t.Fatal("no entry f2")
+	} else {
+		r.Close()
+	}
+	c3.Close()
+	if r := last(); r.Processes != 1 || r.FramesWritten != 0 || r.Hits != 1 {
+		t.Fatalf("last run %+v: want the later process alone", r)
+	}
+}

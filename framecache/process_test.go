@@ -416,7 +416,23 @@ func TestUnwritable(t *testing.T) {
 		c, _ := openTest(t, Options{Dir: dir})
 		recs := makeRecords("f", 0, 3, 1000)
 		put(t, c, "g", "f", 0, 1, nil, recs)
+		put(t, c, "g", "bad", 0, 1, nil, recs)
 		c.Close()
+		// Damage the second entry's footer: it cannot be removed once read-only.
+		bad := c.fileDir("g", "bad")
+		names, err := os.ReadDir(bad)
+		if err != nil || len(names) != 1 {
+			t.Fatalf("entries of bad: %v %v", names, err)
+		}
+		badPath := filepath.Join(bad, names[0].Name())
+		b, err := os.ReadFile(badPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[len(b)-12] ^= 0x40
+		if err := os.WriteFile(badPath, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
 		if err := unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
 			t.Fatal(err)
 		}
@@ -436,9 +452,21 @@ func TestUnwritable(t *testing.T) {
 		if c.Create("g", "f2", 0, nil) != nil {
 			t.Fatal("Create on a read-only filesystem")
 		}
+		// The damaged entry: not served, one warning however often it is looked up.
+		for range 3 {
+			if r, _ := c.Lookup("g", "bad", 0.5); r != nil {
+				t.Fatal("a damaged entry was served")
+			}
+		}
+		if _, err := os.Stat(badPath); err != nil {
+			t.Fatalf("the damaged entry was removed from a read-only filesystem: %v", err)
+		}
 		c.Close()
-		if len(h.warnings()) != 1 {
-			t.Fatalf("warnings %q", h.warnings())
+		if w := h.warnings(); len(w) != 2 || !strings.Contains(w[1], "damaged") {
+			t.Fatalf("warnings %q: want the read-only one and one for the damaged entry", w)
+		}
+		if st := c.Stats(); st.Corrupt != 1 {
+			t.Fatalf("%d damaged entries counted, want 1", st.Corrupt)
 		}
 	})
 }

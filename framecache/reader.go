@@ -55,6 +55,9 @@ func (c *Cache) lookup(group, file string, t float64, g *groupCounters) *Reader 
 			continue
 		}
 		p := filepath.Join(dir, cd.name)
+		if c.knownBad(p) {
+			continue
+		}
 		r, err := c.openReader(p, cd)
 		switch {
 		case err == nil && (r.info.group != group || r.info.file != file):
@@ -64,7 +67,7 @@ func (c *Cache) lookup(group, file string, t float64, g *groupCounters) *Reader 
 			c.touch(p)
 			return r
 		case errors.Is(err, ErrCorrupt):
-			c.log.Warn("frame cache: removing a damaged entry", "path", p, "err", err)
+			c.log.Warn("frame cache: damaged entry: not used, removed where the cache is writable", "path", p, "err", err)
 			c.st.corrupt.Add(1)
 			if r != nil {
 				c.removeBad(p, r.f)
@@ -197,15 +200,33 @@ func (c *Cache) touch(p string) {
 }
 
 // removeBad removes the damaged entry at p if it is still the file f (a writer may have
-// published a good one under the same name since).
+// published a good one under the same name since). One that cannot be removed (a
+// read-only cache) is remembered, so that later lookups pass it over without reading
+// or warning again.
 func (c *Cache) removeBad(p string, f *os.File) {
 	a, err1 := os.Stat(p)
 	b, err2 := f.Stat()
 	if err1 == nil && err2 == nil && os.SameFile(a, b) {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			c.log.Debug("frame cache: removing a damaged entry", "path", p, "err", err)
+			c.mu.Lock()
+			c.bad[p] = b
+			c.mu.Unlock()
 		}
 	}
+}
+
+// knownBad reports whether p is a damaged entry removeBad could not remove, still the
+// same file.
+func (c *Cache) knownBad(p string) bool {
+	c.mu.Lock()
+	info, ok := c.bad[p]
+	c.mu.Unlock()
+	if !ok {
+		return false
+	}
+	now, err := os.Stat(p)
+	return err == nil && os.SameFile(now, info)
 }
 
 // Start is the start of the entry's coverage.
@@ -256,7 +277,7 @@ func (r *Reader) Next() (pts float64, payload []byte, err error) {
 	if err != nil {
 		r.err = fmt.Errorf("entry %s, record %d: %w", r.path, i, err)
 		if errors.Is(err, ErrCorrupt) {
-			r.c.log.Warn("frame cache: removing a damaged entry", "path", r.path, "err", r.err)
+			r.c.log.Warn("frame cache: damaged entry: not used, removed where the cache is writable", "path", r.path, "err", r.err)
 			r.c.st.corrupt.Add(1)
 			r.c.removeBad(r.path, r.f)
 		}

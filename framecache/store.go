@@ -211,11 +211,37 @@ type GroupInfo struct {
 	LastRun  *RunStats
 }
 
-// RunStats is the statistics of a process's run over a group, recorded by Close.
+// RunStats is the statistics of the last run over a group, recorded by Close. A run is
+// the processes whose uses of the group overlapped in time (the ranks and DataLoader
+// workers of one training job, the clients of one serve): each process adds its
+// counts when it closes, under the group's lock, to the recorded run if that run was
+// still going when the process started using the group, else it starts a new record.
 type RunStats struct {
-	Time                      time.Time
+	Start, Time               time.Time // the run's first use of the group, and its last Close
+	Processes                 int       // the processes counted
 	Hits, Misses              int64
 	FramesRead, FramesWritten int64
+}
+
+// add merges rs, one process's statistics, into the group's recorded run when the two
+// overlapped in time; it returns rs as the run otherwise.
+func (last RunStats) add(rs RunStats) RunStats {
+	if last.Processes == 0 || last.Time.Before(rs.Start) {
+		rs.Processes = 1
+		return rs
+	}
+	last.Processes++
+	last.Hits += rs.Hits
+	last.Misses += rs.Misses
+	last.FramesRead += rs.FramesRead
+	last.FramesWritten += rs.FramesWritten
+	if rs.Start.Before(last.Start) {
+		last.Start = rs.Start
+	}
+	if rs.Time.After(last.Time) {
+		last.Time = rs.Time
+	}
+	return last
 }
 
 const (
@@ -223,9 +249,19 @@ const (
 	runFile   = "lastrun.json"
 )
 
-// writeRunStats writes a group's lastrun.json atomically.
-func writeRunStats(groupDir string, rs RunStats) error {
-	b, err := json.Marshal(rs)
+// recordRun adds rs, this process's statistics, to the group's lastrun.json (RunStats),
+// under the group's lock, and writes it atomically.
+func recordRun(groupDir string, rs RunStats) error {
+	unlock, err := lockFile(filepath.Join(groupDir, ".lock"))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	var last RunStats
+	if b, err := os.ReadFile(filepath.Join(groupDir, runFile)); err == nil {
+		_ = json.Unmarshal(b, &last) // unreadable: a new record
+	}
+	b, err := json.Marshal(last.add(rs))
 	if err != nil {
 		return fmt.Errorf("run statistics: %w", err)
 	}

@@ -32,6 +32,7 @@ type Writer struct {
 	// the entry's file (bg) (async.go).
 	async bool
 	bg    *bgEntry
+	ch    pendingChunk // async: records not yet handed to the background writer
 }
 
 // Create starts an entry of (group, file) whose coverage starts at start, carrying meta
@@ -80,13 +81,7 @@ func (w *Writer) put(b, rest []byte) error { return w.putRecord(b, rest, false) 
 // raw record b+rest.
 func (w *Writer) putRecord(b, rest []byte, crc bool) error {
 	if w.async {
-		n := len(b) + len(rest)
-		if !w.c.bg.reserve(int64(n)) {
-			return errDropped
-		}
-		chunk := append(append(w.c.bg.buffer(n), b...), rest...)
-		w.c.bg.submit(w.c, bgJob{e: w.bg, chunk: chunk, crc: crc})
-		return nil
+		return w.queue(b, rest, crc)
 	}
 	_, err := w.f.Write(b)
 	if err == nil && len(rest) > 0 {
@@ -232,6 +227,7 @@ func (w *Writer) Commit(covered float64) error {
 	size := int64(w.off) + int64(len(tail))
 	w.done = true
 	if w.async {
+		w.handOver()
 		w.c.bg.submit(w.c, bgJob{e: w.bg, publish: w, covered: covered, size: size})
 		return nil
 	}
@@ -289,6 +285,7 @@ func (w *Writer) abort() {
 		os.Remove(name)
 		w.f = nil
 	}
+	w.dropChunk()
 	if w.bg != nil {
 		w.c.bg.submit(w.c, bgJob{e: w.bg, abort: true})
 		w.bg = nil

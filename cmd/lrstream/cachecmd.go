@@ -132,7 +132,8 @@ func groupsJSON(groups []framecache.GroupInfo) []map[string]any {
 	for _, g := range groups {
 		m := map[string]any{"dataset": g.Group, "entries": g.Entries, "bytes": g.Bytes, "raw_bytes": g.RawBytes}
 		if r := g.LastRun; r != nil {
-			m["last_run"] = map[string]any{"time": r.Time, "frames_read": r.FramesRead, "frames_written": r.FramesWritten,
+			m["last_run"] = map[string]any{"start": r.Start, "time": r.Time, "processes": r.Processes,
+				"frames_read": r.FramesRead, "frames_written": r.FramesWritten,
 				"hits": r.Hits, "misses": r.Misses, "hit_rate": hitRate(r)}
 		}
 		out = append(out, m)
@@ -153,6 +154,9 @@ func printGroups(w io.Writer, dir string, groups []framecache.GroupInfo) {
 		last := "-"
 		if r := g.LastRun; r != nil {
 			last = fmt.Sprintf("%s: %.1f%% of %d frames from the cache", r.Time.Local().Format("2006-01-02 15:04"), 100*hitRate(r), r.FramesRead+r.FramesWritten)
+			if r.Processes > 1 {
+				last += fmt.Sprintf(" (%d processes)", r.Processes)
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", g.Group, g.Entries, formatGB(g.Bytes), formatGB(g.RawBytes), last)
 		entries += g.Entries
