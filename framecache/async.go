@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -166,13 +165,11 @@ func (b *bgWriter) submit(c *Cache, j bgJob) {
 		b.done = make(chan struct{})
 		go func() {
 			defer close(b.done)
-			// The writer's own thread, at the lowest CPU priority where the OS
-			// allows it: it works with what decoding leaves idle (the bound above
-			// drops what it cannot keep up with). The thread ends with the
-			// goroutine (locked, never unlocked), so no other goroutine inherits
-			// the priority.
-			runtime.LockOSThread()
-			lowerThreadPriority()
+			// At the decoder's priority: with direct writes (direct.go) a frame
+			// costs the writer a checksum and a share of a system call, little
+			// enough that it keeps up on a busy machine. (At nice 19 it stored
+			// half the segments of a first epoch beside other work: the rest
+			// was dropped, then decoded again in the next epoch.)
 			for j := range b.jobs {
 				b.run(c, j)
 			}
