@@ -19,6 +19,7 @@ require (
 	golang.org/x/term v0.47.0
 	gopkg.in/ini.v1 v1.68.0
 	gopkg.in/yaml.v3 v3.0.1
+	lukechampine.com/blake3 v1.4.1
 )
 
 require (
