@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/lrstream/lrstream/fetch/s3"
 	"github.com/lrstream/lrstream/pipeline"
 	"github.com/lrstream/lrstream/prerender"
 	"github.com/lrstream/lrstream/sink"
@@ -73,8 +72,8 @@ func runPrerender(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if p.finalize != "" {
-		if s3.IsURL(p.finalize) {
-			return finalizeS3(ctx, e, p.finalize, p.quiet)
+		if isStoreURL(p.finalize) {
+			return finalizeStore(ctx, e, p.finalize, p.quiet)
 		}
 		return runFinalize(e, p.finalize, p.quiet)
 	}
@@ -99,8 +98,11 @@ func runPrerender(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	dir := p.out
-	if s3.IsURL(p.out) { // rendered locally, then published (docs/storage.md)
-		if dir, err = s3Staging(e, p.out); err != nil {
+	if isStoreURL(p.out) { // rendered locally, then published (docs/storage.md)
+		if dir, err = storeStaging(e, p.out); err != nil {
+			return err
+		}
+		if err := checkStoreWrite(ctx, e, p.out); err != nil {
 			return err
 		}
 	}
@@ -359,7 +361,8 @@ func printPrerenderSummary(w io.Writer, dir string, re prerender.RankEnv, res *p
 	}
 }
 
-// publish uploads the pre-render staged in dir to p.out (s3://…).
+// publish uploads the pre-render staged in dir to p.out (s3://… or
+// hf://buckets/…).
 func (p *prerenderFlags) publish(ctx context.Context, e *env, dir string) error {
 	st, err := publishPrerender(ctx, e, p.out, dir)
 	if err != nil {
@@ -372,10 +375,10 @@ func (p *prerenderFlags) publish(ctx context.Context, e *env, dir string) error 
 	return nil
 }
 
-// finalizeS3 finalizes a multi-rank pre-render published to spec: its
-// files are mirrored locally, merged and checked as for a directory, and
-// the merged index.json is published.
-func finalizeS3(ctx context.Context, e *env, spec string, quiet bool) error {
+// finalizeStore finalizes a multi-rank pre-render published to spec (s3://…
+// or hf://buckets/…): its files are mirrored locally, merged and checked as
+// for a directory, and the merged index.json is published.
+func finalizeStore(ctx context.Context, e *env, spec string, quiet bool) error {
 	dir, cleanup, err := mirrorStore(ctx, e, spec)
 	if err != nil {
 		return err
@@ -384,11 +387,7 @@ func finalizeS3(ctx context.Context, e *env, spec string, quiet bool) error {
 	if err := runFinalize(e, dir, true); err != nil {
 		return inSpec(err, dir, spec)
 	}
-	o, err := s3Options(e)
-	if err != nil {
-		return err
-	}
-	if _, err := s3.Publish(ctx, spec, dir, []string{prerender.IndexFile}, []string{prerender.IndexFile}, 0, o); err != nil {
+	if _, err := publishFiles(ctx, e, spec, dir, []string{prerender.IndexFile}, []string{prerender.IndexFile}); err != nil {
 		return err
 	}
 	if !quiet {
