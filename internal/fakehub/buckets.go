@@ -55,7 +55,7 @@ type Buckets struct {
 	// TokenTTL is the lifetime of the CAS tokens (default 1 hour).
 	TokenTTL time.Duration
 	// XorbDelay delays every xorb upload (an upload in progress, to
-	// interrupt).
+	// interrupt); set it before the first request, or under Mu.
 	XorbDelay time.Duration
 
 	Mu      sync.Mutex
@@ -304,6 +304,10 @@ func bucketRoute(r *http.Request) (id, rest string, api, ok bool) {
 }
 
 func (b *Buckets) serveHub(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/_fake/") {
+		b.serveControl(w, r)
+		return
+	}
 	id, rest, api, ok := bucketRoute(r)
 	kind := "hub"
 	switch {
@@ -460,7 +464,9 @@ func (b *Buckets) serveResolve(w http.ResponseWriter, r *http.Request, id, path 
 	w.Header().Set("X-Linked-Size", strconv.FormatInt(f.Size, 10))
 	w.Header().Set("ETag", `"`+f.XetHash+`"`)
 	w.Header().Set("Link", "<"+b.Server.URL+"/api/buckets/"+id+`/xet-read-token>; rel="xet-auth"`)
-	w.Header().Set("Location", b.CDN.URL+"/cdn/"+f.XetHash)
+	// Another host name for the CDN (huggingface_hub follows redirects to
+	// the same host name on HEAD, whatever the port, as to the Hub itself).
+	w.Header().Set("Location", strings.Replace(b.CDN.URL, "127.0.0.1", "localhost", 1)+"/cdn/"+f.XetHash)
 	w.WriteHeader(http.StatusFound)
 }
 

@@ -152,9 +152,12 @@ func (b *Buckets) serveXorbUpload(w http.ResponseWriter, r *http.Request, p stri
 		http.Error(w, "reading the body: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	if b.XorbDelay > 0 { // after the body: the server notices a client that gives up
+	b.Mu.Lock()
+	delay := b.XorbDelay
+	b.Mu.Unlock()
+	if delay > 0 { // after the body: the server notices a client that gives up
 		select {
-		case <-time.After(b.XorbDelay):
+		case <-time.After(delay):
 		case <-r.Context().Done():
 			return
 		}
