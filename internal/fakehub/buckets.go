@@ -32,7 +32,8 @@ import (
 //	     "failed" list in a 200 (some failed) or 422 (all failed)
 //	HEAD|GET /buckets/{ns}/{name}/resolve/{path}        302 to the CDN with X-Xet-Hash,
 //	     X-Linked-Size and Link: <xet-read-token>; rel="xet-auth"
-//	CDN: GET /cdn/{xethash}                             the file's bytes, rebuilt from its xorbs
+//	CDN: GET /cdn/{xethash}?X-Amz-Signature=sig-N     the file's bytes, rebuilt from its xorbs
+//	     (403 once ExpireSignatures expired the URL)
 //	CAS:
 //	POST /v1/xorbs/default/{hash}    the xorb's chunks parsed, its hash recomputed and checked
 //	POST /v1/shards                  the shard parsed; every file checked against the stored
@@ -71,6 +72,9 @@ type Buckets struct {
 	// Batches are the paths of every batch request's operations, in order
 	// ("+path" added, "-path" deleted).
 	Batches [][]string
+	// sigs counts the CDN signatures issued; those below sigsValid are
+	// expired (403).
+	sigs, sigsValid int
 }
 
 // Request is a logged request: Auth is its Authorization header.
@@ -239,6 +243,27 @@ func (b *Buckets) RevokeTokens() {
 	b.Mu.Lock()
 	defer b.Mu.Unlock()
 	clear(b.tokens)
+}
+
+// ExpireSignatures makes every CDN URL issued so far expired (403).
+func (b *Buckets) ExpireSignatures() {
+	b.Mu.Lock()
+	defer b.Mu.Unlock()
+	b.sigsValid = b.sigs + 1
+}
+
+// Requests returns the logged requests of a kind ("" for all) whose path
+// ends with suffix.
+func (b *Buckets) Requests(kind, suffix string) []Request {
+	b.Mu.Lock()
+	defer b.Mu.Unlock()
+	var out []Request
+	for _, r := range b.Log {
+		if (kind == "" || r.Host == kind) && strings.HasSuffix(r.Path, suffix) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // BatchLog returns a copy of Batches.
@@ -466,7 +491,12 @@ func (b *Buckets) serveResolve(w http.ResponseWriter, r *http.Request, id, path 
 	w.Header().Set("Link", "<"+b.Server.URL+"/api/buckets/"+id+`/xet-read-token>; rel="xet-auth"`)
 	// Another host name for the CDN (huggingface_hub follows redirects to
 	// the same host name on HEAD, whatever the port, as to the Hub itself).
-	w.Header().Set("Location", strings.Replace(b.CDN.URL, "127.0.0.1", "localhost", 1)+"/cdn/"+f.XetHash)
+	b.Mu.Lock()
+	b.sigs++
+	sig := b.sigs
+	b.Mu.Unlock()
+	w.Header().Set("Location", strings.Replace(b.CDN.URL, "127.0.0.1", "localhost", 1)+"/cdn/"+f.XetHash+
+		"?X-Amz-Signature=sig-"+strconv.Itoa(sig))
 	w.WriteHeader(http.StatusFound)
 }
 
@@ -476,13 +506,19 @@ func (b *Buckets) serveCDN(w http.ResponseWriter, r *http.Request) {
 		writeFault(w, f)
 		return
 	}
+	sig, serr := strconv.Atoi(strings.TrimPrefix(r.URL.Query().Get("X-Amz-Signature"), "sig-"))
 	b.Mu.Lock()
+	expired := serr != nil || sig < b.sigsValid
 	h, err := xet.ParseHash(strings.TrimPrefix(r.URL.Path, "/cdn/"))
 	var data []byte
 	if err == nil {
 		data, err = b.content(h)
 	}
 	b.Mu.Unlock()
+	if expired {
+		http.Error(w, "Request has expired", http.StatusForbidden)
+		return
+	}
 	if err != nil {
 		http.Error(w, "no such file", http.StatusNotFound)
 		return
