@@ -179,3 +179,36 @@ func (s *stepReader) Read(p []byte) (int, error) {
 	s.data = s.data[n:]
 	return n, nil
 }
+
+// BenchmarkHashReader: chunking and hashing throughput (the pass Publish
+// makes over every file before it uploads).
+func BenchmarkHashReader(b *testing.B) {
+	data := make([]byte, 64<<20)
+	rng := rand.New(rand.NewPCG(7, 8))
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, _, _, err := HashReader(bytes.NewReader(data)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkXorbAdd: packing chunks into a xorb (LZ4 tried on each).
+func BenchmarkXorbAdd(b *testing.B) {
+	chunk := make([]byte, TargetChunkSize)
+	rng := rand.New(rand.NewPCG(9, 10))
+	for i := range chunk {
+		chunk[i] = byte(rng.Uint32() % 16) // compressible
+	}
+	b.SetBytes(int64(len(chunk)))
+	var x Xorb
+	for b.Loop() {
+		if !x.Fits(len(chunk)) {
+			x.Reset()
+		}
+		x.Add(chunk)
+	}
+}
