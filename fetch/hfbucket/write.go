@@ -201,12 +201,20 @@ func Publish(ctx context.Context, spec, dir string, names, last []string, hub fe
 		}
 	}
 	for _, group := range [][]string{first, last} {
-		if err := w.publishGroup(ctx, dir, group, local, remote, &st); err != nil {
-			return st, w.scrubErr(err)
+		for len(group) > 0 {
+			n := min(len(group), batchSize)
+			if err := w.publishGroup(ctx, dir, group[:n], local, remote, &st); err != nil {
+				return st, w.scrubErr(err)
+			}
+			group = group[n:]
 		}
 	}
 	return st, nil
 }
+
+// batchSize is the number of files uploaded and registered together, as
+// huggingface_hub sends them (_BUCKET_BATCH_ADD_CHUNK_SIZE).
+const batchSize = 1000
 
 // publishGroup uploads the files of group the bucket does not have, then
 // registers them in one batch.

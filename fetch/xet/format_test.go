@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -143,6 +144,22 @@ func FuzzParseXorb(f *testing.F) {
 			if len(c.Data) > MaxChunkSize || c.End > len(data) {
 				t.Fatalf("chunk of %d bytes ending at %d", len(c.Data), c.End)
 			}
+		}
+	})
+}
+
+// FuzzParseHash: a hash parses from exactly 64 hex digits and prints back
+// as the same text (lower case).
+func FuzzParseHash(f *testing.F) {
+	f.Add("07060504030201000f0e0d0c0b0a090817161514131211101f1e1d1c1b1a1918")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, s string) {
+		h, err := ParseHash(s)
+		if err != nil {
+			return
+		}
+		if got := h.String(); !strings.EqualFold(got, s) {
+			t.Fatalf("%q -> %q", s, got)
 		}
 	})
 }

@@ -116,11 +116,15 @@ func TestUploadFaults(t *testing.T) {
 		{"dropped connections", &fakehub.Fault{Kind: "xorb", N: 2, Status: 502}, false, ""},
 		{"503 beyond the budget", &fakehub.Fault{Kind: "xorb", N: -1, Status: 503}, false, "uploading xorb"},
 		{"revoked token", nil, true, ""},
+		{"expiring tokens", nil, false, ""},
 		{"xorb refused", &fakehub.Fault{Kind: "xorb", N: -1, Status: 400}, false, "status 400"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := fakehub.NewBuckets(t)
 			b.AddBucket("lab/robots")
+			if c.name == "expiring tokens" {
+				b.TokenTTL = 20 * time.Second // within the refresh margin: a new token each request
+			}
 			var issued []string
 			src := hubTokens(b, "lab/robots")
 			cas := xet.NewCAS(func(ctx context.Context) (xet.Token, error) {
@@ -153,6 +157,9 @@ func TestUploadFaults(t *testing.T) {
 				}
 				if c.revoke && len(issued) != 2 {
 					t.Fatalf("%d tokens fetched, want 2 (one after the 401)", len(issued))
+				}
+				if n := b.Count("xorb") + b.Count("shard"); c.name == "expiring tokens" && len(issued) != n {
+					t.Fatalf("%d tokens fetched for %d requests: expiring tokens are not replaced", len(issued), n)
 				}
 				return
 			}
