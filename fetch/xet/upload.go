@@ -120,7 +120,8 @@ func (s *Session) flushXorb(ctx context.Context) error {
 	if _, err := s.cas.UploadXorb(ctx, h, s.xorb.Data); err != nil {
 		return err
 	}
-	s.shard.Xorbs = append(s.shard.Xorbs, XorbInfo{Hash: h, Chunks: append([]Chunk(nil), s.xorb.Chunks...), BytesOnDisk: uint32(len(s.xorb.Data))})
+	// Bytes on disk 0, as hf_xet records its xorbs (XorbChunkSequenceHeader::new).
+	s.shard.Xorbs = append(s.shard.Xorbs, XorbInfo{Hash: h, Chunks: append([]Chunk(nil), s.xorb.Chunks...)})
 	s.hashes = append(s.hashes, h)
 	s.xorb.Reset()
 	return nil

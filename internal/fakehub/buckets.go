@@ -72,6 +72,9 @@ type Buckets struct {
 	// Batches are the paths of every batch request's operations, in order
 	// ("+path" added, "-path" deleted).
 	Batches [][]string
+	// Refusals are the reasons of the CAS's 400 answers (bad xorbs and
+	// shards), in order.
+	Refusals []string
 	// sigs counts the CDN signatures issued; those below sigsValid are
 	// expired (403).
 	sigs, sigsValid int

@@ -285,3 +285,29 @@ def test_prerender_wrong_token(lrstream_bin, empty_buckets, tmp_path):
                  "--out", "hf://buckets/lab/robots/pre")
     err = p.stderr.decode()
     assert p.returncode != 0 and "HF_TOKEN" in err and "write access" in err and "hf_wrongWRITEtoken" not in err, err
+
+
+HF_UPLOAD = """
+import json, pathlib, sys
+from huggingface_hub import HfApi
+endpoint, token, root, prefix = sys.argv[1:5]
+api = HfApi(endpoint=endpoint, token=token)
+files = [(str(p), prefix + "/" + p.relative_to(root).as_posix()) for p in pathlib.Path(root).rglob("*") if p.is_file()]
+api.batch_bucket_files("lab/robots", add=files)
+"""
+
+
+def test_lrstream_reads_what_huggingface_hub_uploaded(lrstream_bin, empty_buckets, tmp_path):
+    """huggingface_hub (hf_xet) uploads a dataset into the fake bucket — the fake CAS parses and checks hf_xet's
+    own xorbs and shard, so its format checks are the reference client's — and lrstream streams it like the
+    local copy."""
+    b = empty_buckets
+    env = env_for(b, tmp_path, HF_HUB_DISABLE_PROGRESS_BARS="1")
+    p = subprocess.run([sys.executable, "-c", HF_UPLOAD, b.url, TOKEN, str(DATASET), "up"], env=env,
+                       capture_output=True, timeout=180)
+    assert p.returncode == 0, (p.stderr.decode()[-2000:], b.control("refusals", method="GET"))
+    assert b.control("refusals", method="GET") == []
+    want = stream(lrstream_bin, env, DATASET)
+    got = stream(lrstream_bin, env, "hf://buckets/lab/robots/up")
+    assert got.returncode == 0, got.stderr.decode()[-1500:]
+    assert batches(got.stdout) == batches(want.stdout)
