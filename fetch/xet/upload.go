@@ -2,7 +2,6 @@ package xet
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -31,11 +30,10 @@ type Session struct {
 	open   *openSegment // the current file's segment in the open xorb
 }
 
-// File is an uploaded file: its Xet hash, size and SHA-256.
+// File is an uploaded file: its Xet hash and size.
 type File struct {
-	Hash   Hash
-	Size   int64
-	SHA256 [32]byte
+	Hash Hash
+	Size int64
 }
 
 type openSegment struct {
@@ -48,10 +46,12 @@ type openSegment struct {
 func NewSession(cas *CAS) *Session { return &Session{cas: cas} }
 
 // Upload chunks r into the session's xorbs (uploading full ones) and
-// records the file for the next shard. name is for errors.
+// records the file for the next shard. name is for errors. The shard does
+// not carry the file's SHA-256 (its optional metadata extension), as
+// huggingface_hub's bucket uploads do not (SKIP_SHA256): the shards are
+// the ones hf_xet writes for the same files.
 func (s *Session) Upload(ctx context.Context, name string, r io.Reader) (File, error) {
-	sum := sha256.New()
-	ch := NewChunker(io.TeeReader(r, sum))
+	ch := NewChunker(r)
 	fi := FileInfo{}
 	var chunks []Chunk
 	for {
@@ -84,10 +84,7 @@ func (s *Session) Upload(ctx context.Context, name string, r io.Reader) (File, e
 	for _, c := range chunks {
 		f.Size += int64(c.Size)
 	}
-	sum.Sum(f.SHA256[:0])
 	fi.Hash = f.Hash
-	sha := f.SHA256
-	fi.SHA256 = &sha
 	if len(chunks) > 0 {
 		s.shard.Files = append(s.shard.Files, fi)
 	}

@@ -72,6 +72,8 @@ type Buckets struct {
 	// Batches are the paths of every batch request's operations, in order
 	// ("+path" added, "-path" deleted).
 	Batches [][]string
+	// Shards are the bodies of the shards accepted, in order.
+	Shards [][]byte
 	// Refusals are the reasons of the CAS's 400 answers (bad xorbs and
 	// shards), in order.
 	Refusals []string

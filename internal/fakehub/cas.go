@@ -221,6 +221,7 @@ func (b *Buckets) serveShardUpload(w http.ResponseWriter, r *http.Request) {
 		f := s.Files[i]
 		b.files[f.Hash] = &f
 	}
+	b.Shards = append(b.Shards, data)
 	writeJSON(w, 200, map[string]int{"result": 1})
 }
 

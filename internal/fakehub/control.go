@@ -21,7 +21,7 @@ import (
 //	POST /_fake/putdir?id=NS/NAME&prefix=P&dir=D  store a local directory's files under P
 //	POST /_fake/fault?kind=K&n=N&status=S       add a fault
 //	POST /_fake/xorb-delay?ms=N                 delay every xorb upload
-//	GET  /_fake/log, /_fake/counts, /_fake/batches, /_fake/refusals  what was requested, refused
+//	GET  /_fake/log, /_fake/counts, /_fake/batches, /_fake/refusals, /_fake/shards (base64)  what was requested, refused, accepted
 func (b *Buckets) serveControl(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	switch strings.TrimPrefix(r.URL.Path, "/_fake/") {
@@ -67,6 +67,12 @@ func (b *Buckets) serveControl(w http.ResponseWriter, r *http.Request) {
 		return
 	case "batches":
 		writeJSON(w, 200, b.BatchLog())
+		return
+	case "shards":
+		b.Mu.Lock()
+		out := append([][]byte{}, b.Shards...)
+		b.Mu.Unlock()
+		writeJSON(w, 200, out) // base64
 		return
 	case "refusals":
 		b.Mu.Lock()

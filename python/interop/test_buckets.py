@@ -311,3 +311,43 @@ def test_lrstream_reads_what_huggingface_hub_uploaded(lrstream_bin, empty_bucket
     got = stream(lrstream_bin, env, "hf://buckets/lab/robots/up")
     assert got.returncode == 0, got.stderr.decode()[-1500:]
     assert batches(got.stdout) == batches(want.stdout)
+
+
+HF_UPLOAD_ONE = """
+import sys
+from huggingface_hub import HfApi
+endpoint, token = sys.argv[1:3]
+api = HfApi(endpoint=endpoint, token=token)
+for local, remote in zip(sys.argv[3::2], sys.argv[4::2]):
+    api.batch_bucket_files("lab/robots", add=[(local, remote)])  # one file per upload: one shard each
+"""
+
+
+def test_shards_are_hf_xets(lrstream_bin, empty_buckets, tmp_path):
+    """For the same file, lrstream's upload and hf_xet's are the same: the same xorb hash, and shards equal byte
+    for byte (a pre-render of the demo dataset with camera frames: a ~560 kB shard file of several chunks, and
+    its index, published one file per batch)."""
+    b = empty_buckets
+    env = env_for(b, tmp_path, HF_HUB_DISABLE_PROGRESS_BARS="1")
+    demo = REPO / "testdata" / "demo"
+    args = ("prerender", "--dataset", str(demo), "--cameras", "all", "--shard-size", "64MB", "--batch-size", "8", "-q")
+    pre = tmp_path / "pre"
+    p = lrstream(lrstream_bin, env, *args, "--out", str(pre))
+    assert p.returncode == 0, p.stderr.decode()[-1500:]
+    shard = pre / "shard-000000.msgpack.zst"
+    assert shard.stat().st_size > 4 * 128 * 1024 and sorted(x.name for x in pre.iterdir()) == [
+        ".lock", "index.json", shard.name]
+    p = lrstream(lrstream_bin, env, *args, "--out", "hf://buckets/lab/robots/lr")
+    assert p.returncode == 0, p.stderr.decode()[-1500:]
+    p = subprocess.run([sys.executable, "-c", HF_UPLOAD_ONE, b.url, TOKEN, str(shard), "hf/" + shard.name,
+                        str(pre / "index.json"), "hf/index.json"], env=env, capture_output=True, timeout=180)
+    assert p.returncode == 0, (p.stderr.decode()[-2000:], b.control("refusals", method="GET"))
+    import base64
+
+    shards = [base64.b64decode(s) for s in b.control("shards", method="GET")]
+    assert len(shards) == 4  # lrstream: the shard file, then the index; hf_xet: the same
+    assert shards[0] == shards[2], "the shard file's MDB shard differs from hf_xet's"
+    assert shards[1] == shards[3], "index.json's MDB shard differs from hf_xet's"
+    files = {f: h for f, h in hf_side(b, tmp_path, "lr")[0]["files"].items()}
+    hf_files = {f: h for f, h in hf_side(b, tmp_path, "hf")[0]["files"].items()}
+    assert {f[3:]: h for f, h in files.items()} == {f[3:]: h for f, h in hf_files.items()}
