@@ -30,19 +30,34 @@ type TokenSource func(ctx context.Context) (Token, error)
 
 // RetryPolicy bounds the attempts of one CAS request (429, 5xx but 501,
 // connection errors and resets are retried with exponential backoff;
-// Retry-After is honoured).
+// Retry-After is honoured). Zero fields take lrstream's Hub defaults: 8
+// attempts, backoff from 500 ms doubling up to 20 s.
 type RetryPolicy struct {
 	MaxAttempts            int
 	MinBackoff, MaxBackoff time.Duration
+}
+
+func (p RetryPolicy) withDefaults() RetryPolicy {
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = 8
+	}
+	if p.MinBackoff <= 0 {
+		p.MinBackoff = 500 * time.Millisecond
+	}
+	if p.MaxBackoff < p.MinBackoff {
+		p.MaxBackoff = max(20*time.Second, p.MinBackoff)
+	}
+	return p
 }
 
 // CAS is a client of a Xet CAS server's upload API. The access token goes
 // to the CAS URL the Hub gave with it and nowhere else: the client follows
 // no redirects. Errors never contain the token.
 type CAS struct {
-	source TokenSource
-	client *retryablehttp.Client
-	log    *slog.Logger
+	source   TokenSource
+	client   *retryablehttp.Client
+	log      *slog.Logger
+	attempts int
 
 	mu  sync.Mutex
 	tok Token
@@ -68,10 +83,9 @@ func NewCAS(source TokenSource, policy RetryPolicy, transport http.RoundTripper,
 		return errors.New("the CAS answered with a redirect: not followed (the token goes to the CAS URL only)")
 	}}
 	rc.Logger = nil
-	rc.RetryMax = max(policy.MaxAttempts, 1) - 1
-	if policy.MinBackoff > 0 {
-		rc.RetryWaitMin, rc.RetryWaitMax = policy.MinBackoff, max(policy.MaxBackoff, policy.MinBackoff)
-	}
+	policy = policy.withDefaults()
+	rc.RetryMax = policy.MaxAttempts - 1
+	rc.RetryWaitMin, rc.RetryWaitMax = policy.MinBackoff, policy.MaxBackoff
 	rc.CheckRetry = func(ctx context.Context, resp *http.Response, err error) (bool, error) {
 		retry, cerr := retryablehttp.DefaultRetryPolicy(ctx, resp, err)
 		if retry {
@@ -80,7 +94,7 @@ func NewCAS(source TokenSource, policy RetryPolicy, transport http.RoundTripper,
 		return retry, cerr
 	}
 	rc.ErrorHandler = retryablehttp.PassthroughErrorHandler
-	return &CAS{source: source, client: rc, log: log}
+	return &CAS{source: source, client: rc, log: log, attempts: policy.MaxAttempts}
 }
 
 func status(resp *http.Response) int {
@@ -135,7 +149,11 @@ func (c *CAS) post(ctx context.Context, path string, body []byte, out any) error
 			continue
 		}
 		if resp.StatusCode/100 != 2 {
-			return fmt.Errorf("xet: POST %s: status %s: %s", u.Redacted(), resp.Status,
+			budget := ""
+			if resp.StatusCode == http.StatusTooManyRequests || (resp.StatusCode >= 500 && resp.StatusCode != http.StatusNotImplemented) {
+				budget = fmt.Sprintf(" (giving up after %d attempts)", c.attempts)
+			}
+			return fmt.Errorf("xet: POST %s: status %s%s: %s", u.Redacted(), resp.Status, budget,
 				strings.ReplaceAll(shorten(string(data), 300), tok.AccessToken, "[token]"))
 		}
 		if rerr != nil {

@@ -114,7 +114,7 @@ func TestUploadFaults(t *testing.T) {
 		{"503 storm within the budget", &fakehub.Fault{Kind: "xorb", N: 3, Status: 503}, false, ""},
 		{"429 on the shard", &fakehub.Fault{Kind: "shard", N: 2, Status: 429, Headers: map[string]string{"Retry-After": "0"}}, false, ""},
 		{"dropped connections", &fakehub.Fault{Kind: "xorb", N: 2, Status: 502}, false, ""},
-		{"503 beyond the budget", &fakehub.Fault{Kind: "xorb", N: -1, Status: 503}, false, "uploading xorb"},
+		{"503 beyond the budget", &fakehub.Fault{Kind: "xorb", N: -1, Status: 503}, false, "giving up after 4 attempts"},
 		{"revoked token", nil, true, ""},
 		{"expiring tokens", nil, false, ""},
 		{"xorb refused", &fakehub.Fault{Kind: "xorb", N: -1, Status: 400}, false, "status 400"},
