@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lrstream/lrstream/fetch/hfbucket"
 	"github.com/lrstream/lrstream/pipeline"
 	"github.com/lrstream/lrstream/prerender"
 	"github.com/lrstream/lrstream/sink"
@@ -369,8 +370,12 @@ func (p *prerenderFlags) publish(ctx context.Context, e *env, dir string) error 
 		return fmt.Errorf("publish %s to %s (run the same command again to resume): %w", dir, p.out, err)
 	}
 	if !p.quiet {
-		fmt.Fprintf(e.stderr, "prerender: published %s: %d files uploaded (%d in parts, %.1f MB), %d already there\n",
-			p.out, st.Uploaded, st.Multipart, float64(st.Bytes)/1e6, st.Skipped)
+		how := fmt.Sprintf("%d in parts", st.Multipart)
+		if hfbucket.IsURL(p.out) {
+			how = "through Xet"
+		}
+		fmt.Fprintf(e.stderr, "prerender: published %s: %d files uploaded (%s, %.1f MB), %d already there\n",
+			p.out, st.Uploaded, how, float64(st.Bytes)/1e6, st.Skipped)
 	}
 	return nil
 }
