@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/lrstream/lrstream/fetch/s3"
+	"github.com/lrstream/lrstream/fetch/hfbucket"
 	"github.com/lrstream/lrstream/pipeline"
 	"github.com/lrstream/lrstream/prerender"
 	"github.com/lrstream/lrstream/sink"
@@ -73,8 +73,8 @@ func runPrerender(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if p.finalize != "" {
-		if s3.IsURL(p.finalize) {
-			return finalizeS3(ctx, e, p.finalize, p.quiet)
+		if isStoreURL(p.finalize) {
+			return finalizeStore(ctx, e, p.finalize, p.quiet)
 		}
 		return runFinalize(e, p.finalize, p.quiet)
 	}
@@ -99,8 +99,11 @@ func runPrerender(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	dir := p.out
-	if s3.IsURL(p.out) { // rendered locally, then published (docs/storage.md)
-		if dir, err = s3Staging(e, p.out); err != nil {
+	if isStoreURL(p.out) { // rendered locally, then published (docs/storage.md)
+		if dir, err = storeStaging(e, p.out); err != nil {
+			return err
+		}
+		if err := checkStoreWrite(ctx, e, p.out); err != nil {
 			return err
 		}
 	}
@@ -170,12 +173,12 @@ func (p *prerenderFlags) flagSet(e *env) *flag.FlagSet {
 	p.rf.register(fs)
 	p.bf.register(fs)
 	p.tf.register(fs, e, false)
-	fs.StringVar(&p.out, "out", "", "output directory (required; created if missing)")
+	fs.StringVar(&p.out, "out", "", "output directory (required; created if missing), or s3://BUCKET/PREFIX or hf://buckets/NS/NAME/PREFIX (rendered locally, then published, index last: docs/storage.md)")
 	fs.StringVar(&p.shardSize, "shard-size", "256MB", "uncompressed size at which a shard is cut (after the batch reaching it): 256MB, 1GiB, 20KB...")
 	fs.Var(&p.rank, "rank", "this process's rank `N`: it renders share N of WORLD_SIZE of the episodes (default from LRSTREAM_RANK, RANK, SLURM_ARRAY_TASK_ID, SLURM_PROCID or JOB_COMPLETION_INDEX; see docs/prerender.md)")
 	fs.IntVar(&p.worldSize, "world-size", 0, "number of ranks (default from LRSTREAM_WORLD_SIZE, WORLD_SIZE, SLURM_ARRAY_TASK_COUNT or SLURM_NTASKS; 1 without any)")
 	fs.BoolVar(&p.overwrite, "overwrite", false, "discard a previous pre-render in --out (of this rank) and start over, instead of resuming or refusing a different one")
-	fs.StringVar(&p.finalize, "finalize", "", "merge the per-rank indexes of `DIR` (a multi-rank pre-render) into DIR/index.json, then exit")
+	fs.StringVar(&p.finalize, "finalize", "", "merge the per-rank indexes of `DIR` (a multi-rank pre-render; or an s3:// or hf://buckets/ prefix) into DIR/index.json, then exit")
 	fs.BoolVar(&p.quiet, "q", false, "no progress line, notes or summary")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, prerenderUsage)
@@ -359,23 +362,28 @@ func printPrerenderSummary(w io.Writer, dir string, re prerender.RankEnv, res *p
 	}
 }
 
-// publish uploads the pre-render staged in dir to p.out (s3://…).
+// publish uploads the pre-render staged in dir to p.out (s3://… or
+// hf://buckets/…).
 func (p *prerenderFlags) publish(ctx context.Context, e *env, dir string) error {
 	st, err := publishPrerender(ctx, e, p.out, dir)
 	if err != nil {
 		return fmt.Errorf("publish %s to %s (run the same command again to resume): %w", dir, p.out, err)
 	}
 	if !p.quiet {
-		fmt.Fprintf(e.stderr, "prerender: published %s: %d files uploaded (%d in parts, %.1f MB), %d already there\n",
-			p.out, st.Uploaded, st.Multipart, float64(st.Bytes)/1e6, st.Skipped)
+		how := fmt.Sprintf("%d in parts", st.Multipart)
+		if hfbucket.IsURL(p.out) {
+			how = "through Xet"
+		}
+		fmt.Fprintf(e.stderr, "prerender: published %s: %d files uploaded (%s, %.1f MB), %d already there\n",
+			p.out, st.Uploaded, how, float64(st.Bytes)/1e6, st.Skipped)
 	}
 	return nil
 }
 
-// finalizeS3 finalizes a multi-rank pre-render published to spec: its
-// files are mirrored locally, merged and checked as for a directory, and
-// the merged index.json is published.
-func finalizeS3(ctx context.Context, e *env, spec string, quiet bool) error {
+// finalizeStore finalizes a multi-rank pre-render published to spec (s3://…
+// or hf://buckets/…): its files are mirrored locally, merged and checked as
+// for a directory, and the merged index.json is published.
+func finalizeStore(ctx context.Context, e *env, spec string, quiet bool) error {
 	dir, cleanup, err := mirrorStore(ctx, e, spec)
 	if err != nil {
 		return err
@@ -384,11 +392,7 @@ func finalizeS3(ctx context.Context, e *env, spec string, quiet bool) error {
 	if err := runFinalize(e, dir, true); err != nil {
 		return inSpec(err, dir, spec)
 	}
-	o, err := s3Options(e)
-	if err != nil {
-		return err
-	}
-	if _, err := s3.Publish(ctx, spec, dir, []string{prerender.IndexFile}, []string{prerender.IndexFile}, 0, o); err != nil {
+	if _, err := publishFiles(ctx, e, spec, dir, []string{prerender.IndexFile}, []string{prerender.IndexFile}); err != nil {
 		return err
 	}
 	if !quiet {

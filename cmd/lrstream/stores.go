@@ -44,21 +44,15 @@ func openStore(ctx context.Context, e *env, spec string, hub fetch.HubOptions, c
 	return s3.Open(ctx, spec, o)
 }
 
-// checkPrerenderOut refuses a --out (or --finalize) that names a store
-// lrstream cannot write to: a Storage Bucket (the Hub's bucket API takes
-// new content only through the Xet upload protocol, docs/storage.md,
-// "Writing to a Storage Bucket") or another URL, which would otherwise be
-// taken for a local directory named "hf:" or "gs:".
+// checkPrerenderOut refuses a --out (or --finalize) that names a URL
+// prerender cannot write to, which would otherwise be taken for a local
+// directory named "gs:" or "http:".
 func checkPrerenderOut(flag, spec string) error {
 	switch {
-	case spec == "" || s3.IsURL(spec):
+	case spec == "" || isStoreURL(spec):
 		return nil
-	case hfbucket.IsURL(spec):
-		return fmt.Errorf("%s %s: lrstream cannot write to a Storage Bucket: the Hub takes new bucket files only through the Xet upload protocol, which lrstream does not speak (docs/storage.md, \"Writing to a Storage Bucket\"); "+
-			"publish through the bucket's S3 gateway instead (%s s3://NAME/PREFIX with AWS_ENDPOINT_URL=https://s3.hf.co/NAMESPACE and the gateway's HFAK… keys), "+
-			"or render to a directory and upload it with the hf CLI, index files last", flag, spec, flag)
 	case strings.Contains(spec, "://"):
-		return fmt.Errorf("%s %s: not a local directory nor an s3:// prefix (the only store prerender writes to)", flag, spec)
+		return fmt.Errorf("%s %s: not a local directory nor an s3:// or hf://buckets/ prefix (the stores prerender writes to)", flag, spec)
 	}
 	return nil
 }
@@ -66,33 +60,65 @@ func checkPrerenderOut(flag, spec string) error {
 // s3Options is the S3 configuration of the environment.
 func s3Options(e *env) (s3.Options, error) { return s3.OptionsFromEnv(e.getenv) }
 
-// s3Staging is the local directory a pre-render to spec (s3://…) renders
-// into before it is published: in the S3 cache, named by the spec's hash,
-// so an interrupted run resumes there like a local --out.
-func s3Staging(e *env, spec string) (string, error) {
-	if _, _, err := s3.ParseURL(spec); err != nil {
-		return "", fmt.Errorf("--out: %w", err)
+// storeStaging is the local directory a pre-render to spec (s3://… or
+// hf://buckets/…) renders into before it is published: in the store's
+// cache, named by the hash of the endpoint and spec, so an interrupted run
+// resumes there like a local --out.
+func storeStaging(e *env, spec string) (string, error) {
+	var root, endpoint string
+	if hfbucket.IsURL(spec) {
+		if _, _, err := hfbucket.ParseURL(spec); err != nil {
+			return "", fmt.Errorf("--out: %w", err)
+		}
+		hub, err := fetch.HubOptionsFromEnv(e.getenv)
+		if err != nil {
+			return "", err
+		}
+		root, endpoint = hfbucket.DefaultCacheDir(e.getenv), hub.Endpoint
+	} else {
+		if _, _, err := s3.ParseURL(spec); err != nil {
+			return "", fmt.Errorf("--out: %w", err)
+		}
+		o, err := s3Options(e)
+		if err != nil {
+			return "", err
+		}
+		root, endpoint = o.CacheDir, o.Endpoint
 	}
-	o, err := s3Options(e)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256([]byte(o.Endpoint + "\x00" + spec))
-	dir := filepath.Join(o.CacheDir, "prerender-staging", hex.EncodeToString(sum[:16]))
+	sum := sha256.Sum256([]byte(endpoint + "\x00" + spec))
+	dir := filepath.Join(root, "prerender-staging", hex.EncodeToString(sum[:16]))
 	return dir, os.MkdirAll(dir, 0o755)
+}
+
+// checkStoreWrite fails early when spec is a bucket its token cannot
+// write to (S3 keys are only checked by the first upload).
+func checkStoreWrite(ctx context.Context, e *env, spec string) error {
+	if !hfbucket.IsURL(spec) {
+		return nil
+	}
+	hub, err := fetch.HubOptionsFromEnv(e.getenv)
+	if err != nil {
+		return err
+	}
+	if err := hfbucket.CheckWrite(ctx, spec, hub); err != nil {
+		return fmt.Errorf("--out %s: %w", spec, err)
+	}
+	return nil
+}
+
+// publishStats says what a publish did, whatever the store.
+type publishStats struct {
+	Uploaded, Skipped, Multipart int
+	Bytes                        int64
 }
 
 // publishPrerender uploads the pre-render files of dir (shards, then the
 // index files last; lock and temporary files are not pre-render files) to
 // spec.
-func publishPrerender(ctx context.Context, e *env, spec, dir string) (s3.PublishStats, error) {
-	o, err := s3Options(e)
-	if err != nil {
-		return s3.PublishStats{}, err
-	}
+func publishPrerender(ctx context.Context, e *env, spec, dir string) (publishStats, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return s3.PublishStats{}, err
+		return publishStats{}, err
 	}
 	var names, last []string
 	for _, d := range ents {
@@ -105,7 +131,25 @@ func publishPrerender(ctx context.Context, e *env, spec, dir string) (s3.Publish
 			last = append(last, n)
 		}
 	}
-	return s3.Publish(ctx, spec, dir, names, last, 0, o)
+	return publishFiles(ctx, e, spec, dir, names, last)
+}
+
+// publishFiles uploads names of dir to spec, last after the others.
+func publishFiles(ctx context.Context, e *env, spec, dir string, names, last []string) (publishStats, error) {
+	if hfbucket.IsURL(spec) {
+		hub, err := fetch.HubOptionsFromEnv(e.getenv)
+		if err != nil {
+			return publishStats{}, err
+		}
+		st, err := hfbucket.Publish(ctx, spec, dir, names, last, hub)
+		return publishStats{Uploaded: st.Uploaded, Skipped: st.Skipped, Bytes: st.Bytes}, err
+	}
+	o, err := s3Options(e)
+	if err != nil {
+		return publishStats{}, err
+	}
+	st, err := s3.Publish(ctx, spec, dir, names, last, 0, o)
+	return publishStats{Uploaded: st.Uploaded, Skipped: st.Skipped, Multipart: st.Multipart, Bytes: st.Bytes}, err
 }
 
 // mirrorStore makes the pre-render at spec (s3://… or hf://buckets/…) a

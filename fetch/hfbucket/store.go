@@ -455,6 +455,8 @@ func (e *Error) Error() string {
 		msg += ": " + strings.TrimSpace(e.Code+" "+e.Message)
 	}
 	switch {
+	case (e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden) && (e.Op == "xet-write-token" || e.Op == "batch"):
+		msg += " (writing to a bucket needs HF_TOKEN set to a token with write access to it)"
 	case e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden:
 		msg += " (the bucket may be private: set HF_TOKEN or log in with `hf auth login`)"
 	case e.Status == http.StatusNotFound && e.Op == "list":

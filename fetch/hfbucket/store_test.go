@@ -3,50 +3,38 @@ package hfbucket
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"io/fs"
-	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/lrstream/lrstream/fetch"
 	"github.com/lrstream/lrstream/fetch/objstore"
+	"github.com/lrstream/lrstream/internal/fakehub"
 )
 
 const conformance = "../../../shared/conformance/datasets/pub_inferred_front_wrist"
 
-// fakeBucket serves a directory as bucket ns/name under prefix "sets/ds"
-// with the Hub's bucket routes (tree, resolve → CDN redirect), counting
-// faults to inject and the Authorization headers the CDN saw.
-type fakeBucket struct {
-	hub, cdn *httptest.Server
-	mu       sync.Mutex
-	files    map[string][]byte // bucket path → content
-	fail503  int
-	cdnAuth  []string
-	resolves map[string]int // resolve requests per bucket path
-	signed   int            // signature generation
-}
+const testToken = "hf_bucketSECRET"
 
-func xetHash(b []byte) string {
-	h := sha256.Sum256(append([]byte("xet"), b...))
-	return hex.EncodeToString(h[:])
+// fakeBucket is the fake Hub's buckets (internal/fakehub.Buckets, with its
+// Xet CAS) serving the conformance dataset as bucket ns/name under the
+// prefix "sets/ds", and "sets/ds2/other.txt" beside it (another prefix
+// that starts with the same characters).
+type fakeBucket struct {
+	*fakehub.Buckets
+	files map[string][]byte // bucket path → content
 }
 
 func newFakeBucket(t *testing.T, dir string) *fakeBucket {
 	t.Helper()
-	fb := &fakeBucket{files: map[string][]byte{}, resolves: map[string]int{}}
+	fb := &fakeBucket{Buckets: fakehub.NewBuckets(t), files: map[string][]byte{}}
+	fb.Token = testToken
+	fb.PageSize = 3
+	fb.AddBucket("ns/name")
 	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			b, _ := os.ReadFile(p)
@@ -56,83 +44,25 @@ func newFakeBucket(t *testing.T, dir string) *fakeBucket {
 		return err
 	})
 	fb.files["sets/ds2/other.txt"] = []byte("another prefix")
-	fb.cdn = httptest.NewServer(http.HandlerFunc(fb.serveCDN))
-	fb.hub = httptest.NewServer(http.HandlerFunc(fb.serveHub))
-	t.Cleanup(fb.hub.Close)
-	t.Cleanup(fb.cdn.Close)
+	for p, b := range fb.files {
+		if err := fb.Put("ns/name", p, b); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return fb
 }
 
-func (fb *fakeBucket) serveHub(w http.ResponseWriter, r *http.Request) {
-	fb.mu.Lock()
-	defer fb.mu.Unlock()
-	if fb.fail503 > 0 {
-		fb.fail503--
-		w.WriteHeader(http.StatusServiceUnavailable)
-		return
+// put replaces a file of the bucket.
+func (fb *fakeBucket) put(t *testing.T, p string, b []byte) {
+	t.Helper()
+	fb.files[p] = b
+	if err := fb.Put("ns/name", p, b); err != nil {
+		t.Fatal(err)
 	}
-	if r.Header.Get("Authorization") != "Bearer hf_bucketSECRET" {
-		w.Header().Set("X-Error-Code", "RepoNotFound")
-		w.WriteHeader(http.StatusUnauthorized)
-		return
-	}
-	const tree, resolve = "/api/buckets/ns/name/tree", "/buckets/ns/name/resolve/"
-	switch {
-	case strings.HasPrefix(r.URL.EscapedPath(), tree):
-		prefix, _ := url.PathUnescape(strings.TrimPrefix(strings.TrimPrefix(r.URL.EscapedPath(), tree), "/"))
-		var paths []string
-		for p := range fb.files {
-			if strings.HasPrefix(p, prefix) {
-				paths = append(paths, p)
-			}
-		}
-		sort.Strings(paths)
-		start, _ := strconv.Atoi(r.URL.Query().Get("cursor"))
-		end := min(start+3, len(paths))
-		var page []map[string]any
-		for _, p := range paths[start:end] {
-			page = append(page, map[string]any{"type": "file", "path": p, "size": len(fb.files[p]), "xetHash": xetHash(fb.files[p]), "mtime": "2026-01-01T00:00:00.000Z"})
-		}
-		if end < len(paths) {
-			w.Header().Set("Link", "<"+fb.hub.URL+r.URL.EscapedPath()+"?recursive=true&cursor="+strconv.Itoa(end)+`>; rel="next"`)
-		}
-		json.NewEncoder(w).Encode(page)
-	case strings.HasPrefix(r.URL.Path, resolve):
-		p := strings.TrimPrefix(r.URL.Path, resolve)
-		b, ok := fb.files[p]
-		if !ok {
-			w.Header().Set("X-Error-Code", "EntryNotFound")
-			w.WriteHeader(http.StatusNotFound)
-			return
-		}
-		fb.resolves[p]++
-		w.Header().Set("X-Xet-Hash", xetHash(b))
-		http.Redirect(w, r, fb.cdn.URL+"/cdn/"+url.PathEscape(p)+"?sig=SIGNED"+strconv.Itoa(fb.signed), http.StatusFound)
-	default:
-		w.WriteHeader(http.StatusNotFound)
-	}
-}
-
-func (fb *fakeBucket) serveCDN(w http.ResponseWriter, r *http.Request) {
-	fb.mu.Lock()
-	fb.cdnAuth = append(fb.cdnAuth, r.Header.Get("Authorization"))
-	p, _ := url.PathUnescape(strings.TrimPrefix(r.URL.EscapedPath(), "/cdn/"))
-	b, ok := fb.files[p]
-	stale := r.URL.Query().Get("sig") != "SIGNED"+strconv.Itoa(fb.signed)
-	fb.mu.Unlock()
-	if stale {
-		w.WriteHeader(http.StatusForbidden) // an expired signature
-		return
-	}
-	if !ok {
-		w.WriteHeader(http.StatusNotFound)
-		return
-	}
-	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(b))
 }
 
 func hubOpts(t *testing.T, fb *fakeBucket) fetch.HubOptions {
-	return fetch.HubOptions{Endpoint: fb.hub.URL, Token: "hf_bucketSECRET",
+	return fetch.HubOptions{Endpoint: fb.URL(), Token: testToken,
 		Retry: fetch.RetryPolicy{MaxAttempts: 4, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}}
 }
 
@@ -157,9 +87,13 @@ func TestBucketReadsEveryFile(t *testing.T) {
 			}
 		}
 	}
-	for _, a := range fb.cdnAuth {
-		if a != "" {
-			t.Fatalf("the CDN received an Authorization header %q", a)
+	cdn := fb.Requests("cdn", "")
+	if len(cdn) == 0 {
+		t.Fatal("no CDN request")
+	}
+	for _, r := range cdn {
+		if r.Auth != "" {
+			t.Fatalf("the CDN received an Authorization header %q", r.Auth)
 		}
 	}
 }
@@ -167,7 +101,7 @@ func TestBucketReadsEveryFile(t *testing.T) {
 func TestBucketFaults(t *testing.T) {
 	fb := newFakeBucket(t, conformance)
 	ctx := context.Background()
-	fb.fail503 = 2
+	fb.AddFault(&fakehub.Fault{Kind: "tree", N: 2, Status: 503})
 	src, err := Open(ctx, "hf://buckets/ns/name/sets/ds", hubOpts(t, fb), t.TempDir())
 	if err != nil {
 		t.Fatalf("2 503s within the budget: %v", err)
@@ -175,19 +109,18 @@ func TestBucketFaults(t *testing.T) {
 	if src.Stats().Retries < 2 {
 		t.Fatalf("stats %+v", src.Stats())
 	}
-	fb.fail503 = 10
+	storm := &fakehub.Fault{Kind: "resolve", N: 10, Status: 503}
+	fb.AddFault(storm)
 	_, err = fetch.ReadAll(ctx, src, "meta/info.json")
-	if !errors.Is(err, fetch.ErrRetryBudget) || strings.Contains(err.Error(), "hf_bucketSECRET") {
+	if !errors.Is(err, fetch.ErrRetryBudget) || strings.Contains(err.Error(), testToken) {
 		t.Fatalf("a 503 storm: %v", err)
 	}
-	fb.mu.Lock()
-	fb.fail503 = 0
-	fb.mu.Unlock()
+	fb.Mu.Lock()
+	storm.N = 0
+	fb.Mu.Unlock()
 	// A file rewritten after Open.
 	name := "meta/info.json"
-	fb.mu.Lock()
-	fb.files["sets/ds/"+name] = append(bytes.Clone(fb.files["sets/ds/"+name]), ' ')
-	fb.mu.Unlock()
+	fb.put(t, "sets/ds/"+name, append(bytes.Clone(fb.files["sets/ds/"+name]), ' '))
 	if _, err := fetch.ReadAll(ctx, src, name); !errors.Is(err, objstore.ErrObjectChanged) {
 		t.Fatalf("changed file: %v", err)
 	}
@@ -276,14 +209,12 @@ func TestBucketCDNReuse(t *testing.T) {
 	read(0, 100)
 	read(200, 100)
 	read(1000, 50)
-	if got := fb.resolves["sets/ds/"+name]; got != 1 {
+	if got := len(fb.Requests("resolve", "/sets/ds/"+name)); got != 1 {
 		t.Fatalf("%d resolve requests for 3 ranges, want 1", got)
 	}
-	fb.mu.Lock()
-	fb.signed++ // every URL handed out so far expires
-	fb.mu.Unlock()
+	fb.ExpireSignatures() // every URL handed out so far expires
 	read(2000, 10)
-	if got := fb.resolves["sets/ds/"+name]; got != 2 {
+	if got := len(fb.Requests("resolve", "/sets/ds/"+name)); got != 2 {
 		t.Fatalf("%d resolve requests after the CDN URL expired, want 2", got)
 	}
 }

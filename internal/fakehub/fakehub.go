@@ -14,7 +14,10 @@
 // (Hub.Token, 401 without it), servers ignoring Range, wrong ETags,
 // corrupted content, hostile tree entries, expired CDN signatures.
 //
-// It imports nothing of lrstream, so that fetch's own tests can use it.
+// Buckets (buckets.go, cas.go) is the same for Storage Buckets and the Xet
+// CAS behind them. The package imports nothing of lrstream but the Xet
+// formats (fetch/xet, itself free of lrstream imports), so that fetch's own
+// tests can use it.
 package fakehub
 
 import (

@@ -13,14 +13,8 @@ Endpoints (the ones lrstream's fetch/ and huggingface_hub use for datasets):
   ``X-Linked-Size``, ``ETag`` and ``X-Repo-Commit``, as the Hub does;
 * ``GET {cdn_url}/cdn/{sha256}``: the bytes (``Range`` supported).
 
-Storage Buckets (``add_bucket``), as huggingface_hub 1.33's bucket client and HfFileSystem use them:
-
-* ``GET /api/buckets/{ns}/{name}`` -> bucket info; ``GET /api/buckets/{ns}/{name}/tree[/{prefix}]``
-  (the prefix one URL-escaped segment, matched lexically as the Hub does) -> ``type``, ``path``,
-  ``size``, ``xetHash``, ``mtime``, ``uploadedAt`` entries (directories too unless ``recursive``),
-  paginated like the repo tree;
-* ``HEAD|GET /buckets/{ns}/{name}/resolve/{path}`` -> 302 to ``{cdn_url}/cdn/{sha256}`` with
-  ``X-Xet-Hash``, ``X-Linked-Size``; an unknown bucket answers 404 ``RepoNotFound``.
+Storage Buckets are served by the Go fake (internal/fakehub.Buckets, run by
+internal/fakehub/cmd/fakebuckets for test_buckets.py): one fake of the bucket API and the Xet CAS.
 
 Every request is appended to ``hub.log`` as ``(method, path, authorization)``. With
 ``token`` set, requests to the API/resolve endpoints without ``Bearer <token>`` get 401.
@@ -131,8 +125,6 @@ class FakeHub:
             return self._serve_bytes(h, self.by_sha256.get(u.path[5:]), head)
         if self.token and auth != f"Bearer {self.token}":
             return self._error(h, 401, "RepoNotFound", "Invalid credentials in Authorization header", head)
-        if u.path.startswith(("/api/buckets/", "/buckets/")):
-            return self._serve_bucket(h, u, head)
         if u.path.startswith(api + "revision/"):
             rev = unquote(u.path[len(api + "revision/"):])
             if rev not in ("main", self.sha):
@@ -209,71 +201,6 @@ class FakeHub:
             hdr["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
             return self._send(h, 206, data[start:end + 1], hdr, head)
         return self._send(h, 200, data, hdr, head)
-
-    # --- Storage Buckets ------------------------------------------------------------------------
-
-    def add_bucket(self, bucket_id: str, root: Path, prefix: str = "") -> None:
-        """Serve the files under ``root`` as bucket ``bucket_id`` (``ns/name``) under ``prefix``."""
-        files = self.__dict__.setdefault("buckets", {}).setdefault(bucket_id, {})
-        for p in sorted(Path(root).rglob("*")):
-            if p.is_file():
-                data = p.read_bytes()
-                path = "/".join(x for x in (prefix.strip("/"), p.relative_to(root).as_posix()) if x)
-                sha = hashlib.sha256(data).hexdigest()
-                # A stand-in for the Xet hash (a Merkle hash of content chunks on the Hub): one per content.
-                files[path] = {"data": data, "sha256": sha, "xet": hashlib.sha256(b"xet" + data).hexdigest()}
-                self.by_sha256[sha] = files[path]
-
-    def _serve_bucket(self, h, u, head):
-        path = unquote(u.path)
-        api = path.startswith("/api/buckets/")
-        rest = u.path[len("/api/buckets/" if api else "/buckets/"):]
-        ns, _, rest = rest.partition("/")
-        name, _, rest = rest.partition("/")
-        bucket_id = f"{ns}/{name}"
-        files = self.__dict__.get("buckets", {}).get(bucket_id)
-        if files is None:
-            return self._error(h, 404, "RepoNotFound", f"Bucket {bucket_id} not found", head)
-        if api and rest == "":
-            body = {"id": bucket_id, "private": bool(self.token), "createdAt": "2026-01-01T00:00:00.000Z",
-                    "size": sum(len(f["data"]) for f in files.values()), "totalFiles": len(files)}
-            return self._send(h, 200, json.dumps(body).encode(), {"Content-Type": "application/json"}, head)
-        if api and (rest == "tree" or rest.startswith("tree/")):
-            return self._serve_bucket_tree(h, u, files, unquote(rest[len("tree/"):]) if "/" in rest else "", head)
-        if not api and rest.startswith("resolve/"):
-            f = files.get(unquote(rest[len("resolve/"):]))
-            if f is None:
-                return self._error(h, 404, "EntryNotFound", f"{rest} does not exist", head)
-            hdr = {"X-Xet-Hash": f["xet"], "X-Linked-Size": str(len(f["data"])), "ETag": f'"{f["xet"]}"',
-                   "Location": f"{self.cdn_url}/cdn/{f['sha256']}"}
-            return self._send(h, 302, b"", hdr, head)
-        return self._error(h, 404, "NotFound", f"no route {u.path}", head)
-
-    def _serve_bucket_tree(self, h, u, files, prefix, head):
-        q = parse_qs(u.query)
-        recursive = q.get("recursive", ["false"])[0] in ("true", "True", "1")
-        entries, dirs = [], set()
-        base = prefix.rstrip("/") + "/" if prefix and not recursive else ""
-        for p, f in files.items():
-            if not p.startswith(prefix):  # lexical, as the Hub matches it
-                continue
-            if base and not p.startswith(base):
-                continue  # a sibling prefix ("ds2" beside "ds"): not a child of the listed folder
-            sub = p[len(base):]
-            if not recursive and "/" in sub:
-                dirs.add(base + sub.split("/")[0])
-                continue
-            entries.append({"type": "file", "path": p, "size": len(f["data"]), "xetHash": f["xet"],
-                            "mtime": "2026-01-01T00:00:00.000Z", "uploadedAt": "2026-01-01T00:00:00.000Z"})
-        entries += [{"type": "directory", "path": d, "uploadedAt": "2026-01-01T00:00:00.000Z"} for d in sorted(dirs)]
-        entries.sort(key=lambda e: e["path"])
-        start = int(q.get("cursor", ["0"])[0])
-        page = entries[start:start + self.page_size]
-        hdr = {"Content-Type": "application/json"}
-        if start + self.page_size < len(entries):
-            nq = f"recursive={'true' if recursive else 'false'}&cursor={start + self.page_size}"
-            hdr["Link"] = f'<{self.url}{u.path}?{nq}>; rel="next"'
-        return self._send(h, 200, json.dumps(page).encode(), hdr, head)
 
 
 def main(argv: list[str] | None = None) -> int:
