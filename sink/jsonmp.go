@@ -135,19 +135,12 @@ func (t *jsonTranscoder) object(depth int) error {
 				return err
 			}
 			n++
-			t.ws()
-			if t.pos >= len(t.src) {
-				return errJSONEnd
-			}
-			if t.src[t.pos] == ',' {
-				t.pos++
-				continue
-			}
-			if t.src[t.pos] == '}' {
-				t.pos++
+			if more, err := t.separator('}'); err != nil || !more {
+				if err != nil {
+					return err
+				}
 				break
 			}
-			return t.errAt("expected ',' or '}'")
 		}
 	}
 	t.out = mpPatchContainer(t.out, at, n, true)
@@ -170,40 +163,42 @@ func (t *jsonTranscoder) array(depth int) error {
 				return err
 			}
 			n++
-			t.ws()
-			if t.pos >= len(t.src) {
-				return errJSONEnd
-			}
-			if t.src[t.pos] == ',' {
-				t.pos++
-				continue
-			}
-			if t.src[t.pos] == ']' {
-				t.pos++
+			if more, err := t.separator(']'); err != nil || !more {
+				if err != nil {
+					return err
+				}
 				break
 			}
-			return t.errAt("expected ',' or ']'")
 		}
 	}
 	t.out = mpPatchContainer(t.out, at, n, false)
 	return nil
 }
 
+// separator consumes what follows a member or element: a ',' (more is true) or
+// close, the container's end.
+func (t *jsonTranscoder) separator(close byte) (more bool, err error) {
+	t.ws()
+	if t.pos >= len(t.src) {
+		return false, errJSONEnd
+	}
+	switch t.src[t.pos] {
+	case ',':
+		t.pos++
+		return true, nil
+	case close:
+		t.pos++
+		return false, nil
+	}
+	return false, t.errAt("expected ',' or '" + string(close) + "'")
+}
+
 func (t *jsonTranscoder) number() error {
 	start := t.pos
-	isFloat := false
-	for t.pos < len(t.src) {
-		c := t.src[t.pos]
-		if c >= '0' && c <= '9' || c == '-' || c == '+' {
-			t.pos++
-			continue
-		}
-		if c == '.' || c == 'e' || c == 'E' {
-			isFloat = true
-			t.pos++
-			continue
-		}
-		break
+	end, isFloat, ok := scanJSONNumber(t.src, start)
+	t.pos = end
+	if !ok {
+		return t.errAt("invalid number")
 	}
 	if !isFloat {
 		if v, ok := parseSmallInt(t.src[start:t.pos]); ok {
@@ -228,6 +223,46 @@ func (t *jsonTranscoder) number() error {
 	}
 	t.out = mpFloat64(t.out, v)
 	return nil
+}
+
+// scanJSONNumber scans the JSON number at src[pos:] by the grammar
+// -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? and returns where it ends,
+// whether it has a fraction or exponent, and whether it is one.
+func scanJSONNumber(src []byte, pos int) (end int, isFloat, ok bool) {
+	digits := func() int {
+		n := 0
+		for pos < len(src) && src[pos] >= '0' && src[pos] <= '9' {
+			pos++
+			n++
+		}
+		return n
+	}
+	if pos < len(src) && src[pos] == '-' {
+		pos++
+	}
+	if pos < len(src) && src[pos] == '0' {
+		pos++
+	} else if digits() == 0 {
+		return pos, false, false
+	}
+	if pos < len(src) && src[pos] == '.' {
+		pos++
+		isFloat = true
+		if digits() == 0 {
+			return pos, true, false
+		}
+	}
+	if pos < len(src) && (src[pos] == 'e' || src[pos] == 'E') {
+		pos++
+		isFloat = true
+		if pos < len(src) && (src[pos] == '+' || src[pos] == '-') {
+			pos++
+		}
+		if digits() == 0 {
+			return pos, true, false
+		}
+	}
+	return pos, isFloat, true
 }
 
 // parseSmallInt parses a JSON integer of at most 18 digits without

@@ -273,7 +273,8 @@ func TestJSONTranscoder(t *testing.T) {
 	if v, _ := NewDecoder(bytes.NewReader(must(appendJSONAsMsgpack(nil, []byte(`{"b":1,"a":2}`))))).value(0); !reflect.DeepEqual(v.(schema.Map).Keys, []string{"b", "a"}) {
 		t.Fatal("key order lost")
 	}
-	for _, bad := range []string{``, `[`, `{"a"}`, `{"a":1,}`, `tru`, `"abc`, `1 2`, `[1,]`, `{1:2}`, "\"\x01\""} {
+	for _, bad := range []string{``, `[`, `{"a"}`, `{"a":1,}`, `tru`, `"abc`, `1 2`, `[1,]`, `{1:2}`, "\"\x01\"",
+		`00`, `01`, `-01`, `+1`, `1.`, `.5`, `-`, `1e`, `1e+`, `[1.e3]`, `-.5`} {
 		if _, err := appendJSONAsMsgpack(nil, []byte(bad)); err == nil {
 			t.Errorf("%q: want error", bad)
 		}
@@ -494,4 +495,37 @@ func TestHeaderTraining(t *testing.T) {
 			t.Fatal("training key written without training")
 		}
 	}
+}
+
+// FuzzJSONAsMsgpack: the JSON transcoder never panics, accepts only valid JSON, and
+// what it accepts decodes back (through msgpack and the JSON writer) to the same value
+// encoding/json reads.
+func FuzzJSONAsMsgpack(f *testing.F) {
+	for _, s := range []string{`null`, `[1, [2, {"b": 1, "a": 2}]]`, `"\ud83e\udd16"`, `{"a":1,}`, `1e400`, `-0.0`, `[` + strings.Repeat("[", 300)} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		mp, err := appendJSONAsMsgpack(nil, src)
+		if err != nil {
+			return
+		}
+		if !json.Valid(src) {
+			t.Fatalf("accepted invalid JSON %q", src)
+		}
+		v, err := NewDecoder(bytes.NewReader(mp)).value(0)
+		if err != nil {
+			t.Fatalf("%q: decoding the msgpack: %v", src, err)
+		}
+		js, err := appendJSONValue(nil, v)
+		if err != nil {
+			return // a value the JSON writer refuses (e.g. a float out of range)
+		}
+		var a, b any
+		if json.Unmarshal(src, &a) != nil || json.Unmarshal(js, &b) != nil {
+			return // out of encoding/json's range (huge numbers)
+		}
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("%q -> %s", src, js)
+		}
+	})
 }
