@@ -72,7 +72,7 @@ func (w *Writer) queue(b, rest []byte, crc bool) error {
 	}
 	if ch.buf == nil {
 		ch.lead = int(w.off % dioAlign) // w.off: this record's offset in the entry
-		ch.buf = w.c.bg.buffer(ch.lead + max(n, chunkBytes))[:ch.lead]
+		ch.buf = w.c.bg.buffer(max(ch.lead+n, chunkCap))[:ch.lead]
 	}
 	at := len(ch.buf)
 	ch.buf = append(append(ch.buf, b...), rest...)
@@ -128,23 +128,38 @@ func (b *bgWriter) reserve(n int64) bool {
 	return true
 }
 
-// freeChunks bounds the chunk buffers kept for reuse.
-const freeChunks = 16
-
-// buffer returns a chunk buffer of length n, aligned for direct writes (direct.go).
-func (b *bgWriter) buffer(n int) []byte {
-	select {
-	case buf := <-b.free:
-		if cap(buf) >= n {
-			return buf[:n]
-		}
-	default:
-	}
-	return alignedBuffer(n)
+// freeChunks is how many chunk buffers are kept for reuse: as many as can be in
+// flight within max pending bytes (at most 64), so the buffers kept are those that
+// were in use at once, never more.
+func freeChunks(pending int64) int {
+	return int(min(64, max(4, pending/chunkCap+1)))
 }
 
-// release keeps buf for reuse, unless enough are kept.
+// chunkCap is the capacity of the chunk buffers kept for reuse: a chunk's bytes and
+// the room for a direct entry's tail in front of them.
+const chunkCap = chunkBytes + dioAlign
+
+// buffer returns a chunk buffer of length n, aligned for direct writes (direct.go):
+// one kept for reuse when n fits chunkCap (fresh memory costs the kernel a page fault
+// and a zeroed page per 4 KiB, more than the copy into it), else one of its own.
+func (b *bgWriter) buffer(n int) []byte {
+	if n > chunkCap {
+		return alignedBuffer(n)
+	}
+	select {
+	case buf := <-b.free:
+		return buf[:n]
+	default:
+	}
+	return alignedBuffer(chunkCap)[:n]
+}
+
+// release keeps buf for reuse if it is a standard chunk buffer and enough are not
+// kept already.
 func (b *bgWriter) release(buf []byte) {
+	if cap(buf) != chunkCap {
+		return
+	}
 	select {
 	case b.free <- buf[:0]:
 	default:

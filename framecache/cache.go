@@ -166,10 +166,10 @@ func Open(o Options) (*Cache, error) {
 		buffered:   o.Buffered,
 	}
 	c.bg.max = o.MaxPending
-	c.bg.free = make(chan []byte, freeChunks)
 	if c.bg.max == 0 {
 		c.bg.max = DefaultMaxPending
 	}
+	c.bg.free = make(chan []byte, freeChunks(c.bg.max))
 	if c.log == nil {
 		c.log = slog.Default()
 	}
