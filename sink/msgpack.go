@@ -34,8 +34,10 @@ type Msgpack struct {
 	w     io.Writer
 	buf   []byte
 	enc   Encoded
-	n     int64
-	state state
+	// scratch holds a converted part while it is written (collate.Conv).
+	scratch []byte
+	n       int64
+	state   state
 }
 
 // NewMsgpack returns a Sink writing msgpack messages to w.
@@ -83,12 +85,12 @@ func (s *Msgpack) writeParts(e *Encoded) error {
 	var err error
 	if s.Arena != nil {
 		var placed bool
-		n, placed, err = e.writeArena(s.w, s.Arena)
+		n, placed, err = e.writeArena(s.w, s.Arena, &s.scratch)
 		if err == nil {
 			err = s.Arena.Sent(placed)
 		}
 	} else {
-		n, err = e.WriteTo(s.w)
+		n, err = e.writeTo(s.w, &s.scratch)
 	}
 	s.n += n
 	clear(e.parts) // drop the references to the batch's columns
