@@ -232,11 +232,18 @@ func (fl *filler) fill(f *collate.Frame, c *Chunk, j int) error {
 	}
 	if cap(f.Features) < len(fl.out) {
 		f.Features = make([][]byte, len(fl.out))
+	}
+	if cap(f.Borrow) < len(fl.out) {
 		f.Borrow = make([]bool, len(fl.out))
+	}
+	if cap(f.Conv) < len(fl.out) {
+		f.Conv = make([]collate.Conv, len(fl.out))
 	}
 	f.Features = f.Features[:len(fl.out)]
 	f.Borrow = f.Borrow[:len(fl.out)]
+	f.Conv = f.Conv[:len(fl.out)]
 	clear(f.Borrow)
+	clear(f.Conv)
 	// The camera columns (the chunk's last frameCols) are owned by
 	// c.frames: a batch may borrow a frame itself, not a window gathered
 	// into the scratch space.
@@ -252,6 +259,12 @@ func (fl *filler) fill(f *collate.Frame, c *Chunk, j int) error {
 		if w == nil {
 			f.Features[k] = fd.Data[j*size : (j+1)*size]
 			f.Borrow[k] = k >= cams
+			// A frame stored as decoded goes with its conversion.
+			if conv := c.frameConv(k-cams, j+c.convLo); conv != nil {
+				src, _ := conv.Sizes()
+				f.Features[k] = f.Features[k][:src:src]
+				f.Conv[k] = conv
+			}
 			continue
 		}
 		// Rows are gathered from the chunk, or for a piece of a longer
@@ -275,7 +288,15 @@ func (fl *filler) fill(f *collate.Frame, c *Chunk, j int) error {
 				return fmt.Errorf("%s row group %d: episode %d, index %d: internal error: %s offset %d reaches beyond the decoded rows", c.Unit.File, c.Unit.RowGroup, bt.EpisodeIndex[j], bt.Index[j], fd.Name, off)
 			}
 			q -= first
-			buf = append(buf, data[q*size:(q+1)*size]...)
+			// A window's frames are converted as they are gathered.
+			if conv := c.frameConv(k-cams, q); conv != nil {
+				src, _ := conv.Sizes()
+				n := len(buf)
+				buf = slices.Grow(buf, size)[:n+size]
+				conv.Convert(buf[n:], data[q*size:q*size+src])
+			} else {
+				buf = append(buf, data[q*size:(q+1)*size]...)
+			}
 			if isPad {
 				mask = append(mask, 1)
 			} else {
