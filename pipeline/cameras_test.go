@@ -730,6 +730,14 @@ func TestTrainCameras(t *testing.T) {
 	}
 	same("camera window", raw)
 	cfg.Deltas = nil
+	// Resized: FFmpeg scales and gives RGB24 rows, held as such.
+	if err := SetupCameras(context.Background(), cfg, CameraOptions{Spec: "all", ResizeH: 24, ResizeW: 34}); err != nil {
+		t.Fatal(err)
+	}
+	if raw, err = run(cfg); err != nil {
+		t.Fatal(err)
+	}
+	same("resized", raw)
 	if !trainConfigs([]Mix{{Config: cfg, Weight: 1}}, TrainOptions{})[0].Config.StoredFrames {
 		t.Fatal("a training stream's camera frames are not held as decoded")
 	}
