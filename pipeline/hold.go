@@ -134,9 +134,11 @@ type holder struct {
 	// peak is the largest number of frames held at once (for tests).
 	peak, held int
 	// free are served frames' arrays, kept for reuse (frameBuffer),
-	// guarded by mu (batches are recycled on encoder goroutines).
-	mu   sync.Mutex
-	free [][]byte
+	// guarded by mu (batches are recycled on encoder goroutines):
+	// freeBytes of them, at most freeMax (sizeChunk).
+	mu                 sync.Mutex
+	free               [][]byte
+	freeBytes, freeMax int
 	// lent are the owners of the frames batchOf collated last, by
 	// position (nil: copied), released by served.
 	lent []*heldOwner
@@ -227,7 +229,7 @@ func (h *holder) hold(hc *heldChunk, n int, c *Chunk, j int, fl *filler, srcs []
 		return err
 	}
 	if !hc.sized {
-		hc.size(h.tmp.Features, h.tmp.Conv)
+		h.sizeChunk(hc, h.tmp.Features, h.tmp.Conv)
 	}
 	if len(h.tmp.Features) != len(hc.sizes) {
 		return fmt.Errorf("%s row group %d: episode %d, index %d: %d feature values, %d for the row group's first frame", c.Unit.File, c.Unit.RowGroup, hf.episode, hf.index, len(h.tmp.Features), len(hc.sizes))
@@ -344,8 +346,19 @@ func (hc *heldChunk) size(features [][]byte, convs []collate.Conv) {
 }
 
 // maxFreeFrames bounds the served frames' arrays a holder keeps for
-// reuse (frameBuffer): a default batch's worth (TrainBytes counts them).
+// reuse (frameBuffer): a default batch's worth of frames in their batch
+// form (TrainBytes counts them), so twice as many frames held as YUV.
 const maxFreeFrames = 32
+
+// sizeChunk sizes hc from its first held frame (heldChunk.size) and lets
+// the holder keep maxFreeFrames served arrays of that frame's batch form
+// for reuse.
+func (h *holder) sizeChunk(hc *heldChunk, features [][]byte, convs []collate.Conv) {
+	hc.size(features, convs)
+	h.mu.Lock()
+	h.freeMax = max(h.freeMax, maxFreeFrames*hc.stride)
+	h.mu.Unlock()
+}
 
 // frameBuffer returns an empty array of capacity stride for a held
 // frame's features (as stored: see heldChunk.own): a served frame's, when
@@ -359,17 +372,19 @@ func (h *holder) frameBuffer(stride int) []byte {
 		b := h.free[n-1][:0]
 		h.free[n-1] = nil
 		h.free = h.free[:n-1]
+		h.freeBytes -= cap(b)
 		return b
 	}
 	return make([]byte, 0, stride)
 }
 
-// recycle keeps b for reuse (frameBuffer), up to maxFreeFrames arrays.
-// Any goroutine may call it (a batch is recycled by its encoder).
+// recycle keeps b for reuse (frameBuffer), up to freeMax bytes of
+// arrays. Any goroutine may call it (a batch is recycled by its encoder).
 func (h *holder) recycle(b []byte) {
 	h.mu.Lock()
-	if len(h.free) < maxFreeFrames {
+	if h.freeBytes+cap(b) <= h.freeMax {
 		h.free = append(h.free, b)
+		h.freeBytes += cap(b)
 	}
 	h.mu.Unlock()
 }

@@ -154,7 +154,7 @@ func TestHeldCameraFramesFreedWhenServed(t *testing.T) {
 	} {
 		h := newHolder([]Mix{{Config: &Config{}, Weight: 1}}, false)
 		hc := h.chunk(3)
-		hc.size([][]byte{make([]byte, tc.bytes)}, nil)
+		h.sizeChunk(hc, [][]byte{make([]byte, tc.bytes)}, nil)
 		if (hc.own != nil) != tc.own {
 			t.Fatalf("%s: per-frame arrays %v, want %v", tc.name, hc.own != nil, tc.own)
 		}
@@ -355,7 +355,7 @@ func TestHeldStoredFrames(t *testing.T) {
 				h.tmp.Features = [][]byte{num(n), cam(n)}
 				h.tmp.Conv = []collate.Conv{nil, conv}
 				if !hc.sized {
-					hc.size(h.tmp.Features, h.tmp.Conv)
+					h.sizeChunk(hc, h.tmp.Features, h.tmp.Conv)
 				}
 				var err error
 				if hc.own != nil {
@@ -395,6 +395,16 @@ func TestHeldStoredFrames(t *testing.T) {
 			}
 			h.served(frames)
 			b.Recycle(bt)
+			if tc.own {
+				// Served arrays are kept up to maxFreeFrames frames of the
+				// batch form: about twice as many stored ones.
+				for range 3 * maxFreeFrames {
+					h.recycle(make([]byte, 8+tc.stored))
+				}
+				if n := len(h.free); n <= maxFreeFrames || n*(8+tc.stored) > maxFreeFrames*hc.stride {
+					t.Fatalf("%d stored arrays kept for reuse, want more than %d within %d frames' batch bytes", n, maxFreeFrames, maxFreeFrames)
+				}
+			}
 			// A frame whose converted size differs from the first's.
 			n := 0
 			hc.own, hc.data = nil, hc.data[:0]
