@@ -23,7 +23,9 @@ var errOrder = errors.New("sink: call out of order (want Header, Batch*, End or 
 // Msgpack writes the binary wire format to an io.Writer, one Write call per
 // message, except batches carrying large columns (camera frames; see
 // LargeArray): their payloads are written straight from the batch, each
-// with its own Write call, instead of being copied into the message. It
+// with its own Write call, instead of being copied into the message (a
+// part stored in another form, collate.Conv, is converted into a reused
+// buffer and written from there; with an Arena, straight into it). It
 // reuses its encode buffers, so a batch costs no allocation once they have
 // grown.
 type Msgpack struct {
