@@ -35,6 +35,18 @@ def proc_cpu(pid):
         return None
 
 
+def proc_peak_rss_mb(pid):
+    """Peak resident set (VmHWM) of process pid in MiB (Linux), or None."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def consume(sock=None, path=None, pool_bytes=None, shm_bytes=None):
     c0 = time.process_time()
     t0 = time.perf_counter()
@@ -98,6 +110,8 @@ def main():
             r = consume(sock, pool_bytes=a.pool_bytes, shm_bytes=a.shm_bytes)
             if proc is not None:
                 r["server_cpu_seconds"] = proc_cpu(proc.pid)
+                r["server_peak_rss_mb"] = proc_peak_rss_mb(proc.pid)
+            r["client_peak_rss_mb"] = proc_peak_rss_mb(os.getpid())
     finally:
         if proc is not None:
             proc.terminate()
@@ -124,6 +138,8 @@ def main():
             line += (f", server CPU {r['server_cpu_us_per_frame']:.2f} us/frame; bound on 2 idle cores: "
                      f"{r['two_core_bound_frames_per_sec']:,.0f} frames/s")
         print(line)
+        if r.get("server_peak_rss_mb") is not None:
+            print(f"peak RSS: server {r['server_peak_rss_mb']:,.0f} MiB, client {r['client_peak_rss_mb']:,.0f} MiB")
 
 
 if __name__ == "__main__":

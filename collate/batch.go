@@ -3,6 +3,7 @@ package collate
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 
 	"github.com/lrstream/lrstream/schema"
 )
@@ -63,8 +64,63 @@ type Column struct {
 	Shape []int
 	Data  []byte
 	// Parts, when not empty, are the column's bytes in order: borrowed
-	// samples' bytes (contiguous ones as one part) and copied ones in Data.
-	Parts [][]byte
+	// samples' bytes (contiguous ones as one part, a sample in a stored
+	// form as a part of its own with its Conv) and copied ones in Data.
+	Parts []Part
+}
+
+// Part is a run of a column's bytes: Data, or, with Conv, the bytes Conv
+// makes of Data (one sample in its stored form, converted where the
+// column is written: see Conv).
+type Part struct {
+	Data []byte
+	Conv Conv
+}
+
+// Len returns the part's size in the column, in bytes.
+func (p *Part) Len() int {
+	if p.Conv == nil {
+		return len(p.Data)
+	}
+	_, n := p.Conv.Sizes()
+	return n
+}
+
+// Fill writes the part's bytes to dst (len p.Len()): a copy, or the
+// conversion.
+func (p *Part) Fill(dst []byte) {
+	if p.Conv == nil {
+		copy(dst, p.Data)
+		return
+	}
+	p.Conv.Convert(dst, p.Data)
+}
+
+// AppendTo appends the part's bytes to dst.
+func (p *Part) AppendTo(dst []byte) []byte {
+	if p.Conv == nil {
+		return append(dst, p.Data...)
+	}
+	n := len(dst)
+	dst = slices.Grow(dst, p.Len())[:n+p.Len()]
+	p.Conv.Convert(dst[n:], p.Data)
+	return dst
+}
+
+// Conv converts a sample's feature from the form it is stored in while it
+// waits to be batched and written (a camera frame as its decoder gave it:
+// YUV 4:2:0 planes are half the bytes of its RGB planes) to its bytes in
+// the column. A batch converts such a sample once, where its column is
+// written (sink: into the output buffer, or straight into a shared-memory
+// arena), instead of holding and copying the larger form. Convert must
+// write every byte of dst and may not fail: a Conv is made for stored
+// bytes it has checked.
+type Conv interface {
+	// Sizes are the bytes Convert reads (the stored form) and writes.
+	Sizes() (src, dst int)
+	// Convert writes the column bytes of the sample stored in src
+	// (len src) to dst (len dst).
+	Convert(dst, src []byte)
 }
 
 // Len returns the column's size in bytes.
@@ -73,20 +129,21 @@ func (c *Column) Len() int {
 		return len(c.Data)
 	}
 	n := 0
-	for _, p := range c.Parts {
-		n += len(p)
+	for i := range c.Parts {
+		n += c.Parts[i].Len()
 	}
 	return n
 }
 
-// Bytes returns the column's bytes: Data, or a new concatenation of Parts.
+// Bytes returns the column's bytes: Data, or a new concatenation of Parts
+// (converted).
 func (c *Column) Bytes() []byte {
 	if len(c.Parts) == 0 {
 		return c.Data
 	}
 	out := make([]byte, 0, c.Len())
-	for _, p := range c.Parts {
-		out = append(out, p...)
+	for i := range c.Parts {
+		out = c.Parts[i].AppendTo(out)
 	}
 	return out
 }

@@ -66,6 +66,12 @@ type Frame struct {
 	Owner Owner
 	// Borrow[i] marks Features[i] as owned by Owner (missing: false).
 	Borrow []bool
+	// Conv[i], when set (missing: nil), says Features[i] is stored in
+	// another form that Conv[i] converts to the feature's bytes: a
+	// borrowed one is converted where the batch is written (a Part with
+	// its Conv), a copied one into the batch at once. Its Sizes must be
+	// len(Features[i]) and the feature's FrameBytes.
+	Conv []Conv
 	// Strings holds the values of Config.Strings for this frame.
 	Strings []string
 	// Persistent and Events are the frame's raw language rows, used only
@@ -167,10 +173,8 @@ func (b *Batcher) Add(f *Frame) (*Batch, error) {
 		return nil, fmt.Errorf("collate: frame index %d (episode %d) has %d string values, want %d (%v)", f.Index, f.EpisodeIndex, len(f.Strings), len(b.cfg.Strings), b.cfg.Strings)
 	}
 	for i, v := range f.Features {
-		if want := b.fbytes[NumStandard+i]; len(v) != want {
-			ft := b.cfg.Features[i]
-			return nil, &MismatchError{Key: ft.Name, What: "size", Position: b.Pending(), Index: f.Index, Episode: f.EpisodeIndex, HasIndex: true,
-				Got: strconv.Itoa(len(v)) + " bytes", Want: fmt.Sprintf("%d bytes (dtype %s, shape %v)", want, ft.DType, ft.Shape)}
+		if err := b.checkSize(f, i, v); err != nil {
+			return nil, err
 		}
 	}
 	if b.cur == nil {
@@ -186,17 +190,19 @@ func (b *Batcher) Add(f *Frame) (*Batch, error) {
 	cols[PosTaskIndex].Data = le.AppendUint64(cols[PosTaskIndex].Data, uint64(f.TaskIndex))
 	for i, v := range f.Features {
 		col := &cols[NumStandard+i]
-		if f.Owner != nil && i < len(f.Borrow) && f.Borrow[i] && len(v) >= BorrowMin {
-			b.borrow(c, col, v, f.Owner)
+		conv := convOf(f, i)
+		if f.Owner != nil && i < len(f.Borrow) && f.Borrow[i] && b.fbytes[NumStandard+i] >= BorrowMin {
+			b.borrow(c, col, Part{Data: v, Conv: conv}, f.Owner)
 			continue
 		}
 		if cap(col.Data) == 0 {
 			col.Data = make([]byte, 0, b.cfg.BatchSize*b.fbytes[NumStandard+i])
 		}
 		at := len(col.Data)
-		col.Data = append(col.Data, v...) // within capacity: never moves
+		// Within capacity: never moves.
+		col.Data = (&Part{Data: v, Conv: conv}).AppendTo(col.Data)
 		if len(col.Parts) > 0 {
-			col.Parts = appendPart(col.Parts, col.Data[at:])
+			col.Parts = appendPart(col.Parts, Part{Data: col.Data[at:]})
 		}
 	}
 	c.Task = append(c.Task, f.Task)
@@ -216,26 +222,53 @@ func (b *Batcher) Add(f *Frame) (*Batch, error) {
 	return b.finish()
 }
 
-// borrow appends v (owned by o) to column col of batch c by reference,
-// retaining o for c unless it owns c's previous borrowed sample too.
-func (b *Batcher) borrow(c *Batch, col *Column, v []byte, o Owner) {
-	if len(col.Parts) == 0 && len(col.Data) > 0 {
-		col.Parts = append(col.Parts, col.Data) // the samples copied so far
+// checkSize checks feature i's bytes v of f against the schema: its
+// size, or with a Conv the sizes the Conv reads and writes.
+func (b *Batcher) checkSize(f *Frame, i int, v []byte) error {
+	want, got, what := b.fbytes[NumStandard+i], len(v), ""
+	if conv := convOf(f, i); conv != nil {
+		src, dst := conv.Sizes()
+		if src != len(v) {
+			return fmt.Errorf("collate: frame index %d (episode %d): feature %s: %d stored bytes, its conversion reads %d", f.Index, f.EpisodeIndex, b.cfg.Features[i].Name, len(v), src)
+		}
+		got, what = dst, " converted"
 	}
-	col.Parts = appendPart(col.Parts, v)
+	if got != want {
+		ft := b.cfg.Features[i]
+		return &MismatchError{Key: ft.Name, What: "size", Position: b.Pending(), Index: f.Index, Episode: f.EpisodeIndex, HasIndex: true,
+			Got: strconv.Itoa(got) + " bytes" + what, Want: fmt.Sprintf("%d bytes (dtype %s, shape %v)", want, ft.DType, ft.Shape)}
+	}
+	return nil
+}
+
+// convOf returns f's Conv of feature i, or nil.
+func convOf(f *Frame, i int) Conv {
+	if i < len(f.Conv) {
+		return f.Conv[i]
+	}
+	return nil
+}
+
+// borrow appends p (owned by o) to column col of batch c by reference,
+// retaining o for c unless it owns c's previous borrowed sample too.
+func (b *Batcher) borrow(c *Batch, col *Column, p Part, o Owner) {
+	if len(col.Parts) == 0 && len(col.Data) > 0 {
+		col.Parts = append(col.Parts, Part{Data: col.Data}) // the samples copied so far
+	}
+	col.Parts = appendPart(col.Parts, p)
 	if n := len(c.owners); n == 0 || c.owners[n-1] != o {
 		o.Retain()
 		c.owners = append(c.owners, o)
 	}
 }
 
-// appendPart appends p to parts, extending the last part instead when p
-// continues it in memory.
-func appendPart(parts [][]byte, p []byte) [][]byte {
-	if n := len(parts); n > 0 && len(p) > 0 {
-		last := parts[n-1]
-		if len(last) > 0 && cap(last)-len(last) >= len(p) && &last[:len(last)+1][len(last)] == &p[0] {
-			parts[n-1] = last[:len(last)+len(p)]
+// appendPart appends p to parts, extending the last part instead when
+// both are plain bytes and p continues it in memory.
+func appendPart(parts []Part, p Part) []Part {
+	if n := len(parts); n > 0 && len(p.Data) > 0 && p.Conv == nil && parts[n-1].Conv == nil {
+		last := parts[n-1].Data
+		if len(last) > 0 && cap(last)-len(last) >= len(p.Data) && &last[:len(last)+1][len(last)] == &p.Data[0] {
+			parts[n-1].Data = last[:len(last)+len(p.Data)]
 			return parts
 		}
 	}

@@ -20,7 +20,13 @@
 // frames, BorrowMin bytes or more) that a Frame marks as borrowed from an
 // Owner: the batch references them (Column.Parts) and retains the owner
 // until it is recycled, so the frames are written straight from the
-// buffers they were decoded into.
+// buffers they were decoded into. A feature may also come in a stored form
+// with the Conv that makes its bytes (Frame.Conv: a camera frame as YUV
+// 4:2:0 planes, half its RGB bytes): a borrowed one stays a Part with its
+// Conv, converted once where the batch is written (sink: into the output
+// buffer or a shared-memory arena), a copied one is converted into the
+// batch. Column.Len, Bytes and every sink give the converted bytes: a
+// batch's bytes never depend on the form its samples were stored in.
 //
 // CollateJSON applies the same invariants to JSON samples; it runs the
 // conformance vectors of collate.jsonl.

@@ -528,9 +528,12 @@ func (a *frameAttach) mark(r int, err error) {
 	}
 }
 
-// addColumn adds camera cam's decoded frames buf ([flo, fhi)) as a column.
-func (a *frameAttach) addColumn(cam video.Camera, buf []byte, errs []error) {
+// addColumn adds camera cam's decoded frames buf ([flo, fhi)) as a column,
+// with their conversions when they are stored as decoded (nil: converted).
+func (a *frameAttach) addColumn(cam video.Camera, buf []byte, convs []*video.FrameConv, errs []error) {
 	c, lo, hi, flo := a.c, a.lo, a.hi, a.flo
+	c.frameConvs = append(c.frameConvs, convs)
+	c.convLo = lo - flo
 	fb := cam.FrameBytes()
 	c.Batch.Features = append(c.Batch.Features, shard.FeatureData{Name: cam.Key, DType: cam.DType(), Shape: []int{cam.C, cam.H, cam.W},
 		Data: buf[(lo-flo)*fb : (hi-flo)*fb : (hi-flo)*fb]})
@@ -566,21 +569,30 @@ func (a *frameAttach) videoColumns(ctx context.Context, turn *pieceTurn, piece i
 				return err
 			}
 		}
-		err := set.Fill(ctx, k, wb.EpisodeIndex[flo:fhi], wb.Index[flo:fhi], wb.Timestamp[flo:fhi], data, func(i int, err error) {
+		fail := func(i int, err error) {
 			errs[i] = err
 			a.mark(flo+i, err)
-		}, func(i int, file string, pts float64) {
+		}
+		matched := func(i int, file string, pts float64) {
 			if r := flo + i; r >= lo && r < hi {
 				cf.File[r-lo], cf.PTS[r-lo] = file, pts
 			}
-		})
+		}
+		var convs []*video.FrameConv
+		var err error
+		if a.cfg.StoredFrames {
+			convs = make([]*video.FrameConv, n)
+			err = set.FillStored(ctx, k, wb.EpisodeIndex[flo:fhi], wb.Index[flo:fhi], wb.Timestamp[flo:fhi], data, convs, fail, matched)
+		} else {
+			err = set.Fill(ctx, k, wb.EpisodeIndex[flo:fhi], wb.Index[flo:fhi], wb.Timestamp[flo:fhi], data, fail, matched)
+		}
 		if turn != nil && k == 0 {
 			turn.finish(piece)
 		}
 		if err != nil {
 			return err
 		}
-		a.addColumn(cam, data, errs)
+		a.addColumn(cam, data, convs, errs)
 	}
 	c.frames = newFrameOwner(set, c.frameBufs)
 	return nil
@@ -598,7 +610,7 @@ func (a *frameAttach) imageColumns(gr *groupRead) {
 			errs[i] = err
 			a.mark(flo+i, err)
 		})
-		a.addColumn(cam, data, errs)
+		a.addColumn(cam, data, nil, errs)
 	}
 }
 
@@ -723,7 +735,18 @@ func (c *Chunk) releaseFrames(cfg *Config) {
 		c.Batch.Features = c.Batch.Features[:n]
 	}
 	c.frameCols = 0
+	c.frameConvs, c.convLo = nil, 0
 	c.ext = nil
+}
+
+// frameConv returns the conversion of the frame at row i of camera column
+// col's buffer (see Chunk.frameConvs), or nil when its bytes are
+// converted.
+func (c *Chunk) frameConv(col, i int) *video.FrameConv {
+	if col < 0 || col >= len(c.frameConvs) || c.frameConvs[col] == nil {
+		return nil
+	}
+	return c.frameConvs[col][i]
 }
 
 // CameraBytesPerSample is the size of one sample's camera and image

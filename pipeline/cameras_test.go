@@ -172,6 +172,26 @@ func fullDecode(t testing.TB, path string, w, h int) [][]byte {
 	return frames
 }
 
+// samplesByIndex returns each sample's bytes of column key in the msgpack
+// stream raw, by dataset index.
+func samplesByIndex(t testing.TB, raw []byte, key string) map[int64][]byte {
+	t.Helper()
+	out := map[int64][]byte{}
+	_, batches := decodeAll(t, raw)
+	for _, b := range batches {
+		col, ok := b.Column(key).(*sink.Array)
+		if !ok {
+			t.Fatalf("no column %s", key)
+		}
+		idx := b.Column("index").(*sink.Array)
+		fb := len(col.Data) / b.Size
+		for i := 0; i < b.Size; i++ {
+			out[int64At(idx, i)] = col.Data[i*fb : (i+1)*fb]
+		}
+	}
+	return out
+}
+
 func int64At(a *sink.Array, i int) int64 {
 	var v int64
 	for k := 0; k < 8; k++ {
@@ -676,34 +696,50 @@ func TestTrainCameras(t *testing.T) {
 	if got, want := len(cd.segs), 2*len(cfg.Dataset.Episodes); got != want {
 		t.Fatalf("%d segments decoded, want %d (one per episode and camera: no decoding in the keep index)", got, want)
 	}
-	// Same pixels as plan order, sample by sample.
-	plan, _, err := streamBytes(cfg, 8)
-	if err != nil {
+	// Same pixels as plan order (frames converted as decoded; the
+	// training order holds them as decoded: Config.StoredFrames), sample
+	// by sample, every camera; and so with a --delta-timestamps camera
+	// window (gathered from stored frames).
+	same := func(what string, raw []byte) {
+		t.Helper()
+		plan, _, err := streamBytes(cfg, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range []string{"observation.images.front", "observation.images.wrist", "observation.images.front_is_pad"} {
+			if key == "observation.images.front_is_pad" && cfg.Deltas == nil {
+				continue
+			}
+			want, got := samplesByIndex(t, plan, key), samplesByIndex(t, raw, key)
+			if len(got) != int(cfg.Dataset.Info.TotalFrames) || len(want) != len(got) {
+				t.Fatalf("%s: %s: %d samples, plan order %d", what, key, len(got), len(want))
+			}
+			for i, b := range got {
+				if !bytes.Equal(b, want[i]) {
+					t.Fatalf("%s: %s index %d: shuffled frame differs from plan order's", what, key, i)
+				}
+			}
+		}
+	}
+	same("frames", raw)
+	if cfg.Deltas, err = ParseDeltaTimestamps("observation.images.front=-2/30,0,1/30"); err != nil {
 		t.Fatal(err)
 	}
-	pixels := map[int64][]byte{}
-	_, pb := decodeAll(t, plan)
-	for _, b := range pb {
-		col, idx := b.Column("observation.images.front").(*sink.Array), b.Column("index").(*sink.Array)
-		fb := len(col.Data) / b.Size
-		for i := 0; i < b.Size; i++ {
-			pixels[int64At(idx, i)] = col.Data[i*fb : (i+1)*fb]
-		}
+	if raw, err = run(cfg); err != nil {
+		t.Fatal(err)
 	}
-	_, tb := decodeAll(t, raw)
-	n := 0
-	for _, b := range tb {
-		col, idx := b.Column("observation.images.front").(*sink.Array), b.Column("index").(*sink.Array)
-		fb := len(col.Data) / b.Size
-		for i := 0; i < b.Size; i++ {
-			if !bytes.Equal(col.Data[i*fb:(i+1)*fb], pixels[int64At(idx, i)]) {
-				t.Fatalf("index %d: shuffled frame differs from plan order's", int64At(idx, i))
-			}
-			n++
-		}
+	same("camera window", raw)
+	cfg.Deltas = nil
+	// Resized: FFmpeg scales and gives RGB24 rows, held as such.
+	if err := SetupCameras(context.Background(), cfg, CameraOptions{Spec: "all", ResizeH: 24, ResizeW: 34}); err != nil {
+		t.Fatal(err)
 	}
-	if int64(n) != cfg.Dataset.Info.TotalFrames {
-		t.Fatalf("%d samples", n)
+	if raw, err = run(cfg); err != nil {
+		t.Fatal(err)
+	}
+	same("resized", raw)
+	if !trainConfigs([]Mix{{Config: cfg, Weight: 1}}, TrainOptions{})[0].Config.StoredFrames {
+		t.Fatal("a training stream's camera frames are not held as decoded")
 	}
 	// A broken video: an error naming the frame, even with SkipErrors.
 	if err := os.WriteFile(filepath.Join(dir, "videos/observation.images.front/chunk-000/file-000.mp4"), []byte("x"), 0o644); err != nil {

@@ -217,26 +217,10 @@ func (c *Chunk) episodeBounds() (start, end []int32) {
 // buffers or into the filler's scratch space, valid until the next fill.
 func (fl *filler) fill(f *collate.Frame, c *Chunk, j int) error {
 	bt := c.Batch
-	if bt != fl.checked {
-		if len(bt.Features) != len(fl.in) {
-			return fmt.Errorf("%s row group %d: %d numeric features, the stream has %d", c.Unit.File, c.Unit.RowGroup, len(bt.Features), len(fl.in))
-		}
-		for k := range fl.in {
-			fd := &bt.Features[k]
-			if fd.DType != fl.in[k].DType || !slices.Equal(fd.Shape, fl.in[k].Shape) {
-				return fmt.Errorf("%s row group %d: feature %s is %s%v here but %s%v earlier in the stream",
-					c.Unit.File, c.Unit.RowGroup, fd.Name, fd.DType, fd.Shape, fl.in[k].DType, fl.in[k].Shape)
-			}
-		}
-		fl.checked = bt
+	if err := fl.check(c); err != nil {
+		return err
 	}
-	if cap(f.Features) < len(fl.out) {
-		f.Features = make([][]byte, len(fl.out))
-		f.Borrow = make([]bool, len(fl.out))
-	}
-	f.Features = f.Features[:len(fl.out)]
-	f.Borrow = f.Borrow[:len(fl.out)]
-	clear(f.Borrow)
+	fl.reset(f)
 	// The camera columns (the chunk's last frameCols) are owned by
 	// c.frames: a batch may borrow a frame itself, not a window gathered
 	// into the scratch space.
@@ -248,42 +232,106 @@ func (fl *filler) fill(f *collate.Frame, c *Chunk, j int) error {
 	for k := range fl.in {
 		fd := &bt.Features[k]
 		size := fl.size[k]
-		w := fl.window[k]
-		if w == nil {
-			f.Features[k] = fd.Data[j*size : (j+1)*size]
-			f.Borrow[k] = k >= cams
+		if fl.window[k] != nil {
+			if err := fl.gather(f, c, j, k, cams); err != nil {
+				return err
+			}
 			continue
 		}
-		// Rows are gathered from the chunk, or for a piece of a longer
-		// group (c.ext) from the group's rows around it.
-		data, jj, first := fd.Data, j, 0
-		var starts, ends []int32
-		if x := c.ext; x != nil {
-			data, jj, first = x.data[k], j+x.lo, x.first[k]
-			starts, ends = x.start, x.end
-		} else {
-			starts, ends = c.episodeBounds()
+		f.Features[k] = fd.Data[j*size : (j+1)*size]
+		f.Borrow[k] = k >= cams
+		// A frame stored as decoded goes with its conversion.
+		if conv := c.frameConv(k-cams, j+c.convLo); conv != nil {
+			src, _ := conv.Sizes()
+			f.Features[k] = f.Features[k][:src:src]
+			f.Conv[k] = conv
 		}
-		s, e := int(starts[jj]), int(ends[jj])
-		buf := fl.scratch[k][:0]
-		mask := fl.scratch[fl.pad[k]][:0]
-		for _, off := range w {
-			q := jj + off
-			isPad := q < s || q >= e
-			q = min(max(q, s), e-1)
-			if q < first || (q-first+1)*size > len(data) {
-				return fmt.Errorf("%s row group %d: episode %d, index %d: internal error: %s offset %d reaches beyond the decoded rows", c.Unit.File, c.Unit.RowGroup, bt.EpisodeIndex[j], bt.Index[j], fd.Name, off)
-			}
-			q -= first
-			buf = append(buf, data[q*size:(q+1)*size]...)
-			if isPad {
-				mask = append(mask, 1)
-			} else {
-				mask = append(mask, 0)
-			}
-		}
-		fl.scratch[k], fl.scratch[fl.pad[k]] = buf, mask
-		f.Features[k], f.Features[fl.pad[k]] = buf, mask
 	}
+	return nil
+}
+
+// check checks c's features against the stream's (once per chunk).
+func (fl *filler) check(c *Chunk) error {
+	bt := c.Batch
+	if bt == fl.checked {
+		return nil
+	}
+	if len(bt.Features) != len(fl.in) {
+		return fmt.Errorf("%s row group %d: %d numeric features, the stream has %d", c.Unit.File, c.Unit.RowGroup, len(bt.Features), len(fl.in))
+	}
+	for k := range fl.in {
+		fd := &bt.Features[k]
+		if fd.DType != fl.in[k].DType || !slices.Equal(fd.Shape, fl.in[k].Shape) {
+			return fmt.Errorf("%s row group %d: feature %s is %s%v here but %s%v earlier in the stream",
+				c.Unit.File, c.Unit.RowGroup, fd.Name, fd.DType, fd.Shape, fl.in[k].DType, fl.in[k].Shape)
+		}
+	}
+	fl.checked = bt
+	return nil
+}
+
+// reset sizes f's Features, Borrow and Conv to the stream's features,
+// none borrowed or converted.
+func (fl *filler) reset(f *collate.Frame) {
+	n := len(fl.out)
+	if cap(f.Features) < n {
+		f.Features = make([][]byte, n)
+	}
+	if cap(f.Borrow) < n {
+		f.Borrow = make([]bool, n)
+	}
+	if cap(f.Conv) < n {
+		f.Conv = make([]collate.Conv, n)
+	}
+	f.Features, f.Borrow, f.Conv = f.Features[:n], f.Borrow[:n], f.Conv[:n]
+	clear(f.Borrow)
+	clear(f.Conv)
+}
+
+// gather sets feature k of frame j of c to its --delta-timestamps window
+// (rows clamped to the frame's episode, converted) and its pad mask, in
+// the filler's scratch space; cams is the first camera column.
+func (fl *filler) gather(f *collate.Frame, c *Chunk, j, k, cams int) error {
+	bt, fd, size := c.Batch, &c.Batch.Features[k], fl.size[k]
+	// Rows are gathered from the chunk, or for a piece of a longer group
+	// (c.ext) from the group's rows around it.
+	// conv0 is the row of data's first frame in the column's buffer
+	// (Chunk.frameConvs).
+	data, jj, first, conv0 := fd.Data, j, 0, c.convLo
+	var starts, ends []int32
+	if x := c.ext; x != nil {
+		data, jj, first, conv0 = x.data[k], j+x.lo, x.first[k], 0
+		starts, ends = x.start, x.end
+	} else {
+		starts, ends = c.episodeBounds()
+	}
+	s, e := int(starts[jj]), int(ends[jj])
+	buf := fl.scratch[k][:0]
+	mask := fl.scratch[fl.pad[k]][:0]
+	for _, off := range fl.window[k] {
+		q := jj + off
+		isPad := q < s || q >= e
+		q = min(max(q, s), e-1)
+		if q < first || (q-first+1)*size > len(data) {
+			return fmt.Errorf("%s row group %d: episode %d, index %d: internal error: %s offset %d reaches beyond the decoded rows", c.Unit.File, c.Unit.RowGroup, bt.EpisodeIndex[j], bt.Index[j], fd.Name, off)
+		}
+		q -= first
+		// A window's frames are converted as they are gathered.
+		if conv := c.frameConv(k-cams, conv0+q); conv != nil {
+			src, _ := conv.Sizes()
+			n := len(buf)
+			buf = slices.Grow(buf, size)[:n+size]
+			conv.Convert(buf[n:], data[q*size:q*size+src])
+		} else {
+			buf = append(buf, data[q*size:(q+1)*size]...)
+		}
+		if isPad {
+			mask = append(mask, 1)
+		} else {
+			mask = append(mask, 0)
+		}
+	}
+	fl.scratch[k], fl.scratch[fl.pad[k]] = buf, mask
+	f.Features[k], f.Features[fl.pad[k]] = buf, mask
 	return nil
 }

@@ -29,13 +29,21 @@ import (
 // instead, dropped as soon as the frame is served: one array for a
 // chunk's frames would live until its last frame is served, which a
 // shuffle buffer delays by about N·ln(frames per chunk) draws, so the
-// chunks alive would hold several times the frames waiting.
+// chunks alive would hold several times the frames waiting. Their camera
+// frames are held in the form the decoder gave them (Config.StoredFrames:
+// YUV 4:2:0, half the bytes of RGB) with their conversions (convs), and
+// converted only where the batch is written.
 type heldChunk struct {
 	recs []heldFrame
 	data []byte // the features of recs[i] at data[i*stride:(i+1)*stride]
 	// own, for frames of perFrameStride bytes or more, holds each
-	// record's features instead of data (nil once the frame is served).
+	// record's features instead of data (nil once the frame is served):
+	// feature k takes sizes[k] bytes, or with a conversion its stored
+	// bytes.
 	own [][]byte
+	// convs[n*len(sizes)+k], when convs is set, is the conversion of
+	// record n's feature k (nil: its bytes are in own).
+	convs []collate.Conv
 	// sizes are the bytes of each output feature within a stride.
 	sizes  []int
 	stride int
@@ -86,13 +94,21 @@ func (hf *heldFrame) frame(f *collate.Frame, names [][]string) {
 		f.Features = make([][]byte, len(c.sizes))
 	}
 	f.Features = f.Features[:len(c.sizes)]
+	f.Conv = f.Conv[:0]
 	data, off := c.data, int(hf.n)*c.stride
 	if c.own != nil {
 		data, off = c.own[hf.n], 0
 	}
+	convs := c.recConvs(int(hf.n))
 	for k, n := range c.sizes {
+		if convs != nil && convs[k] != nil {
+			n, _ = convs[k].Sizes()
+		}
 		f.Features[k] = data[off : off+n : off+n]
 		off += n
+	}
+	if convs != nil {
+		f.Conv = append(f.Conv, convs...)
 	}
 	f.Owner, f.Borrow = nil, nil // the held bytes are copies, reused: never borrowed
 	f.Strings = nil
@@ -118,9 +134,11 @@ type holder struct {
 	// peak is the largest number of frames held at once (for tests).
 	peak, held int
 	// free are served frames' arrays, kept for reuse (frameBuffer),
-	// guarded by mu (batches are recycled on encoder goroutines).
-	mu   sync.Mutex
-	free [][]byte
+	// guarded by mu (batches are recycled on encoder goroutines):
+	// freeBytes of them, at most freeMax (sizeChunk).
+	mu                 sync.Mutex
+	free               [][]byte
+	freeBytes, freeMax int
 	// lent are the owners of the frames batchOf collated last, by
 	// position (nil: copied), released by served.
 	lent []*heldOwner
@@ -211,28 +229,19 @@ func (h *holder) hold(hc *heldChunk, n int, c *Chunk, j int, fl *filler, srcs []
 		return err
 	}
 	if !hc.sized {
-		hc.size(h.tmp.Features)
+		h.sizeChunk(hc, h.tmp.Features, h.tmp.Conv)
 	}
 	if len(h.tmp.Features) != len(hc.sizes) {
 		return fmt.Errorf("%s row group %d: episode %d, index %d: %d feature values, %d for the row group's first frame", c.Unit.File, c.Unit.RowGroup, hf.episode, hf.index, len(h.tmp.Features), len(hc.sizes))
 	}
-	data := hc.data
+	var err error
 	if hc.own != nil {
-		data = h.frameBuffer(hc.stride)
-	} else if at := n * hc.stride; len(data) < at {
-		// Frames before this one failed: their features stay zero.
-		data = append(data, make([]byte, at-len(data))...)
-	}
-	for k, v := range h.tmp.Features {
-		if len(v) != hc.sizes[k] {
-			return fmt.Errorf("%s row group %d: episode %d, index %d: feature %d has %d bytes, %d for the row group's first frame", c.Unit.File, c.Unit.RowGroup, hf.episode, hf.index, k, len(v), hc.sizes[k])
-		}
-		data = append(data, v...)
-	}
-	if hc.own != nil {
-		hc.own[n] = data
+		err = h.holdOwn(hc, n, c, hf)
 	} else {
-		hc.data = data
+		err = h.holdShared(hc, n, c, hf)
+	}
+	if err != nil {
+		return err
 	}
 	if h.keep {
 		if hc.lang == nil {
@@ -243,19 +252,91 @@ func (h *holder) hold(hc *heldChunk, n int, c *Chunk, j int, fl *filler, srcs []
 	return nil
 }
 
+// holdShared appends the features of h.tmp (record n's, frame hf of c) to
+// the chunk's array, converted.
+func (h *holder) holdShared(hc *heldChunk, n int, c *Chunk, hf *heldFrame) error {
+	data := hc.data
+	if at := n * hc.stride; len(data) < at {
+		// Frames before this one failed: their features stay zero.
+		data = append(data, make([]byte, at-len(data))...)
+	}
+	for k, v := range h.tmp.Features {
+		p := collate.Part{Data: v}
+		if k < len(h.tmp.Conv) {
+			p.Conv = h.tmp.Conv[k] // small frames are converted at once
+		}
+		if p.Len() != hc.sizes[k] {
+			return heldSizeError(c, hf, k, p.Len(), hc.sizes[k])
+		}
+		data = p.AppendTo(data)
+	}
+	hc.data = data
+	return nil
+}
+
+// holdOwn copies the features of h.tmp (record n's, frame hf of c) into
+// an array of their own, camera frames in the form they are stored in
+// with their conversions.
+func (h *holder) holdOwn(hc *heldChunk, n int, c *Chunk, hf *heldFrame) error {
+	fs, convs := h.tmp.Features, h.tmp.Conv
+	total, lazy := 0, false
+	for k, v := range fs {
+		got := len(v)
+		if k < len(convs) && convs[k] != nil {
+			_, got = convs[k].Sizes()
+			lazy = true
+		}
+		if got != hc.sizes[k] {
+			return heldSizeError(c, hf, k, got, hc.sizes[k])
+		}
+		total += len(v)
+	}
+	data := h.frameBuffer(total)
+	for _, v := range fs {
+		data = append(data, v...)
+	}
+	hc.own[n] = data
+	if lazy {
+		if hc.convs == nil {
+			hc.convs = make([]collate.Conv, len(hc.recs)*len(hc.sizes))
+		}
+		copy(hc.convs[n*len(hc.sizes):(n+1)*len(hc.sizes)], convs)
+	}
+	return nil
+}
+
+// heldSizeError is the error of a frame whose feature k has got bytes
+// where the chunk's first frame had want.
+func heldSizeError(c *Chunk, hf *heldFrame, k, got, want int) error {
+	return fmt.Errorf("%s row group %d: episode %d, index %d: feature %d has %d bytes, %d for the row group's first frame", c.Unit.File, c.Unit.RowGroup, hf.episode, hf.index, k, got, want)
+}
+
+// recConvs returns record n's conversions by feature, or nil when none of
+// its features has one.
+func (hc *heldChunk) recConvs(n int) []collate.Conv {
+	if hc.convs == nil {
+		return nil
+	}
+	k := len(hc.sizes)
+	return hc.convs[n*k : (n+1)*k]
+}
+
 // perFrameStride is the size of a frame's features from which held frames
 // get an array each (heldChunk.own): a camera frame. Smaller frames share
 // their chunk's array.
 const perFrameStride = 32 << 10
 
-// size sets the chunk's feature sizes from its first held frame's, and
-// its storage.
-func (hc *heldChunk) size(features [][]byte) {
+// size sets the chunk's feature sizes (in the batch: converted) from its
+// first held frame's, and its storage.
+func (hc *heldChunk) size(features [][]byte, convs []collate.Conv) {
 	hc.sized = true
 	hc.sizes, hc.stride = make([]int, len(features)), 0
 	for k, v := range features {
 		hc.sizes[k] = len(v)
-		hc.stride += len(v)
+		if k < len(convs) && convs[k] != nil {
+			_, hc.sizes[k] = convs[k].Sizes()
+		}
+		hc.stride += hc.sizes[k]
 	}
 	if hc.stride >= perFrameStride {
 		hc.own = make([][]byte, len(hc.recs))
@@ -265,11 +346,23 @@ func (hc *heldChunk) size(features [][]byte) {
 }
 
 // maxFreeFrames bounds the served frames' arrays a holder keeps for
-// reuse (frameBuffer): a default batch's worth (TrainBytes counts them).
+// reuse (frameBuffer): a default batch's worth of frames in their batch
+// form (TrainBytes counts them), so twice as many frames held as YUV.
 const maxFreeFrames = 32
 
+// sizeChunk sizes hc from its first held frame (heldChunk.size) and lets
+// the holder keep maxFreeFrames served arrays of that frame's batch form
+// for reuse.
+func (h *holder) sizeChunk(hc *heldChunk, features [][]byte, convs []collate.Conv) {
+	hc.size(features, convs)
+	h.mu.Lock()
+	h.freeMax = max(h.freeMax, maxFreeFrames*hc.stride)
+	h.mu.Unlock()
+}
+
 // frameBuffer returns an empty array of capacity stride for a held
-// frame's features: a served frame's, when one of that size is free.
+// frame's features (as stored: see heldChunk.own): a served frame's, when
+// one of that size is free.
 // Camera frames are large (0.9 MB at 480×640): a new array each costs
 // zeroing and page faults, as much CPU as copying the frame.
 func (h *holder) frameBuffer(stride int) []byte {
@@ -279,17 +372,19 @@ func (h *holder) frameBuffer(stride int) []byte {
 		b := h.free[n-1][:0]
 		h.free[n-1] = nil
 		h.free = h.free[:n-1]
+		h.freeBytes -= cap(b)
 		return b
 	}
 	return make([]byte, 0, stride)
 }
 
-// recycle keeps b for reuse (frameBuffer), up to maxFreeFrames arrays.
-// Any goroutine may call it (a batch is recycled by its encoder).
+// recycle keeps b for reuse (frameBuffer), up to freeMax bytes of
+// arrays. Any goroutine may call it (a batch is recycled by its encoder).
 func (h *holder) recycle(b []byte) {
 	h.mu.Lock()
-	if len(h.free) < maxFreeFrames {
+	if h.freeBytes+cap(b) <= h.freeMax {
 		h.free = append(h.free, b)
+		h.freeBytes += cap(b)
 	}
 	h.mu.Unlock()
 }
@@ -308,8 +403,8 @@ func (h *holder) served(frames []*heldFrame) {
 		switch {
 		case lent && h.lent[i] != nil:
 			h.lent[i].Release()
-		case cap(own[f.n]) == f.chunk.stride:
-			h.recycle(own[f.n])
+		case len(own[f.n]) == cap(own[f.n]):
+			h.recycle(own[f.n]) // an array of frameBuffer's
 		}
 		own[f.n] = nil
 	}

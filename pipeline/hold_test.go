@@ -10,6 +10,7 @@ import (
 	"github.com/lrstream/lrstream/order"
 	"github.com/lrstream/lrstream/render"
 	"github.com/lrstream/lrstream/schema"
+	"github.com/lrstream/lrstream/shard"
 	"github.com/lrstream/lrstream/sink"
 	"github.com/lrstream/lrstream/video"
 )
@@ -153,7 +154,7 @@ func TestHeldCameraFramesFreedWhenServed(t *testing.T) {
 	} {
 		h := newHolder([]Mix{{Config: &Config{}, Weight: 1}}, false)
 		hc := h.chunk(3)
-		hc.size([][]byte{make([]byte, tc.bytes)})
+		h.sizeChunk(hc, [][]byte{make([]byte, tc.bytes)}, nil)
 		if (hc.own != nil) != tc.own {
 			t.Fatalf("%s: per-frame arrays %v, want %v", tc.name, hc.own != nil, tc.own)
 		}
@@ -311,5 +312,115 @@ func TestCameraBudget(t *testing.T) {
 	cfg.Workers = 64
 	if got := bufferBudget(cams, TrainOptions{}); got != minCameraBudget {
 		t.Errorf("64 workers: budget %d, want the floor %d", got, minCameraBudget)
+	}
+}
+
+// pairConv is a test collate.Conv: each stored byte b becomes b, b+1.
+type pairConv struct{ n int }
+
+func (c pairConv) Sizes() (int, int) { return c.n, 2 * c.n }
+
+func (c pairConv) Convert(dst, src []byte) {
+	for i, v := range src[:c.n] {
+		dst[2*i], dst[2*i+1] = v, v+1
+	}
+}
+
+// TestHeldStoredFrames: camera frames stored as decoded (a collate.Conv
+// with them, Config.StoredFrames) are held in their stored form — an
+// array of their stored bytes — and lent to the batch with their
+// conversion; small frames are converted as they are held. Either way the
+// batch's bytes are the converted ones, and the held sizes are checked
+// against the chunk's first frame's converted sizes.
+func TestHeldStoredFrames(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		stored int  // a camera frame's stored bytes (converted: twice)
+		own    bool // held in an array of its own, as stored
+	}{
+		{"camera", collate.BorrowMin, true},
+		{"small", 64, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHolder([]Mix{{Config: &Config{}, Weight: 1}}, false)
+			const recs = 3
+			hc := h.chunk(recs)
+			num := func(n int) []byte { return bytes.Repeat([]byte{byte(10 + n)}, 8) }
+			cam := func(n int) []byte { return bytes.Repeat([]byte{byte(2 * n)}, tc.stored) }
+			conv := pairConv{tc.stored}
+			c := &Chunk{Unit: shard.Unit{File: "f.parquet"}}
+			var want []byte
+			for n := range recs {
+				hc.recs[n] = heldFrame{chunk: hc, n: int32(n), index: int64(n)}
+				h.tmp.Features = [][]byte{num(n), cam(n)}
+				h.tmp.Conv = []collate.Conv{nil, conv}
+				if !hc.sized {
+					h.sizeChunk(hc, h.tmp.Features, h.tmp.Conv)
+				}
+				var err error
+				if hc.own != nil {
+					err = h.holdOwn(hc, n, c, &hc.recs[n])
+				} else {
+					err = h.holdShared(hc, n, c, &hc.recs[n])
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				out := make([]byte, 2*tc.stored)
+				conv.Convert(out, cam(n))
+				want = append(want, out...)
+			}
+			if (hc.own != nil) != tc.own || !slices.Equal(hc.sizes, []int{8, 2 * tc.stored}) {
+				t.Fatalf("own arrays %v, sizes %v; want %v, [8 %d]", hc.own != nil, hc.sizes, tc.own, 2*tc.stored)
+			}
+			if tc.own && len(hc.own[1]) != 8+tc.stored {
+				t.Fatalf("a held frame takes %d bytes, want its stored %d", len(hc.own[1]), 8+tc.stored)
+			}
+			b, err := collate.NewBatcher(collate.Config{BatchSize: recs, Features: []collate.Feature{
+				{Name: "state", DType: "|u1", Shape: []int{8}}, {Name: "cam", DType: "|u1", Shape: []int{2 * tc.stored}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			frames := []*heldFrame{&hc.recs[0], &hc.recs[1], &hc.recs[2]}
+			bt, err := h.batchOf(b, frames)
+			if err != nil {
+				t.Fatal(err)
+			}
+			col := bt.Column("cam")
+			if !bytes.Equal(col.Bytes(), want) {
+				t.Fatal("the batch's camera bytes are not the converted frames")
+			}
+			if tc.own && len(col.Parts) != recs {
+				t.Fatalf("%d parts, want the %d stored frames lent", len(col.Parts), recs)
+			}
+			h.served(frames)
+			b.Recycle(bt)
+			if tc.own {
+				// Served arrays are kept up to maxFreeFrames frames of the
+				// batch form: about twice as many stored ones.
+				for range 3 * maxFreeFrames {
+					h.recycle(make([]byte, 8+tc.stored))
+				}
+				if n := len(h.free); n <= maxFreeFrames || n*(8+tc.stored) > maxFreeFrames*hc.stride {
+					t.Fatalf("%d stored arrays kept for reuse, want more than %d within %d frames' batch bytes", n, maxFreeFrames, maxFreeFrames)
+				}
+			}
+			// A frame whose converted size differs from the first's.
+			n := 0
+			hc.own, hc.data = nil, hc.data[:0]
+			if tc.own {
+				hc.own = make([][]byte, recs)
+			}
+			h.tmp.Features = [][]byte{num(n), cam(n)[:tc.stored/2]}
+			h.tmp.Conv = []collate.Conv{nil, pairConv{tc.stored / 2}}
+			if tc.own {
+				err = h.holdOwn(hc, n, c, &hc.recs[n])
+			} else {
+				err = h.holdShared(hc, n, c, &hc.recs[n])
+			}
+			if err == nil {
+				t.Fatal("a frame of another converted size held")
+			}
+		})
 	}
 }

@@ -62,6 +62,13 @@ type Config struct {
 	// (default DefaultPieceBytes): longer episodes are decoded in pieces
 	// (docs/video.md, "Memory"). Output never depends on it.
 	PieceBytes int64
+	// StoredFrames keeps each video camera frame in the form its decoder
+	// gave it (YUV 4:2:0 planes: half the bytes of RGB) until it is
+	// written, where it is converted once, straight into its destination
+	// (video.Set.FillStored, collate.Conv): set for training streams,
+	// whose shuffle buffer holds and copies the frames. Output never
+	// depends on it.
+	StoredFrames bool
 	// ProgressTotal, when set, is called with the number of frames
 	// Progress will count in all once that is known (training iteration:
 	// after the pre-pass; 0 for endless --epochs 0).
@@ -106,6 +113,13 @@ type Chunk struct {
 	// camera frames from it (collate.Owner) instead of copying them.
 	frames    *frameOwner
 	frameCols int // camera and image columns appended to Batch.Features
+	// frameConvs[k] are the conversions of camera column k's frames
+	// (Config.StoredFrames: video.Set.FillStored), aligned with the
+	// column's buffer, whose row convLo is the chunk's first; nil for a
+	// column of converted frames (image features, or without
+	// StoredFrames).
+	frameConvs [][]*video.FrameConv
+	convLo     int
 
 	epStart, epEnd []int32   // see episodeBounds
 	ext            *pieceExt // a piece of a longer group (see pieces.go)

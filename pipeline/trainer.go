@@ -103,8 +103,10 @@ func newTrainer(ctx context.Context, srcs []Mix, so StreamOptions, ts trainStart
 }
 
 // trainConfigs returns srcs with the piece size of their camera streams
-// bounded by trainPieceBytes (configs copied; the order and the output
-// never depend on it).
+// bounded by trainPieceBytes and their video frames held as decoded until
+// written (Config.StoredFrames: the shuffle buffer holds and copies half
+// the bytes, and the frames are converted once, into their destination);
+// configs copied, the order and the output never depend on either.
 func trainConfigs(srcs []Mix, to TrainOptions) []Mix {
 	out := slices.Clone(srcs)
 	for d, m := range out {
@@ -113,6 +115,7 @@ func trainConfigs(srcs []Mix, to TrainOptions) []Mix {
 		}
 		c := *m.Config
 		c.PieceBytes = trainPieceBytes(m.Config, to.BufferBytes)
+		c.StoredFrames = true
 		out[d].Config = &c
 	}
 	return out

@@ -16,11 +16,13 @@ import (
 // the batch message carries their position instead of their bytes
 // (docs/wire-format.md "Shared memory"). Msgpack calls it in message order.
 type Arena interface {
-	// Place copies the n bytes of parts, in order, into the arena and
-	// returns their position; ok is false when the arena has no room for
-	// them now, and the payload is written inline instead. An error ends
-	// the stream.
-	Place(parts [][]byte, n int) (pos uint64, ok bool, err error)
+	// Place reserves n bytes in the arena, has fill write them (fill
+	// writes every byte of dst, len n: a payload's parts copied or
+	// converted straight into the arena) and returns their position; ok
+	// is false, and fill not called, when the arena has no room for them
+	// now: the payload is written inline instead. An error ends the
+	// stream.
+	Place(n int, fill func(dst []byte)) (pos uint64, ok bool, err error)
 	// Sent is called after each batch message has been written; placed
 	// says whether it placed a payload.
 	Sent(placed bool) error
@@ -69,7 +71,7 @@ func NewRing(mem []byte, flush func() error, timeout time.Duration) *Ring {
 }
 
 // Place implements Arena.
-func (r *Ring) Place(parts [][]byte, n int) (uint64, bool, error) {
+func (r *Ring) Place(n int, fill func(dst []byte)) (uint64, bool, error) {
 	size := uint64(len(r.mem))
 	if n <= 0 || uint64(n) > size {
 		return 0, false, nil
@@ -90,10 +92,7 @@ func (r *Ring) Place(parts [][]byte, n int) (uint64, bool, error) {
 			r.head = pos + uint64(n)
 			r.live = append(r.live, ringRegion{pos, uint64(n)})
 			r.mu.Unlock()
-			dst := r.mem[off:][:n]
-			for _, p := range parts {
-				dst = dst[copy(dst, p):]
-			}
+			fill(r.mem[off:][:n])
 			return pos, true, nil
 		}
 		if r.read >= r.sent {

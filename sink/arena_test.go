@@ -85,7 +85,7 @@ func TestRingPlace(t *testing.T) {
 				switch s.op {
 				case "place":
 					data := bytes.Repeat([]byte{byte(i + 1)}, s.n)
-					pos, ok, err := r.Place([][]byte{data[:s.n/2], data[s.n/2:]}, s.n)
+					pos, ok, err := r.Place(s.n, copyParts(data[:s.n/2], data[s.n/2:]))
 					if err != nil || ok != s.ok || (ok && pos != s.pos) {
 						t.Fatalf("step %d: Place(%d) = %d, %v, %v; want %d, %v", i, s.n, pos, ok, err, s.pos, s.ok)
 					}
@@ -108,7 +108,7 @@ func TestRingPlace(t *testing.T) {
 						if err == nil || !strings.Contains(err.Error(), s.wantError) {
 							t.Fatalf("step %d: Update error %v, want %q", i, err, s.wantError)
 						}
-						if _, _, err := r.Place([][]byte{{1}}, 1); err == nil {
+						if _, _, err := r.Place(1, copyParts([]byte{1})); err == nil {
 							t.Fatalf("step %d: Place after a bad update succeeded", i)
 						}
 						return
@@ -127,7 +127,7 @@ func TestRingWaits(t *testing.T) {
 	t.Run("release wakes", func(t *testing.T) {
 		flushes := 0
 		r := NewRing(make([]byte, size), func() error { flushes++; return nil }, 10*time.Second)
-		if _, ok, _ := r.Place([][]byte{make([]byte, size)}, size); !ok {
+		if _, ok, _ := r.Place(size, copyParts(make([]byte, size))); !ok {
 			t.Fatal("first region not placed")
 		}
 		if err := r.Sent(true); err != nil || flushes != 1 {
@@ -137,7 +137,7 @@ func TestRingWaits(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 			r.Update(1, size)
 		}()
-		pos, ok, err := r.Place([][]byte{make([]byte, 10)}, 10)
+		pos, ok, err := r.Place(10, copyParts(make([]byte, 10)))
 		if err != nil || !ok || pos != size {
 			t.Fatalf("Place after the release: %d, %v, %v", pos, ok, err)
 		}
@@ -147,22 +147,22 @@ func TestRingWaits(t *testing.T) {
 	})
 	t.Run("timeout", func(t *testing.T) {
 		r := NewRing(make([]byte, size), nil, 30*time.Millisecond)
-		r.Place([][]byte{make([]byte, size)}, size)
+		r.Place(size, copyParts(make([]byte, size)))
 		r.Sent(true)
-		if _, _, err := r.Place([][]byte{{1}}, 1); err == nil || !strings.Contains(err.Error(), "released nothing") {
+		if _, _, err := r.Place(1, copyParts([]byte{1})); err == nil || !strings.Contains(err.Error(), "released nothing") {
 			t.Fatalf("Place on a silent client: %v", err)
 		}
 	})
 	t.Run("fail", func(t *testing.T) {
 		r := NewRing(make([]byte, size), nil, 0)
-		r.Place([][]byte{make([]byte, size)}, size)
+		r.Place(size, copyParts(make([]byte, size)))
 		r.Sent(true)
 		gone := errors.New("client went away")
 		go func() {
 			time.Sleep(20 * time.Millisecond)
 			r.Fail(gone)
 		}()
-		if _, _, err := r.Place([][]byte{{1}}, 1); !errors.Is(err, gone) {
+		if _, _, err := r.Place(1, copyParts([]byte{1})); !errors.Is(err, gone) {
 			t.Fatalf("Place after Fail: %v", err)
 		}
 	})
@@ -370,7 +370,7 @@ func TestEncodeArena(t *testing.T) {
 // failingArena places its first after payloads, then fails.
 type failingArena struct{ after, n int }
 
-func (a *failingArena) Place(parts [][]byte, n int) (uint64, bool, error) {
+func (a *failingArena) Place(n int, fill func([]byte)) (uint64, bool, error) {
 	if a.n++; a.n > a.after {
 		return 0, false, errors.New("client went away")
 	}
@@ -409,7 +409,7 @@ func TestRingNeverOverwritesLive(t *testing.T) {
 			for i := range data {
 				data[i] = byte(rng.Uint32())
 			}
-			pos, ok, err := r.Place([][]byte{data}, n)
+			pos, ok, err := r.Place(n, copyParts(data))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -439,7 +439,7 @@ func TestRingCompact(t *testing.T) {
 	var ends []uint64
 	top := uint64(0)
 	for i := 0; i < 1000; i++ {
-		pos, ok, err := r.Place([][]byte{make([]byte, c)}, c)
+		pos, ok, err := r.Place(c, copyParts(make([]byte, c)))
 		if err != nil || !ok {
 			t.Fatalf("region %d: %v, %v", i, ok, err)
 		}
@@ -524,4 +524,14 @@ func FuzzDecoderArena(f *testing.F) {
 			}
 		}
 	})
+}
+
+// copyParts is the fill of Place for a payload of parts: their bytes in
+// order.
+func copyParts(parts ...[]byte) func([]byte) {
+	return func(dst []byte) {
+		for _, p := range parts {
+			dst = dst[copy(dst, p):]
+		}
+	}
 }

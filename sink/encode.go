@@ -233,9 +233,10 @@ type Encoded struct {
 	Buf   []byte
 	parts []encPart
 	cols  []encCol
-	// writeArena's scratch: each column's placement, a column's payload.
-	refs    []encRef
-	payload [][]byte
+	// writeArena's scratch: each column's placement.
+	refs []encRef
+	// scratch holds a converted part while WriteTo writes it.
+	scratch []byte
 }
 
 // encRef is where writeArena placed a column (ok false: inline).
@@ -244,10 +245,11 @@ type encRef struct {
 	ok  bool
 }
 
-// encPart is a payload inserted into Encoded.Buf at offset at.
+// encPart is a payload inserted into Encoded.Buf at offset at: a column
+// part's bytes, or what its Conv makes of them (collate.Part).
 type encPart struct {
-	at   int
-	data []byte
+	at int
+	collate.Part
 }
 
 // encCol is a column whose payload is referenced (parts[first:first+n]
@@ -276,8 +278,8 @@ func EncodeBatch(e *Encoded, bt *collate.Batch, meta BatchMeta) error {
 // Len is the size of the encoded message in bytes.
 func (e *Encoded) Len() int {
 	n := len(e.Buf)
-	for _, p := range e.parts {
-		n += len(p.data)
+	for i := range e.parts {
+		n += e.parts[i].Len()
 	}
 	return n
 }
@@ -285,25 +287,33 @@ func (e *Encoded) Len() int {
 // AppendTo appends the whole message to dst (one contiguous copy).
 func (e *Encoded) AppendTo(dst []byte) []byte {
 	at := 0
-	for _, p := range e.parts {
+	for i := range e.parts {
+		p := &e.parts[i]
 		dst = append(dst, e.Buf[at:p.at]...)
-		dst = append(dst, p.data...)
+		dst = p.AppendTo(dst)
 		at = p.at
 	}
 	return append(dst, e.Buf[at:]...)
 }
 
 // WriteTo writes the message to w: the encoded pieces and the referenced
-// payloads in order, each payload straight from the batch (one Write call
-// per piece; a message without large payloads is one Write call).
+// payloads in order, each payload straight from the batch, or converted
+// into a scratch buffer reused for every part (one Write call per piece;
+// a message without large payloads is one Write call).
 func (e *Encoded) WriteTo(w io.Writer) (int64, error) {
+	return e.writeTo(w, &e.scratch)
+}
+
+// writeTo is WriteTo with the scratch buffer of the converted parts.
+func (e *Encoded) writeTo(w io.Writer, scratch *[]byte) (int64, error) {
 	cw := countWriter{w: w}
 	at := 0
-	for _, p := range e.parts {
+	for i := range e.parts {
+		p := &e.parts[i]
 		if err := cw.write(e.Buf[at:p.at]); err != nil {
 			return cw.n, err
 		}
-		if err := cw.write(p.data); err != nil {
+		if err := cw.part(p, scratch); err != nil {
 			return cw.n, err
 		}
 		at = p.at
@@ -330,27 +340,44 @@ func (c *countWriter) write(p []byte) error {
 	return err
 }
 
+// part writes p's bytes: its data, or its conversion into scratch.
+func (c *countWriter) part(p *encPart, scratch *[]byte) error {
+	if p.Conv == nil {
+		return c.write(p.Data)
+	}
+	n := p.Len()
+	if cap(*scratch) < n {
+		*scratch = make([]byte, n)
+	}
+	b := (*scratch)[:n]
+	p.Fill(b)
+	return c.write(b)
+}
+
 // writeArena is WriteTo with each referenced column offered to a: a
-// placed column is written as "shm": [pos, bytes] instead of its "data"
+// placed column's parts are written (converted) straight into the arena,
+// and the column as "shm": [pos, bytes] instead of its "data"
 // (docs/wire-format.md "Shared memory"). Every column is placed before
 // the first byte is written, so an arena error never cuts a message. It
 // reports whether a column was placed.
-func (e *Encoded) writeArena(w io.Writer, a Arena) (int64, bool, error) {
+func (e *Encoded) writeArena(w io.Writer, a Arena, scratch *[]byte) (int64, bool, error) {
 	placed := false
 	e.refs = e.refs[:0]
 	for _, c := range e.cols {
-		e.payload = e.payload[:0]
-		for _, p := range e.parts[c.first : c.first+c.n] {
-			e.payload = append(e.payload, p.data)
-		}
-		pos, ok, err := a.Place(e.payload, c.bytes)
+		parts := e.parts[c.first : c.first+c.n]
+		pos, ok, err := a.Place(c.bytes, func(dst []byte) {
+			for i := range parts {
+				n := parts[i].Len()
+				parts[i].Fill(dst[:n])
+				dst = dst[n:]
+			}
+		})
 		if err != nil {
 			return 0, false, err
 		}
 		e.refs = append(e.refs, encRef{pos, ok})
 		placed = placed || ok
 	}
-	clear(e.payload)
 	cw := countWriter{w: w}
 	var ref [40]byte
 	at := 0
@@ -372,8 +399,8 @@ func (e *Encoded) writeArena(w io.Writer, a Arena) (int64, bool, error) {
 		if err := cw.write(e.Buf[at:c.at]); err != nil {
 			return cw.n, placed, err
 		}
-		for _, p := range e.parts[c.first : c.first+c.n] {
-			if err := cw.write(p.data); err != nil {
+		for k := range e.parts[c.first : c.first+c.n] {
+			if err := cw.part(&e.parts[c.first+k], scratch); err != nil {
 				return cw.n, placed, err
 			}
 		}
@@ -591,21 +618,21 @@ func appendNDArray(b []byte, c *collate.Column, e *Encoded) []byte {
 		n := c.Len()
 		b = mpBinHeader(b, n)
 		if e == nil || n < LargeArray {
-			for _, p := range c.Parts {
-				b = append(b, p...)
+			for i := range c.Parts {
+				b = c.Parts[i].AppendTo(b)
 			}
 			return b
 		}
 		e.cols = append(e.cols, encCol{key: key, at: len(b), first: len(e.parts), n: len(c.Parts), bytes: n})
 		for _, p := range c.Parts {
-			e.parts = append(e.parts, encPart{at: len(b), data: p})
+			e.parts = append(e.parts, encPart{at: len(b), Part: p})
 		}
 		return b
 	}
 	if e != nil && len(c.Data) >= LargeArray {
 		b = mpBinHeader(b, len(c.Data))
 		e.cols = append(e.cols, encCol{key: key, at: len(b), first: len(e.parts), n: 1, bytes: len(c.Data)})
-		e.parts = append(e.parts, encPart{at: len(b), data: c.Data})
+		e.parts = append(e.parts, encPart{at: len(b), Part: collate.Part{Data: c.Data}})
 		return b
 	}
 	return mpBin(b, c.Data)

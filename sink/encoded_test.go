@@ -3,6 +3,7 @@ package sink
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/lrstream/lrstream/collate"
@@ -222,13 +223,16 @@ func (*nopOwner) Retain()  {}
 func (*nopOwner) Release() {}
 
 // TestEncodeBorrowedColumns: a batch whose camera column borrows its
-// samples (collate.Column.Parts, in one or several parts, some copied)
-// encodes to the same bytes as the same batch with copied samples, through
-// AppendBatch, EncodeBatch + AppendTo and EncodeBatch + WriteTo.
+// samples (collate.Column.Parts, in one or several parts, some copied,
+// some stored in another form and converted: collate.Conv) encodes to the
+// same bytes as the same batch with copied samples, through AppendBatch,
+// EncodeBatch + AppendTo, EncodeBatch + WriteTo, and writeArena (the
+// column's bytes placed in the arena). Pattern letters: b borrowed, c
+// copied, v borrowed and converted, w copied and converted.
 func TestEncodeBorrowedColumns(t *testing.T) {
 	const side = 148 // 65,712 bytes a frame: borrowed (collate.BorrowMin)
 	fb := 3 * side * side
-	for _, pattern := range []string{"bbbb", "bcbb", "cccb", "b"} {
+	for _, pattern := range []string{"bbbb", "bcbb", "cccb", "b", "vvvv", "vbvc", "wwvb", "cw"} {
 		t.Run(pattern, func(t *testing.T) {
 			feats := append(append([]collate.Feature(nil), fixtureFeatures...),
 				collate.Feature{Name: "observation.images.front", DType: "|u1", Shape: []int{3, side, side}})
@@ -259,7 +263,12 @@ func TestEncodeBorrowedColumns(t *testing.T) {
 				g.Features = append(g.Features, pix)
 				g.Owner = own
 				g.Borrow = make([]bool, len(g.Features))
-				g.Borrow[len(g.Borrow)-1] = p == 'b'
+				g.Borrow[len(g.Borrow)-1] = p == 'b' || p == 'v'
+				if p == 'v' || p == 'w' {
+					g.Features[len(g.Features)-1] = xorConv{}.stored(pix)
+					g.Conv = make([]collate.Conv, len(g.Features))
+					g.Conv[len(g.Conv)-1] = xorConv{fb}
+				}
 				if bt, err = borrowed.Add(g); err != nil {
 					t.Fatal(err)
 				}
@@ -268,7 +277,7 @@ func TestEncodeBorrowedColumns(t *testing.T) {
 			if a == nil || b == nil {
 				t.Fatal("no batch")
 			}
-			if len(b.Columns[len(b.Columns)-1].Parts) == 0 && pattern != "cccc" {
+			if len(b.Columns[len(b.Columns)-1].Parts) == 0 && strings.ContainsAny(pattern, "bv") {
 				t.Fatal("the borrowed column has no parts")
 			}
 			meta := BatchMeta{Seq: 3, Epoch: 1}
@@ -294,6 +303,35 @@ func TestEncodeBorrowedColumns(t *testing.T) {
 			if _, err := e.WriteTo(&w); err != nil || !bytes.Equal(w.Bytes(), want) {
 				t.Fatalf("EncodeBatch + WriteTo: borrowed batch differs (%v)", err)
 			}
+			ring := NewRing(make([]byte, len(buf)+SHMAlign), nil, 0)
+			var scratch []byte
+			w.Reset()
+			if _, placed, err := e.writeArena(&w, ring, &scratch); err != nil || !placed {
+				t.Fatalf("writeArena: placed %v, %v", placed, err)
+			}
+			if !bytes.Equal(ring.mem[:len(buf)], buf) {
+				t.Fatal("writeArena: the arena's bytes differ from the column's")
+			}
 		})
 	}
+}
+
+// xorConv is a test collate.Conv: the stored form is the bytes XOR 0x5a.
+type xorConv struct{ n int }
+
+func (c xorConv) Sizes() (int, int) { return c.n, c.n }
+
+func (c xorConv) Convert(dst, src []byte) {
+	for i, v := range src[:c.n] {
+		dst[i] = v ^ 0x5a
+	}
+}
+
+// stored returns the stored form of b.
+func (xorConv) stored(b []byte) []byte {
+	out := make([]byte, len(b))
+	for i, v := range b {
+		out[i] = v ^ 0x5a
+	}
+	return out
 }

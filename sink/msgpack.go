@@ -23,7 +23,9 @@ var errOrder = errors.New("sink: call out of order (want Header, Batch*, End or 
 // Msgpack writes the binary wire format to an io.Writer, one Write call per
 // message, except batches carrying large columns (camera frames; see
 // LargeArray): their payloads are written straight from the batch, each
-// with its own Write call, instead of being copied into the message. It
+// with its own Write call, instead of being copied into the message (a
+// part stored in another form, collate.Conv, is converted into a reused
+// buffer and written from there; with an Arena, straight into it). It
 // reuses its encode buffers, so a batch costs no allocation once they have
 // grown.
 type Msgpack struct {
@@ -34,8 +36,10 @@ type Msgpack struct {
 	w     io.Writer
 	buf   []byte
 	enc   Encoded
-	n     int64
-	state state
+	// scratch holds a converted part while it is written (collate.Conv).
+	scratch []byte
+	n       int64
+	state   state
 }
 
 // NewMsgpack returns a Sink writing msgpack messages to w.
@@ -83,12 +87,12 @@ func (s *Msgpack) writeParts(e *Encoded) error {
 	var err error
 	if s.Arena != nil {
 		var placed bool
-		n, placed, err = e.writeArena(s.w, s.Arena)
+		n, placed, err = e.writeArena(s.w, s.Arena, &s.scratch)
 		if err == nil {
 			err = s.Arena.Sent(placed)
 		}
 	} else {
-		n, err = e.WriteTo(s.w)
+		n, err = e.writeTo(s.w, &s.scratch)
 	}
 	s.n += n
 	clear(e.parts) // drop the references to the batch's columns

@@ -600,6 +600,27 @@ func (s *Set) checkFile(ctx context.Context, name, path string) error {
 // dst are zeroed); Fill returns only the context's error. matched, when set,
 // is told the file and timestamp of the frame each sample got.
 func (s *Set) Fill(ctx context.Context, cam int, episodes, index []int64, timestamps []float32, dst []byte, fail func(i int, err error), matched func(i int, file string, pts float64)) error {
+	return s.fill(ctx, cam, episodes, index, timestamps, dst, nil, fail, matched)
+}
+
+// FillStored is Fill, but each sample's frame is left in dst (in its
+// FrameBytes slot) in the form its decoder gave it — YUV 4:2:0 planes,
+// RGB24 rows, 12-bit gray codes: at most the bytes of its batch form —
+// and convs[i] (len(episodes)) is set to the FrameConv that makes its
+// batch bytes from the slot's first Sizes().src bytes. A sample whose
+// convs[i] is nil has its batch bytes in its slot already (a failed
+// frame's zeros, or a frame whose stored form would not fit). The
+// conversion is thus done once, where the frame is written (see
+// collate.Conv), and what is held and copied before is the smaller form.
+func (s *Set) FillStored(ctx context.Context, cam int, episodes, index []int64, timestamps []float32, dst []byte, convs []*FrameConv, fail func(i int, err error), matched func(i int, file string, pts float64)) error {
+	if len(convs) != len(episodes) {
+		return fmt.Errorf("video: FillStored: %d conversions for %d samples", len(convs), len(episodes))
+	}
+	return s.fill(ctx, cam, episodes, index, timestamps, dst, convs, fail, matched)
+}
+
+// fill is Fill, or FillStored with convs.
+func (s *Set) fill(ctx context.Context, cam int, episodes, index []int64, timestamps []float32, dst []byte, convs []*FrameConv, fail func(i int, err error), matched func(i int, file string, pts float64)) error {
 	c := s.Cameras[cam]
 	fb := c.FrameBytes()
 	for start := 0; start < len(episodes); {
@@ -611,7 +632,11 @@ func (s *Set) Fill(ctx context.Context, cam int, episodes, index []int64, timest
 		if matched != nil {
 			got = func(i int, file string, pts float64) { matched(start+i, file, pts) }
 		}
-		if err := s.fillEpisode(ctx, c, episodes[start], index[start:end], timestamps[start:end], dst[start*fb:end*fb], func(i int, err error) { fail(start+i, err) }, got); err != nil {
+		out := frameOut{dst: dst[start*fb : end*fb], fb: fb}
+		if convs != nil {
+			out.convs = convs[start:end]
+		}
+		if err := s.fillEpisode(ctx, c, episodes[start], index[start:end], timestamps[start:end], out, func(i int, err error) { fail(start+i, err) }, got); err != nil {
 			return err
 		}
 		start = end
@@ -619,11 +644,44 @@ func (s *Set) Fill(ctx context.Context, cam int, episodes, index []int64, timest
 	return nil
 }
 
-func (s *Set) fillEpisode(ctx context.Context, c Camera, ep int64, index []int64, ts []float32, dst []byte, fail func(int, error), matched func(int, string, float64)) error {
-	fb := c.FrameBytes()
+// frameOut is where fillEpisode puts a segment's frames: slots of fb
+// bytes in dst, converted, or with convs stored as decoded (FillStored).
+type frameOut struct {
+	dst   []byte
+	fb    int
+	convs []*FrameConv
+	last  *FrameConv // the last conversion made, reused while it fits
+}
+
+// put puts frame f of camera c in slot i.
+func (o *frameOut) put(i int, c Camera, f Frame) error {
+	slot := o.dst[i*o.fb : (i+1)*o.fb]
+	if o.convs == nil {
+		return putFrame(slot, c, f)
+	}
+	conv, err := storeFrame(slot, c, f, o.last)
+	if err != nil {
+		return err
+	}
+	if conv != nil {
+		o.last = conv
+	}
+	o.convs[i] = conv
+	return nil
+}
+
+// fail zeroes slot i (a frame that cannot be produced).
+func (o *frameOut) fail(i int) {
+	clear(o.dst[i*o.fb : (i+1)*o.fb])
+	if o.convs != nil {
+		o.convs[i] = nil
+	}
+}
+
+func (s *Set) fillEpisode(ctx context.Context, c Camera, ep int64, index []int64, ts []float32, out frameOut, fail func(int, error), matched func(int, string, float64)) error {
 	sp, ok := s.spans[ep][c.Key]
 	ferr := func(i int, file string, q, nearest float64, err error) {
-		clear(dst[i*fb : (i+1)*fb])
+		out.fail(i)
 		fail(i, &FrameError{File: file, Camera: c.Key, Episode: ep, Index: index[i], Timestamp: float64(ts[i]), Query: q, Nearest: nearest, Err: err})
 	}
 	if !ok {
@@ -669,7 +727,7 @@ func (s *Set) fillEpisode(ctx context.Context, c Camera, ep int64, index []int64
 				ferr(i, name, queries[m.Query], m.Frame.PTS, fmt.Errorf("frame is %dx%d, info.json says %dx%d (use --resize HxW to resize)", m.Frame.Width, m.Frame.Height, c.W, c.H))
 				return nil
 			}
-			if err := putFrame(dst[i*fb:(i+1)*fb], c, m.Frame); err != nil {
+			if err := out.put(i, c, m.Frame); err != nil {
 				ferr(i, name, queries[m.Query], m.Frame.PTS, err)
 				return nil
 			}

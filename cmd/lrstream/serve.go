@@ -533,9 +533,14 @@ func streamLive(ctx context.Context, h sink.Hello, w *clientWriter, ring *sink.R
 		to.Cache = cache
 		_, err = pipeline.TrainMix(ctx, mix, so, to, s)
 	} else {
-		// A plain pass: each worker reads its own run of episodes.
+		// A plain pass: each worker reads its own run of episodes. With
+		// an arena its camera frames stay as decoded until they are
+		// converted straight into it, instead of being converted into
+		// their piece and copied there (a training iteration always
+		// holds them so, pipeline.Config.StoredFrames).
 		c := *mix[0].Config
 		c.Share = pipeline.Share{Worker: h.Worker, NumWorkers: h.NumWorkers}
+		c.StoredFrames = ring != nil
 		_, err = pipeline.Stream(ctx, &c, so, s)
 	}
 	return err

@@ -124,11 +124,18 @@ def lerobot_depth(root: Path, unit: str, variant: str, deltas=None):
     return items, failed
 
 
+# The training order holds depth frames as decoded (12-bit codes) and converts them where the
+# batch is written: the same values as plan order, which converts them as decoded.
+TRAINING = ["--shuffle", "--seed", "3", "--epochs", "1"]
+
+
+@pytest.mark.parametrize("order", ["plan", "training"])
 @pytest.mark.parametrize("unit", ["mm", "m"])
 @pytest.mark.parametrize("variant", ["log", "linear", "aom"])
-def test_depth_matches_lerobot(lrstream_bin, feature_datasets, variant, unit):
+def test_depth_matches_lerobot(lrstream_bin, feature_datasets, variant, unit, order):
     root = feature_datasets[variant]
-    header, batches, _ = stream(lrstream_bin, root, "--cameras", DEPTH, "--depth-unit", unit)
+    extra = TRAINING if order == "training" else []
+    header, batches, _ = stream(lrstream_bin, root, "--cameras", DEPTH, "--depth-unit", unit, *extra)
     cam = {c["key"]: c for c in header["cameras"]}[DEPTH]
     h, w = 24, 40
     assert cam == {"key": DEPTH, "decoded": True, "kind": "depth", "dtype": "<f4", "shape": [1, h, w], "unit": unit}
@@ -177,11 +184,13 @@ def test_depth_covers_every_code(feature_datasets):
         assert len(codes) == 4096, (v, len(codes))
 
 
-def test_depth_window_matches_lerobot(lrstream_bin, feature_datasets):
+@pytest.mark.parametrize("order", ["plan", "training"])
+def test_depth_window_matches_lerobot(lrstream_bin, feature_datasets, order):
     """--delta-timestamps on a depth camera: (N, k, 1, H, W) and its _is_pad, as LeRobot."""
     root = feature_datasets["linear"]
     want, _ = lerobot_depth(root, "mm", "linear", deltas={DEPTH: [-0.2, -0.1, 0.0, 0.1]})
-    _, batches, _ = stream(lrstream_bin, root, "--cameras", DEPTH, "--delta-timestamps", f"{DEPTH}=-2:2/10")
+    extra = TRAINING if order == "training" else []
+    _, batches, _ = stream(lrstream_bin, root, "--cameras", DEPTH, "--delta-timestamps", f"{DEPTH}=-2:2/10", *extra)
     for b in batches:
         got, pad = np.asarray(b[DEPTH]), np.asarray(b[DEPTH + "_is_pad"])
         assert got.shape[1:] == (4, 1, 24, 40) and pad.dtype == np.bool_
