@@ -91,6 +91,14 @@ func TestRoundTrip(t *testing.T) {
 					if w := h.warnings(); len(w) != 0 {
 						t.Fatalf("warnings: %q", w)
 					}
+					// The same through NextInto.
+					if r, _ = c.Lookup("group", "file", 0); r == nil {
+						t.Fatal("no hit the second time")
+					}
+					if got, err = readAllInto(r); err != nil {
+						t.Fatal(err)
+					}
+					sameRecords(t, got, tc.recs)
 					assertModes(t, dir)
 				})
 			}
@@ -257,44 +265,47 @@ func TestDamaged(t *testing.T) {
 		{"header start", flip(func([]byte) int { return 10 }), false, 0},
 		{"footer with a garbage tail", func(_ *testing.T, b []byte) []byte { return append(b, 0) }, false, 0},
 	}
+	readers := map[string]func(*Reader) ([]record, error){"Next": readAll, "NextInto": readAllInto}
 	for _, codec := range []string{"s2", "zstd", "none"} {
-		for _, tc := range cases {
-			t.Run(codec+"/"+tc.name, func(t *testing.T) {
-				dir := t.TempDir()
-				c, h := openTest(t, Options{Dir: dir, Codec: codec})
-				put(t, c, "g", "f", 0, 1, []byte("meta"), recs)
-				files := entryFiles(t, dir)
-				b, _ := os.ReadFile(files[0])
-				if err := os.WriteFile(files[0], tc.damage(t, b), 0o600); err != nil {
-					t.Fatal(err)
-				}
-				r, err := c.Lookup("g", "f", 0.5)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if (r != nil) != tc.lookup {
-					t.Fatalf("Lookup hit %v, want %v", r != nil, tc.lookup)
-				}
-				if r != nil {
-					got, err := readAll(r)
-					if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), files[0]) {
-						t.Fatalf("read error %v, want ErrCorrupt naming %s", err, files[0])
+		for rname, read := range readers {
+			for _, tc := range cases {
+				t.Run(codec+"/"+rname+"/"+tc.name, func(t *testing.T) {
+					dir := t.TempDir()
+					c, h := openTest(t, Options{Dir: dir, Codec: codec})
+					put(t, c, "g", "f", 0, 1, []byte("meta"), recs)
+					files := entryFiles(t, dir)
+					b, _ := os.ReadFile(files[0])
+					if err := os.WriteFile(files[0], tc.damage(t, b), 0o600); err != nil {
+						t.Fatal(err)
 					}
-					sameRecords(t, got, recs[:tc.readable])
-				}
-				if left := entryFiles(t, dir); len(left) != 0 {
-					t.Fatalf("damaged entry not removed: %v", left)
-				}
-				if st := c.Stats(); st.Corrupt != 1 {
-					t.Fatalf("Corrupt = %d, want 1", st.Corrupt)
-				}
-				if w := h.warnings(); len(w) != 1 || !strings.Contains(w[0], "damaged") {
-					t.Fatalf("warnings %q, want one about the damaged entry", w)
-				}
-				if r, _ := c.Lookup("g", "f", 0.5); r != nil {
-					t.Fatal("hit after removal")
-				}
-			})
+					r, err := c.Lookup("g", "f", 0.5)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if (r != nil) != tc.lookup {
+						t.Fatalf("Lookup hit %v, want %v", r != nil, tc.lookup)
+					}
+					if r != nil {
+						got, err := read(r)
+						if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), files[0]) {
+							t.Fatalf("read error %v, want ErrCorrupt naming %s", err, files[0])
+						}
+						sameRecords(t, got, recs[:tc.readable])
+					}
+					if left := entryFiles(t, dir); len(left) != 0 {
+						t.Fatalf("damaged entry not removed: %v", left)
+					}
+					if st := c.Stats(); st.Corrupt != 1 {
+						t.Fatalf("Corrupt = %d, want 1", st.Corrupt)
+					}
+					if w := h.warnings(); len(w) != 1 || !strings.Contains(w[0], "damaged") {
+						t.Fatalf("warnings %q, want one about the damaged entry", w)
+					}
+					if r, _ := c.Lookup("g", "f", 0.5); r != nil {
+						t.Fatal("hit after removal")
+					}
+				})
+			}
 		}
 	}
 }

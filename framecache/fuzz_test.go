@@ -73,6 +73,14 @@ func checkEntry(t *testing.T, cs *codecs, b []byte) {
 	rs := records{ra: bytes.NewReader(b), info: info, codecs: cs}
 	for i := range info.pts {
 		pts, p, err := rs.read(i)
+		// readInto (NextInto) must agree: the same record, or an ErrCorrupt too.
+		ipts, ip, ierr := rs.readInto(i, nil)
+		if (err == nil) != (ierr == nil) || err == nil && (ipts != pts || !bytes.Equal(ip, p)) {
+			t.Fatalf("record %d: read gave (%v, %d bytes, %v), readInto (%v, %d bytes, %v)", i, pts, len(p), err, ipts, len(ip), ierr)
+		}
+		if ierr != nil && !errors.Is(ierr, ErrCorrupt) {
+			t.Fatalf("record %d: readInto's error %v does not wrap ErrCorrupt", i, ierr)
+		}
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("record %d: error %v does not wrap ErrCorrupt", i, err)

@@ -125,6 +125,23 @@ func readAll(r *Reader) ([]record, error) {
 	}
 }
 
+// readAllInto reads every record of r with NextInto, each into a buffer that starts
+// smaller than most payloads (so that it grows) and is kept, and closes r.
+func readAllInto(r *Reader) ([]record, error) {
+	defer r.Close()
+	var out []record
+	for {
+		pts, p, err := r.NextInto(make([]byte, 0, 7))
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, record{pts, p})
+	}
+}
+
 func sameRecords(t testing.TB, got, want []record) {
 	t.Helper()
 	if len(got) != len(want) {

@@ -263,6 +263,20 @@ func (r *Reader) SkipTo(t float64) {
 // page faults of a mapping), no SIGBUS when the disk fails under a mapping, and a reader
 // of an entry evicted meanwhile keeps its open file.
 func (r *Reader) Next() (pts float64, payload []byte, err error) {
+	return r.next1(nil, false)
+}
+
+// NextInto is Next with the payload read, or decompressed, into dst (grown when
+// short) instead of the reader's buffers: it stays valid as long as the caller keeps
+// dst, whatever the reader does next — also after Close. A raw record is read from the
+// file straight into dst (one copy of the frame, the kernel's, where Next and a copy
+// make two).
+func (r *Reader) NextInto(dst []byte) (pts float64, payload []byte, err error) {
+	return r.next1(dst, true)
+}
+
+// next1 is Next (into false) and NextInto.
+func (r *Reader) next1(dst []byte, into bool) (pts float64, payload []byte, err error) {
 	if r.err != nil {
 		return 0, nil, r.err
 	}
@@ -273,7 +287,11 @@ func (r *Reader) Next() (pts float64, payload []byte, err error) {
 		return 0, nil, io.EOF
 	}
 	i := r.next
-	pts, payload, err = r.recs.read(i)
+	if into {
+		pts, payload, err = r.recs.readInto(i, dst)
+	} else {
+		pts, payload, err = r.recs.read(i)
+	}
 	if err != nil {
 		r.err = fmt.Errorf("entry %s, record %d: %w", r.path, i, err)
 		if errors.Is(err, ErrCorrupt) {
@@ -323,6 +341,59 @@ func (r *records) read(i int) (float64, []byte, error) {
 		return 0, nil, fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
 	}
 	return h.pts, raw, nil
+}
+
+// readInto reads, decompresses and checks record i into dst (grown when short): a raw
+// record's payload is read from the file into dst directly, after its header.
+func (r *records) readInto(i int, dst []byte) (float64, []byte, error) {
+	off := int64(r.info.off[i])
+	span := r.info.off[i+1] - r.info.off[i]
+	if span < recHeader || span > recHeader+maxRecord+maxRecord/8 {
+		return 0, nil, fmt.Errorf("%w: record of %d bytes", ErrCorrupt, span)
+	}
+	var hb [recHeader]byte
+	if err := r.readAt(hb[:], off); err != nil {
+		return 0, nil, err
+	}
+	h := parseRecordHeader(hb[:])
+	if uint64(h.stored) != span-recHeader || h.raw > maxRecord ||
+		math.Float64bits(h.pts) != math.Float64bits(r.info.pts[i]) {
+		return 0, nil, fmt.Errorf("%w: record header does not match the index", ErrCorrupt)
+	}
+	var raw []byte
+	if h.kind == kindRaw {
+		if h.raw != h.stored {
+			return 0, nil, fmt.Errorf("%w: raw record of %d bytes, header says %d", ErrCorrupt, h.stored, h.raw)
+		}
+		raw = growBuf(dst, int(h.raw))
+		if err := r.readAt(raw, off+recHeader); err != nil {
+			return 0, nil, err
+		}
+	} else {
+		r.rbuf = growBuf(r.rbuf, int(h.stored))
+		if err := r.readAt(r.rbuf, off+recHeader); err != nil {
+			return 0, nil, err
+		}
+		var err error
+		if raw, _, err = r.codecs.decompress(dst, r.rbuf, h.kind, int(h.raw)); err != nil {
+			return 0, nil, err
+		}
+	}
+	if recordCRC(hb[:], raw) != h.crc {
+		return 0, nil, fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
+	}
+	return h.pts, raw, nil
+}
+
+// readAt fills b from the entry at off; a short file is ErrCorrupt.
+func (r *records) readAt(b []byte, off int64) error {
+	if _, err := r.ra.ReadAt(b, off); err != nil {
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("%w: file cut short", ErrCorrupt)
+		}
+		return err
+	}
+	return nil
 }
 
 // Close closes the reader's file. Idempotent.

@@ -214,7 +214,12 @@ func (d *cachedDecoder) serve(r *framecache.Reader, seg Segment, fn func(Frame) 
 	next = seg.Start
 	r.SkipTo(seg.Start)
 	for {
-		pts, pix, err := r.Next()
+		// Read into a buffer the decoder owns: Select holds the previous frame
+		// while it gets the next, and after this entry's reader is closed (its
+		// buffers go back to a pool other goroutines draw from) when the
+		// segment continues in another entry or is decoded, and after Decode
+		// returns. A raw record is read from the file straight into it.
+		pts, pix, err := r.NextInto(d.bufs[d.n%2])
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				if r.Covered() >= seg.End {
@@ -227,19 +232,9 @@ func (d *cachedDecoder) serve(r *framecache.Reader, seg Segment, fn func(Frame) 
 		if pts > seg.End {
 			return next, true, nil
 		}
-		// A copy the decoder owns: Select holds the previous frame while it
-		// gets the next, and after this entry's reader is closed (its buffers
-		// go back to a pool other goroutines draw from) when the segment
-		// continues in another entry or is decoded, and after Decode returns.
-		buf := d.bufs[d.n%2]
-		if cap(buf) < len(pix) {
-			buf = make([]byte, len(pix))
-		}
-		buf = buf[:len(pix)]
-		copy(buf, pix)
-		d.bufs[d.n%2] = buf
+		d.bufs[d.n%2] = pix
 		d.n++
-		f, err := m.frame(pts, buf)
+		f, err := m.frame(pts, pix)
 		if err != nil {
 			return next, false, fmt.Errorf("%w: %v", framecache.ErrCorrupt, err)
 		}
