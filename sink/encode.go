@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"runtime"
+	"sync"
 
 	"github.com/lrstream/lrstream/collate"
 	"github.com/lrstream/lrstream/schema"
@@ -308,17 +310,87 @@ func (e *Encoded) WriteTo(w io.Writer) (int64, error) {
 func (e *Encoded) writeTo(w io.Writer, scratch *[]byte) (int64, error) {
 	cw := countWriter{w: w}
 	at := 0
-	for i := range e.parts {
-		p := &e.parts[i]
-		if err := cw.write(e.Buf[at:p.at]); err != nil {
+	for i := 0; i < len(e.parts); {
+		if err := cw.write(e.Buf[at:e.parts[i].at]); err != nil {
 			return cw.n, err
 		}
-		if err := cw.part(p, scratch); err != nil {
+		at = e.parts[i].at
+		j := i + 1 // the parts written with nothing between them: a column's
+		for j < len(e.parts) && e.parts[j].at == at {
+			j++
+		}
+		if err := cw.parts(e.parts[i:j], scratch); err != nil {
 			return cw.n, err
 		}
-		at = p.at
+		i = j
 	}
 	return cw.n, cw.write(e.Buf[at:])
+}
+
+// parts writes parts, adjacent in the message: each one's data, and a run of
+// parts to convert (a camera column's frames) converted into scratch at once,
+// by several goroutines when large (fillParts), then written with one Write
+// call.
+func (c *countWriter) parts(parts []encPart, scratch *[]byte) error {
+	for i := 0; i < len(parts); {
+		if parts[i].Conv == nil {
+			if err := c.write(parts[i].Data); err != nil {
+				return err
+			}
+			i++
+			continue
+		}
+		j, n := i, 0
+		for ; j < len(parts) && parts[j].Conv != nil; j++ {
+			n += parts[j].Len()
+		}
+		if cap(*scratch) < n {
+			*scratch = make([]byte, n)
+		}
+		b := (*scratch)[:n]
+		fillParts(b, parts[i:j])
+		if err := c.write(b); err != nil {
+			return err
+		}
+		i = j
+	}
+	return nil
+}
+
+// parallelFill is the size from which fillParts splits its parts among
+// goroutines: a batch's camera column (32 frames of 224×224 RGB are 4.8
+// MB), not a single frame.
+const parallelFill = 1 << 20
+
+// fillParts writes the bytes of parts (copied, or converted where they
+// have a Conv) to dst, one after another. Converting a column is the
+// one serial stage of a cached stream's writer (each frame's conversion
+// from its stored form), so a large one is split among up to GOMAXPROCS
+// goroutines, each filling every k-th part.
+func fillParts(dst []byte, parts []encPart) {
+	workers := min(runtime.GOMAXPROCS(0), len(parts))
+	if workers < 2 || len(dst) < parallelFill {
+		for i := range parts {
+			n := parts[i].Len()
+			parts[i].Fill(dst[:n])
+			dst = dst[n:]
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			off := 0
+			for i := range parts {
+				n := parts[i].Len()
+				if i%workers == w {
+					parts[i].Fill(dst[off : off+n])
+				}
+				off += n
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // countWriter writes pieces of a message to w, one Write call each,
@@ -340,20 +412,6 @@ func (c *countWriter) write(p []byte) error {
 	return err
 }
 
-// part writes p's bytes: its data, or its conversion into scratch.
-func (c *countWriter) part(p *encPart, scratch *[]byte) error {
-	if p.Conv == nil {
-		return c.write(p.Data)
-	}
-	n := p.Len()
-	if cap(*scratch) < n {
-		*scratch = make([]byte, n)
-	}
-	b := (*scratch)[:n]
-	p.Fill(b)
-	return c.write(b)
-}
-
 // writeArena is WriteTo with each referenced column offered to a: a
 // placed column's parts are written (converted) straight into the arena,
 // and the column as "shm": [pos, bytes] instead of its "data"
@@ -365,13 +423,7 @@ func (e *Encoded) writeArena(w io.Writer, a Arena, scratch *[]byte) (int64, bool
 	e.refs = e.refs[:0]
 	for _, c := range e.cols {
 		parts := e.parts[c.first : c.first+c.n]
-		pos, ok, err := a.Place(c.bytes, func(dst []byte) {
-			for i := range parts {
-				n := parts[i].Len()
-				parts[i].Fill(dst[:n])
-				dst = dst[n:]
-			}
-		})
+		pos, ok, err := a.Place(c.bytes, func(dst []byte) { fillParts(dst, parts) })
 		if err != nil {
 			return 0, false, err
 		}
@@ -399,10 +451,8 @@ func (e *Encoded) writeArena(w io.Writer, a Arena, scratch *[]byte) (int64, bool
 		if err := cw.write(e.Buf[at:c.at]); err != nil {
 			return cw.n, placed, err
 		}
-		for k := range e.parts[c.first : c.first+c.n] {
-			if err := cw.part(&e.parts[c.first+k], scratch); err != nil {
-				return cw.n, placed, err
-			}
+		if err := cw.parts(e.parts[c.first:c.first+c.n], scratch); err != nil {
+			return cw.n, placed, err
 		}
 		at = c.at
 	}

@@ -232,7 +232,10 @@ func (*nopOwner) Release() {}
 func TestEncodeBorrowedColumns(t *testing.T) {
 	const side = 148 // 65,712 bytes a frame: borrowed (collate.BorrowMin)
 	fb := 3 * side * side
-	for _, pattern := range []string{"bbbb", "bcbb", "cccb", "b", "vvvv", "vbvc", "wwvb", "cw"} {
+	// The long ones convert columns past parallelFill: fillParts splits them
+	// among goroutines.
+	for _, pattern := range []string{"bbbb", "bcbb", "cccb", "b", "vvvv", "vbvc", "wwvb", "cw",
+		strings.Repeat("v", 20), strings.Repeat("vvvbvvvw", 3)} {
 		t.Run(pattern, func(t *testing.T) {
 			feats := append(append([]collate.Feature(nil), fixtureFeatures...),
 				collate.Feature{Name: "observation.images.front", DType: "|u1", Shape: []int{3, side, side}})
