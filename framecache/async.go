@@ -180,11 +180,9 @@ func (b *bgWriter) submit(c *Cache, j bgJob) {
 		b.done = make(chan struct{})
 		go func() {
 			defer close(b.done)
-			// At the decoder's priority: with direct writes (direct.go) a frame
-			// costs the writer a checksum and a share of a system call, little
-			// enough that it keeps up on a busy machine. (At nice 19 it stored
-			// half the segments of a first epoch beside other work: the rest
-			// was dropped, then decoded again in the next epoch.)
+			// At the decoder's priority: at nice 19 it stored 50-80% of a first
+			// epoch's segments (the rest dropped, decoded again in the next
+			// epoch) once decoding kept both cores busy (docs/video.md).
 			for j := range b.jobs {
 				b.run(c, j)
 			}
@@ -221,7 +219,7 @@ func (b *bgWriter) run(c *Cache, j bgJob) {
 				return
 			}
 			e.f = f
-			if e.direct = !c.buffered && setDirect(f); e.direct {
+			if e.direct = c.direct && setDirect(f); e.direct {
 				c.st.direct.Add(1)
 			}
 		}

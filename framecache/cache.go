@@ -68,9 +68,10 @@ type Options struct {
 	// is called (synchronously). See async.go.
 	MaxPending int64
 
-	// Buffered makes the background writer write through the page cache instead of
-	// with O_DIRECT where the file system allows it (direct.go).
-	Buffered bool
+	// Direct makes the background writer write entries with O_DIRECT where the file
+	// system allows it, bypassing the page cache (direct.go): less CPU to store a frame,
+	// but its first read comes from the disk. Off: through the page cache.
+	Direct bool
 }
 
 // DefaultMaxPending is Options.MaxPending's default: about 140 frames of 480×640
@@ -111,7 +112,7 @@ type Cache struct {
 	now        func() time.Time // the clock for LRU touches (tests move it)
 	staleAfter time.Duration    // a temporary file older than this is a dead writer's
 
-	buffered bool // Options.Buffered
+	direct   bool // Options.Direct
 	readonly atomic.Bool
 	closed   atomic.Bool
 	st       counters
@@ -163,7 +164,7 @@ func Open(o Options) (*Cache, error) {
 		touched:    map[string]time.Time{},
 		lists:      map[string]*listing{},
 		bad:        map[string]os.FileInfo{},
-		buffered:   o.Buffered,
+		direct:     o.Direct,
 	}
 	c.bg.max = o.MaxPending
 	if c.bg.max == 0 {

@@ -35,16 +35,16 @@ func TestRoundTrip(t *testing.T) {
 	// Writers: synchronous (Add writes), and the background writer with O_DIRECT and
 	// through the page cache.
 	writers := []struct {
-		name     string
-		pending  int64
-		buffered bool
-	}{{"sync", -1, false}, {"direct", DefaultMaxPending, false}, {"buffered", DefaultMaxPending, true}}
+		name    string
+		pending int64
+		direct  bool
+	}{{"sync", -1, false}, {"direct", DefaultMaxPending, true}, {"buffered", DefaultMaxPending, false}}
 	for _, codec := range []string{"s2", "zstd", "none", ""} {
 		for _, wr := range writers {
 			for _, tc := range cases {
 				t.Run(codec+"/"+wr.name+"/"+tc.name, func(t *testing.T) {
 					dir := t.TempDir()
-					c, h := openTest(t, Options{Dir: dir, Codec: codec, Budget: 1 << 30, MaxPending: wr.pending, Buffered: wr.buffered})
+					c, h := openTest(t, Options{Dir: dir, Codec: codec, Budget: 1 << 30, MaxPending: wr.pending, Direct: wr.direct})
 					start, covered := -2.0, 10.0
 					meta := []byte("meta " + tc.name)
 					put(t, c, "group", "file", start, covered, meta, tc.recs)

@@ -5,14 +5,15 @@ import (
 	"unsafe"
 )
 
-// Direct writes. The background writer writes entries with O_DIRECT where the file
-// system allows it (Linux; not tmpfs): the bytes go from the writer's buffers to the
+// Direct writes (Options.Direct). The background writer writes entries with O_DIRECT
+// where the file system allows it (Linux): the bytes go from the writer's buffers to the
 // disk without passing through the page cache. A buffered write costs the kernel a
 // page allocation, a copy and dirty-page bookkeeping, then write-back by kernel
 // threads — on the 2-core VM of docs/performance.md 0.4–2 CPU-s per GiB against 0.05
-// with O_DIRECT — CPU the decoder of the first epoch needs (its frames are what is
-// being stored). Readers are unaffected: they read through the page cache, which
-// then fills from the disk on the entry's first read.
+// with O_DIRECT — CPU the decoder of the first epoch needs. But the entry is then not
+// in the page cache: its first read fills it from the disk, which costs the next epoch
+// about what the buffered write would have cost this one (docs/video.md, "Direct
+// writes"), so buffered writes are the default.
 //
 // O_DIRECT wants the memory, the file offset and the length of each write aligned,
 // which records are not (a 480×640 frame's record is 460,840 bytes). So a record's

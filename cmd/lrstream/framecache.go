@@ -15,10 +15,11 @@ import (
 
 // The frame cache's environment variables (docs/video.md, "Frame cache").
 const (
-	frameCacheEnv      = "LRSTREAM_FRAME_CACHE"       // on or off: --frame-cache's default
-	frameCacheDirEnv   = "LRSTREAM_FRAME_CACHE_DIR"   // --frame-cache-dir's default
-	frameCacheGBEnv    = "LRSTREAM_FRAME_CACHE_GB"    // --frame-cache-gb's default
-	frameCacheCodecEnv = "LRSTREAM_FRAME_CACHE_CODEC" // --frame-cache-codec's default
+	frameCacheEnv      = "LRSTREAM_FRAME_CACHE"        // on or off: --frame-cache's default
+	frameCacheDirEnv   = "LRSTREAM_FRAME_CACHE_DIR"    // --frame-cache-dir's default
+	frameCacheGBEnv    = "LRSTREAM_FRAME_CACHE_GB"     // --frame-cache-gb's default
+	frameCacheCodecEnv = "LRSTREAM_FRAME_CACHE_CODEC"  // --frame-cache-codec's default
+	frameCacheWriteEnv = "LRSTREAM_FRAME_CACHE_WRITES" // --frame-cache-writes' default
 )
 
 // defaultFrameCacheCodec is how cached frames are stored by default: raw
@@ -26,12 +27,12 @@ const (
 // half the RAM, else s2 (docs/video.md, "Frame cache": the stored form).
 const defaultFrameCacheCodec = "auto"
 
-// frameCacheFlags are --frame-cache, --frame-cache-dir and
-// --frame-cache-gb, and the cache they open (once, when a run first
+// frameCacheFlags are --frame-cache, --frame-cache-dir, --frame-cache-gb,
+// --frame-cache-codec and --frame-cache-writes, and the cache they open (once, when a run first
 // decodes a video camera; shared by the datasets of a mixture and the
 // clients of serve).
 type frameCacheFlags struct {
-	mode, dir, gb, codec string
+	mode, dir, gb, codec, writes string
 
 	once  sync.Once
 	cache *framecache.Cache
@@ -42,6 +43,7 @@ func (f *frameCacheFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.mode, "frame-cache", "", "keep decoded camera frames in a node-local cache and serve later epochs, runs and processes from it: on or off (default on, or $"+frameCacheEnv+"; docs/video.md, Frame cache)")
 	fs.StringVar(&f.dir, "frame-cache-dir", "", "the frame cache's directory (default $"+frameCacheDirEnv+", else ~/.cache/lrstream/frames)")
 	fs.StringVar(&f.codec, "frame-cache-codec", "", "how cached frames are stored: auto (raw when the run's frames fit the budget and half the RAM, else s2), none (raw: the fastest to read and store), s2 (~1.5x fewer bytes on camera footage, several times the CPU per frame) or zstd (default $"+frameCacheCodecEnv+", else auto; docs/video.md, Frame cache)")
+	fs.StringVar(&f.writes, "frame-cache-writes", "", "how entries are written: buffered (through the page cache: later epochs read them from memory) or direct (O_DIRECT: less CPU in the first epoch, but an entry's first read comes from the disk) (default $"+frameCacheWriteEnv+", else buffered; docs/video.md, Frame cache)")
 	fs.StringVar(&f.gb, "frame-cache-gb", "", "the frame cache's budget in GB (1e9 bytes) of disk; least recently used entries are evicted beyond it (default $"+frameCacheGBEnv+", else 25% of the free disk space, at most 100 GiB)")
 }
 
@@ -72,6 +74,17 @@ func (f *frameCacheFlags) options(getenv func(string) string, log *slog.Logger) 
 	case "auto", "none", "s2", "zstd":
 	default:
 		return o, false, fmt.Errorf("--frame-cache-codec %q: want auto, none, s2 or zstd", o.Codec)
+	}
+	writes := f.writes
+	if writes == "" && getenv != nil {
+		writes = getenv(frameCacheWriteEnv)
+	}
+	switch writes {
+	case "", "buffered":
+	case "direct":
+		o.Direct = true
+	default:
+		return o, false, fmt.Errorf("--frame-cache-writes %q: want buffered or direct", writes)
 	}
 	gb := f.gb
 	if gb == "" && getenv != nil {

@@ -401,12 +401,13 @@ func TestFrameCacheBudgetAndUnwritable(t *testing.T) {
 // environment gives their defaults.
 func TestFrameCacheFlags(t *testing.T) {
 	for _, tc := range []struct {
-		mode, gb, codec string // the flags
-		env             map[string]string
-		on              bool
-		budget          int64
-		wantCodec       string
-		wantErr         string
+		mode, gb, codec, writes string // the flags
+		env                     map[string]string
+		on                      bool
+		budget                  int64
+		wantCodec               string
+		direct                  bool
+		wantErr                 string
 	}{
 		{on: true, wantCodec: "auto"},
 		{mode: "off", on: false},
@@ -418,8 +419,12 @@ func TestFrameCacheFlags(t *testing.T) {
 		{gb: "-1", wantErr: "--frame-cache-gb"},
 		{mode: "yes", wantErr: "want on or off"},
 		{codec: "lz4", wantErr: "want auto, none, s2 or zstd"},
+		{writes: "direct", on: true, wantCodec: "auto", direct: true},
+		{env: map[string]string{frameCacheWriteEnv: "direct"}, on: true, wantCodec: "auto", direct: true},
+		{writes: "buffered", env: map[string]string{frameCacheWriteEnv: "direct"}, on: true, wantCodec: "auto"},
+		{writes: "odirect", wantErr: "want buffered or direct"},
 	} {
-		f := &frameCacheFlags{mode: tc.mode, gb: tc.gb, codec: tc.codec}
+		f := &frameCacheFlags{mode: tc.mode, gb: tc.gb, codec: tc.codec, writes: tc.writes}
 		o, on, err := f.options(func(k string) string { return tc.env[k] }, nil)
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -427,7 +432,7 @@ func TestFrameCacheFlags(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || on != tc.on || (on && (o.Budget != tc.budget || o.Codec != tc.wantCodec)) {
+		if err != nil || on != tc.on || (on && (o.Budget != tc.budget || o.Codec != tc.wantCodec || o.Direct != tc.direct)) {
 			t.Errorf("%q %q %q %v: %+v, on %v, %v", tc.mode, tc.gb, tc.codec, tc.env, o, on, err)
 		}
 	}
