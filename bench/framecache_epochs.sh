@@ -1,0 +1,43 @@
+#!/bin/bash
+# The frame cache's first-epoch and later-epoch cost (docs/performance.md, "Frame cache").
+#
+#   bench/framecache_epochs.sh ROUNDS DATASET RECIPE NAME=LRSTREAM...
+#
+# For each round and each binary in turn: a 1-epoch and a 3-epoch shuffled stream, the
+# first binary's runs with --frame-cache off, the others' with an empty cache (emptied and
+# synced before each run, outside the timing). Prints wall seconds, CPU (user+system) and
+# what the run's summary line says was stored. Epochs 2 and 3 of a binary are its 3-epoch
+# wall less its 1-epoch wall.
+set -u
+if [ $# -lt 4 ]; then
+  sed -n '2,10p' "$0" >&2
+  exit 2
+fi
+rounds=$1 ds=$2 recipe=$3
+shift 3
+cold=$(mktemp -d)
+trap 'rm -rf "$cold"' EXIT
+first=1
+for i in $(seq "$rounds"); do
+  first=1
+  for spec in "$@"; do
+    name=${spec%%=*} bin=${spec#*=}
+    for ep in 1 3; do
+      if [ $first = 1 ]; then
+        flags=(--frame-cache off)
+      else
+        rm -rf "${cold:?}"/*; sync
+        flags=(--frame-cache-dir "$cold")
+      fi
+      t0=$(date +%s.%N)
+      stored=$(/usr/bin/time -f "%U %S" -o "$cold.time" "$bin" stream --dataset "$ds" --recipe "$recipe" \
+        --batch-size 32 --shuffle --epochs $ep --seed 7 "${flags[@]}" 2>&1 >/dev/null |
+        grep -o '[0-9]* decoded and stored\|[0-9]* decoded segments not stored' | tr '\n' ' ')
+      t1=$(date +%s.%N)
+      printf '%s epochs=%d wall %.3f cpu %s %s\n' "$name" $ep "$(echo "$t1 - $t0" | bc)" \
+        "$(awk '{print $1 + $2}' "$cold.time")" "$stored"
+    done
+    first=0
+  done
+done
+rm -f "$cold.time"
