@@ -51,21 +51,31 @@ type Store struct {
 	direct map[string]*url.URL // file → CDN URL of its last redirect
 }
 
+// parseSpec parses spec (hf://buckets/NS/NAME[/PREFIX]) and hub's endpoint
+// (set to fetch.DefaultEndpoint when empty), which must be http(s) without
+// credentials.
+func parseSpec(spec string, hub *fetch.HubOptions) (id, prefix string, ep *url.URL, err error) {
+	if id, prefix, err = ParseURL(spec); err != nil {
+		return "", "", nil, err
+	}
+	if hub.Endpoint == "" {
+		hub.Endpoint = fetch.DefaultEndpoint
+	}
+	ep, err = url.Parse(strings.TrimRight(hub.Endpoint, "/"))
+	if err != nil || (ep.Scheme != "http" && ep.Scheme != "https") || ep.Host == "" || ep.User != nil {
+		return "", "", nil, fmt.Errorf("%s: HF_ENDPOINT: want http(s)://HOST[:PORT] without credentials", spec)
+	}
+	return id, prefix, ep, nil
+}
+
 // Open lists the files under spec (hf://buckets/NS/NAME[/PREFIX]) and pins
 // their xet hashes. hub gives the endpoint, token, offline switch, retry
 // policy, stall timeout, range tuning, download mode and logger, as for a
 // Hub dataset; cacheDir is the cache root (DefaultCacheDir).
 func Open(ctx context.Context, spec string, hub fetch.HubOptions, cacheDir string) (*objstore.Source, error) {
-	id, prefix, err := ParseURL(spec)
+	id, prefix, ep, err := parseSpec(spec, &hub)
 	if err != nil {
 		return nil, err
-	}
-	if hub.Endpoint == "" {
-		hub.Endpoint = fetch.DefaultEndpoint
-	}
-	ep, err := url.Parse(strings.TrimRight(hub.Endpoint, "/"))
-	if err != nil || (ep.Scheme != "http" && ep.Scheme != "https") || ep.Host == "" || ep.User != nil {
-		return nil, fmt.Errorf("%s: HF_ENDPOINT: want http(s)://HOST[:PORT] without credentials", spec)
 	}
 	log := hub.Logger
 	if log == nil {

@@ -38,16 +38,9 @@ type writer struct {
 }
 
 func newWriter(spec string, hub fetch.HubOptions) (*writer, error) {
-	id, prefix, err := ParseURL(spec)
+	id, prefix, ep, err := parseSpec(spec, &hub)
 	if err != nil {
 		return nil, err
-	}
-	if hub.Endpoint == "" {
-		hub.Endpoint = fetch.DefaultEndpoint
-	}
-	ep, err := url.Parse(strings.TrimRight(hub.Endpoint, "/"))
-	if err != nil || (ep.Scheme != "http" && ep.Scheme != "https") || ep.Host == "" || ep.User != nil {
-		return nil, fmt.Errorf("%s: HF_ENDPOINT: want http(s)://HOST[:PORT] without credentials", spec)
 	}
 	if hub.Offline {
 		return nil, fmt.Errorf("%s: cannot write a bucket offline (HF_HUB_OFFLINE is set)", spec)
