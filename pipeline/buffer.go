@@ -84,13 +84,50 @@ func SampleBytes(cfg *Config) int64 {
 	return n + CameraBytesPerSample(cfg)
 }
 
+// spilledRecordBytes is what a held frame whose features wait in the
+// spill file keeps in memory besides heldFrameOverhead: its array's
+// slice header (nil until read back), its slot's offset and size.
+const spilledRecordBytes = 24 + 8 + 4
+
+// SpilledSampleBytes is the memory one frame held by the training order
+// takes when its camera frames wait in a spill file (TrainOptions.Spill):
+// SampleBytes less the camera frames, plus the slot's record and the
+// cameras' conversions (their numeric features are counted although they
+// are spilled with the cameras). From metadata only. Without camera
+// frames it is SampleBytes: nothing is spilled.
+func SpilledSampleBytes(cfg *Config) int64 {
+	n, cam := SampleBytes(cfg), CameraBytesPerSample(cfg)
+	if cam == 0 {
+		return n
+	}
+	var convs int64
+	if cfg.Cameras != nil {
+		convs += int64(len(cfg.Cameras.Cameras))
+	}
+	if cfg.Images != nil {
+		convs += int64(len(cfg.Images.Cameras))
+	}
+	return n - cam + spilledRecordBytes + 16*convs
+}
+
+// heldSampleBytes is the memory of a frame held in the shuffle buffer
+// with to: SpilledSampleBytes with a spill directory, else SampleBytes.
+func heldSampleBytes(cfg *Config, to TrainOptions) int64 {
+	if to.Spill != "" {
+		return SpilledSampleBytes(cfg)
+	}
+	return SampleBytes(cfg)
+}
+
 // bufferFrames is the shuffle buffer in frames: to.BufferSize, lowered so
 // that the buffer's frames take at most to.BufferBytes at the largest
-// SampleBytes of srcs (never below one frame). It depends on metadata and
-// options only, so every consumer of a run gets the same order.
+// memory a held frame takes of srcs (heldSampleBytes: with to.Spill
+// without its camera frames; never below one frame). It depends on
+// metadata and options only, so every consumer of a run gets the same
+// order.
 func bufferFrames(srcs []Mix, to TrainOptions) (frames int, sample int64) {
 	for _, m := range srcs {
-		sample = max(sample, SampleBytes(m.Config))
+		sample = max(sample, heldSampleBytes(m.Config, to))
 	}
 	frames = to.BufferSize
 	if budget := to.BufferBytes; budget > 0 && int64(frames)*sample > budget {
@@ -230,6 +267,13 @@ func HeldBytes(srcs []Mix, to TrainOptions) int64 {
 	if !to.Shuffle {
 		frames = 0
 	}
+	// sample is what a frame waiting in the buffer takes in memory, full
+	// what a frame being decoded, fed or collated takes (they differ
+	// with a spill directory).
+	var full int64
+	for _, m := range srcs {
+		full = max(full, SampleBytes(m.Config))
+	}
 	var longest int64
 	for _, m := range srcs {
 		for _, e := range m.Config.Dataset.Episodes {
@@ -238,14 +282,14 @@ func HeldBytes(srcs []Mix, to TrainOptions) int64 {
 	}
 	// The episode being read, and the frames of the batch being
 	// collated (at most another episode's worth is a safe bound).
-	held := int64(frames)/C + 2*longest
+	waiting, moving := int64(frames)/C, 2*longest
 	cams := cameraHeld(srcs, to)
 	if cams.rows > 0 {
 		// With cameras an episode is read a piece at a time: the piece
 		// being fed to the order, the batch being collated, a piece
 		// decoded ahead of its first use (hoistPieces) and the served
 		// frames' arrays kept for reuse (maxFreeFrames).
-		held = int64(frames)/C + 3*cams.rows + maxFreeFrames
+		moving = 3*cams.rows + maxFreeFrames
 	}
 	if order.UsesPartitions(to.Order) {
 		P := int64(max(to.Partitions, 1))
@@ -273,12 +317,12 @@ func HeldBytes(srcs []Mix, to TrainOptions) int64 {
 			// An open episode is read a piece at a time.
 			mean, longest = min(mean, cams.rows), cams.rows
 		}
-		held = (P/C)*(share+open*mean) + 2*longest
+		waiting, moving = (P/C)*(share+open*mean), 2*longest
 		if cams.rows > 0 {
-			held += cams.rows + maxFreeFrames
+			moving += cams.rows + maxFreeFrames
 		}
 	}
-	return held*sample + cams.flight
+	return waiting*sample + moving*full + cams.flight
 }
 
 // trainPieceBytes is the piece size (Config.PieceBytes) of a training

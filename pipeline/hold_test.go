@@ -152,7 +152,7 @@ func TestHeldCameraFramesFreedWhenServed(t *testing.T) {
 		{"numeric", 56, false},
 		{"camera", 2 * 480 * 640 * 3, true},
 	} {
-		h := newHolder([]Mix{{Config: &Config{}, Weight: 1}}, false)
+		h := newHolder([]Mix{{Config: &Config{}, Weight: 1}}, false, "")
 		hc := h.chunk(3)
 		h.sizeChunk(hc, [][]byte{make([]byte, tc.bytes)}, nil)
 		if (hc.own != nil) != tc.own {
@@ -342,7 +342,7 @@ func TestHeldStoredFrames(t *testing.T) {
 		{"small", 64, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHolder([]Mix{{Config: &Config{}, Weight: 1}}, false)
+			h := newHolder([]Mix{{Config: &Config{}, Weight: 1}}, false, "")
 			const recs = 3
 			hc := h.chunk(recs)
 			num := func(n int) []byte { return bytes.Repeat([]byte{byte(10 + n)}, 8) }

@@ -69,6 +69,7 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 		return nil, err
 	}
 	defer tr.closeEncoder()
+	defer func() { _ = tr.hold.closeSpill() }() // unlinked: closing frees it
 	if err := tr.epochs(); err != nil {
 		return tr.st, err
 	}
@@ -87,7 +88,7 @@ func newTrainer(ctx context.Context, srcs []Mix, so StreamOptions, ts trainStart
 	srcs = trainConfigs(srcs, to)
 	keepDecoders(srcs, to)
 	tr := &trainer{ctx: ctx, srcs: srcs, so: so, to: to, fp: ts.fp, s: s, ord: ord,
-		hold: newHolder(srcs, so.KeepLanguage)}
+		hold: newHolder(srcs, so.KeepLanguage, to.Spill)}
 	tr.out.fillers = make([]*filler, len(srcs))
 	if ord.Shared() {
 		if tr.whole, err = to.Cache.get(ctx, srcs, ts.fp, to.keepPass); err != nil {
@@ -380,6 +381,9 @@ func (tr *trainer) end() error {
 		}
 	}
 	st.HeldPeak = int64(tr.hold.peak)
+	if sp := tr.hold.spill; sp != nil {
+		st.SpillPeak = sp.peak
+	}
 	st.Dropped, st.Errors = tr.dropped, tr.errs
 	st.Frames += tr.dropped + tr.errs
 	if tr.whole != nil {
