@@ -329,16 +329,55 @@ func HeldBytes(srcs []Mix, to TrainOptions) int64 {
 // stream with cameras: at most a sixteenth of the shuffle buffer's byte
 // budget (64 MiB at the default 1 GiB), so that the pieces being decoded
 // (the decoding window: workers + 1) and the decoder's recycled buffers
-// stay small beside the buffer. Output never depends on it.
-func trainPieceBytes(cfg *Config, budget int64) int64 {
+// stay small beside the buffer. With a spill directory the buffer's
+// camera frames are on disk: the pieces get what DefaultCameraMemory
+// leaves (spillPieceBytes) instead, as large pieces mean fewer FFmpeg
+// processes and seeks. Output never depends on it.
+func trainPieceBytes(cfg *Config, budget int64, spill bool) int64 {
 	pb := cfg.PieceBytes
 	if pb <= 0 {
 		pb = DefaultPieceBytes
+	}
+	if spill {
+		return spillPieceBytes(cfg, pb)
 	}
 	if budget > 0 {
 		pb = min(pb, max(budget/16, 1<<20))
 	}
 	return pb
+}
+
+// spillPieceBytes is the piece size of a camera stream whose buffer
+// spills: pb, halved (to 1 MiB at least) until the frames being decoded,
+// fed and collated (camFlight, and 3 pieces' and maxFreeFrames samples)
+// fit DefaultCameraMemory less TrainRestBytes. From metadata only.
+func spillPieceBytes(cfg *Config, pb int64) int64 {
+	full := SampleBytes(cfg)
+	for ; pb > 1<<20; pb /= 2 {
+		rows, flight := camFlight(cfg, pb)
+		if flight+(3*rows+maxFreeFrames)*full <= DefaultCameraMemory-TrainRestBytes {
+			break
+		}
+	}
+	return max(pb, 1<<20)
+}
+
+// camFlight is cameraHeld's rows and flight of one camera stream cfg
+// with pieces of pb bytes.
+func camFlight(cfg *Config, pb int64) (rows, flight int64) {
+	c := *cfg
+	c.PieceBytes = pb
+	rows = int64(pieceRows(&c))
+	before, after := cameraHalo(&c)
+	rows += int64(before + after)
+	w := int64(workerCount(&c))
+	var widest int64 // one camera's frame
+	if c.Cameras != nil {
+		for _, cam := range c.Cameras.Cameras {
+			widest = max(widest, int64(cam.FrameBytes()))
+		}
+	}
+	return rows, (w+1)*rows*CameraBytesPerSample(cfg) + 8*rows*widest
 }
 
 // camHeld is what a training stream's camera frames cost besides its held
@@ -361,20 +400,9 @@ func cameraHeld(srcs []Mix, to TrainOptions) camHeld {
 		if per == 0 {
 			continue
 		}
-		c := *m.Config
-		c.PieceBytes = trainPieceBytes(m.Config, budget)
-		rows := int64(pieceRows(&c))
-		before, after := cameraHalo(&c)
-		rows += int64(before + after)
-		w := int64(workerCount(&c))
-		var widest int64 // one camera's frame
-		if c.Cameras != nil {
-			for _, cam := range c.Cameras.Cameras {
-				widest = max(widest, int64(cam.FrameBytes()))
-			}
-		}
+		rows, flight := camFlight(m.Config, trainPieceBytes(m.Config, budget, to.Spill != ""))
 		h.rows = max(h.rows, rows)
-		h.flight = max(h.flight, (w+1)*rows*per+8*rows*widest)
+		h.flight = max(h.flight, flight)
 	}
 	return h
 }

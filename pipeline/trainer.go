@@ -115,7 +115,7 @@ func trainConfigs(srcs []Mix, to TrainOptions) []Mix {
 			continue
 		}
 		c := *m.Config
-		c.PieceBytes = trainPieceBytes(m.Config, to.BufferBytes)
+		c.PieceBytes = trainPieceBytes(m.Config, to.BufferBytes, to.Spill != "")
 		c.StoredFrames = true
 		out[d].Config = &c
 	}
