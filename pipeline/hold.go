@@ -32,7 +32,9 @@ import (
 // chunks alive would hold several times the frames waiting. Their camera
 // frames are held in the form the decoder gave them (Config.StoredFrames:
 // YUV 4:2:0, half the bytes of RGB) with their conversions (convs), and
-// converted only where the batch is written.
+// converted only where the batch is written. With a spill directory
+// (TrainOptions.Spill) those arrays wait in the holder's spill file
+// instead and are read back when their batch is collated (spill.go).
 type heldChunk struct {
 	recs []heldFrame
 	data []byte // the features of recs[i] at data[i*stride:(i+1)*stride]
