@@ -284,6 +284,7 @@ func HeldBytes(srcs []Mix, to TrainOptions) int64 {
 	// collated (at most another episode's worth is a safe bound).
 	waiting, moving := int64(frames)/C, 2*longest
 	cams := cameraHeld(srcs, to)
+
 	if cams.rows > 0 {
 		// With cameras an episode is read a piece at a time: the piece
 		// being fed to the order, the batch being collated, a piece
@@ -322,7 +323,23 @@ func HeldBytes(srcs []Mix, to TrainOptions) int64 {
 			moving += cams.rows + maxFreeFrames
 		}
 	}
+	if to.Spill != "" && to.Shuffle && cams.rows > 0 {
+		// Pieces are decoded up to spillAhead serve indices before their
+		// first use (hoistPieces): about that many frames more wait, and
+		// a piece.
+		waiting += int64(spillAhead(frames, to.Consumers)) + cams.rows
+	}
 	return waiting*sample + moving*full + cams.flight
+}
+
+// spillAhead is how many serve indices before its first use a piece of
+// a shuffled stream with a spill is decoded (holder.ahead,
+// hoistPieces): the consumer's share of the buffer of frames frames, at
+// least 1. Waiting frames cost disk then, and decoding an episode's
+// pieces one after the other lets its FFmpeg process continue instead
+// of starting one per piece.
+func spillAhead(frames, consumers int) int {
+	return max(frames/max(consumers, 1), 1)
 }
 
 // trainPieceBytes is the piece size (Config.PieceBytes) of a training

@@ -156,6 +156,9 @@ type holder struct {
 	// wait (TrainOptions.Spill), in spill, opened with the first.
 	spillDir string
 	spill    *spillFile
+	// ahead, with spillDir, is the buffer's frames: how far ahead of
+	// their first use pieces are decoded (hoistPieces).
+	ahead int32
 }
 
 func newHolder(srcs []Mix, keepLanguage bool, spillDir string) *holder {
@@ -594,7 +597,9 @@ func (bs *batchServer) plan(order []int32) {
 			}
 		}
 	}
-	bs.units = hoistPieces(bs.pi, bs.units, seen, first, func(src int) int32 { return int32(pieceRows(bs.srcs[src].Config)) })
+	bs.units = hoistPieces(bs.pi, bs.units, seen, first, func(src int) int32 {
+		return max(int32(pieceRows(bs.srcs[src].Config)), h.ahead)
+	}, h.ahead > 0)
 }
 
 // hoistPieces returns the pieces of units (in order of first use) in
@@ -608,7 +613,14 @@ func (bs *batchServer) plan(order []int32) {
 // its predecessor has moved on. Hoisted, it continues that process. Its
 // frames entered the buffer before its successor's, so it adds at most
 // the window's frames to what is held.
-func hoistPieces(pi *pieceIndex, units []int, used []bool, first []int32, rows func(src int) int32) []int {
+//
+// With a spill (ahead set: the holder's ahead), waiting frames cost disk,
+// not memory: the window is the buffer's frames, and the used pieces
+// just after each piece in its group and episode, first used within
+// the window, follow it (successors too), so that an episode is decoded
+// in one run of its FFmpeg process rather than piece by piece between
+// other episodes' pieces.
+func hoistPieces(pi *pieceIndex, units []int, used []bool, first []int32, rows func(src int) int32, successors bool) []int {
 	if pi.base[len(pi.base)-1] == len(pi.base)-1 {
 		return units // one piece a group: nothing to hoist
 	}
@@ -638,6 +650,19 @@ func hoistPieces(pi *pieceIndex, units []int, used []bool, first []int32, rows f
 		}
 		out = append(out, u)
 		done[u] = true
+		if !successors {
+			continue
+		}
+		for v := u + 1; v < pi.base[g+1] && !done[v]; v++ {
+			if !used[v] {
+				continue
+			}
+			if first[v]-first[u] > window || pi.episode(v) != ep {
+				break
+			}
+			out = append(out, v)
+			done[v] = true
+		}
 	}
 	return out
 }

@@ -17,11 +17,14 @@ import (
 // byte-identical with and without it, in every order, with a camera
 // window, and the spill file holds at most the held frames.
 func TestSpillSameOutput(t *testing.T) {
-	dir := videoDataset(t, func(o *datagen.Options) { o.Episodes = 6 })
+	dir := videoDataset(t, func(o *datagen.Options) { o.Episodes, o.MinFrames, o.MaxFrames = 6, 40, 80 })
 	cfg, err := cameraConfig(t, dir, "all")
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Pieces of 1 MiB (the least): 28 samples of two 96×64 cameras, so
+	// episodes are decoded in 2 or 3 pieces, hoisted with a spill.
+	cfg.PieceBytes = 1 << 20
 	run := func(cfg *Config, to TrainOptions) ([]byte, *Stats) {
 		t.Helper()
 		var buf bytes.Buffer
@@ -78,6 +81,19 @@ func TestSpillSameOutput(t *testing.T) {
 			// window (window frames: the window's length).
 			if bound := st.HeldPeak * SampleBytes(&c) * int64(tc.window); st.SpillPeak > bound {
 				t.Fatalf("the spill file held %d bytes at once, more than the %d frames held (%d bytes)", st.SpillPeak, st.HeldPeak, bound)
+			}
+			if to.Shuffle && to.Order == "" {
+				// Pieces are decoded up to spillAhead serve indices
+				// early: the held frames stay within HeldBytes' count.
+				C := max(to.Consumers, 1)
+				rows := cameraHeld([]Mix{{Config: &c, Weight: 1}}, to).rows
+				bound := int64(to.BufferSize/C+spillAhead(to.BufferSize, C)) + 4*rows + maxFreeFrames
+				if st.HeldPeak > bound {
+					t.Fatalf("held %d frames at once with the spill, more than %d", st.HeldPeak, bound)
+				}
+				if est := HeldBytes([]Mix{{Config: &c, Weight: 1}}, to); est < st.HeldPeak*SpilledSampleBytes(&c) {
+					t.Fatalf("HeldBytes %d < %d frames held × %d", est, st.HeldPeak, SpilledSampleBytes(&c))
+				}
 			}
 			if left, err := os.ReadDir(spillDir); err != nil || len(left) != 0 {
 				t.Fatalf("spill directory after the run: %v, %v (want empty: the file is unlinked at once)", left, err)

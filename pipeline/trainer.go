@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"math"
 	"log/slog"
 	"slices"
 	"strings"
@@ -89,6 +90,9 @@ func newTrainer(ctx context.Context, srcs []Mix, so StreamOptions, ts trainStart
 	keepDecoders(srcs, to)
 	tr := &trainer{ctx: ctx, srcs: srcs, so: so, to: to, fp: ts.fp, s: s, ord: ord,
 		hold: newHolder(srcs, so.KeepLanguage, to.Spill)}
+	if to.Spill != "" && to.Shuffle {
+		tr.hold.ahead = int32(min(spillAhead(to.BufferSize, to.Consumers), math.MaxInt32))
+	}
 	tr.out.fillers = make([]*filler, len(srcs))
 	if ord.Shared() {
 		if tr.whole, err = to.Cache.get(ctx, srcs, ts.fp, to.keepPass); err != nil {
