@@ -2,8 +2,8 @@ package pipeline
 
 import (
 	"context"
-	"math"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 
