@@ -9,7 +9,10 @@ import (
 	"testing"
 
 	"github.com/lrstream/lrstream/bench/datagen"
+	"github.com/lrstream/lrstream/render"
+	"github.com/lrstream/lrstream/schema"
 	"github.com/lrstream/lrstream/sink"
+	"github.com/lrstream/lrstream/video"
 )
 
 // TestSpillSameOutput: a spill directory changes where held camera
@@ -189,6 +192,41 @@ func TestSpillErrors(t *testing.T) {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("%s error %q does not name %q", name, err, want)
 			}
+		}
+	}
+}
+
+// TestSpillCameraBound: two 480×640 cameras, 2 workers, 500 episodes of
+// 300 frames: with a spill the default budget keeps the 16,384-frame
+// buffer, the pieces are halved from --piece-mb until the decoding fits
+// DefaultCameraMemory, and the stream's estimate plus TrainRestBytes
+// stays within it.
+func TestSpillCameraBound(t *testing.T) {
+	cfg := *demoConfig(t, render.ModeFallback)
+	ds := *cfg.Dataset
+	ds.Episodes = nil
+	for i := range int64(500) {
+		ds.Episodes = append(ds.Episodes, schema.Episode{Index: i, Length: 300})
+	}
+	cfg.Dataset = &ds
+	cfg.Workers = 2
+	cfg.Cameras = &video.Set{Cameras: []video.Camera{{Key: "front", C: 3, H: 480, W: 640}, {Key: "wrist", C: 3, H: 480, W: 640}}}
+	srcs := []Mix{{Config: &cfg, Weight: 1}}
+	for _, C := range []int{1, 4} {
+		to := TrainOptions{Shuffle: true, BufferSize: DefaultBufferSize, Spill: t.TempDir(), Consumers: C}
+		to.BufferBytes = bufferBudget(srcs, to)
+		frames, sample := bufferFrames(srcs, to)
+		if frames != DefaultBufferSize {
+			t.Errorf("C %d: %d frames with a spill, want %d", C, frames, DefaultBufferSize)
+		}
+		pb := trainPieceBytes(&cfg, to.BufferBytes, true)
+		total := TrainBytes(srcs, to) + TrainRestBytes
+		t.Logf("C %d: %d bytes a waiting sample, pieces %d MiB, estimate + rest %d MB", C, sample, pb>>20, total>>20)
+		if total > DefaultCameraMemory {
+			t.Errorf("C %d: estimate + rest %d, more than %d", C, total, DefaultCameraMemory)
+		}
+		if pb < trainPieceBytes(&cfg, to.BufferBytes, false) {
+			t.Errorf("C %d: pieces of %d bytes with a spill, smaller than without", C, pb)
 		}
 	}
 }
