@@ -94,10 +94,11 @@ const spilledRecordBytes = 24 + 8 + 4
 // SampleBytes less the camera frames, plus the slot's record and the
 // cameras' conversions (their numeric features are counted although they
 // are spilled with the cameras). From metadata only. Without camera
-// frames it is SampleBytes: nothing is spilled.
+// frames, or with samples smaller than perFrameStride (held in their
+// chunk's array, never spilled), it is SampleBytes.
 func SpilledSampleBytes(cfg *Config) int64 {
 	n, cam := SampleBytes(cfg), CameraBytesPerSample(cfg)
-	if cam == 0 {
+	if cam == 0 || n-heldFrameOverhead < perFrameStride {
 		return n
 	}
 	var convs int64
@@ -284,7 +285,6 @@ func HeldBytes(srcs []Mix, to TrainOptions) int64 {
 	// collated (at most another episode's worth is a safe bound).
 	waiting, moving := int64(frames)/C, 2*longest
 	cams := cameraHeld(srcs, to)
-
 	if cams.rows > 0 {
 		// With cameras an episode is read a piece at a time: the piece
 		// being fed to the order, the batch being collated, a piece
@@ -323,7 +323,7 @@ func HeldBytes(srcs []Mix, to TrainOptions) int64 {
 			moving += cams.rows + maxFreeFrames
 		}
 	}
-	if to.Spill != "" && to.Shuffle && cams.rows > 0 {
+	if spillsAhead(srcs, to) {
 		// Pieces are decoded up to spillAhead serve indices before their
 		// first use (hoistPieces): about that many frames more wait, and
 		// a piece.
@@ -340,6 +340,21 @@ func HeldBytes(srcs []Mix, to TrainOptions) int64 {
 // of starting one per piece.
 func spillAhead(frames, consumers int) int {
 	return max(frames/max(consumers, 1), 1)
+}
+
+// spillsAhead reports whether a stream of srcs with to decodes pieces
+// ahead (spillAhead): shuffled, with a spill directory, and samples that
+// spill (SpilledSampleBytes below SampleBytes).
+func spillsAhead(srcs []Mix, to TrainOptions) bool {
+	if to.Spill == "" || !to.Shuffle {
+		return false
+	}
+	for _, m := range srcs {
+		if SpilledSampleBytes(m.Config) < SampleBytes(m.Config) {
+			return true
+		}
+	}
+	return false
 }
 
 // trainPieceBytes is the piece size (Config.PieceBytes) of a training

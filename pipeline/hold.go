@@ -156,8 +156,9 @@ type holder struct {
 	// wait (TrainOptions.Spill), in spill, opened with the first.
 	spillDir string
 	spill    *spillFile
-	// ahead, with spillDir, is the buffer's frames: how far ahead of
-	// their first use pieces are decoded (hoistPieces).
+	// ahead, when spilled samples are shuffled, is how many serve
+	// indices ahead of their first use pieces are decoded (spillAhead,
+	// hoistPieces); 0 otherwise.
 	ahead int32
 }
 

@@ -229,4 +229,13 @@ func TestSpillCameraBound(t *testing.T) {
 			t.Errorf("C %d: pieces of %d bytes with a spill, smaller than without", C, pb)
 		}
 	}
+	// Samples under perFrameStride stay in their chunk's array: nothing
+	// spills, so nothing is discounted and nothing decoded ahead.
+	cfg.Cameras = &video.Set{Cameras: []video.Camera{{Key: "front", C: 3, H: 32, W: 32}, {Key: "wrist", C: 3, H: 32, W: 32}}}
+	if s, f := SpilledSampleBytes(&cfg), SampleBytes(&cfg); s != f {
+		t.Errorf("32×32 cameras: SpilledSampleBytes %d, want SampleBytes %d", s, f)
+	}
+	if spillsAhead(srcs, TrainOptions{Shuffle: true, Spill: t.TempDir()}) {
+		t.Errorf("32×32 cameras: pieces decoded ahead though nothing spills")
+	}
 }

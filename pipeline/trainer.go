@@ -90,7 +90,7 @@ func newTrainer(ctx context.Context, srcs []Mix, so StreamOptions, ts trainStart
 	keepDecoders(srcs, to)
 	tr := &trainer{ctx: ctx, srcs: srcs, so: so, to: to, fp: ts.fp, s: s, ord: ord,
 		hold: newHolder(srcs, so.KeepLanguage, to.Spill)}
-	if to.Spill != "" && to.Shuffle {
+	if spillsAhead(srcs, to) {
 		tr.hold.ahead = int32(min(spillAhead(to.BufferSize, to.Consumers), math.MaxInt32))
 	}
 	tr.out.fillers = make([]*filler, len(srcs))
