@@ -84,13 +84,51 @@ func SampleBytes(cfg *Config) int64 {
 	return n + CameraBytesPerSample(cfg)
 }
 
+// spilledRecordBytes is what a held frame whose features wait in the
+// spill file keeps in memory besides heldFrameOverhead: its array's
+// slice header (nil until read back), its slot's offset and size.
+const spilledRecordBytes = 24 + 8 + 4
+
+// SpilledSampleBytes is the memory one frame held by the training order
+// takes when its camera frames wait in a spill file (TrainOptions.Spill):
+// SampleBytes less the camera frames, plus the slot's record and the
+// cameras' conversions (their numeric features are counted although they
+// are spilled with the cameras). From metadata only. Without camera
+// frames, or with samples smaller than perFrameStride (held in their
+// chunk's array, never spilled), it is SampleBytes.
+func SpilledSampleBytes(cfg *Config) int64 {
+	n, cam := SampleBytes(cfg), CameraBytesPerSample(cfg)
+	if cam == 0 || n-heldFrameOverhead < perFrameStride {
+		return n
+	}
+	var convs int64
+	if cfg.Cameras != nil {
+		convs += int64(len(cfg.Cameras.Cameras))
+	}
+	if cfg.Images != nil {
+		convs += int64(len(cfg.Images.Cameras))
+	}
+	return n - cam + spilledRecordBytes + 16*convs
+}
+
+// heldSampleBytes is the memory of a frame held in the shuffle buffer
+// with to: SpilledSampleBytes with a spill directory, else SampleBytes.
+func heldSampleBytes(cfg *Config, to TrainOptions) int64 {
+	if to.Spill != "" {
+		return SpilledSampleBytes(cfg)
+	}
+	return SampleBytes(cfg)
+}
+
 // bufferFrames is the shuffle buffer in frames: to.BufferSize, lowered so
 // that the buffer's frames take at most to.BufferBytes at the largest
-// SampleBytes of srcs (never below one frame). It depends on metadata and
-// options only, so every consumer of a run gets the same order.
+// memory a held frame takes of srcs (heldSampleBytes: with to.Spill
+// without its camera frames; never below one frame). It depends on
+// metadata and options only, so every consumer of a run gets the same
+// order.
 func bufferFrames(srcs []Mix, to TrainOptions) (frames int, sample int64) {
 	for _, m := range srcs {
-		sample = max(sample, SampleBytes(m.Config))
+		sample = max(sample, heldSampleBytes(m.Config, to))
 	}
 	frames = to.BufferSize
 	if budget := to.BufferBytes; budget > 0 && int64(frames)*sample > budget {
@@ -230,6 +268,13 @@ func HeldBytes(srcs []Mix, to TrainOptions) int64 {
 	if !to.Shuffle {
 		frames = 0
 	}
+	// sample is what a frame waiting in the buffer takes in memory, full
+	// what a frame being decoded, fed or collated takes (they differ
+	// with a spill directory).
+	var full int64
+	for _, m := range srcs {
+		full = max(full, SampleBytes(m.Config))
+	}
 	var longest int64
 	for _, m := range srcs {
 		for _, e := range m.Config.Dataset.Episodes {
@@ -238,14 +283,14 @@ func HeldBytes(srcs []Mix, to TrainOptions) int64 {
 	}
 	// The episode being read, and the frames of the batch being
 	// collated (at most another episode's worth is a safe bound).
-	held := int64(frames)/C + 2*longest
+	waiting, moving := int64(frames)/C, 2*longest
 	cams := cameraHeld(srcs, to)
 	if cams.rows > 0 {
 		// With cameras an episode is read a piece at a time: the piece
 		// being fed to the order, the batch being collated, a piece
 		// decoded ahead of its first use (hoistPieces) and the served
 		// frames' arrays kept for reuse (maxFreeFrames).
-		held = int64(frames)/C + 3*cams.rows + maxFreeFrames
+		moving = 3*cams.rows + maxFreeFrames
 	}
 	if order.UsesPartitions(to.Order) {
 		P := int64(max(to.Partitions, 1))
@@ -273,28 +318,98 @@ func HeldBytes(srcs []Mix, to TrainOptions) int64 {
 			// An open episode is read a piece at a time.
 			mean, longest = min(mean, cams.rows), cams.rows
 		}
-		held = (P/C)*(share+open*mean) + 2*longest
+		waiting, moving = (P/C)*(share+open*mean), 2*longest
 		if cams.rows > 0 {
-			held += cams.rows + maxFreeFrames
+			moving += cams.rows + maxFreeFrames
 		}
 	}
-	return held*sample + cams.flight
+	if spillsAhead(srcs, to) {
+		// Pieces are decoded up to spillAhead serve indices before their
+		// first use (hoistPieces): about that many frames more wait, and
+		// a piece.
+		waiting += int64(spillAhead(frames, to.Consumers)) + cams.rows
+	}
+	return waiting*sample + moving*full + cams.flight
+}
+
+// spillAhead is how many serve indices before its first use a piece of
+// a shuffled stream with a spill is decoded (holder.ahead,
+// hoistPieces): the consumer's share of the buffer of frames frames, at
+// least 1. Waiting frames cost disk then, and decoding an episode's
+// pieces one after the other lets its FFmpeg process continue instead
+// of starting one per piece.
+func spillAhead(frames, consumers int) int {
+	return max(frames/max(consumers, 1), 1)
+}
+
+// spillsAhead reports whether a stream of srcs with to decodes pieces
+// ahead (spillAhead): shuffled, with a spill directory, and samples that
+// spill (SpilledSampleBytes below SampleBytes).
+func spillsAhead(srcs []Mix, to TrainOptions) bool {
+	if to.Spill == "" || !to.Shuffle {
+		return false
+	}
+	for _, m := range srcs {
+		if SpilledSampleBytes(m.Config) < SampleBytes(m.Config) {
+			return true
+		}
+	}
+	return false
 }
 
 // trainPieceBytes is the piece size (Config.PieceBytes) of a training
 // stream with cameras: at most a sixteenth of the shuffle buffer's byte
 // budget (64 MiB at the default 1 GiB), so that the pieces being decoded
 // (the decoding window: workers + 1) and the decoder's recycled buffers
-// stay small beside the buffer. Output never depends on it.
-func trainPieceBytes(cfg *Config, budget int64) int64 {
+// stay small beside the buffer. With a spill directory the buffer's
+// camera frames are on disk: the pieces get what DefaultCameraMemory
+// leaves (spillPieceBytes) instead, as large pieces mean fewer FFmpeg
+// processes and seeks. Output never depends on it.
+func trainPieceBytes(cfg *Config, budget int64, spill bool) int64 {
 	pb := cfg.PieceBytes
 	if pb <= 0 {
 		pb = DefaultPieceBytes
+	}
+	if spill {
+		return spillPieceBytes(cfg, pb)
 	}
 	if budget > 0 {
 		pb = min(pb, max(budget/16, 1<<20))
 	}
 	return pb
+}
+
+// spillPieceBytes is the piece size of a camera stream whose buffer
+// spills: pb, halved (to 1 MiB at least) until the frames being decoded,
+// fed and collated (camFlight, and 3 pieces' and maxFreeFrames samples)
+// fit DefaultCameraMemory less TrainRestBytes. From metadata only.
+func spillPieceBytes(cfg *Config, pb int64) int64 {
+	full := SampleBytes(cfg)
+	for ; pb > 1<<20; pb /= 2 {
+		rows, flight := camFlight(cfg, pb)
+		if flight+(3*rows+maxFreeFrames)*full <= DefaultCameraMemory-TrainRestBytes {
+			break
+		}
+	}
+	return max(pb, 1<<20)
+}
+
+// camFlight is cameraHeld's rows and flight of one camera stream cfg
+// with pieces of pb bytes.
+func camFlight(cfg *Config, pb int64) (rows, flight int64) {
+	c := *cfg
+	c.PieceBytes = pb
+	rows = int64(pieceRows(&c))
+	before, after := cameraHalo(&c)
+	rows += int64(before + after)
+	w := int64(workerCount(&c))
+	var widest int64 // one camera's frame
+	if c.Cameras != nil {
+		for _, cam := range c.Cameras.Cameras {
+			widest = max(widest, int64(cam.FrameBytes()))
+		}
+	}
+	return rows, (w+1)*rows*CameraBytesPerSample(cfg) + 8*rows*widest
 }
 
 // camHeld is what a training stream's camera frames cost besides its held
@@ -317,20 +432,9 @@ func cameraHeld(srcs []Mix, to TrainOptions) camHeld {
 		if per == 0 {
 			continue
 		}
-		c := *m.Config
-		c.PieceBytes = trainPieceBytes(m.Config, budget)
-		rows := int64(pieceRows(&c))
-		before, after := cameraHalo(&c)
-		rows += int64(before + after)
-		w := int64(workerCount(&c))
-		var widest int64 // one camera's frame
-		if c.Cameras != nil {
-			for _, cam := range c.Cameras.Cameras {
-				widest = max(widest, int64(cam.FrameBytes()))
-			}
-		}
+		rows, flight := camFlight(m.Config, trainPieceBytes(m.Config, budget, to.Spill != ""))
 		h.rows = max(h.rows, rows)
-		h.flight = max(h.flight, (w+1)*rows*per+8*rows*widest)
+		h.flight = max(h.flight, flight)
 	}
 	return h
 }

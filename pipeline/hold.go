@@ -32,7 +32,9 @@ import (
 // chunks alive would hold several times the frames waiting. Their camera
 // frames are held in the form the decoder gave them (Config.StoredFrames:
 // YUV 4:2:0, half the bytes of RGB) with their conversions (convs), and
-// converted only where the batch is written.
+// converted only where the batch is written. With a spill directory
+// (TrainOptions.Spill) those arrays wait in the holder's spill file
+// instead and are read back when their batch is collated (spill.go).
 type heldChunk struct {
 	recs []heldFrame
 	data []byte // the features of recs[i] at data[i*stride:(i+1)*stride]
@@ -44,6 +46,12 @@ type heldChunk struct {
 	// convs[n*len(sizes)+k], when convs is set, is the conversion of
 	// record n's feature k (nil: its bytes are in own).
 	convs []collate.Conv
+	// spillAt[n] is the offset of record n's features in the holder's
+	// spill file and spillN[n] their bytes, while they wait there
+	// (TrainOptions.Spill; spillN[n] 0 otherwise): own[n] is nil until
+	// the batch is collated (holder.unspill).
+	spillAt []int64
+	spillN  []int32
 	// sizes are the bytes of each output feature within a stride.
 	sizes  []int
 	stride int
@@ -144,10 +152,18 @@ type holder struct {
 	lent []*heldOwner
 	// borrow marks every feature of a frame as borrowable (batchOf).
 	borrow []bool
+	// spillDir, when set, is where the frames with arrays of their own
+	// wait (TrainOptions.Spill), in spill, opened with the first.
+	spillDir string
+	spill    *spillFile
+	// ahead, when spilled samples are shuffled, is how many serve
+	// indices ahead of their first use pieces are decoded (spillAhead,
+	// hoistPieces); 0 otherwise.
+	ahead int32
 }
 
-func newHolder(srcs []Mix, keepLanguage bool) *holder {
-	h := &holder{keep: keepLanguage}
+func newHolder(srcs []Mix, keepLanguage bool, spillDir string) *holder {
+	h := &holder{keep: keepLanguage, spillDir: spillDir}
 	if len(srcs) > 1 {
 		for _, m := range srcs {
 			h.names = append(h.names, []string{m.Name})
@@ -291,18 +307,69 @@ func (h *holder) holdOwn(hc *heldChunk, n int, c *Chunk, hf *heldFrame) error {
 		}
 		total += len(v)
 	}
-	data := h.frameBuffer(total)
-	for _, v := range fs {
-		data = append(data, v...)
-	}
-	hc.own[n] = data
 	if lazy {
 		if hc.convs == nil {
 			hc.convs = make([]collate.Conv, len(hc.recs)*len(hc.sizes))
 		}
 		copy(hc.convs[n*len(hc.sizes):(n+1)*len(hc.sizes)], convs)
 	}
+	if h.spillDir != "" {
+		return h.spillOwn(hc, n, hf, fs, total)
+	}
+	data := h.frameBuffer(total)
+	for _, v := range fs {
+		data = append(data, v...)
+	}
+	hc.own[n] = data
 	return nil
+}
+
+// spillOwn writes the features fs (total bytes) of record n (frame hf)
+// to the holder's spill file, opening it with the first frame.
+func (h *holder) spillOwn(hc *heldChunk, n int, hf *heldFrame, fs [][]byte, total int) error {
+	if h.spill == nil {
+		sp, err := openSpill(h.spillDir)
+		if err != nil {
+			return err
+		}
+		h.spill = sp
+	}
+	if hc.spillAt == nil {
+		hc.spillAt, hc.spillN = make([]int64, len(hc.recs)), make([]int32, len(hc.recs))
+	}
+	off, err := h.spill.put(fs, total, hf)
+	if err != nil {
+		return err
+	}
+	hc.spillAt[n], hc.spillN[n] = off, int32(total)
+	return nil
+}
+
+// unspill reads the spilled features of frames back into arrays of their
+// own (frameBuffer), as if they had been held in memory, and frees their
+// slots.
+func (h *holder) unspill(frames []*heldFrame) error {
+	for _, hf := range frames {
+		c := hf.chunk
+		if c.spillN == nil || c.spillN[hf.n] == 0 {
+			continue
+		}
+		size := int(c.spillN[hf.n])
+		buf := h.frameBuffer(size)[:size]
+		if err := h.spill.get(c.spillAt[hf.n], buf, hf); err != nil {
+			h.recycle(buf)
+			return err
+		}
+		c.own[hf.n], c.spillN[hf.n] = buf, 0
+	}
+	return nil
+}
+
+// closeSpill closes the spill file, if one was opened.
+func (h *holder) closeSpill() error {
+	err := h.spill.close()
+	h.spill = nil
+	return err
 }
 
 // heldSizeError is the error of a frame whose feature k has got bytes
@@ -397,8 +464,8 @@ func (h *holder) served(frames []*heldFrame) {
 	lent := len(h.lent) == len(frames)
 	for i, f := range frames {
 		own := f.chunk.own
-		if own == nil {
-			continue
+		if own == nil || own[f.n] == nil {
+			continue // no array (a failed or still spilled frame)
 		}
 		switch {
 		case lent && h.lent[i] != nil:
@@ -531,7 +598,9 @@ func (bs *batchServer) plan(order []int32) {
 			}
 		}
 	}
-	bs.units = hoistPieces(bs.pi, bs.units, seen, first, func(src int) int32 { return int32(pieceRows(bs.srcs[src].Config)) })
+	bs.units = hoistPieces(bs.pi, bs.units, seen, first, func(src int) int32 {
+		return max(int32(pieceRows(bs.srcs[src].Config)), h.ahead)
+	}, h.ahead > 0)
 }
 
 // hoistPieces returns the pieces of units (in order of first use) in
@@ -545,7 +614,14 @@ func (bs *batchServer) plan(order []int32) {
 // its predecessor has moved on. Hoisted, it continues that process. Its
 // frames entered the buffer before its successor's, so it adds at most
 // the window's frames to what is held.
-func hoistPieces(pi *pieceIndex, units []int, used []bool, first []int32, rows func(src int) int32) []int {
+//
+// With a spill (ahead set: the holder's ahead), waiting frames cost disk,
+// not memory: the window is the buffer's frames, and the used pieces
+// just after each piece in its group and episode, first used within
+// the window, follow it (successors too), so that an episode is decoded
+// in one run of its FFmpeg process rather than piece by piece between
+// other episodes' pieces.
+func hoistPieces(pi *pieceIndex, units []int, used []bool, first []int32, rows func(src int) int32, successors bool) []int {
 	if pi.base[len(pi.base)-1] == len(pi.base)-1 {
 		return units // one piece a group: nothing to hoist
 	}
@@ -575,6 +651,19 @@ func hoistPieces(pi *pieceIndex, units []int, used []bool, first []int32, rows f
 		}
 		out = append(out, u)
 		done[u] = true
+		if !successors {
+			continue
+		}
+		for v := u + 1; v < pi.base[g+1] && !done[v]; v++ {
+			if !used[v] {
+				continue
+			}
+			if first[v]-first[u] > window || pi.episode(v) != ep {
+				break
+			}
+			out = append(out, v)
+			done[v] = true
+		}
 	}
 	return out
 }
@@ -688,6 +777,9 @@ func (h *holder) lend(hf *heldFrame, f *collate.Frame) {
 func (h *holder) batchOf(b *collate.Batcher, frames []*heldFrame) (*collate.Batch, error) {
 	var out *collate.Batch
 	f := &h.out
+	if err := h.unspill(frames); err != nil {
+		return nil, err
+	}
 	for i, hf := range frames {
 		if err := hf.err(); err != nil {
 			return nil, err

@@ -152,7 +152,7 @@ func TestHeldCameraFramesFreedWhenServed(t *testing.T) {
 		{"numeric", 56, false},
 		{"camera", 2 * 480 * 640 * 3, true},
 	} {
-		h := newHolder([]Mix{{Config: &Config{}, Weight: 1}}, false)
+		h := newHolder([]Mix{{Config: &Config{}, Weight: 1}}, false, "")
 		hc := h.chunk(3)
 		h.sizeChunk(hc, [][]byte{make([]byte, tc.bytes)}, nil)
 		if (hc.own != nil) != tc.own {
@@ -231,7 +231,8 @@ func TestKeepDecoders(t *testing.T) {
 // TestHoistPieces: a piece first used after its successor in the same
 // episode is decoded just before it (so the FFmpeg process that decodes
 // the episode continues), when its first use is within a piece's rows;
-// never across episodes or groups, nor from further away.
+// never across episodes or groups, nor from further away. With a spill
+// (successors), the pieces after it in its episode follow it too.
 func TestHoistPieces(t *testing.T) {
 	// Two groups: group 0 is episode 0 (positions 0-99) then episode 1
 	// (100-199), in pieces 0-3 of 50; group 1 is episode 2 (200-299),
@@ -248,14 +249,21 @@ func TestHoistPieces(t *testing.T) {
 		units []int
 		first map[int]int32
 		want  []int
+		succ  bool
 	}{
-		{"in order", []int{0, 1, 2, 3, 4, 5}, map[int]int32{0: 0, 1: 10, 2: 20, 3: 30, 4: 40, 5: 50}, []int{0, 1, 2, 3, 4, 5}},
-		{"piece 0 after 1: hoisted", []int{1, 0, 2}, map[int]int32{1: 0, 0: 5, 2: 9}, []int{0, 1, 2}},
-		{"too far: not hoisted", []int{1, 0}, map[int]int32{1: 0, 0: 51}, []int{1, 0}},
-		{"another episode: not hoisted", []int{2, 1}, map[int]int32{2: 0, 1: 3}, []int{2, 1}},
-		{"another group: not hoisted", []int{4, 3}, map[int]int32{4: 0, 3: 3}, []int{4, 3}},
-		{"an unused piece between", []int{3, 0}, map[int]int32{3: 0, 0: 4}, []int{3, 0}},
-		{"episode 1 pieces", []int{3, 2}, map[int]int32{3: 0, 2: 4}, []int{2, 3}},
+		{"in order", []int{0, 1, 2, 3, 4, 5}, map[int]int32{0: 0, 1: 10, 2: 20, 3: 30, 4: 40, 5: 50}, []int{0, 1, 2, 3, 4, 5}, false},
+		{"piece 0 after 1: hoisted", []int{1, 0, 2}, map[int]int32{1: 0, 0: 5, 2: 9}, []int{0, 1, 2}, false},
+		{"too far: not hoisted", []int{1, 0}, map[int]int32{1: 0, 0: 51}, []int{1, 0}, false},
+		{"another episode: not hoisted", []int{2, 1}, map[int]int32{2: 0, 1: 3}, []int{2, 1}, false},
+		{"another group: not hoisted", []int{4, 3}, map[int]int32{4: 0, 3: 3}, []int{4, 3}, false},
+		{"an unused piece between", []int{3, 0}, map[int]int32{3: 0, 0: 4}, []int{3, 0}, false},
+		{"episode 1 pieces", []int{3, 2}, map[int]int32{3: 0, 2: 4}, []int{2, 3}, false},
+		{"successor not hoisted without a spill", []int{0, 2, 1}, map[int]int32{0: 0, 2: 5, 1: 9}, []int{0, 2, 1}, false},
+		{"spill: successor follows", []int{0, 2, 1}, map[int]int32{0: 0, 2: 5, 1: 9}, []int{0, 1, 2}, true},
+		{"spill: successor too far", []int{0, 2, 1}, map[int]int32{0: 0, 2: 5, 1: 51}, []int{0, 2, 1}, true},
+		{"spill: successor in another episode", []int{1, 3, 2}, map[int]int32{1: 0, 3: 5, 2: 9}, []int{1, 2, 3}, true},
+		{"spill: successor in another group", []int{3, 5, 4}, map[int]int32{3: 0, 5: 2, 4: 4}, []int{3, 4, 5}, true},
+		{"spill: both ways", []int{1, 4, 0, 2, 3}, map[int]int32{1: 0, 4: 1, 0: 2, 2: 3, 3: 4}, []int{0, 1, 4, 2, 3}, true},
 	} {
 		used := make([]bool, 6)
 		first := make([]int32, 6)
@@ -263,7 +271,7 @@ func TestHoistPieces(t *testing.T) {
 			used[u] = true
 			first[u] = tc.first[u]
 		}
-		got := hoistPieces(pi, slices.Clone(tc.units), used, first, rows)
+		got := hoistPieces(pi, slices.Clone(tc.units), used, first, rows, tc.succ)
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
@@ -342,7 +350,7 @@ func TestHeldStoredFrames(t *testing.T) {
 		{"small", 64, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHolder([]Mix{{Config: &Config{}, Weight: 1}}, false)
+			h := newHolder([]Mix{{Config: &Config{}, Weight: 1}}, false, "")
 			const recs = 3
 			hc := h.chunk(recs)
 			num := func(n int) []byte { return bytes.Repeat([]byte{byte(10 + n)}, 8) }

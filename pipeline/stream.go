@@ -31,6 +31,9 @@ type Stats struct {
 	// shuffle buffer plus the episodes being read (docs/training.md,
 	// "Memory"). Their memory is about HeldPeak × SampleBytes.
 	HeldPeak int64
+	// SpillPeak is, with TrainOptions.Spill, the most bytes of held
+	// frames the spill file held at once.
+	SpillPeak int64
 	// Unserved is, in a training iteration, the frames of the epochs
 	// planned that no consumer serves (the same for every consumer;
 	// order.Plan.Unserved): fewer than consumers × batch size an epoch.

@@ -49,6 +49,13 @@ type TrainOptions struct {
 	// DefaultCameraMemory leaves (cameraBudget); a negative value no
 	// budget.
 	BufferBytes int64
+	// Spill, when set, is a directory where the held camera frames (the
+	// features of samples of perFrameStride bytes or more, as stored)
+	// wait for their batch in a private, unlinked file instead of in
+	// memory: BufferBytes then bounds only what stays in memory per
+	// sample (SpilledSampleBytes), so the buffer can keep BufferSize
+	// frames. It never changes the order for a given buffer size.
+	Spill string
 	// Epochs is the number of passes; 0 means forever.
 	Epochs int64
 	// Log gets the iteration's warnings (the shuffle buffer lowered to

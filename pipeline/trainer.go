@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 
@@ -69,6 +70,7 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 		return nil, err
 	}
 	defer tr.closeEncoder()
+	defer func() { _ = tr.hold.closeSpill() }() // unlinked: closing frees it
 	if err := tr.epochs(); err != nil {
 		return tr.st, err
 	}
@@ -87,7 +89,10 @@ func newTrainer(ctx context.Context, srcs []Mix, so StreamOptions, ts trainStart
 	srcs = trainConfigs(srcs, to)
 	keepDecoders(srcs, to)
 	tr := &trainer{ctx: ctx, srcs: srcs, so: so, to: to, fp: ts.fp, s: s, ord: ord,
-		hold: newHolder(srcs, so.KeepLanguage)}
+		hold: newHolder(srcs, so.KeepLanguage, to.Spill)}
+	if spillsAhead(srcs, to) {
+		tr.hold.ahead = int32(min(spillAhead(to.BufferSize, to.Consumers), math.MaxInt32))
+	}
 	tr.out.fillers = make([]*filler, len(srcs))
 	if ord.Shared() {
 		if tr.whole, err = to.Cache.get(ctx, srcs, ts.fp, to.keepPass); err != nil {
@@ -114,7 +119,7 @@ func trainConfigs(srcs []Mix, to TrainOptions) []Mix {
 			continue
 		}
 		c := *m.Config
-		c.PieceBytes = trainPieceBytes(m.Config, to.BufferBytes)
+		c.PieceBytes = trainPieceBytes(m.Config, to.BufferBytes, to.Spill != "")
 		c.StoredFrames = true
 		out[d].Config = &c
 	}
@@ -380,6 +385,9 @@ func (tr *trainer) end() error {
 		}
 	}
 	st.HeldPeak = int64(tr.hold.peak)
+	if sp := tr.hold.spill; sp != nil {
+		st.SpillPeak = sp.peak
+	}
 	st.Dropped, st.Errors = tr.dropped, tr.errs
 	st.Frames += tr.dropped + tr.errs
 	if tr.whole != nil {

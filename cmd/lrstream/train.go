@@ -4,12 +4,16 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 
 	"github.com/lrstream/lrstream/pipeline"
 	"github.com/lrstream/lrstream/prerender"
 )
+
+// shuffleSpillEnv is --shuffle-spill's default.
+const shuffleSpillEnv = "LRSTREAM_SHUFFLE_SPILL"
 
 // trainFlags are the training-iteration flags of stream and serve.
 type trainFlags struct {
@@ -21,6 +25,7 @@ type trainFlags struct {
 	buffer          int
 	bufferBytes     string
 	bufferBudget    int64
+	spill           string
 	epochs          int64
 	resume          string
 	rank, worldSize int
@@ -67,6 +72,11 @@ func (t *trainFlags) register(fs *flag.FlagSet, e *env, withRank bool) {
 	fs.Uint64Var(&t.seed, "seed", 0, "shuffle seed")
 	fs.IntVar(&t.buffer, "shuffle-buffer", pipeline.DefaultBufferSize, "shuffle buffer size in frames")
 	fs.StringVar(&t.bufferBytes, "shuffle-buffer-bytes", "auto", "memory budget of the shuffle buffer (e.g. 512MiB, 2GB; 0 for none; auto: 1GiB, with camera frames what a 1400MiB stream leaves beside decoding): --shuffle-buffer is lowered so that its frames fit (bytes per sample from metadata: numeric features, camera frames, overhead; docs/training.md)")
+	spill := ""
+	if e != nil && e.getenv != nil {
+		spill = e.getenv(shuffleSpillEnv)
+	}
+	fs.StringVar(&t.spill, "shuffle-spill", spill, "directory `DIR` where a shuffled stream's held camera frames wait for their batch, in a private file unlinked at once, instead of in memory: --shuffle-buffer-bytes then bounds only what stays in memory, so camera streams keep --shuffle-buffer frames (same order as without it for the same buffer size; default $"+shuffleSpillEnv+", \"\" = off; docs/training.md)")
 	fs.Int64Var(&t.epochs, "epochs", 1, "passes over the selection, each reshuffled; 0 = forever")
 	fs.StringVar(&t.order, "order", pipeline.OrderGlobal, "training order: global (every consumer reads the whole selection; exact cover of kept frames), partitioned (each consumer reads only its canonical partitions) or stratified (partitioned, each batch drawn evenly across many episodes of its partition); see docs/training.md")
 	fs.IntVar(&t.partitions, "partitions", pipeline.DefaultPartitions, "canonical partitions of --order partitioned or stratified; world size × workers must divide it")
@@ -111,6 +121,13 @@ func (t *trainFlags) validate() error {
 		}
 		t.bufferBudget = n
 	}
+	if t.spill != "" {
+		if st, err := os.Stat(t.spill); err != nil {
+			return fmt.Errorf("--shuffle-spill: %w", err)
+		} else if !st.IsDir() {
+			return fmt.Errorf("--shuffle-spill: %s is not a directory", t.spill)
+		}
+	}
 	if t.worldSize < 1 || t.rank < 0 || t.rank >= t.worldSize {
 		return fmt.Errorf("--rank %d is not in [0, --world-size %d)", t.rank, t.worldSize)
 	}
@@ -121,7 +138,7 @@ func (t *trainFlags) validate() error {
 // on this rank.
 func (t *trainFlags) options(rank, worldSize, worker, numWorkers int, resume string) pipeline.TrainOptions {
 	return pipeline.TrainOptions{
-		Shuffle: t.shuffle, Seed: t.seed, BufferSize: t.buffer, BufferBytes: t.bufferBudget, Epochs: t.epochs,
+		Shuffle: t.shuffle, Seed: t.seed, BufferSize: t.buffer, BufferBytes: t.bufferBudget, Spill: t.spill, Epochs: t.epochs,
 		Consumer: rank*numWorkers + worker, Consumers: worldSize * numWorkers, Resume: resume,
 		Order: t.order, Partitions: t.partitions, WorldSize: worldSize, Log: t.log,
 	}
