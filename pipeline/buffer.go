@@ -216,8 +216,11 @@ func logBuffer(srcs []Mix, to TrainOptions, asked, frames int, sample int64) {
 		selected += n
 	}
 	if frames < asked && int64(frames) < selected {
-		log.Warn("shuffle buffer lowered to its byte budget (--shuffle-buffer-bytes)",
-			"frames", frames, "asked_frames", asked, "bytes_per_sample", sample,
+		msg := "shuffle buffer lowered to its byte budget (--shuffle-buffer-bytes)"
+		if to.Spill == "" && cameraHeld(srcs, to).rows > 0 {
+			msg += "; --shuffle-spill DIR keeps the waiting camera frames on disk and the whole buffer (docs/training.md)"
+		}
+		log.Warn(msg, "frames", frames, "asked_frames", asked, "bytes_per_sample", sample,
 			"buffer_bytes", int64(frames)*sample, "budget_bytes", to.BufferBytes)
 	}
 	if order.UsesPartitions(to.Order) && to.Partitions > 0 {
