@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/lrstream/lrstream/fetch/xet"
@@ -59,16 +58,16 @@ type Buckets struct {
 	// interrupt); set it before the first request, or under Mu.
 	XorbDelay time.Duration
 
-	Mu      sync.Mutex
+	// Tally counts requests per kind and holds the faults to inject;
+	// its Mu guards the fields below.
+	Tally
 	buckets map[string]map[string]*BucketFile
 	xorbs   map[xet.Hash]*storedXorb
 	files   map[xet.Hash]*xet.FileInfo
 	tokens  map[string]time.Time
-	Faults  []*Fault
-	// Counts are requests per kind; Log every request (method, path,
-	// whether it carried the expected credentials).
-	Counts map[string]int
-	Log    []Request
+	// Log is every request (method, path, whether it carried the expected
+	// credentials).
+	Log []Request
 	// Batches are the paths of every batch request's operations, in order
 	// ("+path" added, "-path" deleted).
 	Batches [][]string
@@ -111,7 +110,7 @@ func NewBuckets(t interface{ Cleanup(func()) }) *Buckets {
 func NewBucketsServer() *Buckets {
 	b := &Buckets{PageSize: 50, TokenTTL: time.Hour,
 		buckets: map[string]map[string]*BucketFile{}, xorbs: map[xet.Hash]*storedXorb{},
-		files: map[xet.Hash]*xet.FileInfo{}, tokens: map[string]time.Time{}, Counts: map[string]int{}}
+		files: map[xet.Hash]*xet.FileInfo{}, tokens: map[string]time.Time{}, Tally: newTally()}
 	b.Server = httptest.NewServer(http.HandlerFunc(b.serveHub))
 	b.CDN = httptest.NewServer(http.HandlerFunc(b.serveCDN))
 	b.CAS = httptest.NewServer(http.HandlerFunc(b.serveCAS))
@@ -232,15 +231,8 @@ func (b *Buckets) Put(id, path string, data []byte) error {
 func (b *Buckets) hit(kind string, r *http.Request) *Fault {
 	b.Mu.Lock()
 	defer b.Mu.Unlock()
-	b.Counts[kind]++
 	b.Log = append(b.Log, Request{Host: kind, Method: r.Method, Path: r.URL.Path, Auth: r.Header.Get("Authorization")})
-	for _, f := range b.Faults {
-		if f.Kind == kind && (f.N < 0 || f.Hits < f.N) {
-			f.Hits++
-			return f
-		}
-	}
-	return nil
+	return b.fault(kind)
 }
 
 // RevokeTokens makes every CAS token issued so far invalid (401).
@@ -280,20 +272,6 @@ func (b *Buckets) BatchLog() [][]string {
 		out[i] = append([]string(nil), x...)
 	}
 	return out
-}
-
-// AddFault adds a fault.
-func (b *Buckets) AddFault(f *Fault) {
-	b.Mu.Lock()
-	defer b.Mu.Unlock()
-	b.Faults = append(b.Faults, f)
-}
-
-// Count returns the number of requests of a kind.
-func (b *Buckets) Count(kind string) int {
-	b.Mu.Lock()
-	defer b.Mu.Unlock()
-	return b.Counts[kind]
 }
 
 func writeFault(w http.ResponseWriter, f *Fault) {

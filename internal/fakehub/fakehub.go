@@ -93,10 +93,11 @@ type Hub struct {
 	// Server is the Hub host, CDN the host LFS files redirect to.
 	Server, CDN *httptest.Server
 
-	Mu sync.Mutex
-	// Counts are requests per kind (revision, tree, resolve, cdn), Ranged
-	// those with a Range header.
-	Counts, Ranged map[string]int
+	// Tally counts requests per kind (revision, tree, resolve, cdn) and
+	// holds the faults to inject, under Mu.
+	Tally
+	// Ranged counts the requests with a Range header per kind.
+	Ranged map[string]int
 	// Gets counts content requests (GET answered with a file's bytes) per
 	// path, Bytes the body bytes served per path.
 	Gets  map[string]int
@@ -111,7 +112,6 @@ type Hub struct {
 	IgnoreRange bool
 	WrongEtag   map[string]bool // path -> announce a wrong ETag
 	Corrupt     map[string]bool // path -> serve flipped bytes
-	Faults      []*Fault        // consulted in order
 	// SeenAuth is the last Authorization header seen per kind.
 	SeenAuth map[string]string
 	// Sigs counts the CDN signatures issued (sig-N); those below
@@ -126,7 +126,7 @@ func New(t testing.TB, dir string, o Options) *Hub {
 	h := &Hub{
 		ID: o.ID, SHA: o.SHA, PageSize: o.PageSize,
 		Files: map[string]*File{}, ByHash: map[string]*File{},
-		Counts: map[string]int{}, Ranged: map[string]int{}, Gets: map[string]int{}, Bytes: map[string]int64{},
+		Tally: newTally(), Ranged: map[string]int{}, Gets: map[string]int{}, Bytes: map[string]int64{},
 		Spans:     map[string][]Span{},
 		WrongEtag: map[string]bool{}, Corrupt: map[string]bool{}, SeenAuth: map[string]string{},
 	}
@@ -167,18 +167,44 @@ func New(t testing.TB, dir string, o Options) *Hub {
 // URL is the Hub's endpoint (HF_ENDPOINT).
 func (h *Hub) URL() string { return h.Server.URL }
 
+// Tally is the part of a fake server that counts its requests and injects
+// faults, shared by Hub and Buckets: Mu guards it and the server's other
+// fields the handlers read and write.
+type Tally struct {
+	Mu sync.Mutex
+	// Counts are requests per kind.
+	Counts map[string]int
+	// Faults are consulted in order.
+	Faults []*Fault
+}
+
+func newTally() Tally { return Tally{Counts: map[string]int{}} }
+
 // AddFault adds a fault.
-func (h *Hub) AddFault(f *Fault) {
-	h.Mu.Lock()
-	defer h.Mu.Unlock()
-	h.Faults = append(h.Faults, f)
+func (x *Tally) AddFault(f *Fault) {
+	x.Mu.Lock()
+	defer x.Mu.Unlock()
+	x.Faults = append(x.Faults, f)
 }
 
 // Count returns the number of requests of a kind.
-func (h *Hub) Count(kind string) int {
-	h.Mu.Lock()
-	defer h.Mu.Unlock()
-	return h.Counts[kind]
+func (x *Tally) Count(kind string) int {
+	x.Mu.Lock()
+	defer x.Mu.Unlock()
+	return x.Counts[kind]
+}
+
+// fault counts a request of kind and returns the first fault of that kind
+// with hits left, counting the hit (nil: none). The caller holds Mu.
+func (x *Tally) fault(kind string) *Fault {
+	x.Counts[kind]++
+	for _, f := range x.Faults {
+		if f.Kind == kind && (f.N < 0 || f.Hits < f.N) {
+			f.Hits++
+			return f
+		}
+	}
+	return nil
 }
 
 // Snapshot returns the request counts per kind, and per kind+"-range"
@@ -247,7 +273,6 @@ func (h *Hub) ExpireSignatures() {
 func (h *Hub) hit(kind string, r *http.Request) *Fault {
 	h.Mu.Lock()
 	defer h.Mu.Unlock()
-	h.Counts[kind]++
 	if r.Header.Get("Range") != "" {
 		h.Ranged[kind]++
 	}
@@ -255,13 +280,7 @@ func (h *Hub) hit(kind string, r *http.Request) *Fault {
 		h.CDNAuth++
 	}
 	h.SeenAuth[kind] = r.Header.Get("Authorization")
-	for _, f := range h.Faults {
-		if f.Kind == kind && (f.N < 0 || f.Hits < f.N) {
-			f.Hits++
-			return f
-		}
-	}
-	return nil
+	return h.fault(kind)
 }
 
 // stallBody writes part of a body, flushes it and then stops sending
