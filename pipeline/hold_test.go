@@ -106,18 +106,34 @@ func TestShuffleBufferByteBudget(t *testing.T) {
 	}
 }
 
+// episodesConfig is the demo dataset's config with its episodes index
+// replaced by n episodes of length frames (metadata only: for estimates).
+func episodesConfig(t *testing.T, n, length int64) Config {
+	cfg := *demoConfig(t, render.ModeFallback)
+	ds := *cfg.Dataset
+	ds.Episodes = nil
+	for i := range n {
+		ds.Episodes = append(ds.Episodes, schema.Episode{Index: i, Length: length})
+	}
+	cfg.Dataset = &ds
+	return cfg
+}
+
+// twoCameraConfig is episodesConfig of 500 episodes of 300 frames with two
+// 480×640 cameras and 2 workers, the camera memory tests' stream.
+func twoCameraConfig(t *testing.T) Config {
+	cfg := episodesConfig(t, 500, 300)
+	cfg.Workers = 2
+	cfg.Cameras = &video.Set{Cameras: []video.Camera{{Key: "front", C: 3, H: 480, W: 640}, {Key: "wrist", C: 3, H: 480, W: 640}}}
+	return cfg
+}
+
 // TestTrainBytes checks the training stream's memory estimate: the held
 // frames plus 13 bytes a frame indexed, the whole selection in the global
 // order and 1/C of it per consumer in the partitioned one (a 10M-frame
 // episodes index, metadata only).
 func TestTrainBytes(t *testing.T) {
-	cfg := *demoConfig(t, render.ModeFallback)
-	ds := *cfg.Dataset
-	ds.Episodes = nil
-	for i := range int64(16000) {
-		ds.Episodes = append(ds.Episodes, schema.Episode{Index: i, Length: 625})
-	}
-	cfg.Dataset = &ds
+	cfg := episodesConfig(t, 16000, 625)
 	const frames = 16000 * 625
 	srcs := []Mix{{Config: &cfg, Weight: 1}}
 	for _, tc := range []struct {
@@ -284,15 +300,7 @@ func TestHoistPieces(t *testing.T) {
 // 480×640 cameras, 2 workers: 275 frames); language-only streams keep
 // DefaultBufferBytes, and a budget given is kept.
 func TestCameraBudget(t *testing.T) {
-	cfg := *demoConfig(t, render.ModeFallback)
-	ds := *cfg.Dataset
-	ds.Episodes = nil
-	for i := range int64(500) {
-		ds.Episodes = append(ds.Episodes, schema.Episode{Index: i, Length: 300})
-	}
-	cfg.Dataset = &ds
-	cfg.Workers = 2
-	cfg.Cameras = &video.Set{Cameras: []video.Camera{{Key: "front", C: 3, H: 480, W: 640}, {Key: "wrist", C: 3, H: 480, W: 640}}}
+	cfg := twoCameraConfig(t)
 	cams := []Mix{{Config: &cfg, Weight: 1}}
 	plain := []Mix{{Config: demoConfig(t, render.ModeFallback), Weight: 1}}
 	to := TrainOptions{Shuffle: true, BufferSize: DefaultBufferSize}

@@ -9,8 +9,6 @@ import (
 	"testing"
 
 	"github.com/lrstream/lrstream/bench/datagen"
-	"github.com/lrstream/lrstream/render"
-	"github.com/lrstream/lrstream/schema"
 	"github.com/lrstream/lrstream/sink"
 	"github.com/lrstream/lrstream/video"
 )
@@ -202,15 +200,7 @@ func TestSpillErrors(t *testing.T) {
 // DefaultCameraMemory, and the stream's estimate plus TrainRestBytes
 // stays within it.
 func TestSpillCameraBound(t *testing.T) {
-	cfg := *demoConfig(t, render.ModeFallback)
-	ds := *cfg.Dataset
-	ds.Episodes = nil
-	for i := range int64(500) {
-		ds.Episodes = append(ds.Episodes, schema.Episode{Index: i, Length: 300})
-	}
-	cfg.Dataset = &ds
-	cfg.Workers = 2
-	cfg.Cameras = &video.Set{Cameras: []video.Camera{{Key: "front", C: 3, H: 480, W: 640}, {Key: "wrist", C: 3, H: 480, W: 640}}}
+	cfg := twoCameraConfig(t)
 	srcs := []Mix{{Config: &cfg, Weight: 1}}
 	for _, C := range []int{1, 4} {
 		to := TrainOptions{Shuffle: true, BufferSize: DefaultBufferSize, Spill: t.TempDir(), Consumers: C}
