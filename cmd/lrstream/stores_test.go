@@ -46,6 +46,17 @@ func bucketVars(t *testing.T, b *fakehub.Buckets, token string) map[string]strin
 	return map[string]string{"HF_ENDPOINT": b.URL(), "HF_TOKEN": token, "HOME": t.TempDir()}
 }
 
+// bucketPrerender starts a fake bucket Hub with the bucket lab/robots (token
+// bucketToken) and returns it, the environment that reaches it, and the
+// prerender arguments of a conformance dataset (no --out).
+func bucketPrerender(t *testing.T) (*fakehub.Buckets, map[string]string, []string) {
+	b := fakehub.NewBuckets(t)
+	b.Token = bucketToken
+	b.AddBucket("lab/robots")
+	local := prShared(t, "conformance", "datasets", "pub_inferred_front_wrist")
+	return b, bucketVars(t, b, bucketToken), []string{"prerender", "--dataset", local, "--batch-size", "8", "--shard-size", "64KB", "-q"}
+}
+
 // TestBucketPrerender: prerender --out hf://buckets/… uploads every shard
 // through the Xet protocol and registers index.json in a batch of its own
 // after them; the bucket's files are the local pre-render's byte for byte;
@@ -54,12 +65,7 @@ func bucketVars(t *testing.T, b *fakehub.Buckets, token string) map[string]strin
 // passes; two ranks from two machines into one prefix are finalized
 // there; a wrong token fails without printing it.
 func TestBucketPrerender(t *testing.T) {
-	b := fakehub.NewBuckets(t)
-	b.Token = bucketToken
-	b.AddBucket("lab/robots")
-	vars := bucketVars(t, b, bucketToken)
-	local := prShared(t, "conformance", "datasets", "pub_inferred_front_wrist")
-	args := []string{"prerender", "--dataset", local, "--batch-size", "8", "--shard-size", "64KB", "-q"}
+	b, vars, args := bucketPrerender(t)
 	localOut := filepath.Join(t.TempDir(), "pre")
 	if _, stderr, code := prRun(t, vars, append(args, "--out", localOut)...); code != 0 {
 		t.Fatal(stderr)
@@ -150,12 +156,8 @@ func TestBucketPrerender(t *testing.T) {
 // uploading registers nothing (no index.json, no shard); the same command
 // run again completes it; a 503 storm on the CAS is retried through.
 func TestBucketPrerenderInterrupted(t *testing.T) {
-	b := fakehub.NewBuckets(t)
-	b.Token = bucketToken
-	b.AddBucket("lab/robots")
-	vars := bucketVars(t, b, bucketToken)
-	local := prShared(t, "conformance", "datasets", "pub_inferred_front_wrist")
-	args := []string{"prerender", "--dataset", local, "--batch-size", "8", "--shard-size", "64KB", "-q", "--out", "hf://buckets/lab/robots/pre"}
+	b, vars, args := bucketPrerender(t)
+	args = append(args, "--out", "hf://buckets/lab/robots/pre")
 	b.XorbDelay = 10 * time.Second
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
