@@ -141,12 +141,14 @@ type holder struct {
 	keep   bool          // KeepLanguage: hold the language rows too
 	// peak is the largest number of frames held at once (for tests).
 	peak, held int
-	// free are served frames' arrays, kept for reuse (frameBuffer),
-	// guarded by mu (batches are recycled on encoder goroutines):
-	// freeBytes of them, at most freeMax (sizeChunk).
+	// free are served frames' arrays, kept for reuse (frameBuffer) by
+	// capacity, guarded by mu (batches are recycled on encoder
+	// goroutines): freeBytes of them, at most freeMax (sizeChunk), that
+	// is freeFrames frames of the largest batch form.
 	mu                 sync.Mutex
-	free               [][]byte
+	free               map[int][][]byte
 	freeBytes, freeMax int
+	freeFrames         int
 	// lent are the owners of the frames batchOf collated last, by
 	// position (nil: copied), released by served.
 	lent []*heldOwner
@@ -163,7 +165,7 @@ type holder struct {
 }
 
 func newHolder(srcs []Mix, keepLanguage bool, spillDir string) *holder {
-	h := &holder{keep: keepLanguage, spillDir: spillDir}
+	h := &holder{keep: keepLanguage, spillDir: spillDir, freeFrames: maxFreeFrames}
 	if len(srcs) > 1 {
 		for _, m := range srcs {
 			h.names = append(h.names, []string{m.Name})
@@ -412,18 +414,35 @@ func (hc *heldChunk) size(features [][]byte, convs []collate.Conv) {
 	hc.data = make([]byte, 0, len(hc.recs)*hc.stride)
 }
 
-// maxFreeFrames bounds the served frames' arrays a holder keeps for
-// reuse (frameBuffer): a default batch's worth of frames in their batch
-// form (TrainBytes counts them), so twice as many frames held as YUV.
+// maxFreeFrames is the least a holder keeps of served frames' arrays
+// for reuse (frameBuffer): a default batch's worth of frames in their
+// batch form (TrainBytes counts them), so twice as many frames held as
+// YUV. A shuffled stream keeps up to its buffer's share (keepFree).
 const maxFreeFrames = 32
 
+// keepFree lets the holder keep up to frames served arrays for reuse
+// (at least maxFreeFrames), in their batch form. A shuffled stream keeps
+// its buffer's share: its frames are served in batches and its pieces
+// decoded in bursts of many frames, and an array the holder does not
+// keep is garbage that the collector lets grow the heap to twice the
+// frames held (fresh memory, page faults) before reclaiming it. Keeping
+// them costs no memory beyond the frames in use: an array is allocated
+// only when none of its size is free, so the arrays of one size in use
+// and kept together never outnumber the most of that size ever in use
+// at once.
+func (h *holder) keepFree(frames int) {
+	h.mu.Lock()
+	h.freeFrames = max(maxFreeFrames, frames)
+	h.mu.Unlock()
+}
+
 // sizeChunk sizes hc from its first held frame (heldChunk.size) and lets
-// the holder keep maxFreeFrames served arrays of that frame's batch form
+// the holder keep freeFrames served arrays of that frame's batch form
 // for reuse.
 func (h *holder) sizeChunk(hc *heldChunk, features [][]byte, convs []collate.Conv) {
 	hc.size(features, convs)
 	h.mu.Lock()
-	h.freeMax = max(h.freeMax, maxFreeFrames*hc.stride)
+	h.freeMax = max(h.freeMax, h.freeFrames*hc.stride)
 	h.mu.Unlock()
 }
 
@@ -435,14 +454,26 @@ func (h *holder) sizeChunk(hc *heldChunk, features [][]byte, convs []collate.Con
 func (h *holder) frameBuffer(stride int) []byte {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if n := len(h.free); n > 0 && cap(h.free[n-1]) == stride {
-		b := h.free[n-1][:0]
-		h.free[n-1] = nil
-		h.free = h.free[:n-1]
+	if l := h.free[stride]; len(l) > 0 {
+		n := len(l) - 1
+		b := l[n][:0]
+		l[n] = nil
+		h.free[stride] = l[:n]
 		h.freeBytes -= cap(b)
 		return b
 	}
 	return make([]byte, 0, stride)
+}
+
+// freeCount is how many arrays the holder keeps for reuse.
+func (h *holder) freeCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, l := range h.free {
+		n += len(l)
+	}
+	return n
 }
 
 // recycle keeps b for reuse (frameBuffer), up to freeMax bytes of
@@ -450,7 +481,10 @@ func (h *holder) frameBuffer(stride int) []byte {
 func (h *holder) recycle(b []byte) {
 	h.mu.Lock()
 	if h.freeBytes+cap(b) <= h.freeMax {
-		h.free = append(h.free, b)
+		if h.free == nil {
+			h.free = make(map[int][][]byte)
+		}
+		h.free[cap(b)] = append(h.free[cap(b)], b)
 		h.freeBytes += cap(b)
 	}
 	h.mu.Unlock()

@@ -193,12 +193,12 @@ func TestHeldCameraFramesFreedWhenServed(t *testing.T) {
 		}
 		// The served arrays are reused for the next held frames (at most
 		// maxFreeFrames kept), empty.
-		if len(h.free) != 2 {
-			t.Fatalf("%s: %d arrays kept for reuse, want 2", tc.name, len(h.free))
+		if h.freeCount() != 2 {
+			t.Fatalf("%s: %d arrays kept for reuse, want 2", tc.name, h.freeCount())
 		}
 		h.frameBuffer(hc.stride) // served frame 2's array
 		b := h.frameBuffer(hc.stride)
-		if len(b) != 0 || cap(b) != tc.bytes || &b[:1][0] != a0 || len(h.free) != 0 {
+		if len(b) != 0 || cap(b) != tc.bytes || &b[:1][0] != a0 || h.freeCount() != 0 {
 			t.Fatalf("%s: frameBuffer does not reuse the served frame 0's array", tc.name)
 		}
 		if b := h.frameBuffer(hc.stride); cap(b) != tc.bytes {
@@ -208,8 +208,54 @@ func TestHeldCameraFramesFreedWhenServed(t *testing.T) {
 			hc.own[0] = make([]byte, tc.bytes)
 			h.served([]*heldFrame{&hc.recs[0]})
 		}
-		if len(h.free) != maxFreeFrames {
-			t.Fatalf("%s: %d arrays kept, want at most %d", tc.name, len(h.free), maxFreeFrames)
+		if h.freeCount() != maxFreeFrames {
+			t.Fatalf("%s: %d arrays kept, want at most %d", tc.name, h.freeCount(), maxFreeFrames)
+		}
+	}
+}
+
+// TestHolderKeepsBufferShare: a shuffled stream's holder keeps up to its
+// buffer's share of served arrays (keepFree), by size, so a piece decoded
+// after a burst of served batches reuses their arrays instead of growing
+// the heap; without keepFree it keeps maxFreeFrames.
+func TestHolderKeepsBufferShare(t *testing.T) {
+	const stride, small = 4096, 1024
+	for _, tc := range []struct {
+		name   string
+		frames int // keepFree's argument; 0: not called
+		want   int
+	}{
+		{"default", 0, maxFreeFrames},
+		{"smaller share", maxFreeFrames / 2, maxFreeFrames},
+		{"buffer share", 200, 200},
+	} {
+		h := newHolder([]Mix{{Config: &Config{}, Weight: 1}}, false, "")
+		if tc.frames > 0 {
+			h.keepFree(tc.frames)
+		}
+		h.sizeChunk(h.chunk(1), [][]byte{make([]byte, stride)}, nil)
+		for range tc.want + 50 {
+			h.recycle(make([]byte, stride))
+		}
+		if n := h.freeCount(); n != tc.want {
+			t.Fatalf("%s: %d arrays kept, want %d", tc.name, n, tc.want)
+		}
+		// Arrays of another size (a mixture's other frames) are kept apart:
+		// each size gets back its own, whichever was recycled last.
+		h = newHolder([]Mix{{Config: &Config{}, Weight: 1}}, false, "")
+		h.keepFree(tc.frames)
+		h.sizeChunk(h.chunk(1), [][]byte{make([]byte, stride)}, nil)
+		big, little := make([]byte, stride), make([]byte, small)
+		h.recycle(big)
+		h.recycle(little)
+		if b := h.frameBuffer(stride); cap(b) != stride || &b[:1][0] != &big[0] {
+			t.Fatalf("%s: frameBuffer(%d) does not reuse the kept array of its size", tc.name, stride)
+		}
+		if b := h.frameBuffer(small); cap(b) != small || &b[:1][0] != &little[0] {
+			t.Fatalf("%s: frameBuffer(%d) does not reuse the kept array of its size", tc.name, small)
+		}
+		if h.freeCount() != 0 || h.freeBytes != 0 {
+			t.Fatalf("%s: %d arrays (%d bytes) still kept after both were reused", tc.name, h.freeCount(), h.freeBytes)
 		}
 	}
 }
@@ -417,7 +463,7 @@ func TestHeldStoredFrames(t *testing.T) {
 				for range 3 * maxFreeFrames {
 					h.recycle(make([]byte, 8+tc.stored))
 				}
-				if n := len(h.free); n <= maxFreeFrames || n*(8+tc.stored) > maxFreeFrames*hc.stride {
+				if n := h.freeCount(); n <= maxFreeFrames || n*(8+tc.stored) > maxFreeFrames*hc.stride {
 					t.Fatalf("%d stored arrays kept for reuse, want more than %d within %d frames' batch bytes", n, maxFreeFrames, maxFreeFrames)
 				}
 			}

@@ -90,6 +90,9 @@ func newTrainer(ctx context.Context, srcs []Mix, so StreamOptions, ts trainStart
 	keepDecoders(srcs, to)
 	tr := &trainer{ctx: ctx, srcs: srcs, so: so, to: to, fp: ts.fp, s: s, ord: ord,
 		hold: newHolder(srcs, so.KeepLanguage, to.Spill)}
+	if to.Shuffle {
+		tr.hold.keepFree(to.BufferSize / max(to.Consumers, 1)) // its share of the buffer
+	}
 	if spillsAhead(srcs, to) {
 		tr.hold.ahead = int32(min(spillAhead(to.BufferSize, to.Consumers), math.MaxInt32))
 	}
