@@ -3,18 +3,18 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os/exec"
 
 	"github.com/lrstream/lrstream/pipeline"
 	"github.com/lrstream/lrstream/video"
 )
 
 // ffmpegFloor decodes every video file of cfg's decoded cameras with
-// FFmpeg alone (ffmpeg -i FILE -f null -: decode, no conversion, no
-// output), one file after the other (FFmpeg threads each decode itself),
-// and returns the camera frames the episodes index gives for them.
+// FFmpeg alone — the build the stream uses (video.NewFFmpeg) — (ffmpeg -i
+// FILE -f null -: decode, no conversion, no output), one file after the
+// other (FFmpeg threads each decode itself), and returns the camera
+// frames the episodes index gives for them.
 func ffmpegFloor(ctx context.Context, cfg *pipeline.Config) (int64, error) {
-	ff, err := exec.LookPath("ffmpeg")
+	ff, err := video.NewFFmpeg()
 	if err != nil {
 		return 0, fmt.Errorf("ffmpeg stage: %w", err)
 	}
@@ -27,7 +27,7 @@ func ffmpegFloor(ctx context.Context, cfg *pipeline.Config) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
-		out, err := video.Command(ctx, ff, "-nostdin", "-hide_banner", "-loglevel", "error",
+		out, err := video.Command(ctx, ff.Path, "-nostdin", "-hide_banner", "-loglevel", "error",
 			"-i", path, "-map", "0:v:0", "-f", "null", "-").CombinedOutput()
 		release()
 		if err != nil {

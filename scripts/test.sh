@@ -59,6 +59,32 @@ if [ ! -x "$s3bin/versitygw" ]; then
 fi
 # AWS_EC2_METADATA_DISABLED: the tests never probe an instance metadata service.
 export LRSTREAM_S3_SERVER="$s3bin/versitygw" LRSTREAM_REQUIRE_S3_SERVER=1 AWS_EC2_METADATA_DISABLED=true
+# A second FFmpeg build for video's test that two builds give the same frames (docs/video.md,
+# "Which FFmpeg"): the statically linked FFmpeg that imageio-ffmpeg (PyPI) bundles, downloaded
+# once with the venv's pip into a cache keyed by its version (the venv itself is not changed).
+altff_version=0.8.1
+altff=${LRSTREAM_GOBIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/lrstream}/imageio-ffmpeg-$altff_version
+if [ ! -x "$altff/ffmpeg" ]; then
+  echo "scripts/test.sh: fetching imageio-ffmpeg $altff_version's FFmpeg into $altff" >&2
+  wheels=$(mktemp -d)
+  "$venv/bin/python" -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
+    -d "$wheels" "imageio-ffmpeg==$altff_version" >&2
+  "$venv/bin/python" - "$wheels" "$altff" <<'PY'
+import glob, os, shutil, sys, zipfile
+wheels, out = sys.argv[1], sys.argv[2]
+(whl,) = glob.glob(os.path.join(wheels, "*.whl"))
+with zipfile.ZipFile(whl) as z:
+    (name,) = [n for n in z.namelist() if "/binaries/ffmpeg-" in n]
+    os.makedirs(out + ".tmp", exist_ok=True)
+    with z.open(name) as src, open(os.path.join(out + ".tmp", "ffmpeg"), "wb") as dst:
+        shutil.copyfileobj(src, dst)
+os.chmod(os.path.join(out + ".tmp", "ffmpeg"), 0o755)
+shutil.rmtree(out, ignore_errors=True)
+os.rename(out + ".tmp", out)
+PY
+  rm -rf "$wheels"
+fi
+export LRSTREAM_ALT_FFMPEG="$altff/ffmpeg" LRSTREAM_REQUIRE_ALT_FFMPEG=1
 step "go test" go test ./...
 step "pytest python/tests" "$venv/bin/python" -m pytest -q python/tests
 step "pytest python/interop" "$venv/bin/python" -m pytest -q --durations=10 python/interop

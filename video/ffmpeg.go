@@ -108,12 +108,31 @@ const DefaultMaxSkip = 2.0
 // same frames.
 const seekSlack = 0.001
 
-// NewFFmpeg finds the ffmpeg executable on PATH. Its absence is an error
-// wrapping ErrNoFFmpeg, which says how to install it and how to skip
-// cameras.
-func NewFFmpeg() (*FFmpeg, error) {
-	p, err := exec.LookPath("ffmpeg")
+// FFmpegEnv names the environment variable that selects the ffmpeg
+// executable (a path, or a name looked up on PATH) instead of the first
+// `ffmpeg` on PATH: e.g. a statically linked build, which starts in a
+// fraction of the time of a distribution's (docs/video.md, "Which
+// FFmpeg").
+const FFmpegEnv = "LRSTREAM_FFMPEG"
+
+// NewFFmpeg finds the ffmpeg executable: FFmpegEnv's, else the first on
+// PATH, with the ffprobe next to it (else the first on PATH). Its absence
+// is an error wrapping ErrNoFFmpeg, which says how to install it and how
+// to skip cameras.
+func NewFFmpeg() (*FFmpeg, error) { return FindFFmpeg(os.Getenv(FFmpegEnv)) }
+
+// FindFFmpeg is NewFFmpeg with the executable named by exe (a path, or a
+// name looked up on PATH; "" for `ffmpeg` on PATH).
+func FindFFmpeg(exe string) (*FFmpeg, error) {
+	name := exe
+	if name == "" {
+		name = "ffmpeg"
+	}
+	p, err := exec.LookPath(name)
 	if err != nil {
+		if exe != "" {
+			return nil, fmt.Errorf("%w (%s=%s: %v)", ErrNoFFmpeg, FFmpegEnv, exe, err)
+		}
 		return nil, fmt.Errorf("%w (%v)", ErrNoFFmpeg, err)
 	}
 	probe := filepath.Join(filepath.Dir(p), "ffprobe")
