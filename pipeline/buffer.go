@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/lrstream/lrstream/order"
+	"github.com/lrstream/lrstream/video"
 )
 
 // DefaultBufferBytes is the default memory budget of the shuffle buffer
@@ -66,22 +67,68 @@ const heldFrameOverhead = int64(unsafe.Sizeof(heldFrame{})) + 8 + 24
 
 // SampleBytes is the memory one frame held by the training order takes,
 // from metadata only (so every consumer computes the same): its numeric
-// features (delta-timestamps windows included, with their pad masks), its
-// camera and image frames, and a fixed overhead.
+// features, camera and image frames (a --delta-timestamps window of k
+// timestamps: k frames, with their pad mask), and a fixed overhead.
 func SampleBytes(cfg *Config) int64 {
 	n := heldFrameOverhead
 	for _, f := range infoFeatures(cfg) {
-		size := int64(f.FrameBytes())
-		k := int64(1)
-		for _, d := range cfg.Deltas {
-			if d.Key == f.Name {
-				k = int64(max(len(d.Seconds), len(d.Offsets)))
-				n += k // the pad mask
-			}
-		}
-		n += k * size
+		n += windowBytes(cfg, f.Name, int64(f.FrameBytes()))
 	}
-	return n + CameraBytesPerSample(cfg)
+	return n + heldCameraBytes(cfg) + cameraPadBytes(cfg)
+}
+
+// windowLen is the timestamps of key's --delta-timestamps window (0
+// without one).
+func windowLen(cfg *Config, key string) int64 {
+	for _, d := range cfg.Deltas {
+		if d.Key == key {
+			return int64(max(len(d.Seconds), len(d.Offsets)))
+		}
+	}
+	return 0
+}
+
+// windowBytes is what feature key of size bytes a frame takes in a held
+// sample: k frames and a k-byte pad mask with a window of k timestamps,
+// else one frame.
+func windowBytes(cfg *Config, key string, size int64) int64 {
+	if k := windowLen(cfg, key); k > 0 {
+		return k*size + k
+	}
+	return size
+}
+
+// sampleCameras are cfg's video cameras and image features.
+func sampleCameras(cfg *Config) []video.Camera {
+	var cams []video.Camera
+	if cfg.Cameras != nil {
+		cams = append(cams, cfg.Cameras.Cameras...)
+	}
+	if cfg.Images != nil {
+		cams = append(cams, cfg.Images.Cameras...)
+	}
+	return cams
+}
+
+// heldCameraBytes is the batch bytes of one held sample's camera and
+// image frames: CameraBytesPerSample, with k frames of a camera whose
+// --delta-timestamps window has k timestamps (pad masks not counted).
+func heldCameraBytes(cfg *Config) int64 {
+	var n int64
+	for _, c := range sampleCameras(cfg) {
+		n += max(windowLen(cfg, c.Key), 1) * int64(c.FrameBytes())
+	}
+	return n
+}
+
+// cameraPadBytes is the bytes of the cameras' window pad masks of one
+// sample (one a timestamp).
+func cameraPadBytes(cfg *Config) int64 {
+	var n int64
+	for _, c := range sampleCameras(cfg) {
+		n += windowLen(cfg, c.Key)
+	}
+	return n
 }
 
 // spilledRecordBytes is what a held frame whose features wait in the
@@ -91,33 +138,44 @@ const spilledRecordBytes = 24 + 8 + 4
 
 // SpilledSampleBytes is the memory one frame held by the training order
 // takes when its camera frames wait in a spill file (TrainOptions.Spill):
-// SampleBytes less the camera frames, plus the slot's record and the
-// cameras' conversions (their numeric features are counted although they
-// are spilled with the cameras). From metadata only. Without camera
-// frames, or with samples smaller than perFrameStride (held in their
-// chunk's array, never spilled), it is SampleBytes.
+// SampleBytes less the camera frames (a window's frames included), plus
+// the slot's record and the cameras' conversions (their numeric features
+// and pad masks are counted although they are spilled with the cameras).
+// From metadata only. Without camera frames, or with samples smaller
+// than perFrameStride (held in their chunk's array, never spilled), it is
+// SampleBytes.
 func SpilledSampleBytes(cfg *Config) int64 {
-	n, cam := SampleBytes(cfg), CameraBytesPerSample(cfg)
+	n, cam := SampleBytes(cfg), heldCameraBytes(cfg)
 	if cam == 0 || n-heldFrameOverhead < perFrameStride {
 		return n
 	}
-	var convs int64
-	if cfg.Cameras != nil {
-		convs += int64(len(cfg.Cameras.Cameras))
-	}
-	if cfg.Images != nil {
-		convs += int64(len(cfg.Images.Cameras))
-	}
-	return n - cam + spilledRecordBytes + 16*convs
+	return n - cam + spilledRecordBytes + 16*int64(len(sampleCameras(cfg)))
 }
 
 // heldSampleBytes is the memory of a frame held in the shuffle buffer
 // with to: SpilledSampleBytes with a spill directory, else SampleBytes.
+// With to.oneFramePerWindow it is what builds before camera windows
+// were counted in full computed (legacyWindowBytes).
 func heldSampleBytes(cfg *Config, to TrainOptions) int64 {
+	n := SampleBytes(cfg)
 	if to.Spill != "" {
-		return SpilledSampleBytes(cfg)
+		n = SpilledSampleBytes(cfg)
 	}
-	return SampleBytes(cfg)
+	if to.oneFramePerWindow {
+		n -= legacyWindowBytes(cfg, to.Spill != "")
+	}
+	return n
+}
+
+// legacyWindowBytes is what heldSampleBytes counts for cfg's camera
+// windows beyond what builds before it did (one frame per camera, no pad
+// mask): the windows' other frames and pad masks, or with a spill that
+// holds the cameras on disk, their pad masks. For explainResume.
+func legacyWindowBytes(cfg *Config, spill bool) int64 {
+	if spill && SpilledSampleBytes(cfg) < SampleBytes(cfg) {
+		return cameraPadBytes(cfg)
+	}
+	return heldCameraBytes(cfg) - CameraBytesPerSample(cfg) + cameraPadBytes(cfg)
 }
 
 // bufferFrames is the shuffle buffer in frames: to.BufferSize, lowered so

@@ -102,6 +102,9 @@ type TrainOptions struct {
 	// keepPass forces the keep pass even when the keep index follows from
 	// metadata (keepsEveryFrame; tests compare the two).
 	keepPass bool
+	// oneFramePerWindow sizes the buffer as builds before camera windows
+	// were counted in full did (heldSampleBytes; explainResume).
+	oneFramePerWindow bool
 }
 
 // Mix is one dataset of a mixture, with its sampling weight and the name
@@ -196,7 +199,8 @@ func featureList(fs []collate.Feature) string {
 
 // trainStart is train's options completed by trainSetup.
 type trainStart struct {
-	to TrainOptions
+	to   TrainOptions
+	orig TrainOptions // the options as given (explainResume)
 	fp string // the run's fingerprint (resume tokens)
 	// asked is the --shuffle-buffer asked for, sample the bytes per
 	// sample that lowered it (shuffling only; for logBuffer).
@@ -208,7 +212,7 @@ type trainStart struct {
 // read, what train would refuse before its first batch: consumer, mixture,
 // order, partitions, resume token. It logs nothing.
 func trainSetup(srcs []Mix, so StreamOptions, to TrainOptions) (trainStart, error) {
-	var ts trainStart
+	ts := trainStart{orig: to}
 	if to.Consumers < 1 {
 		to.Consumers = 1
 	}
