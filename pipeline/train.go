@@ -201,7 +201,7 @@ func featureList(fs []collate.Feature) string {
 type trainStart struct {
 	to   TrainOptions
 	orig TrainOptions // the options as given (explainResume)
-	fp string // the run's fingerprint (resume tokens)
+	fp   string       // the run's fingerprint (resume tokens)
 	// asked is the --shuffle-buffer asked for, sample the bytes per
 	// sample that lowered it (shuffling only; for logBuffer).
 	asked  int
