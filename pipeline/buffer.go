@@ -320,77 +320,142 @@ func HeldBytes(srcs []Mix, to TrainOptions) int64 {
 	if len(srcs) == 0 {
 		return 0
 	}
-	C := int64(max(to.Consumers, 1))
+	to, sample, _ := completeTrain(srcs, to)
+	return countHeld(srcs, to, sample).bytes()
+}
+
+// completeTrain fills in to's defaults for a stream of srcs (consumers,
+// buffer, partitions, byte budget) and sizes its buffer (sizeBuffer,
+// shuffling only); sample is the memory a frame waiting in the buffer
+// takes. The error is a spill budget no buffer fits (spillSize).
+func completeTrain(srcs []Mix, to TrainOptions) (TrainOptions, int64, error) {
+	to.Consumers = max(to.Consumers, 1)
 	if to.BufferSize <= 0 {
 		to.BufferSize = DefaultBufferSize
 	}
+	parts := order.UsesPartitions(to.Order)
+	if parts && to.Partitions <= 0 {
+		to.Partitions = DefaultPartitions
+	}
 	to.BufferBytes = bufferBudget(srcs, to)
+	var sample int64
+	var err error
+	if to.Shuffle {
+		to, sample, err = sizeBuffer(srcs, to)
+	} else {
+		_, sample = bufferFrames(srcs, to)
+	}
+	if parts && to.PartitionOpen <= 0 {
+		to.PartitionOpen = defaultOpen(to.Order)
+	}
+	return to, sample, err
+}
+
+// sizeBuffer sizes the shuffle buffer of a shuffled stream of srcs with
+// to (its defaults filled in): BufferSize lowered to the byte budget
+// (bufferFrames), the partitioned orders' PartitionOpen (partitionOpen),
+// then both lowered to the spill's disk budget (spillSize). From metadata
+// and options only, so every consumer gets the same order.
+func sizeBuffer(srcs []Mix, to TrainOptions) (TrainOptions, int64, error) {
+	to, sample := memorySize(srcs, to)
+	to, err := spillSize(srcs, to, sample)
+	return to, sample, err
+}
+
+// memorySize is sizeBuffer without the spill's disk budget.
+func memorySize(srcs []Mix, to TrainOptions) (TrainOptions, int64) {
 	frames, sample := bufferFrames(srcs, to)
+	to.BufferSize = frames
+	if order.UsesPartitions(to.Order) && to.PartitionOpen <= 0 {
+		to.PartitionOpen = partitionOpen(srcs[0].Config, to, sample)
+	}
+	return to, sample
+}
+
+// heldCount is what a training stream holds, in frames: waiting, the
+// frames waiting in its buffer share and open episodes (sample bytes in
+// memory each), and moving, those being decoded ahead, fed and collated
+// (full bytes each), of which free are the served frames' arrays kept
+// for reuse rather than frames; and its camera pieces (cams).
+type heldCount struct {
+	waiting, moving, free int64
+	sample, full          int64
+	cams                  camHeld
+}
+
+// bytes is the memory of what h counts.
+func (h heldCount) bytes() int64 {
+	return h.waiting*h.sample + h.moving*h.full + h.cams.flight
+}
+
+// countHeld counts what a stream of srcs with to (completed:
+// completeTrain) holds; sample is what a waiting frame takes.
+func countHeld(srcs []Mix, to TrainOptions, sample int64) heldCount {
+	C := int64(max(to.Consumers, 1))
+	frames := to.BufferSize
 	if !to.Shuffle {
 		frames = 0
 	}
+	h := heldCount{sample: sample, cams: cameraHeld(srcs, to)}
 	// sample is what a frame waiting in the buffer takes in memory, full
 	// what a frame being decoded, fed or collated takes (they differ
 	// with a spill directory).
-	var full int64
-	for _, m := range srcs {
-		full = max(full, SampleBytes(m.Config))
-	}
 	var longest int64
 	for _, m := range srcs {
+		h.full = max(h.full, SampleBytes(m.Config))
 		for _, e := range m.Config.Dataset.Episodes {
 			longest = max(longest, e.Length)
 		}
 	}
 	// The episode being read, and the frames of the batch being
 	// collated (at most another episode's worth is a safe bound).
-	waiting, moving := int64(frames)/C, 2*longest
-	cams := cameraHeld(srcs, to)
-	if cams.rows > 0 {
+	h.waiting, h.moving = int64(frames)/C, 2*longest
+	rows := h.cams.rows
+	if rows > 0 {
 		// With cameras an episode is read a piece at a time: the piece
 		// being fed to the order, the batch being collated, a piece
 		// decoded ahead of its first use (hoistPieces) and the served
 		// frames' arrays kept for reuse (maxFreeFrames).
-		moving = 3*cams.rows + maxFreeFrames
+		h.moving, h.free = 3*rows+maxFreeFrames, maxFreeFrames
 	}
 	if order.UsesPartitions(to.Order) {
-		P := int64(max(to.Partitions, 1))
-		if to.Partitions <= 0 {
-			P = DefaultPartitions
-		}
-		if to.PartitionOpen <= 0 && to.Shuffle {
-			to.BufferSize, to.Partitions = frames, int(P)
-			to.PartitionOpen = partitionOpen(srcs[0].Config, to, sample)
-		}
-		open := openEpisodes(to)
-		share := (int64(frames) + P - 1) / P // the partition's buffer share
-		if to.Order == OrderStratified {
-			share = 0 // no buffer
-		}
-		if !to.Shuffle {
-			open = 1
-		}
-		all, eps := selectedMean(srcs[0].Config)
-		mean := int64(0)
-		if eps > 0 {
-			mean = all / eps
-		}
-		if cams.rows > 0 {
-			// An open episode is read a piece at a time.
-			mean, longest = min(mean, cams.rows), cams.rows
-		}
-		waiting, moving = (P/C)*(share+open*mean), 2*longest
-		if cams.rows > 0 {
-			moving += cams.rows + maxFreeFrames
+		h.waiting = partitionWaiting(srcs[0].Config, to, frames, rows)
+		if rows > 0 {
+			h.moving = 3*rows + maxFreeFrames
 		}
 	}
 	if spillsAhead(srcs, to) {
 		// Pieces are decoded up to spillAhead serve indices before their
 		// first use (hoistPieces): about that many frames more wait, and
 		// a piece.
-		waiting += int64(spillAhead(frames, to.Consumers)) + cams.rows
+		h.waiting += int64(spillAhead(frames, to.Consumers)) + rows
 	}
-	return waiting*sample + moving*full + cams.flight
+	return h
+}
+
+// partitionWaiting is what a consumer of the partitioned orders holds
+// waiting: its partitions' buffer shares (none in the stratified order)
+// and open episodes, read a piece of rows samples at a time with cameras
+// (rows > 0).
+func partitionWaiting(cfg *Config, to TrainOptions, frames int, rows int64) int64 {
+	P := int64(max(to.Partitions, 1))
+	open := openEpisodes(to)
+	share := (int64(frames) + P - 1) / P // the partition's buffer share
+	if to.Order == OrderStratified {
+		share = 0 // no buffer
+	}
+	if !to.Shuffle {
+		open = 1
+	}
+	all, eps := selectedMean(cfg)
+	mean := int64(0)
+	if eps > 0 {
+		mean = all / eps
+	}
+	if rows > 0 {
+		mean = min(mean, rows) // an open episode is read a piece at a time
+	}
+	return (P / int64(max(to.Consumers, 1))) * (share + open*mean)
 }
 
 // spillAhead is how many serve indices before its first use a piece of

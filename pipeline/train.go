@@ -56,6 +56,16 @@ type TrainOptions struct {
 	// sample (SpilledSampleBytes), so the buffer can keep BufferSize
 	// frames. It never changes the order for a given buffer size.
 	Spill string
+	// SpillBytes bounds what one stream's spill file holds: the buffer
+	// (and the partitioned orders' PartitionOpen) is lowered so that
+	// one consumer's worst case (SpillBytes, frames at their batch size)
+	// fits, from metadata only. 0 means DefaultSpillBytes; a negative
+	// value no budget. Whatever it is, a stream whose worst case does not
+	// fit its directory's free space is refused at its start.
+	SpillBytes int64
+	// SpillSpace, when set, shares the spill directory's free space
+	// between the streams of one process (the clients of serve).
+	SpillSpace *SpillSpace
 	// Epochs is the number of passes; 0 means forever.
 	Epochs int64
 	// Log gets the iteration's warnings (the shuffle buffer lowered to
@@ -102,6 +112,9 @@ type TrainOptions struct {
 	// keepPass forces the keep pass even when the keep index follows from
 	// metadata (keepsEveryFrame; tests compare the two).
 	keepPass bool
+	// freeSpace, when set, replaces statfs's free space of the spill
+	// directory (tests).
+	freeSpace func(dir string) (int64, error)
 	// oneFramePerWindow sizes the buffer as builds before camera windows
 	// were counted in full did (heldSampleBytes; explainResume).
 	oneFramePerWindow bool
@@ -213,11 +226,8 @@ type trainStart struct {
 // order, partitions, resume token. It logs nothing.
 func trainSetup(srcs []Mix, so StreamOptions, to TrainOptions) (trainStart, error) {
 	ts := trainStart{orig: to}
-	if to.Consumers < 1 {
-		to.Consumers = 1
-	}
-	if to.Consumer < 0 || to.Consumer >= to.Consumers {
-		return ts, fmt.Errorf("consumer %d of %d", to.Consumer, to.Consumers)
+	if to.Consumer < 0 || to.Consumer >= max(to.Consumers, 1) {
+		return ts, fmt.Errorf("consumer %d of %d", to.Consumer, max(to.Consumers, 1))
 	}
 	if to.BufferSize <= 0 {
 		to.BufferSize = DefaultBufferSize
@@ -225,25 +235,16 @@ func trainSetup(srcs []Mix, so StreamOptions, to TrainOptions) (trainStart, erro
 	if err := checkMix(srcs); err != nil {
 		return ts, err
 	}
-	parts := order.UsesPartitions(to.Order)
-	if parts && to.Partitions <= 0 {
-		to.Partitions = DefaultPartitions
+	// The buffer in frames, within its byte budgets; the fingerprint
+	// holds the frames, which is what the order depends on.
+	ts.asked = to.BufferSize
+	to, sample, err := completeTrain(srcs, to)
+	if err != nil {
+		return ts, err
 	}
-	to.BufferBytes = bufferBudget(srcs, to)
-	if to.Shuffle {
-		// The buffer in frames, within its byte budget; the fingerprint
-		// holds the frames, which is what the order depends on.
-		ts.asked = to.BufferSize
-		to.BufferSize, ts.sample = bufferFrames(srcs, to)
-		if parts && to.PartitionOpen <= 0 {
-			to.PartitionOpen = partitionOpen(srcs[0].Config, to, ts.sample)
-		}
-	}
-	if parts && to.PartitionOpen <= 0 {
-		to.PartitionOpen = defaultOpen(to.Order)
-	}
+	ts.sample = sample
 	ts.to, ts.fp = to, fingerprint(srcs, so, to)
-	_, err := order.Check(orderSources(srcs), ts.orderOptions(so))
+	_, err = order.Check(orderSources(srcs), ts.orderOptions(so))
 	return ts, explainResume(err, srcs, so, ts)
 }
 
