@@ -321,7 +321,7 @@ func HeldBytes(srcs []Mix, to TrainOptions) int64 {
 		return 0
 	}
 	to, sample, _ := completeTrain(srcs, to)
-	return countHeld(srcs, to, sample).bytes()
+	return countHeld(srcs, to, sample, cameraHeld(srcs, to)).bytes()
 }
 
 // completeTrain fills in to's defaults for a stream of srcs (consumers,
@@ -329,6 +329,7 @@ func HeldBytes(srcs []Mix, to TrainOptions) int64 {
 // shuffling only); sample is the memory a frame waiting in the buffer
 // takes. The error is a spill budget no buffer fits (spillSize).
 func completeTrain(srcs []Mix, to TrainOptions) (TrainOptions, int64, error) {
+	srcs = unmeasured(srcs) // the order comes from metadata alone
 	to.Consumers = max(to.Consumers, 1)
 	if to.BufferSize <= 0 {
 		to.BufferSize = DefaultBufferSize
@@ -375,34 +376,38 @@ func memorySize(srcs []Mix, to TrainOptions) (TrainOptions, int64) {
 // heldCount is what a training stream holds, in frames: waiting, the
 // frames waiting in its buffer share and open episodes (sample bytes in
 // memory each), and moving, those being decoded ahead, fed and collated
-// (full bytes each), of which free are the served frames' arrays kept
-// for reuse rather than frames; and its camera pieces (cams).
+// (held bytes each, HeldSampleBytes: in the form they are held in), of
+// which free are the served frames' arrays kept for reuse rather than
+// frames (full bytes each: the holder bounds them in batch bytes); and
+// its camera pieces (cams).
 type heldCount struct {
 	waiting, moving, free int64
-	sample, full          int64
+	sample, held, full    int64
 	cams                  camHeld
 }
 
 // bytes is the memory of what h counts.
 func (h heldCount) bytes() int64 {
-	return h.waiting*h.sample + h.moving*h.full + h.cams.flight
+	return h.waiting*h.sample + (h.moving-h.free)*h.held + h.free*h.full + h.cams.flight
 }
 
 // countHeld counts what a stream of srcs with to (completed:
-// completeTrain) holds; sample is what a waiting frame takes.
-func countHeld(srcs []Mix, to TrainOptions, sample int64) heldCount {
+// completeTrain) holds with pieces cams; sample is what a waiting frame
+// takes.
+func countHeld(srcs []Mix, to TrainOptions, sample int64, cams camHeld) heldCount {
 	C := int64(max(to.Consumers, 1))
 	frames := to.BufferSize
 	if !to.Shuffle {
 		frames = 0
 	}
-	h := heldCount{sample: sample, cams: cameraHeld(srcs, to)}
-	// sample is what a frame waiting in the buffer takes in memory, full
+	h := heldCount{sample: sample, cams: cams}
+	// sample is what a frame waiting in the buffer takes in memory, held
 	// what a frame being decoded, fed or collated takes (they differ
-	// with a spill directory).
+	// with a spill directory), full its batch bytes.
 	var longest int64
 	for _, m := range srcs {
 		h.full = max(h.full, SampleBytes(m.Config))
+		h.held = max(h.held, HeldSampleBytes(m.Config))
 		for _, e := range m.Config.Dataset.Episodes {
 			longest = max(longest, e.Length)
 		}
@@ -506,14 +511,24 @@ func trainPieceBytes(cfg *Config, budget int64, spill bool) int64 {
 }
 
 // spillPieceBytes is the piece size of a camera stream whose buffer
-// spills: pb, halved (to 1 MiB at least) until the frames being decoded,
-// fed and collated (camFlight, and 3 pieces' and maxFreeFrames samples)
-// fit DefaultCameraMemory less TrainRestBytes. From metadata only.
+// spills: pb, halved (to 1 MiB at least) until the frames being decoded
+// (camFlight: the pieces' buffers, in batch bytes), fed and collated (3
+// pieces' samples in the form they are held in, HeldSampleBytes) and the
+// maxFreeFrames arrays kept for reuse (in batch bytes) fit
+// DefaultCameraMemory less TrainRestBytes. From metadata and the held
+// form MeasureHeldFrames found (the batch form without it); output never
+// depends on it.
 func spillPieceBytes(cfg *Config, pb int64) int64 {
+	return spillPieceBytesHeld(cfg, pb, HeldSampleBytes(cfg))
+}
+
+// spillPieceBytesHeld is spillPieceBytes with samples held in held bytes
+// each.
+func spillPieceBytesHeld(cfg *Config, pb, held int64) int64 {
 	full := SampleBytes(cfg)
 	for ; pb > 1<<20; pb /= 2 {
 		rows, flight := camFlight(cfg, pb)
-		if flight+(3*rows+maxFreeFrames)*full <= DefaultCameraMemory-TrainRestBytes {
+		if flight+3*rows*held+maxFreeFrames*full <= DefaultCameraMemory-TrainRestBytes {
 			break
 		}
 	}

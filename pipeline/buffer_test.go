@@ -2,8 +2,10 @@ package pipeline
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -146,4 +148,118 @@ func batchSampleBytes(t *testing.T, b *sink.DecodedBatch) int64 {
 
 func equalRaw(a, b [][]byte) bool {
 	return slices.EqualFunc(a, b, bytes.Equal)
+}
+
+// TestHeldSampleBytesMeasured: MeasureHeldFrames asks the decoder which
+// form a camera's frames are held in — YUV 4:2:0 planes (1.5 bytes a
+// pixel) for the generated H.264 videos, RGB24 rows (the batch's 3 bytes)
+// when FFmpeg converts them (--resize) — and HeldSampleBytes then equals
+// what a training stream holds a sample in, measured as the slot size of
+// its spill file.
+func TestHeldSampleBytesMeasured(t *testing.T) {
+	dir := videoDataset(t, nil) // 96×64 cameras
+	for _, tc := range []struct {
+		name   string
+		resize [2]int
+		perPx  float64 // held bytes a pixel of a camera frame
+	}{
+		{"YUV 4:2:0", [2]int{}, 1.5},
+		{"RGB24 (resized)", [2]int{96, 128}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := heldFormConfig(t, dir, tc.resize)
+			srcs := []Mix{{Config: cfg, Weight: 1}}
+			full := SampleBytes(cfg)
+			if got := HeldSampleBytes(cfg); got != full {
+				t.Fatalf("unmeasured: HeldSampleBytes %d, want the batch form's %d", got, full)
+			}
+			if err := MeasureHeldFrames(context.Background(), srcs); err != nil {
+				t.Fatal(err)
+			}
+			var pixels int64
+			for k, cam := range cfg.Cameras.Cameras {
+				pixels += int64(cam.H * cam.W)
+				if want := int64(tc.perPx * float64(cam.H*cam.W)); cfg.heldFrames[k] != want {
+					t.Errorf("camera %s: held in %d bytes, want %d", cam.Key, cfg.heldFrames[k], want)
+				}
+			}
+			est := HeldSampleBytes(cfg)
+			if want := full - 3*pixels + int64(tc.perPx*float64(pixels)); est != want {
+				t.Errorf("HeldSampleBytes %d, want %d", est, want)
+			}
+			var sp *spillFile
+			to := TrainOptions{Shuffle: true, Seed: 1, Epochs: 1, BufferSize: 16, BufferBytes: -1, Spill: t.TempDir(),
+				Log: slog.New(slog.DiscardHandler), spillOpened: func(s *spillFile) { sp = s }}
+			if _, err := Train(context.Background(), cfg, StreamOptions{BatchSize: 4}, to, sink.NewMsgpack(&bytes.Buffer{})); err != nil {
+				t.Fatal(err)
+			}
+			if sp == nil {
+				t.Fatal("no spill file")
+			}
+			// Every slot is free again after the run: their sizes are
+			// the held samples'.
+			if slots := slices.Sorted(maps.Keys(sp.free)); len(slots) != 1 || int64(slots[0]) != est-heldFrameOverhead {
+				t.Errorf("spill slots of %v bytes, want one size: HeldSampleBytes %d less the %d-byte record", slots, est, heldFrameOverhead)
+			}
+		})
+	}
+}
+
+// heldFormConfig is a camera config of the dataset at dir, its frames
+// resized to resize (H, W) when set.
+func heldFormConfig(t *testing.T, dir string, resize [2]int) *Config {
+	t.Helper()
+	cfg, err := cameraConfig(t, dir, "none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := SetupCameras(context.Background(), cfg, CameraOptions{Spec: "all", ResizeH: resize[0], ResizeW: resize[1]}); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestSpillPieceBytesHeldForm: with the frames being fed and collated
+// counted in the form they are held in, two 480×640 YUV cameras get
+// pieces of 128 MiB where the batch form gave 64 MiB, within the same
+// memory; RGB24 frames keep 64 MiB. The measurement never changes the
+// buffer, the open episodes, the fingerprint nor the spill's worst case,
+// which come from metadata alone.
+func TestSpillPieceBytesHeldForm(t *testing.T) {
+	plain := twoCameraConfig(t)
+	yuv, rgb := plain, plain
+	yuv.heldFrames = []int64{460800, 460800}
+	rgb.heldFrames = []int64{921600, 921600}
+	for _, tc := range []struct {
+		name string
+		cfg  *Config
+		want int64
+	}{
+		{"unmeasured", &plain, 64 << 20},
+		{"YUV 4:2:0", &yuv, 128 << 20},
+		{"RGB24", &rgb, 64 << 20},
+	} {
+		pb := spillPieceBytes(tc.cfg, DefaultPieceBytes)
+		if pb != tc.want {
+			t.Errorf("%s: pieces of %d MiB, want %d", tc.name, pb>>20, tc.want>>20)
+		}
+		rows, flight := camFlight(tc.cfg, pb)
+		if used := flight + 3*rows*HeldSampleBytes(tc.cfg) + maxFreeFrames*SampleBytes(tc.cfg); used > DefaultCameraMemory-TrainRestBytes {
+			t.Errorf("%s: %d bytes decoded, fed and collated, over %d", tc.name, used, DefaultCameraMemory-TrainRestBytes)
+		}
+		for _, order := range []string{OrderGlobal, OrderPartitioned, OrderStratified} {
+			to := TrainOptions{Shuffle: true, Spill: "/spill", Order: order}
+			m, _, err1 := completeTrain([]Mix{{Config: tc.cfg, Weight: 1}}, to)
+			u, _, err2 := completeTrain([]Mix{{Config: &plain, Weight: 1}}, to)
+			if err1 != nil || err2 != nil || m.BufferSize != u.BufferSize || m.PartitionOpen != u.PartitionOpen {
+				t.Errorf("%s, %s: buffer %d open %d (%v), unmeasured %d, %d (%v)", tc.name, order, m.BufferSize, m.PartitionOpen, err1, u.BufferSize, u.PartitionOpen, err2)
+			}
+			if a, b := SpillBytes([]Mix{{Config: tc.cfg, Weight: 1}}, to), SpillBytes([]Mix{{Config: &plain, Weight: 1}}, to); a != b {
+				t.Errorf("%s, %s: spill worst case %d, unmeasured %d", tc.name, order, a, b)
+			}
+		}
+		if total := TrainBytes([]Mix{{Config: tc.cfg, Weight: 1}}, TrainOptions{Shuffle: true, Spill: "/spill"}) + TrainRestBytes; total > DefaultCameraMemory {
+			t.Errorf("%s: estimate + rest %d, over %d", tc.name, total, DefaultCameraMemory)
+		}
+	}
 }

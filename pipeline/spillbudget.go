@@ -60,7 +60,11 @@ func spillBytesAt(srcs []Mix, to TrainOptions, sample int64) int64 {
 	if per == 0 {
 		return 0
 	}
-	h := countHeld(srcs, to, sample)
+	// From metadata alone, with the most samples a piece may have
+	// (cameraHeldMost), so that the buffer it sizes is the same on every
+	// node.
+	srcs = unmeasured(srcs)
+	h := countHeld(srcs, to, sample, cameraHeldMost(srcs, to))
 	return min(h.waiting+h.moving-h.free, selectedFrames(srcs)) * per
 }
 
@@ -252,6 +256,9 @@ func startSpill(srcs []Mix, ts trainStart) (sp *spillFile, release func(), err e
 		return nil, func() {}, err
 	}
 	sp.use = u
+	if ts.to.spillOpened != nil {
+		ts.to.spillOpened(sp)
+	}
 	return sp, u.release, nil
 }
 

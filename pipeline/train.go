@@ -115,6 +115,8 @@ type TrainOptions struct {
 	// freeSpace, when set, replaces statfs's free space of the spill
 	// directory (tests).
 	freeSpace func(dir string) (int64, error)
+	// spillOpened, when set, is given the stream's spill file (tests).
+	spillOpened func(*spillFile)
 	// oneFramePerWindow sizes the buffer as builds before camera windows
 	// were counted in full did (heldSampleBytes; explainResume).
 	oneFramePerWindow bool

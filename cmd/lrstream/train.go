@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -149,6 +150,17 @@ func (t *trainFlags) validate() error {
 		return fmt.Errorf("--rank %d is not in [0, --world-size %d)", t.rank, t.worldSize)
 	}
 	return nil
+}
+
+// measureHeldFrames has a training stream that spills (to, nil for none)
+// size its pieces by the form its camera frames are held in
+// (pipeline.MeasureHeldFrames: one frame decoded a camera), before its
+// memory estimates.
+func (t *trainFlags) measureHeldFrames(ctx context.Context, mix []pipeline.Mix, to *pipeline.TrainOptions) error {
+	if to == nil || to.Spill == "" {
+		return nil
+	}
+	return pipeline.MeasureHeldFrames(ctx, mix)
 }
 
 // parseSpillGB sets spillBudget from --shuffle-spill-gb.
