@@ -152,11 +152,11 @@ func SpilledSampleBytes(cfg *Config) int64 {
 	return n - cam + spilledRecordBytes + 16*int64(len(sampleCameras(cfg)))
 }
 
-// heldSampleBytes is the memory of a frame held in the shuffle buffer
+// waitingSampleBytes is the memory of a frame waiting in the shuffle buffer
 // with to: SpilledSampleBytes with a spill directory, else SampleBytes.
 // With to.oneFramePerWindow it is what builds before camera windows
 // were counted in full computed (legacyWindowBytes).
-func heldSampleBytes(cfg *Config, to TrainOptions) int64 {
+func waitingSampleBytes(cfg *Config, to TrainOptions) int64 {
 	n := SampleBytes(cfg)
 	if to.Spill != "" {
 		n = SpilledSampleBytes(cfg)
@@ -167,7 +167,7 @@ func heldSampleBytes(cfg *Config, to TrainOptions) int64 {
 	return n
 }
 
-// legacyWindowBytes is what heldSampleBytes counts for cfg's camera
+// legacyWindowBytes is what waitingSampleBytes counts for cfg's camera
 // windows beyond what builds before it did (one frame per camera, no pad
 // mask): the windows' other frames and pad masks, or with a spill that
 // holds the cameras on disk, their pad masks. For explainResume.
@@ -180,13 +180,13 @@ func legacyWindowBytes(cfg *Config, spill bool) int64 {
 
 // bufferFrames is the shuffle buffer in frames: to.BufferSize, lowered so
 // that the buffer's frames take at most to.BufferBytes at the largest
-// memory a held frame takes of srcs (heldSampleBytes: with to.Spill
+// memory a held frame takes of srcs (waitingSampleBytes: with to.Spill
 // without its camera frames; never below one frame). It depends on
 // metadata and options only, so every consumer of a run gets the same
 // order.
 func bufferFrames(srcs []Mix, to TrainOptions) (frames int, sample int64) {
 	for _, m := range srcs {
-		sample = max(sample, heldSampleBytes(m.Config, to))
+		sample = max(sample, waitingSampleBytes(m.Config, to))
 	}
 	frames = to.BufferSize
 	if budget := to.BufferBytes; budget > 0 && int64(frames)*sample > budget {

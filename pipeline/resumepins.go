@@ -81,7 +81,7 @@ func (e *changedError) Unwrap() error { return e.err }
 // explainWindowBuffer says why a resume token or position of fingerprint
 // fp is refused when it was taken by a build that sized the shuffle
 // buffer of a --delta-timestamps camera window as one frame per camera
-// (heldSampleBytes): such a run's buffer, and so its order and
+// (waitingSampleBytes): such a run's buffer, and so its order and
 // fingerprint, differ from this build's. It names the options that
 // continue that run's order when there are some. "" when fp is not such
 // a run's.

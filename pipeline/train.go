@@ -118,7 +118,7 @@ type TrainOptions struct {
 	// spillOpened, when set, is given the stream's spill file (tests).
 	spillOpened func(*spillFile)
 	// oneFramePerWindow sizes the buffer as builds before camera windows
-	// were counted in full did (heldSampleBytes; explainResume).
+	// were counted in full did (waitingSampleBytes; explainResume).
 	oneFramePerWindow bool
 }
 
