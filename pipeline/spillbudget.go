@@ -14,8 +14,9 @@ import (
 // one stream's spill file may hold: 64 GB. A fixed number, not a share of
 // the free disk, because it sizes the shuffle buffer, and so the order:
 // every node and every run (a resumed one too) must compute the same.
-// It keeps the 16,384-frame buffer of two 480×640 cameras, whose worst
-// case (frames counted at their batch size, one consumer) is 60.5 GB.
+// It keeps the 16,384-frame buffer of two 480×640 cameras in the global
+// order, whose worst case (frames counted at their batch size, one
+// consumer) is 60.9 GB.
 const DefaultSpillBytes = 64_000_000_000
 
 // spillBudget is to's spill budget in bytes (negative: none).
@@ -43,9 +44,10 @@ func spilledBytes(cfg *Config) int64 {
 // SpillBytes is the most bytes the spill file of a training stream of
 // srcs with to (TrainOptions.Spill) holds at once, from metadata: the
 // frames it holds (HeldBytes: its buffer share, the frames decoded ahead,
-// the open episodes, the pieces being fed and collated), at most the
-// selection's frames, at their batch size (spilledBytes). 0 without a
-// spill directory or when its samples never spill.
+// the open episodes, the pieces being fed and collated, with the most
+// samples a piece may have), at most the selection's frames, at their
+// batch size (spilledBytes). 0 without a spill directory or when its
+// samples never spill.
 func SpillBytes(srcs []Mix, to TrainOptions) int64 {
 	if len(srcs) == 0 || to.Spill == "" {
 		return 0
