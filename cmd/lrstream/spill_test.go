@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -349,4 +350,38 @@ func helloClient(t *testing.T, sock string) (net.Conn, *sink.Decoder) {
 		t.Fatal(err)
 	}
 	return c, sink.NewDecoder(c)
+}
+
+// FuzzShuffleSpillGB: --shuffle-spill-gb parses any text to an error or a
+// budget: "" the default (0), 0 none (-1), else a positive number of GB
+// as bytes (at least 1), never a panic or a negative or overflowed count.
+func FuzzShuffleSpillGB(f *testing.F) {
+	for _, s := range []string{"", "0", "64", "1.5", " 2 ", "1e-9", "1e20", "NaN", "Inf", "-3", "lots", "0x10", "9.3e9"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		tf := trainFlags{spillGB: s}
+		err := tf.parseSpillGB()
+		switch g := strings.TrimSpace(s); {
+		case err != nil:
+			if !strings.Contains(err.Error(), "--shuffle-spill-gb") {
+				t.Fatalf("%q: error %v does not name the flag", s, err)
+			}
+		case g == "":
+			if tf.spillBudget != 0 {
+				t.Fatalf("%q: budget %d, want 0 (the default)", s, tf.spillBudget)
+			}
+		case parsesZero(g):
+			if tf.spillBudget != -1 {
+				t.Fatalf("%q: budget %d, want -1 (none)", s, tf.spillBudget)
+			}
+		case tf.spillBudget < 1:
+			t.Fatalf("%q: budget %d bytes", s, tf.spillBudget)
+		}
+	})
+}
+
+func parsesZero(s string) bool {
+	v, err := strconv.ParseFloat(s, 64)
+	return err == nil && v == 0
 }

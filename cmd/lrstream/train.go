@@ -165,17 +165,18 @@ func (t *trainFlags) measureHeldFrames(ctx context.Context, mix []pipeline.Mix, 
 
 // parseSpillGB sets spillBudget from --shuffle-spill-gb.
 func (t *trainFlags) parseSpillGB() error {
-	switch g := strings.TrimSpace(t.spillGB); g {
-	case "":
+	g := strings.TrimSpace(t.spillGB)
+	if g == "" {
 		t.spillBudget = 0 // pipeline.DefaultSpillBytes
-	case "0":
-		t.spillBudget = -1
-	default:
-		v, err := strconv.ParseFloat(g, 64)
-		if err != nil || !(v > 0) || math.IsInf(v, 0) || v*1e9 > math.MaxInt64 {
-			return fmt.Errorf("--shuffle-spill-gb %q: want a positive number of GB, or 0 for no budget", t.spillGB)
-		}
-		t.spillBudget = max(int64(v*1e9), 1)
+		return nil
+	}
+	v, err := strconv.ParseFloat(g, 64)
+	if err != nil || !(v >= 0) || v*1e9 > math.MaxInt64 {
+		return fmt.Errorf("--shuffle-spill-gb %q: want a positive number of GB, or 0 for no budget", t.spillGB)
+	}
+	t.spillBudget = max(int64(v*1e9), 1)
+	if v == 0 {
+		t.spillBudget = -1 // none
 	}
 	return nil
 }
