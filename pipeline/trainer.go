@@ -66,7 +66,7 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 		// The byte budget's buffer, then what the spill's lowered.
 		mem := ts.to
 		mem.BufferSize, mem.PartitionOpen = ts.asked, ts.orig.PartitionOpen
-		mem, _ = memorySize(srcs, mem)
+		mem, _ = memorySize(unmeasured(srcs), mem)
 		logBuffer(srcs, ts.to, ts.asked, mem.BufferSize, ts.sample)
 		logSpillBudget(srcs, ts, mem)
 	}
