@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/lrstream/lrstream/order"
+	"github.com/lrstream/lrstream/video"
 )
 
 // DefaultBufferBytes is the default memory budget of the shuffle buffer
@@ -66,22 +67,68 @@ const heldFrameOverhead = int64(unsafe.Sizeof(heldFrame{})) + 8 + 24
 
 // SampleBytes is the memory one frame held by the training order takes,
 // from metadata only (so every consumer computes the same): its numeric
-// features (delta-timestamps windows included, with their pad masks), its
-// camera and image frames, and a fixed overhead.
+// features, camera and image frames (a --delta-timestamps window of k
+// timestamps: k frames, with their pad mask), and a fixed overhead.
 func SampleBytes(cfg *Config) int64 {
 	n := heldFrameOverhead
 	for _, f := range infoFeatures(cfg) {
-		size := int64(f.FrameBytes())
-		k := int64(1)
-		for _, d := range cfg.Deltas {
-			if d.Key == f.Name {
-				k = int64(max(len(d.Seconds), len(d.Offsets)))
-				n += k // the pad mask
-			}
-		}
-		n += k * size
+		n += windowBytes(cfg, f.Name, int64(f.FrameBytes()))
 	}
-	return n + CameraBytesPerSample(cfg)
+	return n + heldCameraBytes(cfg) + cameraPadBytes(cfg)
+}
+
+// windowLen is the timestamps of key's --delta-timestamps window (0
+// without one).
+func windowLen(cfg *Config, key string) int64 {
+	for _, d := range cfg.Deltas {
+		if d.Key == key {
+			return int64(max(len(d.Seconds), len(d.Offsets)))
+		}
+	}
+	return 0
+}
+
+// windowBytes is what feature key of size bytes a frame takes in a held
+// sample: k frames and a k-byte pad mask with a window of k timestamps,
+// else one frame.
+func windowBytes(cfg *Config, key string, size int64) int64 {
+	if k := windowLen(cfg, key); k > 0 {
+		return k*size + k
+	}
+	return size
+}
+
+// sampleCameras are cfg's video cameras and image features.
+func sampleCameras(cfg *Config) []video.Camera {
+	var cams []video.Camera
+	if cfg.Cameras != nil {
+		cams = append(cams, cfg.Cameras.Cameras...)
+	}
+	if cfg.Images != nil {
+		cams = append(cams, cfg.Images.Cameras...)
+	}
+	return cams
+}
+
+// heldCameraBytes is the batch bytes of one held sample's camera and
+// image frames: CameraBytesPerSample, with k frames of a camera whose
+// --delta-timestamps window has k timestamps (pad masks not counted).
+func heldCameraBytes(cfg *Config) int64 {
+	var n int64
+	for _, c := range sampleCameras(cfg) {
+		n += max(windowLen(cfg, c.Key), 1) * int64(c.FrameBytes())
+	}
+	return n
+}
+
+// cameraPadBytes is the bytes of the cameras' window pad masks of one
+// sample (one a timestamp).
+func cameraPadBytes(cfg *Config) int64 {
+	var n int64
+	for _, c := range sampleCameras(cfg) {
+		n += windowLen(cfg, c.Key)
+	}
+	return n
 }
 
 // spilledRecordBytes is what a held frame whose features wait in the
@@ -91,44 +138,55 @@ const spilledRecordBytes = 24 + 8 + 4
 
 // SpilledSampleBytes is the memory one frame held by the training order
 // takes when its camera frames wait in a spill file (TrainOptions.Spill):
-// SampleBytes less the camera frames, plus the slot's record and the
-// cameras' conversions (their numeric features are counted although they
-// are spilled with the cameras). From metadata only. Without camera
-// frames, or with samples smaller than perFrameStride (held in their
-// chunk's array, never spilled), it is SampleBytes.
+// SampleBytes less the camera frames (a window's frames included), plus
+// the slot's record and the cameras' conversions (their numeric features
+// and pad masks are counted although they are spilled with the cameras).
+// From metadata only. Without camera frames, or with samples smaller
+// than perFrameStride (held in their chunk's array, never spilled), it is
+// SampleBytes.
 func SpilledSampleBytes(cfg *Config) int64 {
-	n, cam := SampleBytes(cfg), CameraBytesPerSample(cfg)
+	n, cam := SampleBytes(cfg), heldCameraBytes(cfg)
 	if cam == 0 || n-heldFrameOverhead < perFrameStride {
 		return n
 	}
-	var convs int64
-	if cfg.Cameras != nil {
-		convs += int64(len(cfg.Cameras.Cameras))
-	}
-	if cfg.Images != nil {
-		convs += int64(len(cfg.Images.Cameras))
-	}
-	return n - cam + spilledRecordBytes + 16*convs
+	return n - cam + spilledRecordBytes + 16*int64(len(sampleCameras(cfg)))
 }
 
-// heldSampleBytes is the memory of a frame held in the shuffle buffer
+// waitingSampleBytes is the memory of a frame waiting in the shuffle buffer
 // with to: SpilledSampleBytes with a spill directory, else SampleBytes.
-func heldSampleBytes(cfg *Config, to TrainOptions) int64 {
+// With to.oneFramePerWindow it is what builds before camera windows
+// were counted in full computed (legacyWindowBytes).
+func waitingSampleBytes(cfg *Config, to TrainOptions) int64 {
+	n := SampleBytes(cfg)
 	if to.Spill != "" {
-		return SpilledSampleBytes(cfg)
+		n = SpilledSampleBytes(cfg)
 	}
-	return SampleBytes(cfg)
+	if to.oneFramePerWindow {
+		n -= legacyWindowBytes(cfg, to.Spill != "")
+	}
+	return n
+}
+
+// legacyWindowBytes is what waitingSampleBytes counts for cfg's camera
+// windows beyond what builds before it did (one frame per camera, no pad
+// mask): the windows' other frames and pad masks, or with a spill that
+// holds the cameras on disk, their pad masks. For explainResume.
+func legacyWindowBytes(cfg *Config, spill bool) int64 {
+	if spill && SpilledSampleBytes(cfg) < SampleBytes(cfg) {
+		return cameraPadBytes(cfg)
+	}
+	return heldCameraBytes(cfg) - CameraBytesPerSample(cfg) + cameraPadBytes(cfg)
 }
 
 // bufferFrames is the shuffle buffer in frames: to.BufferSize, lowered so
 // that the buffer's frames take at most to.BufferBytes at the largest
-// memory a held frame takes of srcs (heldSampleBytes: with to.Spill
+// memory a held frame takes of srcs (waitingSampleBytes: with to.Spill
 // without its camera frames; never below one frame). It depends on
 // metadata and options only, so every consumer of a run gets the same
 // order.
 func bufferFrames(srcs []Mix, to TrainOptions) (frames int, sample int64) {
 	for _, m := range srcs {
-		sample = max(sample, heldSampleBytes(m.Config, to))
+		sample = max(sample, waitingSampleBytes(m.Config, to))
 	}
 	frames = to.BufferSize
 	if budget := to.BufferBytes; budget > 0 && int64(frames)*sample > budget {
@@ -262,77 +320,147 @@ func HeldBytes(srcs []Mix, to TrainOptions) int64 {
 	if len(srcs) == 0 {
 		return 0
 	}
-	C := int64(max(to.Consumers, 1))
+	to, sample, _ := completeTrain(srcs, to)
+	return countHeld(srcs, to, sample, cameraHeld(srcs, to)).bytes()
+}
+
+// completeTrain fills in to's defaults for a stream of srcs (consumers,
+// buffer, partitions, byte budget) and sizes its buffer (sizeBuffer,
+// shuffling only); sample is the memory a frame waiting in the buffer
+// takes. The error is a spill budget no buffer fits (spillSize).
+func completeTrain(srcs []Mix, to TrainOptions) (TrainOptions, int64, error) {
+	srcs = unmeasured(srcs) // the order comes from metadata alone
+	to.Consumers = max(to.Consumers, 1)
 	if to.BufferSize <= 0 {
 		to.BufferSize = DefaultBufferSize
 	}
+	parts := order.UsesPartitions(to.Order)
+	if parts && to.Partitions <= 0 {
+		to.Partitions = DefaultPartitions
+	}
 	to.BufferBytes = bufferBudget(srcs, to)
+	var sample int64
+	var err error
+	if to.Shuffle {
+		to, sample, err = sizeBuffer(srcs, to)
+	} else {
+		_, sample = bufferFrames(srcs, to)
+	}
+	if parts && to.PartitionOpen <= 0 {
+		to.PartitionOpen = defaultOpen(to.Order)
+	}
+	return to, sample, err
+}
+
+// sizeBuffer sizes the shuffle buffer of a shuffled stream of srcs with
+// to (its defaults filled in): BufferSize lowered to the byte budget
+// (bufferFrames), the partitioned orders' PartitionOpen (partitionOpen),
+// then both lowered to the spill's disk budget (spillSize). From metadata
+// and options only, so every consumer gets the same order.
+func sizeBuffer(srcs []Mix, to TrainOptions) (TrainOptions, int64, error) {
+	to, sample := memorySize(srcs, to)
+	to, err := spillSize(srcs, to, sample)
+	return to, sample, err
+}
+
+// memorySize is sizeBuffer without the spill's disk budget.
+func memorySize(srcs []Mix, to TrainOptions) (TrainOptions, int64) {
 	frames, sample := bufferFrames(srcs, to)
+	to.BufferSize = frames
+	if order.UsesPartitions(to.Order) && to.PartitionOpen <= 0 {
+		to.PartitionOpen = partitionOpen(srcs[0].Config, to, sample)
+	}
+	return to, sample
+}
+
+// heldCount is what a training stream holds, in frames: waiting, the
+// frames waiting in its buffer share and open episodes (sample bytes in
+// memory each), and moving, those being decoded ahead, fed and collated
+// (held bytes each, HeldSampleBytes: in the form they are held in), of
+// which free are the served frames' arrays kept for reuse rather than
+// frames (full bytes each: the holder bounds them in batch bytes); and
+// its camera pieces (cams).
+type heldCount struct {
+	waiting, moving, free int64
+	sample, held, full    int64
+	cams                  camHeld
+}
+
+// bytes is the memory of what h counts.
+func (h heldCount) bytes() int64 {
+	return h.waiting*h.sample + (h.moving-h.free)*h.held + h.free*h.full + h.cams.flight
+}
+
+// countHeld counts what a stream of srcs with to (completed:
+// completeTrain) holds with pieces cams; sample is what a waiting frame
+// takes.
+func countHeld(srcs []Mix, to TrainOptions, sample int64, cams camHeld) heldCount {
+	C := int64(max(to.Consumers, 1))
+	frames := to.BufferSize
 	if !to.Shuffle {
 		frames = 0
 	}
-	// sample is what a frame waiting in the buffer takes in memory, full
+	h := heldCount{sample: sample, cams: cams}
+	// sample is what a frame waiting in the buffer takes in memory, held
 	// what a frame being decoded, fed or collated takes (they differ
-	// with a spill directory).
-	var full int64
-	for _, m := range srcs {
-		full = max(full, SampleBytes(m.Config))
-	}
+	// with a spill directory), full its batch bytes.
 	var longest int64
 	for _, m := range srcs {
+		h.full = max(h.full, SampleBytes(m.Config))
+		h.held = max(h.held, HeldSampleBytes(m.Config))
 		for _, e := range m.Config.Dataset.Episodes {
 			longest = max(longest, e.Length)
 		}
 	}
 	// The episode being read, and the frames of the batch being
 	// collated (at most another episode's worth is a safe bound).
-	waiting, moving := int64(frames)/C, 2*longest
-	cams := cameraHeld(srcs, to)
-	if cams.rows > 0 {
+	h.waiting, h.moving = int64(frames)/C, 2*longest
+	rows := h.cams.rows
+	if rows > 0 {
 		// With cameras an episode is read a piece at a time: the piece
 		// being fed to the order, the batch being collated, a piece
 		// decoded ahead of its first use (hoistPieces) and the served
 		// frames' arrays kept for reuse (maxFreeFrames).
-		moving = 3*cams.rows + maxFreeFrames
+		h.moving, h.free = 3*rows+maxFreeFrames, maxFreeFrames
 	}
 	if order.UsesPartitions(to.Order) {
-		P := int64(max(to.Partitions, 1))
-		if to.Partitions <= 0 {
-			P = DefaultPartitions
-		}
-		if to.PartitionOpen <= 0 && to.Shuffle {
-			to.BufferSize, to.Partitions = frames, int(P)
-			to.PartitionOpen = partitionOpen(srcs[0].Config, to, sample)
-		}
-		open := openEpisodes(to)
-		share := (int64(frames) + P - 1) / P // the partition's buffer share
-		if to.Order == OrderStratified {
-			share = 0 // no buffer
-		}
-		if !to.Shuffle {
-			open = 1
-		}
-		all, eps := selectedMean(srcs[0].Config)
-		mean := int64(0)
-		if eps > 0 {
-			mean = all / eps
-		}
-		if cams.rows > 0 {
-			// An open episode is read a piece at a time.
-			mean, longest = min(mean, cams.rows), cams.rows
-		}
-		waiting, moving = (P/C)*(share+open*mean), 2*longest
-		if cams.rows > 0 {
-			moving += cams.rows + maxFreeFrames
+		h.waiting = partitionWaiting(srcs[0].Config, to, frames, rows)
+		if rows > 0 {
+			h.moving = 3*rows + maxFreeFrames
 		}
 	}
 	if spillsAhead(srcs, to) {
 		// Pieces are decoded up to spillAhead serve indices before their
 		// first use (hoistPieces): about that many frames more wait, and
 		// a piece.
-		waiting += int64(spillAhead(frames, to.Consumers)) + cams.rows
+		h.waiting += int64(spillAhead(frames, to.Consumers)) + rows
 	}
-	return waiting*sample + moving*full + cams.flight
+	return h
+}
+
+// partitionWaiting is what a consumer of the partitioned orders holds
+// waiting: its partitions' buffer shares (none in the stratified order)
+// and open episodes, read a piece of rows samples at a time with cameras
+// (rows > 0).
+func partitionWaiting(cfg *Config, to TrainOptions, frames int, rows int64) int64 {
+	P := int64(max(to.Partitions, 1))
+	open := openEpisodes(to)
+	share := (int64(frames) + P - 1) / P // the partition's buffer share
+	if to.Order == OrderStratified {
+		share = 0 // no buffer
+	}
+	if !to.Shuffle {
+		open = 1
+	}
+	all, eps := selectedMean(cfg)
+	mean := int64(0)
+	if eps > 0 {
+		mean = all / eps
+	}
+	if rows > 0 {
+		mean = min(mean, rows) // an open episode is read a piece at a time
+	}
+	return (P / int64(max(to.Consumers, 1))) * (share + open*mean)
 }
 
 // spillAhead is how many serve indices before its first use a piece of
@@ -383,14 +511,24 @@ func trainPieceBytes(cfg *Config, budget int64, spill bool) int64 {
 }
 
 // spillPieceBytes is the piece size of a camera stream whose buffer
-// spills: pb, halved (to 1 MiB at least) until the frames being decoded,
-// fed and collated (camFlight, and 3 pieces' and maxFreeFrames samples)
-// fit DefaultCameraMemory less TrainRestBytes. From metadata only.
+// spills: pb, halved (to 1 MiB at least) until the frames being decoded
+// (camFlight: the pieces' buffers, in batch bytes), fed and collated (3
+// pieces' samples in the form they are held in, HeldSampleBytes) and the
+// maxFreeFrames arrays kept for reuse (in batch bytes) fit
+// DefaultCameraMemory less TrainRestBytes. From metadata and the held
+// form MeasureHeldFrames found (the batch form without it); output never
+// depends on it.
 func spillPieceBytes(cfg *Config, pb int64) int64 {
+	return spillPieceBytesHeld(cfg, pb, HeldSampleBytes(cfg))
+}
+
+// spillPieceBytesHeld is spillPieceBytes with samples held in held bytes
+// each.
+func spillPieceBytesHeld(cfg *Config, pb, held int64) int64 {
 	full := SampleBytes(cfg)
 	for ; pb > 1<<20; pb /= 2 {
 		rows, flight := camFlight(cfg, pb)
-		if flight+(3*rows+maxFreeFrames)*full <= DefaultCameraMemory-TrainRestBytes {
+		if flight+3*rows*held+maxFreeFrames*full <= DefaultCameraMemory-TrainRestBytes {
 			break
 		}
 	}

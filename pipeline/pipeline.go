@@ -69,6 +69,10 @@ type Config struct {
 	// whose shuffle buffer holds and copies the frames. Output never
 	// depends on it.
 	StoredFrames bool
+	// heldFrames are the bytes one frame of each video camera is held in
+	// by a training stream, as the decoder gave it (MeasureHeldFrames; nil
+	// or 0: unknown, counted in the batch form).
+	heldFrames []int64
 	// ProgressTotal, when set, is called with the number of frames
 	// Progress will count in all once that is known (training iteration:
 	// after the pre-pass; 0 for endless --epochs 0).

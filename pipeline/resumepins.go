@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"fmt"
+
 	"github.com/lrstream/lrstream/order"
 )
 
@@ -33,6 +35,9 @@ func explainResume(err error, srcs []Mix, so StreamOptions, ts trainStart) error
 	}
 	if fp == "" || fp == ts.fp {
 		return err
+	}
+	if msg := explainWindowBuffer(srcs, so, ts, fp); msg != "" {
+		return &changedError{msg: what + msg, err: err}
 	}
 	for i, m := range srcs {
 		ex, ok := m.Config.Source.(revisionExplainer)
@@ -72,3 +77,43 @@ type changedError struct {
 
 func (e *changedError) Error() string { return e.msg }
 func (e *changedError) Unwrap() error { return e.err }
+
+// explainWindowBuffer says why a resume token or position of fingerprint
+// fp is refused when it was taken by a build that sized the shuffle
+// buffer of a --delta-timestamps camera window as one frame per camera
+// (waitingSampleBytes): such a run's buffer, and so its order and
+// fingerprint, differ from this build's. It names the options that
+// continue that run's order when there are some. "" when fp is not such
+// a run's.
+func explainWindowBuffer(srcs []Mix, so StreamOptions, ts trainStart, fp string) string {
+	if ts.orig.oneFramePerWindow || !ts.orig.Shuffle || !hasCameraWindow(srcs) {
+		return ""
+	}
+	old := ts.orig
+	old.oneFramePerWindow = true
+	was, _ := trainSetup(srcs, so, old)
+	if was.fp != fp {
+		return ""
+	}
+	msg := fmt.Sprintf(" was taken by an earlier lrstream that counted one frame per camera of a --delta-timestamps camera window in the shuffle buffer's byte budget: its buffer was %d frames, this build's is %d (the budget now holds the whole windows)",
+		was.to.BufferSize, ts.to.BufferSize)
+	same := ts.orig
+	same.BufferSize, same.BufferBytes = was.to.BufferSize, -1
+	if now, _ := trainSetup(srcs, so, same); now.fp == fp {
+		frames, sample := bufferFrames(srcs, now.to)
+		msg += fmt.Sprintf("; to continue that run's order, resume with --shuffle-buffer %d --shuffle-buffer-bytes 0 (TrainOptions.BufferSize %d, BufferBytes -1), whose buffer then holds up to %d bytes",
+			frames, frames, int64(frames)*sample)
+	}
+	return msg
+}
+
+// hasCameraWindow reports whether a camera of srcs has a
+// --delta-timestamps window.
+func hasCameraWindow(srcs []Mix) bool {
+	for _, m := range srcs {
+		if cameraPadBytes(m.Config) > 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -32,6 +32,9 @@ type spillFile struct {
 	// used is the bytes of the slots in use, peak its largest value
 	// (for tests).
 	used, peak int64
+	// use, when set, is the stream's reservation of the directory's
+	// space (SpillSpace), told the file's size as it grows.
+	use *spillUse
 }
 
 // openSpill creates a stream's spill file in dir and unlinks it.
@@ -60,6 +63,9 @@ func (s *spillFile) slot(n int) int64 {
 	}
 	off := s.end
 	s.end += int64(n)
+	if s.use != nil {
+		s.use.size.Store(s.end)
+	}
 	return off
 }
 

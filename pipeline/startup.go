@@ -12,7 +12,8 @@ import (
 // of srcs would refuse only at its first batch: --delta-timestamps keys
 // that are not columns of the batches and offsets that are not multiples
 // of 1/fps, and, for a training stream (to non-nil, as TrainMix gets it),
-// its options (mixture, order, partitions, resume token). Commands call it
+// its options (mixture, order, partitions, resume token) and its spill's
+// worst case against its directory's free space. Commands call it
 // before their progress line, so that a failing run prints only its error.
 func CheckStart(srcs []Mix, so StreamOptions, to *TrainOptions) error {
 	for _, m := range srcs {
@@ -21,8 +22,11 @@ func CheckStart(srcs []Mix, so StreamOptions, to *TrainOptions) error {
 		}
 	}
 	if to != nil {
-		_, err := trainSetup(srcs, so, *to)
-		return err
+		ts, err := trainSetup(srcs, so, *to)
+		if err != nil {
+			return err
+		}
+		return checkSpillSpace(srcs, ts)
 	}
 	if len(srcs) > 1 {
 		// serve checks its mixture here, before any client connects.

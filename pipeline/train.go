@@ -56,6 +56,16 @@ type TrainOptions struct {
 	// sample (SpilledSampleBytes), so the buffer can keep BufferSize
 	// frames. It never changes the order for a given buffer size.
 	Spill string
+	// SpillBytes bounds what one stream's spill file holds: the buffer
+	// (and the partitioned orders' PartitionOpen) is lowered so that
+	// one consumer's worst case (SpillBytes, frames at their batch size)
+	// fits, from metadata only. 0 means DefaultSpillBytes; a negative
+	// value no budget. Whatever it is, a stream whose worst case does not
+	// fit its directory's free space is refused at its start.
+	SpillBytes int64
+	// SpillSpace, when set, shares the spill directory's free space
+	// between the streams of one process (the clients of serve).
+	SpillSpace *SpillSpace
 	// Epochs is the number of passes; 0 means forever.
 	Epochs int64
 	// Log gets the iteration's warnings (the shuffle buffer lowered to
@@ -102,6 +112,14 @@ type TrainOptions struct {
 	// keepPass forces the keep pass even when the keep index follows from
 	// metadata (keepsEveryFrame; tests compare the two).
 	keepPass bool
+	// freeSpace, when set, replaces statfs's free space of the spill
+	// directory (tests).
+	freeSpace func(dir string) (int64, error)
+	// spillOpened, when set, is given the stream's spill file (tests).
+	spillOpened func(*spillFile)
+	// oneFramePerWindow sizes the buffer as builds before camera windows
+	// were counted in full did (waitingSampleBytes; explainResume).
+	oneFramePerWindow bool
 }
 
 // Mix is one dataset of a mixture, with its sampling weight and the name
@@ -196,8 +214,9 @@ func featureList(fs []collate.Feature) string {
 
 // trainStart is train's options completed by trainSetup.
 type trainStart struct {
-	to TrainOptions
-	fp string // the run's fingerprint (resume tokens)
+	to   TrainOptions
+	orig TrainOptions // the options as given (explainResume)
+	fp   string       // the run's fingerprint (resume tokens)
 	// asked is the --shuffle-buffer asked for, sample the bytes per
 	// sample that lowered it (shuffling only; for logBuffer).
 	asked  int
@@ -208,12 +227,9 @@ type trainStart struct {
 // read, what train would refuse before its first batch: consumer, mixture,
 // order, partitions, resume token. It logs nothing.
 func trainSetup(srcs []Mix, so StreamOptions, to TrainOptions) (trainStart, error) {
-	var ts trainStart
-	if to.Consumers < 1 {
-		to.Consumers = 1
-	}
-	if to.Consumer < 0 || to.Consumer >= to.Consumers {
-		return ts, fmt.Errorf("consumer %d of %d", to.Consumer, to.Consumers)
+	ts := trainStart{orig: to}
+	if to.Consumer < 0 || to.Consumer >= max(to.Consumers, 1) {
+		return ts, fmt.Errorf("consumer %d of %d", to.Consumer, max(to.Consumers, 1))
 	}
 	if to.BufferSize <= 0 {
 		to.BufferSize = DefaultBufferSize
@@ -221,25 +237,16 @@ func trainSetup(srcs []Mix, so StreamOptions, to TrainOptions) (trainStart, erro
 	if err := checkMix(srcs); err != nil {
 		return ts, err
 	}
-	parts := order.UsesPartitions(to.Order)
-	if parts && to.Partitions <= 0 {
-		to.Partitions = DefaultPartitions
+	// The buffer in frames, within its byte budgets; the fingerprint
+	// holds the frames, which is what the order depends on.
+	ts.asked = to.BufferSize
+	to, sample, err := completeTrain(srcs, to)
+	if err != nil {
+		return ts, err
 	}
-	to.BufferBytes = bufferBudget(srcs, to)
-	if to.Shuffle {
-		// The buffer in frames, within its byte budget; the fingerprint
-		// holds the frames, which is what the order depends on.
-		ts.asked = to.BufferSize
-		to.BufferSize, ts.sample = bufferFrames(srcs, to)
-		if parts && to.PartitionOpen <= 0 {
-			to.PartitionOpen = partitionOpen(srcs[0].Config, to, ts.sample)
-		}
-	}
-	if parts && to.PartitionOpen <= 0 {
-		to.PartitionOpen = defaultOpen(to.Order)
-	}
+	ts.sample = sample
 	ts.to, ts.fp = to, fingerprint(srcs, so, to)
-	_, err := order.Check(orderSources(srcs), ts.orderOptions(so))
+	_, err = order.Check(orderSources(srcs), ts.orderOptions(so))
 	return ts, explainResume(err, srcs, so, ts)
 }
 

@@ -63,12 +63,24 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 		return nil, err
 	}
 	if to.Shuffle {
-		logBuffer(srcs, ts.to, ts.asked, ts.to.BufferSize, ts.sample)
+		// The byte budget's buffer, then what the spill's lowered.
+		mem := ts.to
+		mem.BufferSize, mem.PartitionOpen = ts.asked, ts.orig.PartitionOpen
+		mem, _ = memorySize(unmeasured(srcs), mem)
+		logBuffer(srcs, ts.to, ts.asked, mem.BufferSize, ts.sample)
+		logSpillBudget(srcs, ts, mem)
 	}
-	tr, err := newTrainer(ctx, srcs, so, ts, s)
+	sp, release, err := startSpill(srcs, ts)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
+	tr, err := newTrainer(ctx, srcs, so, ts, s)
+	if err != nil {
+		_ = sp.close()
+		return nil, err
+	}
+	tr.hold.spill = sp // nil: opened with the first frame that spills, if any
 	defer tr.closeEncoder()
 	defer func() { _ = tr.hold.closeSpill() }() // unlinked: closing frees it
 	if err := tr.epochs(); err != nil {

@@ -98,6 +98,9 @@ func runPrerender(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := p.tf.measureHeldFrames(ctx, mix, to); err != nil {
+		return err
+	}
 	dir := p.out
 	if isStoreURL(p.out) { // rendered locally, then published (docs/storage.md)
 		if dir, err = storeStaging(e, p.out); err != nil {

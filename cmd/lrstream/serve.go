@@ -193,6 +193,13 @@ func (srv *server) setupLive(ctx context.Context, e *env, rf *runFlags, bf *batc
 	if err := pipeline.CheckStart(mix, so, nil); err != nil {
 		return err
 	}
+	if tf.spill != "" {
+		// The clients' pieces are sized by the form their frames are
+		// held in, measured once, before the clients share the configs.
+		if err := pipeline.MeasureHeldFrames(ctx, mix); err != nil {
+			return err
+		}
+	}
 	cache := &pipeline.IndexCache{} // one pre-pass for all clients
 	srv.mem.setLimit = serveMemoryLimit(e, mix)
 	srv.mem.init()

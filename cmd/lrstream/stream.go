@@ -125,6 +125,10 @@ func streamRendered(ctx context.Context, e *env, rf *runFlags, bf *batchFlags, t
 		failInBand(e, format, err)
 		return err
 	}
+	if err := tf.measureHeldFrames(ctx, mix, to); err != nil {
+		failInBand(e, format, interruptedErr(ctx, err))
+		return err
+	}
 	preview := format == "msgpack" && isTerminal(e.stdout)
 	if !preview {
 		// The preview lists the cameras and why one is not decoded; -q

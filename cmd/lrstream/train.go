@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -12,20 +14,31 @@ import (
 	"github.com/lrstream/lrstream/prerender"
 )
 
-// shuffleSpillEnv is --shuffle-spill's default.
-const shuffleSpillEnv = "LRSTREAM_SHUFFLE_SPILL"
+// shuffleSpillEnv is --shuffle-spill's default, shuffleSpillGBEnv
+// --shuffle-spill-gb's.
+const (
+	shuffleSpillEnv   = "LRSTREAM_SHUFFLE_SPILL"
+	shuffleSpillGBEnv = "LRSTREAM_SHUFFLE_SPILL_GB"
+)
 
 // trainFlags are the training-iteration flags of stream and serve.
 type trainFlags struct {
 	// log gets the training iteration's warnings (set by the command:
 	// its stderr logger, silent under -q).
-	log             *slog.Logger
-	shuffle         bool
-	seed            uint64
-	buffer          int
-	bufferBytes     string
-	bufferBudget    int64
-	spill           string
+	log          *slog.Logger
+	shuffle      bool
+	seed         uint64
+	buffer       int
+	bufferBytes  string
+	bufferBudget int64
+	spill        string
+	// spillGB is --shuffle-spill-gb, spillBudget its bytes
+	// (pipeline.TrainOptions.SpillBytes: 0 default, -1 none); space
+	// shares the spill directory's free space between the process's
+	// streams (serve's clients).
+	spillGB         string
+	spillBudget     int64
+	space           *pipeline.SpillSpace
 	epochs          int64
 	resume          string
 	rank, worldSize int
@@ -72,11 +85,12 @@ func (t *trainFlags) register(fs *flag.FlagSet, e *env, withRank bool) {
 	fs.Uint64Var(&t.seed, "seed", 0, "shuffle seed")
 	fs.IntVar(&t.buffer, "shuffle-buffer", pipeline.DefaultBufferSize, "shuffle buffer size in frames")
 	fs.StringVar(&t.bufferBytes, "shuffle-buffer-bytes", "auto", "memory budget of the shuffle buffer (e.g. 512MiB, 2GB; 0 for none; auto: 1GiB, with camera frames what a 1400MiB stream leaves beside decoding): --shuffle-buffer is lowered so that its frames fit (bytes per sample from metadata: numeric features, camera frames, overhead; docs/training.md)")
-	spill := ""
+	spill, spillGB := "", ""
 	if e != nil && e.getenv != nil {
-		spill = e.getenv(shuffleSpillEnv)
+		spill, spillGB = e.getenv(shuffleSpillEnv), e.getenv(shuffleSpillGBEnv)
 	}
 	fs.StringVar(&t.spill, "shuffle-spill", spill, "directory `DIR` where a shuffled stream's held camera frames wait for their batch, in a private file unlinked at once, instead of in memory: --shuffle-buffer-bytes then bounds only what stays in memory, so camera streams keep --shuffle-buffer frames (same order as without it for the same buffer size; default $"+shuffleSpillEnv+", \"\" = off; docs/training.md)")
+	fs.StringVar(&t.spillGB, "shuffle-spill-gb", spillGB, fmt.Sprintf("most GB (1e9 bytes) one stream's --shuffle-spill file may hold: the shuffle buffer is lowered (from metadata, the same on every node and run) so that one consumer's worst case fits, and a stream whose worst case does not fit the directory's free space is refused at its start (default $%s, else %g; 0: no budget; docs/training.md)", shuffleSpillGBEnv, float64(pipeline.DefaultSpillBytes)/1e9))
 	fs.Int64Var(&t.epochs, "epochs", 1, "passes over the selection, each reshuffled; 0 = forever")
 	fs.StringVar(&t.order, "order", pipeline.OrderGlobal, "training order: global (every consumer reads the whole selection; exact cover of kept frames), partitioned (each consumer reads only its canonical partitions) or stratified (partitioned, each batch drawn evenly across many episodes of its partition); see docs/training.md")
 	fs.IntVar(&t.partitions, "partitions", pipeline.DefaultPartitions, "canonical partitions of --order partitioned or stratified; world size × workers must divide it")
@@ -121,7 +135,11 @@ func (t *trainFlags) validate() error {
 		}
 		t.bufferBudget = n
 	}
+	if err := t.parseSpillGB(); err != nil {
+		return err
+	}
 	if t.spill != "" {
+		t.space = &pipeline.SpillSpace{}
 		if st, err := os.Stat(t.spill); err != nil {
 			return fmt.Errorf("--shuffle-spill: %w", err)
 		} else if !st.IsDir() {
@@ -134,11 +152,41 @@ func (t *trainFlags) validate() error {
 	return nil
 }
 
+// measureHeldFrames has a training stream that spills (to, nil for none)
+// size its pieces by the form its camera frames are held in
+// (pipeline.MeasureHeldFrames: one frame decoded a camera), before its
+// memory estimates.
+func (t *trainFlags) measureHeldFrames(ctx context.Context, mix []pipeline.Mix, to *pipeline.TrainOptions) error {
+	if to == nil || to.Spill == "" {
+		return nil
+	}
+	return pipeline.MeasureHeldFrames(ctx, mix)
+}
+
+// parseSpillGB sets spillBudget from --shuffle-spill-gb.
+func (t *trainFlags) parseSpillGB() error {
+	g := strings.TrimSpace(t.spillGB)
+	if g == "" {
+		t.spillBudget = 0 // pipeline.DefaultSpillBytes
+		return nil
+	}
+	v, err := strconv.ParseFloat(g, 64)
+	if err != nil || !(v >= 0) || v*1e9 > math.MaxInt64 {
+		return fmt.Errorf("--shuffle-spill-gb %q: want a positive number of GB, or 0 for no budget", t.spillGB)
+	}
+	t.spillBudget = max(int64(v*1e9), 1)
+	if v == 0 {
+		t.spillBudget = -1 // none
+	}
+	return nil
+}
+
 // options returns the pipeline options for consumer worker of numWorkers
 // on this rank.
 func (t *trainFlags) options(rank, worldSize, worker, numWorkers int, resume string) pipeline.TrainOptions {
 	return pipeline.TrainOptions{
-		Shuffle: t.shuffle, Seed: t.seed, BufferSize: t.buffer, BufferBytes: t.bufferBudget, Spill: t.spill, Epochs: t.epochs,
+		Shuffle: t.shuffle, Seed: t.seed, BufferSize: t.buffer, BufferBytes: t.bufferBudget, Spill: t.spill,
+		SpillBytes: t.spillBudget, SpillSpace: t.space, Epochs: t.epochs,
 		Consumer: rank*numWorkers + worker, Consumers: worldSize * numWorkers, Resume: resume,
 		Order: t.order, Partitions: t.partitions, WorldSize: worldSize, Log: t.log,
 	}

@@ -1,0 +1,25 @@
+package pipeline
+
+import (
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// mountTmpfs mounts a tmpfs with the given options (e.g. "size=1m") on
+// a new directory, unmounted at the end of the test; it skips the test,
+// saying why, where mounting is not permitted (not root, no
+// CAP_SYS_ADMIN).
+func mountTmpfs(t *testing.T, opts string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, opts); err != nil {
+		t.Skipf("SKIPPED, not passed: cannot mount a tmpfs here (%v); the injected free-space cases cover the check", err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmounting %s: %v", dir, err)
+		}
+	})
+	return dir
+}
