@@ -8,6 +8,12 @@
 # synced before each run, outside the timing). Prints wall seconds, CPU (user+system) and
 # what the run's summary line says was stored. Epochs 2 and 3 of a binary are its 3-epoch
 # wall less its 1-epoch wall.
+#
+# WARM_MB=N (optional): before every run (both arms), write and delete an N MB file, so that
+# the run finds N MB of free memory the kernel has just used. On a VM whose free memory goes
+# back to the hypervisor (virtio-balloon free page reporting), memory the guest has not used
+# lately costs a fault in the host on first touch; a write into the page cache pays it per
+# page (docs/performance.md, "What the first epoch pays").
 set -u
 if [ $# -lt 4 ]; then
   sed -n '2,10p' "$0" >&2
@@ -28,6 +34,9 @@ for i in $(seq "$rounds"); do
       else
         rm -rf "${cold:?}"/*; sync
         flags=(--frame-cache-dir "$cold")
+      fi
+      if [ "${WARM_MB:-0}" -gt 0 ]; then
+        dd if=/dev/zero of="$cold.warm" bs=1M count="$WARM_MB" status=none; rm -f "$cold.warm"
       fi
       t0=$(date +%s.%N)
       stored=$(/usr/bin/time -f "%U %S" -o "$cold.time" "$bin" stream --dataset "$ds" --recipe "$recipe" \
