@@ -9,6 +9,7 @@
 # what the run's summary line says was stored. Epochs 2 and 3 of a binary are its 3-epoch
 # wall less its 1-epoch wall.
 #
+# FLAGS="..." (optional): more stream flags for every run, e.g. FLAGS="--resize 224x224".
 # WARM_MB=N (optional): before every run (both arms), write and delete an N MB file, so that
 # the run finds N MB of free memory the kernel has just used. On a VM whose free memory goes
 # back to the hypervisor (virtio-balloon free page reporting), memory the guest has not used
@@ -40,7 +41,7 @@ for i in $(seq "$rounds"); do
       fi
       t0=$(date +%s.%N)
       stored=$(/usr/bin/time -f "%U %S" -o "$cold.time" "$bin" stream --dataset "$ds" --recipe "$recipe" \
-        --batch-size 32 --shuffle --epochs $ep --seed 7 "${flags[@]}" 2>&1 >/dev/null |
+        --batch-size 32 --shuffle --epochs $ep --seed 7 ${FLAGS:-} "${flags[@]}" 2>&1 >/dev/null |
         grep -o '[0-9]* decoded and stored\|[0-9]* decoded segments not stored' | tr '\n' ' ')
       t1=$(date +%s.%N)
       printf '%s epochs=%d wall %.3f cpu %s %s\n' "$name" $ep "$(echo "$t1 - $t0" | bc)" \
