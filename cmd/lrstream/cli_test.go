@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
@@ -276,6 +277,18 @@ func TestVersion(t *testing.T) {
 	out, _, code := runCmd(t, "--version")
 	if code != 0 || !strings.HasPrefix(out, "lrstream ") || !strings.Contains(out, "go1.") {
 		t.Errorf("--version: exit %d, %q", code, out)
+	}
+	// The second line names the FFmpeg camera frames are decoded with.
+	if ff, err := exec.LookPath("ffmpeg"); err == nil {
+		if !strings.Contains(out, "\nffmpeg: "+ff+" (ffmpeg version ") {
+			t.Errorf("--version does not name %s and its version: %q", ff, out)
+		}
+	}
+	missing := filepath.Join(t.TempDir(), "no-ffmpeg")
+	t.Setenv("LRSTREAM_FFMPEG", missing)
+	out, _, code = runCmd(t, "version")
+	if code != 0 || !strings.Contains(out, "\nffmpeg: none: ") || !strings.Contains(out, "LRSTREAM_FFMPEG="+missing) {
+		t.Errorf("version with LRSTREAM_FFMPEG=%s: exit %d, %q", missing, code, out)
 	}
 	rev := "0123456789abcdef0123456789abcdef01234567"
 	for _, tc := range []struct {

@@ -26,6 +26,7 @@ import (
 	"github.com/lrstream/lrstream/schema"
 	"github.com/lrstream/lrstream/shard"
 	"github.com/lrstream/lrstream/sink"
+	"github.com/lrstream/lrstream/video"
 )
 
 // runFlags are the flags every command that renders a dataset shares.
@@ -728,4 +729,21 @@ func tidyError(cmd string, err error) string {
 		}
 	}
 	return msg
+}
+
+// ffmpegVersion names the FFmpeg camera frames are decoded with (the
+// first on PATH, or LRSTREAM_FFMPEG's: video.NewFFmpeg) and its version
+// line, or why there is none.
+func ffmpegVersion(ctx context.Context) string {
+	ff, err := video.NewFFmpeg()
+	if err != nil {
+		return "ffmpeg: none: " + err.Error()
+	}
+	id, err := ff.Identity(ctx)
+	if err != nil {
+		return fmt.Sprintf("ffmpeg: %s, ffprobe %s: %v", ff.Path, ff.Probe, err)
+	}
+	first, _, _ := strings.Cut(id, "\n")
+	first, _, _ = strings.Cut(first, " Copyright")
+	return fmt.Sprintf("ffmpeg: %s (%s), ffprobe %s", ff.Path, first, ff.Probe)
 }

@@ -91,6 +91,7 @@ func run(ctx context.Context, e *env, args []string) int {
 	}
 	if args[0] == "version" || args[0] == "--version" || args[0] == "-version" {
 		fmt.Fprintf(e.stdout, "lrstream %s (%s)\n", version(), runtime.Version())
+		fmt.Fprintln(e.stdout, ffmpegVersion(ctx))
 		return 0
 	}
 	for _, c := range commands() {
