@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lrstream/lrstream/internal/testtmpfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -359,7 +360,8 @@ func diskFull(dir string) error {
 // a child process whose file size limit is 600 KiB.
 func TestDiskFull(t *testing.T) {
 	t.Run("tmpfs", func(t *testing.T) {
-		dir := mountTmpfs(t, "size=1m")
+		dir := t.TempDir()
+		testtmpfs.Mount(t, dir, "size=1m", "covered by the other cases only")
 		if err := diskFull(dir); err != nil {
 			t.Fatal(err)
 		}
@@ -370,22 +372,6 @@ func TestDiskFull(t *testing.T) {
 			t.Fatalf("%v: %s", err, stderr)
 		}
 	})
-}
-
-// mountTmpfs mounts a tmpfs with the given options on a new directory, unmounted at the
-// end of the test; it skips the test where mounting is not permitted.
-func mountTmpfs(t *testing.T, opts string) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, opts); err != nil {
-		t.Skipf("cannot mount a tmpfs here (%v): covered by the other cases only", err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmounting %s: %v", dir, err)
-		}
-	})
-	return dir
 }
 
 // TestUnwritable: a cache directory that cannot be created, or a read-only filesystem,
@@ -412,7 +398,8 @@ func TestUnwritable(t *testing.T) {
 		}
 	})
 	t.Run("read-only filesystem", func(t *testing.T) {
-		dir := mountTmpfs(t, "size=4m")
+		dir := t.TempDir()
+		testtmpfs.Mount(t, dir, "size=4m", "covered by the other cases only")
 		c, _ := openTest(t, Options{Dir: dir})
 		recs := makeRecords("f", 0, 3, 1000)
 		put(t, c, "g", "f", 0, 1, nil, recs)

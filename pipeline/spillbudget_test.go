@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/lrstream/lrstream/bench/datagen"
+	"github.com/lrstream/lrstream/internal/testtmpfs"
 	"github.com/lrstream/lrstream/sink"
 	"github.com/lrstream/lrstream/video"
 )
@@ -247,7 +248,8 @@ func TestSpillFreeSpace(t *testing.T) {
 	})
 	t.Run("tmpfs", func(t *testing.T) {
 		to := base
-		to.Spill = mountTmpfs(t, "size=64k")
+		to.Spill = t.TempDir()
+		testtmpfs.Mount(t, to.Spill, "size=64k", "the injected free-space cases cover the check")
 		free, err := freeBytes(to.Spill)
 		if err != nil || free > 64<<10 || SpillBytes(srcs, to) <= free {
 			t.Fatalf("tmpfs: %d bytes free (%v), spill %d: the case shows nothing", free, err, SpillBytes(srcs, to))
@@ -256,7 +258,8 @@ func TestSpillFreeSpace(t *testing.T) {
 	})
 	t.Run("disk full mid-run", func(t *testing.T) {
 		to := base
-		to.Spill = mountTmpfs(t, "size=64k")
+		to.Spill = t.TempDir()
+		testtmpfs.Mount(t, to.Spill, "size=64k", "the injected free-space cases cover the check")
 		to.freeSpace = func(string) (int64, error) { return 1 << 50, nil }
 		var out bytes.Buffer
 		_, err := Train(context.Background(), cfg, so, to, sink.NewMsgpack(&out))

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/lrstream/lrstream/bench/datagen"
+	"github.com/lrstream/lrstream/internal/testtmpfs"
 	"github.com/lrstream/lrstream/pipeline"
 	"github.com/lrstream/lrstream/sink"
 )
@@ -245,7 +246,8 @@ func TestServeSpillSpace(t *testing.T) {
 	common := []string{"--dataset", ds, "--recipe", recipe, "--mode", "fallback", "--batch-size", "4",
 		"--cameras", "all", "--shuffle", "--seed", "9", "--shuffle-buffer", "16", "--shuffle-buffer-bytes", "0"}
 	need := spillNeed(t, spill, common)
-	mountTmpfs(t, spill, fmt.Sprintf("size=%d", (need*3/2+4095)/4096*4096))
+	testtmpfs.Mount(t, spill, fmt.Sprintf("size=%d", (need*3/2+4095)/4096*4096),
+		"pipeline's TestSpillSpaceStreams covers the accounting with an injected free space")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int)
 	go func() {
