@@ -17,15 +17,22 @@ import (
 // cameraDataset generates a tiny dataset with two cameras' videos.
 func cameraDataset(t *testing.T) string {
 	t.Helper()
+	return genCameraDataset(t, filepath.Join(t.TempDir(), "cams"), 3, 8, 12, 32, 16)
+}
+
+// genCameraDataset generates at dir a dataset of eps episodes of minF to
+// maxF frames with two cameras' w×h videos. Without ffmpeg on PATH it
+// skips the test, or fails it where FFmpeg is required (CI).
+func genCameraDataset(t *testing.T, dir string, eps, minF, maxF, w, h int) string {
+	t.Helper()
 	if _, err := exec.LookPath("ffmpeg"); err != nil {
 		if os.Getenv("CI") != "" || os.Getenv("LRSTREAM_REQUIRE_FFMPEG") != "" {
 			t.Fatalf("CI: ffmpeg not found: %v", err)
 		}
 		t.Skipf("ffmpeg not found: %v", err)
 	}
-	dir := filepath.Join(t.TempDir(), "cams")
-	o := datagen.Options{Episodes: 3, MinFrames: 8, MaxFrames: 12, Density: datagen.DensitySparse, Dim: 2, Tasks: 2,
-		Videos: true, VideoWidth: 32, VideoHeight: 16, Workers: 1}
+	o := datagen.Options{Episodes: eps, MinFrames: minF, MaxFrames: maxF, Density: datagen.DensitySparse, Dim: 2, Tasks: 2,
+		Videos: true, VideoWidth: w, VideoHeight: h, Workers: 1}
 	if _, err := datagen.Generate(context.Background(), dir, o); err != nil {
 		t.Fatal(err)
 	}

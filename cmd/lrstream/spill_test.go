@@ -9,14 +9,12 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/lrstream/lrstream/bench/datagen"
 	"github.com/lrstream/lrstream/internal/testtmpfs"
 	"github.com/lrstream/lrstream/pipeline"
 	"github.com/lrstream/lrstream/sink"
@@ -28,20 +26,9 @@ import (
 // so is a --shuffle-spill-gb (or LRSTREAM_SHUFFLE_SPILL_GB) that is not a
 // size or that no buffer fits, and one that fits streams the same bytes.
 func TestShuffleSpillFlag(t *testing.T) {
-	if _, err := exec.LookPath("ffmpeg"); err != nil {
-		if os.Getenv("CI") != "" || os.Getenv("LRSTREAM_REQUIRE_FFMPEG") != "" {
-			t.Fatalf("CI: ffmpeg not found: %v", err)
-		}
-		t.Skipf("ffmpeg not found: %v", err)
-	}
-	ds := filepath.Join(t.TempDir(), "cams")
 	// 96×64 cameras: a sample's frames are large enough (32 KiB) to be
 	// held in an array of their own, which is what spills.
-	o := datagen.Options{Episodes: 3, MinFrames: 8, MaxFrames: 12, Density: datagen.DensitySparse, Dim: 2, Tasks: 2,
-		Videos: true, VideoWidth: 96, VideoHeight: 64, Workers: 1}
-	if _, err := datagen.Generate(context.Background(), ds, o); err != nil {
-		t.Fatal(err)
-	}
+	ds := genCameraDataset(t, filepath.Join(t.TempDir(), "cams"), 3, 8, 12, 96, 64)
 	recipe := filepath.Join("..", "..", "testdata", "demo-recipe.yaml")
 	args := []string{"stream", "-q", "--dataset", ds, "--recipe", recipe, "--mode", "fallback", "--batch-size", "4",
 		"--cameras", "all", "--shuffle", "--seed", "5", "--shuffle-buffer", "12", "--shuffle-buffer-bytes", "0"}
@@ -111,18 +98,7 @@ func TestShuffleSpillFlag(t *testing.T) {
 // spill file (two clients at once here) and the batches `stream` gives
 // the same consumer without a spill.
 func TestServeShuffleSpill(t *testing.T) {
-	if _, err := exec.LookPath("ffmpeg"); err != nil {
-		if os.Getenv("CI") != "" || os.Getenv("LRSTREAM_REQUIRE_FFMPEG") != "" {
-			t.Fatalf("CI: ffmpeg not found: %v", err)
-		}
-		t.Skipf("ffmpeg not found: %v", err)
-	}
-	ds := filepath.Join(t.TempDir(), "cams")
-	o := datagen.Options{Episodes: 4, MinFrames: 8, MaxFrames: 12, Density: datagen.DensitySparse, Dim: 2, Tasks: 2,
-		Videos: true, VideoWidth: 96, VideoHeight: 64, Workers: 1}
-	if _, err := datagen.Generate(context.Background(), ds, o); err != nil {
-		t.Fatal(err)
-	}
+	ds := genCameraDataset(t, filepath.Join(t.TempDir(), "cams"), 4, 8, 12, 96, 64)
 	recipe := filepath.Join("..", "..", "testdata", "demo-recipe.yaml")
 	common := []string{"--dataset", ds, "--recipe", recipe, "--mode", "fallback", "--batch-size", "4",
 		"--cameras", "all", "--shuffle", "--seed", "9", "--shuffle-buffer", "16", "--shuffle-buffer-bytes", "0"}
@@ -221,12 +197,6 @@ func TestServeShuffleSpill(t *testing.T) {
 // in-band error naming the directory and the bytes, and the first
 // streams to its end unaffected.
 func TestServeSpillSpace(t *testing.T) {
-	if _, err := exec.LookPath("ffmpeg"); err != nil {
-		if os.Getenv("CI") != "" || os.Getenv("LRSTREAM_REQUIRE_FFMPEG") != "" {
-			t.Fatalf("CI: ffmpeg not found: %v", err)
-		}
-		t.Skipf("ffmpeg not found: %v", err)
-	}
 	dir, err := os.MkdirTemp("", "lrs") // a short path: unix socket names are limited
 	if err != nil {
 		t.Fatal(err)
@@ -236,12 +206,7 @@ func TestServeSpillSpace(t *testing.T) {
 	if err := os.Mkdir(spill, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	ds := filepath.Join(dir, "cams")
-	o := datagen.Options{Episodes: 6, MinFrames: 30, MaxFrames: 40, Density: datagen.DensitySparse, Dim: 2, Tasks: 2,
-		Videos: true, VideoWidth: 96, VideoHeight: 64, Workers: 1}
-	if _, err := datagen.Generate(context.Background(), ds, o); err != nil {
-		t.Fatal(err)
-	}
+	ds := genCameraDataset(t, filepath.Join(dir, "cams"), 6, 30, 40, 96, 64)
 	recipe := filepath.Join("..", "..", "testdata", "demo-recipe.yaml")
 	common := []string{"--dataset", ds, "--recipe", recipe, "--mode", "fallback", "--batch-size", "4",
 		"--cameras", "all", "--shuffle", "--seed", "9", "--shuffle-buffer", "16", "--shuffle-buffer-bytes", "0"}
