@@ -94,6 +94,23 @@ func TestShuffleSpillFlag(t *testing.T) {
 	}
 }
 
+// serveSpillPaths returns a socket path and an empty spill directory
+// under a new directory of a short path (unix socket names are limited),
+// removed when the test ends.
+func serveSpillPaths(t *testing.T) (sock, spill string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "lrs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock, spill = filepath.Join(dir, "s.sock"), filepath.Join(dir, "spill")
+	if err := os.Mkdir(spill, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return sock, spill
+}
+
 // TestServeShuffleSpill: serve --shuffle-spill gives each client its own
 // spill file (two clients at once here) and the batches `stream` gives
 // the same consumer without a spill.
@@ -102,15 +119,7 @@ func TestServeShuffleSpill(t *testing.T) {
 	recipe := filepath.Join("..", "..", "testdata", "demo-recipe.yaml")
 	common := []string{"--dataset", ds, "--recipe", recipe, "--mode", "fallback", "--batch-size", "4",
 		"--cameras", "all", "--shuffle", "--seed", "9", "--shuffle-buffer", "16", "--shuffle-buffer-bytes", "0"}
-	dir, err := os.MkdirTemp("", "lrs") // a short path: unix socket names are limited
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	sock, spill := filepath.Join(dir, "s.sock"), filepath.Join(dir, "spill")
-	if err := os.Mkdir(spill, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	sock, spill := serveSpillPaths(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int)
 	go func() {
@@ -197,16 +206,8 @@ func TestServeShuffleSpill(t *testing.T) {
 // in-band error naming the directory and the bytes, and the first
 // streams to its end unaffected.
 func TestServeSpillSpace(t *testing.T) {
-	dir, err := os.MkdirTemp("", "lrs") // a short path: unix socket names are limited
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	sock, spill := filepath.Join(dir, "s.sock"), filepath.Join(dir, "spill")
-	if err := os.Mkdir(spill, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	ds := genCameraDataset(t, filepath.Join(dir, "cams"), 6, 30, 40, 96, 64)
+	sock, spill := serveSpillPaths(t)
+	ds := genCameraDataset(t, filepath.Join(t.TempDir(), "cams"), 6, 30, 40, 96, 64)
 	recipe := filepath.Join("..", "..", "testdata", "demo-recipe.yaml")
 	common := []string{"--dataset", ds, "--recipe", recipe, "--mode", "fallback", "--batch-size", "4",
 		"--cameras", "all", "--shuffle", "--seed", "9", "--shuffle-buffer", "16", "--shuffle-buffer-bytes", "0"}
