@@ -88,4 +88,8 @@ export LRSTREAM_ALT_FFMPEG="$altff/ffmpeg" LRSTREAM_REQUIRE_ALT_FFMPEG=1
 step "go test" go test ./...
 step "pytest python/tests" "$venv/bin/python" -m pytest -q python/tests
 step "pytest python/interop" "$venv/bin/python" -m pytest -q --durations=10 python/interop
+# The same camera and depth pixels against LeRobot's, decoded by the second (static) FFmpeg build:
+# what docs/video.md, "Which FFmpeg", promises of LRSTREAM_FFMPEG.
+step "pytest camera interop, static FFmpeg" env LRSTREAM_FFMPEG="$LRSTREAM_ALT_FFMPEG" \
+  "$venv/bin/python" -m pytest -q python/interop/test_camera_pixels.py python/interop/test_lerobot_depth.py
 echo "scripts/test.sh: all suites passed in $(( $(date +%s) - start )) s" >&2
