@@ -44,6 +44,8 @@ type bgEntry struct {
 	direct  bool   // f is in O_DIRECT mode (direct.go)
 	written int64  // direct: bytes written, a multiple of dioAlign
 	tail    []byte // direct: the bytes after written, less than a block
+	size    int64  // buffered: bytes written
+	alloc   int64  // buffered: bytes whose blocks are reserved (prealloc.go); -1: refused
 }
 
 // chunkBytes is about the size of the chunks a Writer hands over: records are

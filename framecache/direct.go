@@ -48,7 +48,9 @@ func aligned(b []byte) bool {
 // the page cache when the file is not in direct mode.
 func (e *bgEntry) writeChunk(chunk []byte, lead int) error {
 	if !e.direct {
-		_, err := e.f.Write(chunk[lead:])
+		e.preallocate(int64(len(chunk) - lead))
+		n, err := e.f.Write(chunk[lead:])
+		e.size += int64(n)
 		return err
 	}
 	if len(e.tail) != lead || !aligned(chunk) {
@@ -70,9 +72,13 @@ func (e *bgEntry) writeChunk(chunk []byte, lead int) error {
 }
 
 // finish writes the tail of a direct entry, padded to a block, and cuts the file to
-// size, the entry's length.
+// size, the entry's length; a buffered entry whose blocks were reserved beyond its
+// size is cut to it, which frees them (prealloc.go).
 func (e *bgEntry) finish(size int64) error {
 	if !e.direct {
+		if e.alloc > size {
+			return e.f.Truncate(size)
+		}
 		return nil
 	}
 	if e.written+int64(len(e.tail)) != size {
