@@ -7,6 +7,8 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+
+	"github.com/lrstream/lrstream/internal/fsalloc"
 )
 
 // Entries are written in the background by default: Writer.Add copies each record
@@ -41,11 +43,11 @@ type bgEntry struct {
 	dir     string
 	f       *os.File // the temporary file, created with the first chunk
 	failed  bool
-	direct  bool   // f is in O_DIRECT mode (direct.go)
-	written int64  // direct: bytes written, a multiple of dioAlign
-	tail    []byte // direct: the bytes after written, less than a block
-	size    int64  // buffered: bytes written
-	alloc   int64  // buffered: bytes whose blocks are reserved (prealloc.go); -1: refused
+	direct  bool             // f is in O_DIRECT mode (direct.go)
+	written int64            // direct: bytes written, a multiple of dioAlign
+	tail    []byte           // direct: the bytes after written, less than a block
+	size    int64            // buffered: bytes written
+	res     fsalloc.Reserver // buffered: the blocks reserved ahead (prealloc.go)
 }
 
 // chunkBytes is about the size of the chunks a Writer hands over: records are

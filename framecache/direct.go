@@ -76,7 +76,7 @@ func (e *bgEntry) writeChunk(chunk []byte, lead int) error {
 // size is cut to it, which frees them (prealloc.go).
 func (e *bgEntry) finish(size int64) error {
 	if !e.direct {
-		if e.alloc > size {
+		if e.res.Reserved() > size {
 			return e.f.Truncate(size)
 		}
 		return nil

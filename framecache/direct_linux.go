@@ -25,19 +25,3 @@ func setDirect(f *os.File) bool {
 	})
 	return ok
 }
-
-// reserve allocates the blocks of f's bytes [off, off+n) without changing its size
-// (fallocate with FALLOC_FL_KEEP_SIZE; prealloc.go).
-func reserve(f *os.File, off, n int64) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	cerr := rc.Control(func(fd uintptr) {
-		err = unix.Fallocate(int(fd), unix.FALLOC_FL_KEEP_SIZE, off, n)
-	})
-	if cerr != nil {
-		return cerr
-	}
-	return err
-}

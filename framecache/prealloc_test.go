@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/lrstream/lrstream/internal/fsalloc"
 )
 
 // TestPreallocatedEntry: an entry written through the page cache reserves its blocks
@@ -21,28 +23,28 @@ func TestPreallocatedEntry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = reserve(probe, 0, preallocStep)
+	err = fsalloc.Reserve(probe, 0, fsalloc.Step)
 	probe.Close()
 	if err != nil {
 		t.Skipf("SKIPPED, not passed: the file system of %s refuses fallocate (%v): entries are written without reserving there", dir, err)
 	}
 	c, h := openTest(t, Options{Dir: dir, Codec: "none", Budget: 1 << 30, MaxPending: DefaultMaxPending})
 	// 2.5 steps of 480×640 YUV frames.
-	n := int(5*preallocStep/2/460_800) + 1
+	n := int(5*fsalloc.Step/2/460_800) + 1
 	recs := makeRecords("big.mp4", 0, n, 460_800)
 	put(t, c, "group", "file", 0, float64(n), nil, recs)
 	c.Flush()
 	var entry string
 	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && strings.Contains(filepath.Base(p), "-") && !strings.HasSuffix(p, ".tmp") && filepath.Base(p) != filepath.Base(probe.Name()) {
-			if st, _ := d.Info(); st != nil && st.Size() > preallocStep {
+			if st, _ := d.Info(); st != nil && st.Size() > fsalloc.Step {
 				entry = p
 			}
 		}
 		return err
 	})
 	if err != nil || entry == "" {
-		t.Fatalf("no published entry of more than %d bytes in %s (%v)", preallocStep, dir, err)
+		t.Fatalf("no published entry of more than %d bytes in %s (%v)", fsalloc.Step, dir, err)
 	}
 	st, err := os.Stat(entry)
 	if err != nil {
@@ -68,40 +70,5 @@ func TestPreallocatedEntry(t *testing.T) {
 	sameRecords(t, got, recs)
 	if w := h.warnings(); len(w) != 0 {
 		t.Fatalf("warnings: %q", w)
-	}
-}
-
-// TestPreallocate: the reservation grows a step (or the write, if larger) at a time
-// ahead of the bytes written, and a refusal turns it off for the entry without failing.
-func TestPreallocate(t *testing.T) {
-	f, err := os.CreateTemp(t.TempDir(), "e")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	e := &bgEntry{f: f}
-	e.preallocate(10)
-	if e.alloc == -1 {
-		t.Skip("SKIPPED, not passed: fallocate is refused here")
-	}
-	for _, tc := range []struct {
-		size, n, want int64
-	}{
-		{0, 10, preallocStep},                 // reserved above
-		{preallocStep - 10, 10, preallocStep}, // still within
-		{preallocStep - 10, 11, 2 * preallocStep},
-		{2 * preallocStep, 3 * preallocStep, 5 * preallocStep}, // a write larger than a step
-	} {
-		e.size = tc.size
-		e.preallocate(tc.n)
-		if e.alloc != tc.want {
-			t.Fatalf("size %d, write %d: %d bytes reserved, want %d", tc.size, tc.n, e.alloc, tc.want)
-		}
-	}
-	f.Close() // reserving on a closed file fails: no more reserving, no error
-	e.size = e.alloc
-	e.preallocate(1)
-	if e.alloc != -1 {
-		t.Fatalf("a refused reservation left alloc %d, want -1", e.alloc)
 	}
 }

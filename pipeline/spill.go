@@ -3,6 +3,8 @@ package pipeline
 import (
 	"fmt"
 	"os"
+
+	"github.com/lrstream/lrstream/internal/fsalloc"
 )
 
 // spillFile holds the large features of a training stream's held frames
@@ -32,8 +34,13 @@ type spillFile struct {
 	// used is the bytes of the slots in use, peak its largest value
 	// (for tests).
 	used, peak int64
+	// res reserves the file's blocks ahead of its end (internal/fsalloc):
+	// the first write of a slot then skips the file system's per-page
+	// delayed-allocation bookkeeping.
+	res fsalloc.Reserver
 	// use, when set, is the stream's reservation of the directory's
-	// space (SpillSpace), told the file's size as it grows.
+	// space (SpillSpace), told the file's size as it grows (with the
+	// blocks reserved ahead).
 	use *spillUse
 }
 
@@ -62,9 +69,10 @@ func (s *spillFile) slot(n int) int64 {
 		return off
 	}
 	off := s.end
+	s.res.Ahead(s.f, s.end, int64(n))
 	s.end += int64(n)
 	if s.use != nil {
-		s.use.size.Store(s.end)
+		s.use.size.Store(max(s.end, s.res.Reserved())) // the blocks it holds
 	}
 	return off
 }
