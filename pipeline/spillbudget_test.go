@@ -206,15 +206,21 @@ func TestSpillBudgetStream(t *testing.T) {
 // injected free space, and from a small tmpfs's statfs), as CheckStart
 // refuses it; and a disk that fills mid-run anyway (the check bypassed)
 // fails the stream with an error naming the spill file.
-func TestSpillFreeSpace(t *testing.T) {
-	dir := videoDataset(t, nil)
-	cfg, err := cameraConfig(t, dir, "all")
+// spillCameraStream is the spill space tests' stream: two cameras of
+// videoDataset, shuffled with a 64-frame buffer and no memory or disk
+// budget, its options without a spill directory.
+func spillCameraStream(t *testing.T) (*Config, []Mix, StreamOptions, TrainOptions) {
+	t.Helper()
+	cfg, err := cameraConfig(t, videoDataset(t, nil), "all")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srcs := []Mix{{Config: cfg, Weight: 1}}
-	so := StreamOptions{BatchSize: 4}
-	base := TrainOptions{Shuffle: true, Seed: 2, Epochs: 1, BufferSize: 64, BufferBytes: -1, SpillBytes: -1, Log: slog.New(slog.DiscardHandler)}
+	to := TrainOptions{Shuffle: true, Seed: 2, Epochs: 1, BufferSize: 64, BufferBytes: -1, SpillBytes: -1, Log: slog.New(slog.DiscardHandler)}
+	return cfg, []Mix{{Config: cfg, Weight: 1}}, StreamOptions{BatchSize: 4}, to
+}
+
+func TestSpillFreeSpace(t *testing.T) {
+	cfg, srcs, so, base := spillCameraStream(t)
 	refused := func(t *testing.T, to TrainOptions, free int64) {
 		t.Helper()
 		need := SpillBytes(srcs, to)
@@ -277,15 +283,8 @@ func TestSpillFreeSpace(t *testing.T) {
 // room for one and a half, the second is refused while the first runs,
 // and admitted once it is done.
 func TestSpillSpaceStreams(t *testing.T) {
-	dir := videoDataset(t, nil)
-	cfg, err := cameraConfig(t, dir, "all")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srcs := []Mix{{Config: cfg, Weight: 1}}
-	so := StreamOptions{BatchSize: 4}
-	to := TrainOptions{Shuffle: true, Seed: 2, Epochs: 1, BufferSize: 64, BufferBytes: -1, SpillBytes: -1,
-		Spill: t.TempDir(), SpillSpace: &SpillSpace{}, Log: slog.New(slog.DiscardHandler)}
+	cfg, srcs, so, to := spillCameraStream(t)
+	to.Spill, to.SpillSpace = t.TempDir(), &SpillSpace{}
 	need := SpillBytes(srcs, to)
 	to.freeSpace = func(string) (int64, error) { return need + need/2, nil }
 	// The first stream stalls on its first message until the second is
@@ -297,7 +296,7 @@ func TestSpillSpaceStreams(t *testing.T) {
 		done <- err
 	}()
 	<-first.stalled
-	_, err = Train(context.Background(), cfg, so, to, sink.NewMsgpack(&bytes.Buffer{}))
+	_, err := Train(context.Background(), cfg, so, to, sink.NewMsgpack(&bytes.Buffer{}))
 	if err == nil || !strings.Contains(err.Error(), "the 1 other streams spilling there may still write") {
 		t.Fatalf("second stream: error %v, want a refusal naming the running stream", err)
 	}
