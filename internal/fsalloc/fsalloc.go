@@ -18,23 +18,28 @@ const Step = 32 << 20
 // fallocate, a disk too full for a step) turns it off for the file: the writes go on,
 // and fail, if they do, as they would have. The zero value is ready to use.
 type Reserver struct {
-	reserved int64 // bytes whose blocks are reserved; -1: refused
+	reserved int64 // bytes from the file's start whose blocks are reserved
+	refused  bool  // a reservation failed: no more are asked for
 }
 
 // Ahead reserves f's blocks for bytes [end, end+n), end being the file's written
 // size, when they are past what is reserved.
 func (r *Reserver) Ahead(f *os.File, end, n int64) {
-	if r.reserved < 0 || end+n <= r.reserved {
+	if r.refused || end+n <= r.reserved {
 		return
 	}
 	step := max(int64(Step), end+n-r.reserved)
 	if err := Reserve(f, r.reserved, step); err != nil {
-		r.reserved = -1
+		r.refused = true
 		return
 	}
 	r.reserved += step
 }
 
-// Reserved is how many bytes from the file's start have their blocks reserved (-1
-// after a refusal). A file cut to a smaller size frees the reservation beyond it.
+// Reserved is how many bytes from the file's start have their blocks reserved (what
+// was reserved before a refusal stays reserved). A file cut to a smaller size frees
+// the reservation beyond it.
 func (r *Reserver) Reserved() int64 { return r.reserved }
+
+// Refused reports whether a reservation failed (none is asked for after it).
+func (r *Reserver) Refused() bool { return r.refused }

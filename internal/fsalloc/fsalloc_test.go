@@ -19,7 +19,7 @@ func TestReserver(t *testing.T) {
 	defer f.Close()
 	var r Reserver
 	r.Ahead(f, 0, 10)
-	if r.Reserved() == -1 {
+	if r.Refused() {
 		t.Skip("SKIPPED, not passed: fallocate is refused here")
 	}
 	for _, tc := range []struct {
@@ -44,7 +44,11 @@ func TestReserver(t *testing.T) {
 	}
 	f.Close() // reserving on a closed file fails: no more reserving, no error
 	r.Ahead(f, r.Reserved(), 1)
-	if r.Reserved() != -1 {
-		t.Fatalf("a refused reservation left %d reserved, want -1", r.Reserved())
+	if !r.Refused() || r.Reserved() != 5*Step {
+		t.Fatalf("after a refusal: refused %v, %d reserved; want true and the %d reserved before (the file still holds them)", r.Refused(), r.Reserved(), 5*Step)
+	}
+	r.Ahead(f, r.Reserved(), Step)
+	if r.Reserved() != 5*Step {
+		t.Fatalf("a reservation after a refusal: %d reserved, want %d", r.Reserved(), 5*Step)
 	}
 }
