@@ -20,6 +20,7 @@ import (
 	"github.com/lrstream/lrstream/schema"
 	"github.com/lrstream/lrstream/shard"
 	"github.com/lrstream/lrstream/sink"
+	"github.com/lrstream/lrstream/video"
 )
 
 // Stage names, in the order Run measures them.
@@ -106,6 +107,11 @@ type Stage struct {
 	// is not measured here).
 	CameraFrames       int64   `json:"camera_frames,omitempty"`
 	CameraFramesPerSec float64 `json:"camera_frames_per_sec,omitempty"`
+	// FFmpegProcesses counts the ffmpeg processes the stage started to
+	// decode (stream: kept processes continue to later segments and start
+	// none; cached: none for a warm cache). Each costs tens of ms of CPU
+	// with a dynamically linked FFmpeg (docs/video.md, "Which FFmpeg").
+	FFmpegProcesses int64 `json:"ffmpeg_processes,omitempty"`
 }
 
 // Report is the result of Run.
@@ -270,9 +276,11 @@ func measure(ctx context.Context, cfg *pipeline.Config, name string, workers int
 	case StageRender:
 		st.Frames, st.Rendered, err = renderOnly(ctx, &c)
 	case StageStream, StageCached:
+		started := processesStarted(&c)
 		st.Frames, st.Rendered, st.Batches, st.OutBytes, err = stream(ctx, &c, opts)
 		if c.Cameras != nil {
 			st.CameraFrames = st.Frames * int64(len(c.Cameras.Cameras))
+			st.FFmpegProcesses = processesStarted(&c) - started
 		}
 	case StageFFmpeg:
 		st.CameraFrames, err = ffmpegFloor(ctx, &c)
@@ -385,4 +393,16 @@ func touchRows(rows []schema.Row) uint64 {
 		}
 	}
 	return h
+}
+
+// processesStarted is how many ffmpeg processes cfg's camera decoder has
+// started (0 for another decoder).
+func processesStarted(cfg *pipeline.Config) int64 {
+	if cfg.Cameras == nil {
+		return 0
+	}
+	if ff, ok := cfg.Cameras.Decoder.(*video.FFmpeg); ok {
+		return int64(ff.ProcessesStarted())
+	}
+	return 0
 }

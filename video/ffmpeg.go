@@ -211,6 +211,14 @@ func (d *FFmpeg) Decode(ctx context.Context, seg Segment, fn func(Frame) error) 
 	return err
 }
 
+// ProcessesStarted is how many ffmpeg processes d has started to decode
+// segments (kept processes continuing to later segments start none).
+func (d *FFmpeg) ProcessesStarted() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.started
+}
+
 // Close ends the processes kept for later segments. The decoder stays
 // usable: later segments start new processes.
 func (d *FFmpeg) Close() error {

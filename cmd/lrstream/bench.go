@@ -150,8 +150,12 @@ func printBench(w io.Writer, r *bench.Report) {
 	}
 	for _, s := range r.Stages {
 		if s.CameraFrames > 0 {
-			fmt.Fprintf(w, "%s: %d camera frames, %.0f camera frames/s, CPU %.2fs (ffmpeg processes included)\n",
-				s.Name, s.CameraFrames, s.CameraFramesPerSec, s.CPUSeconds)
+			started := ""
+			if s.Name != bench.StageFFmpeg {
+				started = fmt.Sprintf("; %d started", s.FFmpegProcesses)
+			}
+			fmt.Fprintf(w, "%s: %d camera frames, %.0f camera frames/s, CPU %.2fs (ffmpeg processes included%s)\n",
+				s.Name, s.CameraFrames, s.CameraFramesPerSec, s.CPUSeconds, started)
 		}
 	}
 	if r.CachedOverFFmpeg > 0 {

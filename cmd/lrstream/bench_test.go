@@ -62,3 +62,33 @@ func TestBenchBadStage(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errb)
 	}
 }
+
+// TestBenchFFmpegProcesses: bench reports the ffmpeg processes a camera
+// stage started: at least one a camera file for stream (kept processes
+// continue to later pieces, so at most one a piece), none for a warm
+// cached stage.
+func TestBenchFFmpegProcesses(t *testing.T) {
+	ds := genCameraDataset(t, filepath.Join(t.TempDir(), "cams"), 3, 8, 12, 32, 16)
+	e, out, errb := genEnv()
+	args := []string{"bench", "--json", "--dataset", ds, "--recipe", filepath.Join("..", "..", "testdata", "demo-recipe.yaml"),
+		"--mode", "fallback", "--cameras", "all", "--stages", "stream,cached", "--frame-cache-dir", t.TempDir()}
+	if code := run(context.Background(), e, args); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	s, c := rep.Stage(bench.StageStream), rep.Stage(bench.StageCached)
+	if s == nil || c == nil {
+		t.Fatalf("stages %+v", rep.Stages)
+	}
+	// Two cameras, one file each; 3 episodes of at most 12 frames: one
+	// piece an episode.
+	if s.FFmpegProcesses < 2 || s.FFmpegProcesses > 2*3 {
+		t.Errorf("stream started %d ffmpeg processes, want 2 to 6", s.FFmpegProcesses)
+	}
+	if c.FFmpegProcesses != 0 {
+		t.Errorf("cached started %d ffmpeg processes, want none", c.FFmpegProcesses)
+	}
+}
