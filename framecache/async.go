@@ -47,7 +47,7 @@ type bgEntry struct {
 	written int64            // direct: bytes written, a multiple of dioAlign
 	tail    []byte           // direct: the bytes after written, less than a block
 	size    int64            // buffered: bytes written
-	res     fsalloc.Reserver // buffered: the blocks reserved ahead (prealloc.go)
+	res     fsalloc.Reserver // buffered: the blocks reserved ahead (writeChunk)
 }
 
 // chunkBytes is about the size of the chunks a Writer hands over: records are

@@ -45,10 +45,14 @@ func aligned(b []byte) bool {
 
 // writeChunk writes chunk[lead:], the entry's next bytes, of which chunk[:lead] is
 // room for the tail: directly (whole blocks; the rest kept as the tail), or through
-// the page cache when the file is not in direct mode.
+// the page cache when the file is not in direct mode, its blocks reserved ahead
+// (internal/fsalloc: fallocate with FALLOC_FL_KEEP_SIZE, 32 MiB at a time), which
+// spares the kernel the delayed-allocation bookkeeping of every page written; finish
+// cuts the file to its size, freeing what was reserved beyond it. A refusal only
+// stops the reservation for the entry.
 func (e *bgEntry) writeChunk(chunk []byte, lead int) error {
 	if !e.direct {
-		e.preallocate(int64(len(chunk) - lead))
+		e.res.Ahead(e.f, e.size, int64(len(chunk)-lead))
 		n, err := e.f.Write(chunk[lead:])
 		e.size += int64(n)
 		return err
@@ -73,7 +77,7 @@ func (e *bgEntry) writeChunk(chunk []byte, lead int) error {
 
 // finish writes the tail of a direct entry, padded to a block, and cuts the file to
 // size, the entry's length; a buffered entry whose blocks were reserved beyond its
-// size is cut to it, which frees them (prealloc.go).
+// size is cut to it, which frees them.
 func (e *bgEntry) finish(size int64) error {
 	if !e.direct {
 		if e.res.Reserved() > size {

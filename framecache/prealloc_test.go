@@ -14,7 +14,7 @@ import (
 )
 
 // TestPreallocatedEntry: an entry written through the page cache reserves its blocks
-// ahead of its writes (prealloc.go) — a step at a time, past several steps here — and
+// ahead of its writes (writeChunk) — a step at a time, past several steps here — and
 // is published cut to its size, the reserved blocks beyond it freed, with every record
 // read back as written.
 func TestPreallocatedEntry(t *testing.T) {

@@ -76,7 +76,7 @@ func TestFFmpegBuildsSameFrames(t *testing.T) {
 		}
 		t.Skip("LRSTREAM_ALT_FFMPEG (a second FFmpeg build) is not set: scripts/test.sh sets it")
 	}
-	other, err := FindFFmpeg(alt)
+	other, err := findFFmpeg(alt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,8 +103,8 @@ func TestFFmpegBuildsSameFrames(t *testing.T) {
 			{"resized", false, Segment{Path: p, Start: 17.0 / 30, End: 10, Width: 64, Height: 48}},
 		} {
 			// Fresh decoders: no process or probe shared.
-			a, errA := FindFFmpeg(d.Path)
-			b, errB := FindFFmpeg(other.Path)
+			a, errA := findFFmpeg(d.Path)
+			b, errB := findFFmpeg(other.Path)
 			if errA != nil || errB != nil {
 				t.Fatal(errA, errB)
 			}

@@ -88,7 +88,7 @@ type FFmpeg struct {
 	waiters []*Segment             // segments waiting for a busy process
 	changed chan struct{}          // closed when a process is released
 	tick    uint64
-	started int // processes started (tests)
+	started int // processes started (ProcessesStarted)
 
 	idOnce sync.Once // Identity
 	id     string
@@ -119,11 +119,11 @@ const FFmpegEnv = "LRSTREAM_FFMPEG"
 // PATH, with the ffprobe next to it (else the first on PATH). Its absence
 // is an error wrapping ErrNoFFmpeg, which says how to install it and how
 // to skip cameras.
-func NewFFmpeg() (*FFmpeg, error) { return FindFFmpeg(os.Getenv(FFmpegEnv)) }
+func NewFFmpeg() (*FFmpeg, error) { return findFFmpeg(os.Getenv(FFmpegEnv)) }
 
-// FindFFmpeg is NewFFmpeg with the executable named by exe (a path, or a
+// findFFmpeg is NewFFmpeg with the executable named by exe (a path, or a
 // name looked up on PATH; "" for `ffmpeg` on PATH).
-func FindFFmpeg(exe string) (*FFmpeg, error) {
+func findFFmpeg(exe string) (*FFmpeg, error) {
 	name := exe
 	if name == "" {
 		name = "ffmpeg"
