@@ -320,15 +320,25 @@ func HeldBytes(srcs []Mix, to TrainOptions) int64 {
 	if len(srcs) == 0 {
 		return 0
 	}
-	to, sample, _ := completeTrain(srcs, to)
-	return countHeld(srcs, to, sample, cameraHeld(srcs, to)).bytes()
+	z, _ := completeTrain(srcs, to)
+	return countHeld(srcs, z.to, z.sample, cameraHeld(srcs, z.to)).bytes()
+}
+
+// sizedTrain is a stream's options completed by completeTrain.
+type sizedTrain struct {
+	to TrainOptions
+	// mem is to sized by the byte budget alone, before the spill's disk
+	// budget lowered it (the warnings compare the two).
+	mem TrainOptions
+	// sample is the memory a frame waiting in the buffer takes.
+	sample int64
 }
 
 // completeTrain fills in to's defaults for a stream of srcs (consumers,
 // buffer, partitions, byte budget) and sizes its buffer (sizeBuffer,
-// shuffling only); sample is the memory a frame waiting in the buffer
-// takes. The error is a spill budget no buffer fits (spillSize).
-func completeTrain(srcs []Mix, to TrainOptions) (TrainOptions, int64, error) {
+// shuffling only). The error is a spill budget no buffer fits
+// (spillSize).
+func completeTrain(srcs []Mix, to TrainOptions) (sizedTrain, error) {
 	srcs = unmeasured(srcs) // the order comes from metadata alone
 	to.Consumers = max(to.Consumers, 1)
 	if to.BufferSize <= 0 {
@@ -339,17 +349,18 @@ func completeTrain(srcs []Mix, to TrainOptions) (TrainOptions, int64, error) {
 		to.Partitions = DefaultPartitions
 	}
 	to.BufferBytes = bufferBudget(srcs, to)
-	var sample int64
+	var z sizedTrain
 	var err error
 	if to.Shuffle {
-		to, sample, err = sizeBuffer(srcs, to)
+		z, err = sizeBuffer(srcs, to)
 	} else {
-		_, sample = bufferFrames(srcs, to)
+		_, z.sample = bufferFrames(srcs, to)
+		z.to, z.mem = to, to
 	}
-	if parts && to.PartitionOpen <= 0 {
-		to.PartitionOpen = defaultOpen(to.Order)
+	if parts && z.to.PartitionOpen <= 0 {
+		z.to.PartitionOpen = defaultOpen(to.Order)
 	}
-	return to, sample, err
+	return z, err
 }
 
 // sizeBuffer sizes the shuffle buffer of a shuffled stream of srcs with
@@ -357,10 +368,12 @@ func completeTrain(srcs []Mix, to TrainOptions) (TrainOptions, int64, error) {
 // (bufferFrames), the partitioned orders' PartitionOpen (partitionOpen),
 // then both lowered to the spill's disk budget (spillSize). From metadata
 // and options only, so every consumer gets the same order.
-func sizeBuffer(srcs []Mix, to TrainOptions) (TrainOptions, int64, error) {
-	to, sample := memorySize(srcs, to)
-	to, err := spillSize(srcs, to, sample)
-	return to, sample, err
+func sizeBuffer(srcs []Mix, to TrainOptions) (sizedTrain, error) {
+	var z sizedTrain
+	z.mem, z.sample = memorySize(srcs, to)
+	var err error
+	z.to, err = spillSize(srcs, z.mem, z.sample)
+	return z, err
 }
 
 // memorySize is sizeBuffer without the spill's disk budget.

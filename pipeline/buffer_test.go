@@ -249,8 +249,9 @@ func TestSpillPieceBytesHeldForm(t *testing.T) {
 		}
 		for _, order := range []string{OrderGlobal, OrderPartitioned, OrderStratified} {
 			to := TrainOptions{Shuffle: true, Spill: "/spill", Order: order}
-			m, _, err1 := completeTrain([]Mix{{Config: tc.cfg, Weight: 1}}, to)
-			u, _, err2 := completeTrain([]Mix{{Config: &plain, Weight: 1}}, to)
+			mz, err1 := completeTrain([]Mix{{Config: tc.cfg, Weight: 1}}, to)
+			uz, err2 := completeTrain([]Mix{{Config: &plain, Weight: 1}}, to)
+			m, u := mz.to, uz.to
 			if err1 != nil || err2 != nil || m.BufferSize != u.BufferSize || m.PartitionOpen != u.PartitionOpen {
 				t.Errorf("%s, %s: buffer %d open %d (%v), unmeasured %d, %d (%v)", tc.name, order, m.BufferSize, m.PartitionOpen, err1, u.BufferSize, u.PartitionOpen, err2)
 			}

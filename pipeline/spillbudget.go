@@ -52,8 +52,8 @@ func SpillBytes(srcs []Mix, to TrainOptions) int64 {
 	if len(srcs) == 0 || to.Spill == "" {
 		return 0
 	}
-	to, sample, _ := completeTrain(srcs, to)
-	return spillBytesAt(srcs, to, sample)
+	z, _ := completeTrain(srcs, to)
+	return spillBytesAt(srcs, z.to, z.sample)
 }
 
 // spillBytesAt is SpillBytes of a stream whose options are complete.

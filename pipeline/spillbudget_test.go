@@ -61,7 +61,8 @@ func TestSpillBudget(t *testing.T) {
 			if tc.name == "no spill directory" {
 				to.Spill = ""
 			}
-			got, sample, err := completeTrain(srcs, to)
+			z, err := completeTrain(srcs, to)
+			got, sample := z.to, z.sample
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("error %v, want one containing %q", err, tc.err)
@@ -101,8 +102,8 @@ func TestSpillBudget(t *testing.T) {
 			}
 			alone := to
 			alone.Consumer, alone.Consumers = 0, 1
-			if a, _, _ := completeTrain(srcs, alone); a.BufferSize != got.BufferSize || a.PartitionOpen != got.PartitionOpen {
-				t.Errorf("one consumer: buffer %d, open %d; with %d: %d, %d (the order would depend on the cluster)", a.BufferSize, a.PartitionOpen, to.Consumers, got.BufferSize, got.PartitionOpen)
+			if a, _ := completeTrain(srcs, alone); a.to.BufferSize != got.BufferSize || a.to.PartitionOpen != got.PartitionOpen {
+				t.Errorf("one consumer: buffer %d, open %d; with %d: %d, %d (the order would depend on the cluster)", a.to.BufferSize, a.to.PartitionOpen, to.Consumers, got.BufferSize, got.PartitionOpen)
 			}
 			t.Logf("buffer %d frames (byte budget's %d), open %d (%d), spill of one consumer %.2f GB", got.BufferSize, mem.BufferSize, got.PartitionOpen, mem.PartitionOpen, float64(need)/GB)
 		})
@@ -171,7 +172,8 @@ func TestSpillBudgetStream(t *testing.T) {
 	o := to
 	o.BufferSize, o.SpillBytes = 20, -1
 	to.SpillBytes = SpillBytes(srcs, o)
-	full, _, err := completeTrain(srcs, to)
+	fz, err := completeTrain(srcs, to)
+	full := fz.to
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -218,9 +218,11 @@ type trainStart struct {
 	orig TrainOptions // the options as given (explainResume)
 	fp   string       // the run's fingerprint (resume tokens)
 	// asked is the --shuffle-buffer asked for, sample the bytes per
-	// sample that lowered it (shuffling only; for logBuffer).
+	// sample that lowered it, mem the options the byte budget alone gave
+	// (before the spill's disk budget): shuffling only, for the warnings.
 	asked  int
 	sample int64
+	mem    TrainOptions
 }
 
 // trainSetup completes to's defaults and refuses, before anything is
@@ -240,12 +242,12 @@ func trainSetup(srcs []Mix, so StreamOptions, to TrainOptions) (trainStart, erro
 	// The buffer in frames, within its byte budgets; the fingerprint
 	// holds the frames, which is what the order depends on.
 	ts.asked = to.BufferSize
-	to, sample, err := completeTrain(srcs, to)
+	z, err := completeTrain(srcs, to)
 	if err != nil {
 		return ts, err
 	}
-	ts.sample = sample
-	ts.to, ts.fp = to, fingerprint(srcs, so, to)
+	ts.sample, ts.mem = z.sample, z.mem
+	ts.to, ts.fp = z.to, fingerprint(srcs, so, z.to)
 	_, err = order.Check(orderSources(srcs), ts.orderOptions(so))
 	return ts, explainResume(err, srcs, so, ts)
 }

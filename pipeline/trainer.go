@@ -64,11 +64,8 @@ func train(ctx context.Context, srcs []Mix, so StreamOptions, to TrainOptions, s
 	}
 	if to.Shuffle {
 		// The byte budget's buffer, then what the spill's lowered.
-		mem := ts.to
-		mem.BufferSize, mem.PartitionOpen = ts.asked, ts.orig.PartitionOpen
-		mem, _ = memorySize(unmeasured(srcs), mem)
-		logBuffer(srcs, ts.to, ts.asked, mem.BufferSize, ts.sample)
-		logSpillBudget(srcs, ts, mem)
+		logBuffer(srcs, ts.to, ts.asked, ts.mem.BufferSize, ts.sample)
+		logSpillBudget(srcs, ts, ts.mem)
 	}
 	sp, release, err := startSpill(srcs, ts)
 	if err != nil {
