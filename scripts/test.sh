@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests need and runs every test: Debian's FFmpeg (camera frames, torchcodec),
 # a cached Python 3.12 virtualenv with the pinned test requirements (torch, torchdata, lerobot,
-# huggingface_hub, pyarrow, av; scripts/venv.sh), the Go modules, a pinned staticcheck and a pinned
-# versitygw (the S3-compatible server of the S3 tests); then
+# huggingface_hub, pyarrow, av; scripts/venv.sh), the Go modules, a pinned staticcheck, a pinned
+# versitygw (the S3-compatible server of the S3 tests) and imageio-ffmpeg's static FFmpeg (a
+# second FFmpeg build for the same-frames tests); then
 # go mod tidy -diff, go vet, staticcheck, go test and the Python suites. This is the README's test command and what .ci/run runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
