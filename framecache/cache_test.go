@@ -181,6 +181,9 @@ func TestLookupCoverage(t *testing.T) {
 		{"g", "other", 50, []float64{0, 100}},
 		{"g2", "f", 50, []float64{0, 100}},
 	} {
+		if got := c.Holds(tc.group, tc.file, tc.t); got != (tc.want != nil) {
+			t.Fatalf("Holds(%q, %q, %v) = %v, want %v", tc.group, tc.file, tc.t, got, tc.want != nil)
+		}
 		r, err := c.Lookup(tc.group, tc.file, tc.t)
 		if err != nil {
 			t.Fatal(err)
@@ -200,8 +203,11 @@ func TestLookupCoverage(t *testing.T) {
 		r.Close()
 	}
 	st := c.Stats()
-	if st.Hits != 8 || st.Misses != 5 {
+	if st.Hits != 8 || st.Misses != 5 { // Holds counts neither
 		t.Fatalf("hits %d misses %d, want 8 and 5", st.Hits, st.Misses)
+	}
+	if (*Cache)(nil).Holds("g", "f", 0) {
+		t.Fatal("a nil cache holds an entry")
 	}
 }
 

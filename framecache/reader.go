@@ -33,6 +33,26 @@ func (c *Cache) Lookup(group, file string, t float64) (*Reader, error) {
 	return nil, nil
 }
 
+// Holds reports whether a published entry of (group, file) names a range
+// covering t, without opening it or counting a hit or a miss: a hint (the
+// entry may yet be found damaged by Lookup).
+func (c *Cache) Holds(group, file string, t float64) bool {
+	if c == nil || c.root == "" || math.IsNaN(t) {
+		return false
+	}
+	dir := c.fileDir(group, file)
+	all, err := c.entriesOf(dir)
+	if err != nil {
+		return false
+	}
+	for _, cd := range all {
+		if cd.start <= t && t <= cd.covered && !c.knownBad(filepath.Join(dir, cd.name)) {
+			return true
+		}
+	}
+	return false
+}
+
 type candidate struct {
 	name           string
 	start, covered float64

@@ -268,6 +268,11 @@ type Set struct {
 	// Tolerance is LeRobot's tolerance_s (default 1e-4).
 	Tolerance float64
 	Locate    Locator
+	// Held, when set, gives the local path of a video file that Locate
+	// has located and still keeps, with a reference released by the
+	// function it returns; ok false for any other file (nothing is
+	// fetched). Prestart uses only such files; nil: no prestarts.
+	Held func(name string) (path string, release func(), ok bool)
 	// Frames, when set, serves decoded frames from a node-local cache
 	// and stores the frames decoded (docs/video.md, "Frame cache").
 	Frames *Frames
@@ -703,14 +708,8 @@ func (s *Set) fillEpisode(ctx context.Context, c Camera, ep int64, index []int64
 			ferr(i, name, queries[k], math.NaN(), err)
 		}
 	}
-	margin := s.Tolerance
-	if s.Info.FPS > 0 {
-		margin = max(margin, 1/s.Info.FPS)
-	}
-	seg := Segment{Gray12: c.Depth != nil}
-	if s.resize && c.Depth == nil { // depth: resized in Go, nearest (DepthTable.Fill)
-		seg.Width, seg.Height = c.W, c.H
-	}
+	margin := s.margin()
+	seg := s.segmentOf(c)
 	dec, release, err := s.segmentDecoder(ctx, ep, c, name, &seg)
 	defer release()
 	if err != nil {
@@ -749,6 +748,95 @@ func (s *Set) fillEpisode(ctx context.Context, c Camera, ep int64, index []int64
 		}
 	}
 	return nil
+}
+
+// margin is how far around its queries a segment decodes: at least a
+// frame interval, so that errors can name the nearest frame.
+func (s *Set) margin() float64 {
+	if s.Info.FPS > 0 {
+		return max(s.Tolerance, 1/s.Info.FPS)
+	}
+	return s.Tolerance
+}
+
+// segmentOf is the segment of camera c's frames, before its file and span
+// are set: the output size when FFmpeg resizes, gray12le for depth.
+func (s *Set) segmentOf(c Camera) Segment {
+	seg := Segment{Gray12: c.Depth != nil}
+	if s.resize && c.Depth == nil { // depth: resized in Go, nearest (DepthTable.Fill)
+		seg.Width, seg.Height = c.W, c.H
+	}
+	return seg
+}
+
+// Prestarter is a Decoder that can start decoding a segment before the
+// segment is asked for (FFmpeg: its process started and seeking), so that
+// Decode does not wait for the start. hold is called once the decoder no
+// longer needs seg.Path (a reference the caller took for it). An
+// optimisation: the frames are the same with or without it.
+type Prestarter interface {
+	Prestart(ctx context.Context, seg Segment, hold func())
+}
+
+// Prestart has the decoder, if it is a Prestarter, start the segment that
+// Fill with the same samples would decode first for camera cam (the first
+// episode's run of samples) — unless the frame cache holds it, or its
+// video file is not yet located and checked by an earlier segment: a
+// prestart downloads and probes nothing (Held). It returns once the
+// decoder is started or declined; it must return before Release.
+func (s *Set) Prestart(ctx context.Context, cam int, episodes []int64, timestamps []float32) {
+	p, ok := s.Decoder.(Prestarter)
+	if !ok || s.Held == nil || len(episodes) == 0 {
+		return
+	}
+	c := s.Cameras[cam]
+	ep := episodes[0]
+	n := 1
+	for n < len(episodes) && episodes[n] == ep {
+		n++
+	}
+	sp, ok := s.spans[ep][c.Key]
+	if !ok {
+		return
+	}
+	name, err := s.Info.VideoFile(c.Key, sp.Chunk, sp.File)
+	if err != nil || !s.checked(name) {
+		return
+	}
+	_, queries := sortedQueries(sp.From, timestamps[:n])
+	seg := s.segmentOf(c)
+	seg.Start, seg.End = querySpan(queries, s.margin())
+	if key, ok := s.Frames.fileKey(ctx, s.Decoder, name, c.Key, seg, s.needs[name], s.Tolerance); ok &&
+		s.Frames.Cache.Holds(s.Frames.Group, key, seg.Start) {
+		return // served from the cache: no process needed
+	}
+	path, release, ok := s.Held(name)
+	if !ok {
+		return
+	}
+	seg.Path = path
+	p.Prestart(ctx, seg, release)
+}
+
+// checked reports whether video file name passed its stream check (a
+// file not yet checked, or failed: false; true when the decoder checks
+// no stream).
+func (s *Set) checked(name string) bool {
+	if _, ok := s.Decoder.(StreamProber); !ok {
+		return true
+	}
+	s.checksMu.Lock()
+	fc := s.checks[name]
+	s.checksMu.Unlock()
+	if fc == nil {
+		return false
+	}
+	select {
+	case <-fc.done:
+		return fc.err == nil
+	default:
+		return false
+	}
 }
 
 // segmentDecoder returns the decoder of a segment of camera c's file

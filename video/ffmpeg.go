@@ -89,6 +89,9 @@ type FFmpeg struct {
 	changed chan struct{}          // closed when a process is released
 	tick    uint64
 	started int // processes started (ProcessesStarted)
+	// prestarted and prestartUsed count the processes Prestart started
+	// and those a segment then used (Prestarts).
+	prestarted, prestartUsed int
 
 	idOnce sync.Once // Identity
 	id     string
@@ -184,31 +187,141 @@ type frameInfo struct {
 
 // Decode implements Decoder.
 func (d *FFmpeg) Decode(ctx context.Context, seg Segment, fn func(Frame) error) error {
-	if _, err := os.Stat(seg.Path); err != nil {
-		return fmt.Errorf("video file: %w", err)
-	}
-	if seg.Gray12 {
-		if err := d.grayCheck(ctx, seg.Path); err != nil {
-			return err
-		}
-	}
-	var yuv *YUV
-	if seg.Width == 0 && seg.Height == 0 && !seg.Gray12 {
-		var err error
-		if yuv, err = d.yuv(ctx, seg.Path); err != nil {
-			return err
-		}
-	}
-	s, err := d.acquire(ctx, seg, yuv)
+	yuv, err := d.segmentForm(ctx, seg)
 	if err != nil {
 		return err
 	}
-	keep, err := s.segment(ctx, seg, fn)
-	if cerr := ctx.Err(); cerr != nil {
-		keep, err = false, cerr
+	for {
+		s, pre, err := d.acquire(ctx, seg, yuv)
+		if err != nil {
+			return err
+		}
+		delivered := false
+		keep, err := s.segment(ctx, seg, func(f Frame) error {
+			delivered = true
+			return fn(f)
+		})
+		if cerr := ctx.Err(); cerr != nil {
+			keep, err = false, cerr
+		}
+		d.release(s, keep)
+		if err != nil && pre && !delivered {
+			// A prestarted process that failed before its first frame
+			// (its start is not this segment's doing): the segment gets
+			// a process of its own, which reports any real error.
+			continue
+		}
+		return err
 	}
-	d.release(s, keep)
-	return err
+}
+
+// segmentForm checks seg's file and returns the YUV conversion its frames
+// come through (nil: RGB24 or gray12le from FFmpeg).
+func (d *FFmpeg) segmentForm(ctx context.Context, seg Segment) (*YUV, error) {
+	if _, err := os.Stat(seg.Path); err != nil {
+		return nil, fmt.Errorf("video file: %w", err)
+	}
+	if seg.Gray12 {
+		return nil, d.grayCheck(ctx, seg.Path)
+	}
+	if seg.Width == 0 && seg.Height == 0 {
+		return d.yuv(ctx, seg.Path)
+	}
+	return nil, nil
+}
+
+// Prestart implements Prestarter: unless a process can continue to seg
+// (kept, or decoding an earlier segment of the file), it starts one for
+// seg and keeps it, ready, for the Decode of seg — which then waits for
+// neither the process's start (~50 ms of CPU for a distribution's
+// dynamically linked FFmpeg) nor its seek. At most MaxIdle prestarted
+// processes wait at a time; they are ended after every other kept
+// process, and by Close. hold, when not nil, releases the caller's
+// reference to seg.Path: it is called once the process is used or ended,
+// or at once when none is started. Errors are left to Decode: a
+// prestarted process that fails before its first frame is replaced there
+// by a new one.
+func (d *FFmpeg) Prestart(ctx context.Context, seg Segment, hold func()) {
+	s := d.prestartStream(ctx, seg)
+	if s == nil {
+		if hold != nil {
+			hold()
+		}
+		return
+	}
+	s.file = hold
+	err := s.start(d)
+	d.mu.Lock()
+	if err != nil || ctx.Err() != nil { // failed, or the run ended meanwhile
+		d.live = slices.DeleteFunc(d.live, func(x *stream) bool { return x == s })
+		d.notify()
+		d.mu.Unlock()
+		if err == nil {
+			s.stop()
+		}
+		s.unhold()
+		return
+	}
+	s.busy, s.starting = false, false
+	d.tick++
+	s.used = d.tick
+	end := d.trim()
+	d.notify()
+	d.mu.Unlock()
+	for _, x := range end {
+		x.stop()
+	}
+}
+
+// prestartStream registers a process to prestart for seg, busy while it
+// starts, or returns nil when none should be: seg's file is not usable
+// (Decode reports it), a process can continue to seg, or MaxIdle
+// prestarted processes are waiting already.
+func (d *FFmpeg) prestartStream(ctx context.Context, seg Segment) *stream {
+	yuv, err := d.segmentForm(ctx, seg)
+	if err != nil || ctx.Err() != nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.maxIdle() == 0 || d.continues(seg) || d.waitingPrestarts() >= d.maxIdle() {
+		return nil
+	}
+	s := d.newStream(seg, yuv)
+	d.prestarted++
+	s.pre, s.starting = true, true
+	d.live = append(d.live, s)
+	return s
+}
+
+// continues reports whether a live process can continue to seg: one kept
+// that serves it, one starting for it, or one decoding an earlier segment
+// of the file that seg may wait for. d.mu is held.
+func (d *FFmpeg) continues(seg Segment) bool {
+	for _, s := range d.live {
+		if !s.sameVideo(seg) {
+			continue
+		}
+		if (!s.busy || s.starting) && s.serves(seg, d.maxSkip()) {
+			return true
+		}
+		if s.busy && !s.starting && s.from <= seg.Start && s.seg.Start <= seg.Start && seg.Start-s.seg.End <= d.maxSkip() {
+			return true
+		}
+	}
+	return false
+}
+
+// waitingPrestarts counts the prestarted processes not yet used. d.mu is
+// held.
+func (d *FFmpeg) waitingPrestarts() int {
+	n := 0
+	for _, s := range d.live {
+		if s.pre {
+			n++
+		}
+	}
+	return n
 }
 
 // ProcessesStarted is how many ffmpeg processes d has started to decode
@@ -217,6 +330,14 @@ func (d *FFmpeg) ProcessesStarted() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.started
+}
+
+// Prestarts is how many processes Prestart started, and how many of
+// them a segment used (the others were ended unused: a cost).
+func (d *FFmpeg) Prestarts() (started, used int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.prestarted, d.prestartUsed
 }
 
 // Close ends the processes kept for later segments. The decoder stays
@@ -258,7 +379,7 @@ func (d *FFmpeg) maxSkip() float64 {
 // acquire returns a process for seg: a kept one that can continue to it,
 // the one decoding its predecessor in the file once that is done, or a new
 // one.
-func (d *FFmpeg) acquire(ctx context.Context, seg Segment, yuv *YUV) (*stream, error) {
+func (d *FFmpeg) acquire(ctx context.Context, seg Segment, yuv *YUV) (s *stream, pre bool, err error) {
 	d.mu.Lock()
 	var waiting *Segment
 	unwait := func() {
@@ -272,8 +393,16 @@ func (d *FFmpeg) acquire(ctx context.Context, seg Segment, yuv *YUV) (*stream, e
 		if s := d.kept(seg); s != nil {
 			unwait()
 			s.busy, s.seg = true, seg
+			pre := s.pre
+			if pre {
+				d.prestartUsed++
+			}
+			s.pre = false
 			d.mu.Unlock()
-			return s, nil
+			if pre {
+				s.unhold() // the segment's caller holds the file
+			}
+			return s, pre, nil
 		}
 		if !d.worthWaiting(seg) {
 			break
@@ -293,24 +422,30 @@ func (d *FFmpeg) acquire(ctx context.Context, seg Segment, yuv *YUV) (*stream, e
 			d.mu.Lock()
 			unwait()
 			d.mu.Unlock()
-			return nil, ctx.Err()
+			return nil, false, ctx.Err()
 		}
 		d.mu.Lock()
 	}
 	unwait()
-	s := &stream{path: seg.Path, w: seg.Width, h: seg.Height, from: seg.Start, gone: math.Inf(-1), busy: true, seg: seg,
-		hold: max(d.Hold, 2), yuv: yuv, gray: seg.Gray12}
+	s = d.newStream(seg, yuv)
 	d.live = append(d.live, s)
-	d.started++
 	d.mu.Unlock()
 	if err := s.start(d); err != nil {
 		d.mu.Lock()
 		d.live = slices.DeleteFunc(d.live, func(x *stream) bool { return x == s })
 		d.notify()
 		d.mu.Unlock()
-		return nil, err
+		return nil, false, err
 	}
-	return s, nil
+	return s, false, nil
+}
+
+// newStream is a process, not yet started, for seg, busy and counted as
+// started. d.mu is held.
+func (d *FFmpeg) newStream(seg Segment, yuv *YUV) *stream {
+	d.started++
+	return &stream{path: seg.Path, w: seg.Width, h: seg.Height, from: seg.Start, gone: math.Inf(-1), busy: true, seg: seg,
+		hold: max(d.Hold, 2), yuv: yuv, gray: seg.Gray12}
 }
 
 // kept returns the kept process that can continue to seg with the least
@@ -330,6 +465,11 @@ func (d *FFmpeg) kept(seg Segment) *stream {
 // process busy with a segment before seg in the same file (or kept for an
 // earlier waiting segment) will likely be able to continue to seg.
 func (d *FFmpeg) worthWaiting(seg Segment) bool {
+	for _, s := range d.live {
+		if s.starting && s.serves(seg, d.maxSkip()) {
+			return true // prestarted for it (or before it), starting
+		}
+	}
 	busy := 0 // the file's processes decoding, or kept for an earlier waiter
 	for _, s := range d.live {
 		if s.sameVideo(seg) && (s.busy || d.reserved(s, seg)) {
@@ -382,26 +522,35 @@ func (d *FFmpeg) release(s *stream, keep bool) {
 		d.live = slices.DeleteFunc(d.live, func(x *stream) bool { return x == s })
 		end = append(end, s)
 	}
-	for {
-		idle, oldest := 0, -1
-		for i, x := range d.live {
-			if !x.busy {
-				idle++
-				if oldest < 0 || x.used < d.live[oldest].used {
-					oldest = i
-				}
-			}
-		}
-		if idle <= d.maxIdle() {
-			break
-		}
-		end = append(end, d.live[oldest])
-		d.live = slices.Delete(d.live, oldest, oldest+1)
-	}
+	end = append(end, d.trim()...)
 	d.notify()
 	d.mu.Unlock()
 	for _, x := range end {
 		x.stop()
+	}
+}
+
+// trim takes out of d.live the idle processes beyond MaxIdle, least
+// recently used first, prestarted ones (waiting for a segment that has not
+// come yet) last, and returns them to be stopped. d.mu is held.
+func (d *FFmpeg) trim() []*stream {
+	var end []*stream
+	for {
+		idle, oldest := 0, -1
+		for i, x := range d.live {
+			if x.busy {
+				continue
+			}
+			idle++
+			if o := oldest; o < 0 || (d.live[o].pre && !x.pre) || (x.pre == d.live[o].pre && x.used < d.live[o].used) {
+				oldest = i
+			}
+		}
+		if idle <= d.maxIdle() {
+			return end
+		}
+		end = append(end, d.live[oldest])
+		d.live = slices.Delete(d.live, oldest, oldest+1)
 	}
 }
 
@@ -436,10 +585,25 @@ type stream struct {
 	hold    int
 	started bool // the yuv4mpeg header is read
 	gone    float64
+	// file, when set, releases the reference to the video file a
+	// prestarted process kept until used or ended (unhold).
+	file     func()
+	fileOnce sync.Once
 	// Guarded by FFmpeg.mu.
-	busy bool
-	seg  Segment // the segment being decoded, while busy
-	used uint64  // when last released (LRU)
+	busy     bool
+	starting bool    // prestarted, being started (busy meanwhile)
+	pre      bool    // prestarted and not yet used by a segment
+	seg      Segment // the segment being decoded, while busy
+	used     uint64  // when last released (LRU)
+}
+
+// unhold releases the file reference a prestarted process kept.
+func (s *stream) unhold() {
+	s.fileOnce.Do(func() {
+		if s.file != nil {
+			s.file()
+		}
+	})
 }
 
 func (s *stream) sameVideo(seg Segment) bool {
@@ -510,6 +674,7 @@ func (s *stream) start(d *FFmpeg) error {
 
 // stop ends the process and reaps it; it returns the process's exit error.
 func (s *stream) stop() error {
+	defer s.unhold()
 	s.halt()
 	_ = s.cmd.Process.Kill()
 	return s.wait()

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -409,4 +410,76 @@ func FuzzReadY4MHeader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFFmpegPrestart: a segment finds the process Prestart started for it
+// and gets exactly a new process's frames; Prestart starts nothing when a
+// process can continue to the segment, nor beyond MaxIdle waiting; kept
+// processes are ended before prestarted ones; a prestarted process that
+// died is replaced; Close ends the waiting ones; the file reference given
+// to Prestart is released exactly once whatever happens.
+func TestFFmpegPrestart(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	const fps = 30.0
+	p := makeVideo(t, dir, "v.mp4", "libx264", 96, 64, 30, 240, 15)
+	seg := func(first, last int) Segment {
+		return Segment{Path: p, Start: float64(first) / fps, End: float64(last) / fps}
+	}
+	type op struct {
+		do  string // "pre", "dec", "kill" (the waiting prestarted processes), "close"
+		seg Segment
+	}
+	fresh := &FFmpeg{Path: "ffmpeg", Probe: "ffprobe", Threads: 1, MaxIdle: -1} // YUV frames, as d
+	for _, tc := range []struct {
+		name      string
+		maxIdle   int
+		ops       []op
+		started   int // processes started
+		pre, used int // Prestarts
+	}{
+		{"prestarted, then used", 0, []op{{"pre", seg(90, 119)}, {"dec", seg(90, 119)}}, 1, 1, 1},
+		{"a kept process continues: none", 0, []op{{"dec", seg(0, 29)}, {"pre", seg(30, 59)}, {"dec", seg(30, 59)}}, 1, 0, 0},
+		{"beyond a kept process's reach", 0, []op{{"dec", seg(0, 29)}, {"pre", seg(150, 179)}, {"dec", seg(150, 179)}, {"dec", seg(30, 59)}}, 2, 1, 1},
+		{"twice for one segment: once", 0, []op{{"pre", seg(60, 89)}, {"pre", seg(60, 89)}, {"dec", seg(60, 89)}}, 1, 1, 1},
+		{"died before used: replaced", 0, []op{{"pre", seg(60, 89)}, {"kill", Segment{}}, {"dec", seg(60, 89)}}, 2, 1, 1},
+		{"at most MaxIdle waiting", 2, []op{{"pre", seg(0, 9)}, {"pre", seg(100, 109)}, {"pre", seg(200, 209)}, {"dec", seg(200, 209)}}, 3, 2, 0},
+		{"kept ones ended first", 1, []op{{"pre", seg(200, 209)}, {"dec", seg(0, 29)}, {"dec", seg(200, 209)}, {"dec", seg(30, 59)}}, 3, 1, 1},
+		{"ended by Close", 0, []op{{"pre", seg(0, 9)}, {"close", Segment{}}, {"dec", seg(0, 9)}}, 2, 1, 0},
+		{"missing file: none", 0, []op{{"pre", Segment{Path: filepath.Join(dir, "absent.mp4"), End: 1}}}, 0, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &FFmpeg{Path: "ffmpeg", Probe: "ffprobe", Threads: 1, MaxIdle: tc.maxIdle}
+			var holds, released atomic.Int32
+			for _, o := range tc.ops {
+				switch o.do {
+				case "pre":
+					holds.Add(1)
+					d.Prestart(context.Background(), o.seg, func() { released.Add(1) })
+				case "dec":
+					sameFrames(t, fmt.Sprintf("segment at %.3f", o.seg.Start), decodeAll(t, d, o.seg, 0), decodeAll(t, fresh, o.seg, 0))
+				case "kill":
+					d.mu.Lock()
+					for _, s := range d.live {
+						if s.pre {
+							_ = s.cmd.Process.Kill()
+						}
+					}
+					d.mu.Unlock()
+				case "close":
+					d.Close()
+				}
+			}
+			d.Close()
+			if len(d.live) != 0 {
+				t.Fatalf("%d processes after Close", len(d.live))
+			}
+			if pre, used := d.Prestarts(); d.ProcessesStarted() != tc.started || pre != tc.pre || used != tc.used {
+				t.Fatalf("%d processes started, %d prestarted, %d of them used; want %d, %d, %d", d.ProcessesStarted(), pre, used, tc.started, tc.pre, tc.used)
+			}
+			if holds.Load() != released.Load() {
+				t.Fatalf("%d file references given to Prestart, %d released", holds.Load(), released.Load())
+			}
+		})
+	}
 }

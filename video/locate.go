@@ -77,6 +77,38 @@ func (m *Materializer) Locate(ctx context.Context, name string) (string, func(),
 	return f.path, func() { once.Do(func() { m.unref(name, f) }) }, nil
 }
 
+// Held is Set.Held: the local path of file name if it is materialized
+// (in use or kept idle), with a reference like Locate's; nothing is
+// fetched.
+func (m *Materializer) Held(name string) (string, func(), bool) {
+	m.mu.Lock()
+	f := m.files[name]
+	if f == nil {
+		m.mu.Unlock()
+		return "", nil, false
+	}
+	select {
+	case <-f.ready:
+	default:
+		m.mu.Unlock()
+		return "", nil, false // being fetched
+	}
+	if f.err != nil {
+		m.mu.Unlock()
+		return "", nil, false
+	}
+	f.refs++
+	for i, n := range m.idle {
+		if n == name {
+			m.idle = append(m.idle[:i], m.idle[i+1:]...)
+			break
+		}
+	}
+	m.mu.Unlock()
+	var once sync.Once
+	return f.path, func() { once.Do(func() { m.unref(name, f) }) }, true
+}
+
 // unref drops a reference to f; an unreferenced file becomes idle (or is
 // forgotten when it failed, so that a later Locate tries again).
 func (m *Materializer) unref(name string, f *matFile) {

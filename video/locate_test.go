@@ -35,10 +35,11 @@ func (s *openCounter) opens(name string) int {
 func TestMaterializer(t *testing.T) {
 	fsys := fstest.MapFS{"videos/a.mp4": {Data: []byte("aaaa")}, "videos/b.mp4": {Data: []byte("bb")}}
 	type step struct {
-		op    string // locate, release, close
+		op    string // locate, held, release, close
 		name  string
 		opens int  // opens of name after the step
 		gone  bool // locate: the path of the previous locate of name no longer exists
+		held  bool // held: Held finds the file
 	}
 	tests := []struct {
 		name  string
@@ -69,6 +70,24 @@ func TestMaterializer(t *testing.T) {
 			{op: "release", name: "videos/a.mp4"},
 			{op: "close"},
 			{op: "locate", name: "videos/a.mp4", opens: 2, gone: true},
+		}},
+		{"held: only files located, never fetched", 1, []step{
+			{op: "held", name: "videos/a.mp4", opens: 0},
+			{op: "locate", name: "videos/a.mp4", opens: 1},
+			{op: "held", name: "videos/a.mp4", opens: 1, held: true},
+			{op: "release", name: "videos/a.mp4"},
+			{op: "release", name: "videos/a.mp4"},
+			{op: "locate", name: "videos/b.mp4", opens: 1},
+			{op: "release", name: "videos/b.mp4"},
+			{op: "held", name: "videos/a.mp4", opens: 1}, // evicted: not fetched again
+		}},
+		{"a held file is in use", 1, []step{
+			{op: "locate", name: "videos/a.mp4", opens: 1},
+			{op: "release", name: "videos/a.mp4"},
+			{op: "held", name: "videos/a.mp4", opens: 1, held: true}, // idle, taken back
+			{op: "locate", name: "videos/b.mp4", opens: 1},
+			{op: "release", name: "videos/b.mp4"},
+			{op: "locate", name: "videos/a.mp4", opens: 1},
 		}},
 		{"a failure is retried", 4, []step{
 			{op: "fail", name: "videos/missing.mp4", opens: 1},
@@ -106,6 +125,17 @@ func TestMaterializer(t *testing.T) {
 					r[len(r)-1]()
 					r[len(r)-1]() // idempotent
 					releases[s.name] = r[:len(r)-1]
+				case "held":
+					p, rel, ok := m.Held(s.name)
+					if ok != s.held {
+						t.Fatalf("step %d: Held(%s) %t, want %t", i, s.name, ok, s.held)
+					}
+					if ok {
+						if b, err := os.ReadFile(p); err != nil || string(b) != string(fsys[s.name].Data) {
+							t.Fatalf("step %d: %s reads %q (%v)", i, p, b, err)
+						}
+						releases[s.name] = append(releases[s.name], rel)
+					}
 				case "close":
 					m.Close()
 				case "fail":
@@ -113,7 +143,7 @@ func TestMaterializer(t *testing.T) {
 						t.Fatalf("step %d: %v, want a not-exist error", i, err)
 					}
 				}
-				if (s.op == "locate" || s.op == "fail") && src.opens(s.name) != s.opens {
+				if (s.op == "locate" || s.op == "fail" || s.op == "held") && src.opens(s.name) != s.opens {
 					t.Fatalf("step %d (%s %s): %d opens, want %d", i, s.op, s.name, src.opens(s.name), s.opens)
 				}
 			}

@@ -31,8 +31,7 @@ func Select(ctx context.Context, d Decoder, seg Segment, queries []float64, tol,
 	if len(queries) == 0 {
 		return 0, nil
 	}
-	seg.Start = queries[0] - margin
-	seg.End = queries[len(queries)-1] + margin
+	seg.Start, seg.End = querySpan(queries, margin)
 	var prev Frame // its Pix stays valid during the next callback (Frame)
 	havePrev := false
 	qi := 0
@@ -80,4 +79,10 @@ func Select(ctx context.Context, d Decoder, seg Segment, queries []float64, tol,
 		}
 	}
 	return qi, nil
+}
+
+// querySpan is the span Select decodes for queries (ascending, at least
+// one) with margin.
+func querySpan(queries []float64, margin float64) (start, end float64) {
+	return queries[0] - margin, queries[len(queries)-1] + margin
 }
