@@ -298,6 +298,9 @@ func setVideoCameras(cfg *Config, o CameraOptions, spans []shard.VideoSpan, eps 
 	if err != nil {
 		return err
 	}
+	if mat != nil {
+		set.Held = mat.Held // files a segment located: prestarts fetch nothing
+	}
 	if err := set.SetDepthUnit(depthUnit(o)); err != nil {
 		return err
 	}

@@ -556,6 +556,16 @@ func (d *countingDecoder) Decode(ctx context.Context, seg video.Segment, fn func
 	return d.Decoder.Decode(ctx, seg, fn)
 }
 
+// Prestart forwards to the wrapped decoder when it is a Prestarter (a
+// FFmpeg), so that the pipeline's tests run with prestarts as a run does.
+func (d *countingDecoder) Prestart(ctx context.Context, seg video.Segment, hold func()) {
+	if p, ok := d.Decoder.(video.Prestarter); ok {
+		p.Prestart(ctx, seg, hold)
+	} else if hold != nil {
+		hold()
+	}
+}
+
 // Close ends the wrapped decoder's kept processes, as the pipeline does
 // for an unwrapped *video.FFmpeg at the end of a run.
 func (d *countingDecoder) Close() error {

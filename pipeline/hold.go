@@ -563,10 +563,16 @@ func serveBatches(ctx context.Context, srcs []Mix, idx *keepIndex, h *holder, or
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
+	defer bs.ahead.wait() // before the cameras' Release
 	clear(h.ring)
 	defer bs.drop()
 	return ordered(ctx, len(bs.units), workers, chunkWindow(srcs[0].Config, workers),
 		func(ctx context.Context, i int) (*Chunk, error) {
+			bs.ahead.take(ctx, i, workers, len(bs.units), func(ctx context.Context, j int) {
+				if !bs.continues(j, workers+1) {
+					bs.pi.prestart(ctx, bs.units[j])
+				}
+			})
 			return bs.pi.decode(ctx, bs.units[i])
 		},
 		func(i int, c *Chunk) error {
@@ -575,6 +581,23 @@ func serveBatches(ctx context.Context, srcs []Mix, idx *keepIndex, h *holder, or
 			}
 			return bs.serveReady()
 		})
+}
+
+// continues reports whether the piece before input j's in its group is
+// one of the within inputs before j: decoded just before it, by a
+// decoder that then continues to j (video.FFmpeg keeps its process), so
+// j needs no prestart.
+func (bs *batchServer) continues(j, within int) bool {
+	id := bs.units[j]
+	if id == 0 || bs.pi.group(id-1) != bs.pi.group(id) {
+		return false
+	}
+	for t := j - 1; t >= max(0, j-within); t-- {
+		if bs.units[t] == id-1 {
+			return true
+		}
+	}
+	return false
 }
 
 // batchServer is one serveBatches call: the serve index of every position
@@ -598,7 +621,48 @@ type batchServer struct {
 	bi      int     // next batch of mine
 	fillers []*filler
 	picks   []*heldFrame
+	ahead   lookahead // prestarts the pieces after those being decoded
 }
+
+// lookahead prepares the inputs the workers take next while they decode:
+// when a worker takes input i, each input after it up to i+width not yet
+// prepared is (pieceIndex.prestart), in input order, one at a time, in
+// the background: a piece's preparation sees its predecessors' (a
+// process prestarted for piece k of an episode can continue to piece
+// k+1, which then needs none).
+type lookahead struct {
+	mu   sync.Mutex
+	next int           // the first input neither prepared nor taken
+	tail chan struct{} // closed when the inputs prepared so far are
+	wg   sync.WaitGroup
+}
+
+// take records that input i (of n) is taken — decoded now, not prepared —
+// and prepares the inputs after the last prepared, up to i+width, with job
+// once those before them are.
+func (l *lookahead) take(ctx context.Context, i, width, n int, job func(context.Context, int)) {
+	l.mu.Lock()
+	from, last := max(l.next, i+1), min(i+width, n-1)
+	if from > last {
+		l.mu.Unlock()
+		return
+	}
+	l.next = last + 1
+	prev, done := l.tail, make(chan struct{})
+	l.tail = done
+	l.mu.Unlock()
+	l.wg.Go(func() {
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		for j := from; j <= last && ctx.Err() == nil; j++ {
+			job(ctx, j)
+		}
+	})
+}
+
+func (l *lookahead) wait() { l.wg.Wait() }
 
 // plan gives each position mine serves its serve index, and lists the
 // pieces of unit groups (whole groups without cameras, see pieces.go) in

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/lrstream/lrstream/collate"
 	"github.com/lrstream/lrstream/order"
@@ -484,5 +486,61 @@ func TestHeldStoredFrames(t *testing.T) {
 				t.Fatal("a frame of another converted size held")
 			}
 		})
+	}
+}
+
+// TestLookahead: taking inputs in order prepares each later input once,
+// in input order, up to width after the one taken, never one taken.
+func TestLookahead(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		width int
+		takes []int
+		want  []int
+	}{
+		{"every input", 2, []int{0, 1, 2, 3, 4, 5}, []int{1, 2, 3, 4, 5, 6, 7}},
+		{"inputs taken before their turn are skipped", 2, []int{0, 5, 6}, []int{1, 2, 6, 7, 8}},
+		{"to the last input", 3, []int{7, 8, 9}, []int{8, 9}},
+		{"width 0: none", 0, []int{0, 1, 2}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var l lookahead
+			var mu sync.Mutex
+			var got []int
+			for _, i := range tc.takes {
+				l.take(context.Background(), i, tc.width, 10, func(_ context.Context, j int) {
+					time.Sleep(time.Duration(10-j) * time.Millisecond) // later inputs finish sooner if run at once
+					mu.Lock()
+					got = append(got, j)
+					mu.Unlock()
+				})
+			}
+			l.wait()
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("prepared %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPieceContinues: a piece needs no prestart when its group's previous
+// piece is among the inputs just before it.
+func TestPieceContinues(t *testing.T) {
+	// Group 0: pieces 0-2; group 1: pieces 3-4.
+	bs := &batchServer{pi: &pieceIndex{base: []int{0, 3, 5}}, units: []int{0, 1, 3, 2, 4}}
+	for _, tc := range []struct {
+		j, within int
+		want      bool
+	}{
+		{0, 3, false}, // a group's first piece
+		{1, 1, true},  // piece 0 just before
+		{2, 3, false}, // piece 3: group 1's first
+		{3, 2, true},  // piece 2: piece 1 two inputs before
+		{3, 1, false}, // ... not within one
+		{4, 2, true},  // piece 4: piece 3 two before
+	} {
+		if got := bs.continues(tc.j, tc.within); got != tc.want {
+			t.Errorf("continues(%d, %d) = %v, want %v", tc.j, tc.within, got, tc.want)
+		}
 	}
 }

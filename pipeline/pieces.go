@@ -358,6 +358,44 @@ func (pi *pieceIndex) episode(id int) int64 {
 // use records that piece id will be decoded (once).
 func (pi *pieceIndex) use(id int) { pi.uses[pi.group(id)]++ }
 
+// prestart reads (once) the group of piece id, if pieces of it are still
+// to be decoded, and has the cameras get ready for the piece's segments
+// (video.Set.Prestart), so that its decoding does not wait for a decoder
+// to start. It changes no output: the group's read is the one decode
+// uses, and a prestarted decoder gives the frames a new one would.
+func (pi *pieceIndex) prestart(ctx context.Context, id int) {
+	u := pi.group(id)
+	cfg := pi.srcs[pi.idx.src[u]].Config
+	set := cfg.Cameras
+	if set == nil {
+		return
+	}
+	pi.mu.Lock()
+	gr := pi.groups[u]
+	if gr == nil && pi.uses[u] > 0 {
+		gr = &groupRead{}
+		pi.groups[u] = gr
+	}
+	pi.mu.Unlock()
+	if gr == nil || gr.get(ctx, cfg, pi.idx.units[u]) != nil {
+		return // every piece of it decoded already, or the read failed (decode reports it)
+	}
+	wb := gr.c.Batch
+	total, n := wb.Len(), pi.base[u+1]-pi.base[u]
+	flo, fhi := 0, total
+	if n > 1 {
+		lo, hi := pieceRange(total, n, id-pi.base[u])
+		before, after := cameraHalo(cfg)
+		flo, fhi = max(0, lo-before), min(total, hi+after)
+	}
+	if flo >= fhi {
+		return
+	}
+	for cam := range set.Cameras {
+		set.Prestart(ctx, cam, wb.EpisodeIndex[flo:fhi], wb.Timestamp[flo:fhi])
+	}
+}
+
 // decode decodes piece id; the group's read is shared with its other used
 // pieces and dropped after the last of them.
 func (pi *pieceIndex) decode(ctx context.Context, id int) (*Chunk, error) {

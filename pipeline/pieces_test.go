@@ -504,6 +504,63 @@ func TestCameraPiecesShareProcesses(t *testing.T) {
 	}
 }
 
+// noPrestart hides a decoder's Prestart (and keeps its Close).
+type noPrestart struct{ video.Decoder }
+
+func (d noPrestart) Close() error {
+	if c, ok := d.Decoder.(interface{ Close() error }); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// TestTrainPrestartSameBytes: the training orders prestart the decoder
+// for the pieces the workers take next (pieceIndex.prestart); the bytes
+// are those of a run without prestarts, with --delta-timestamps camera
+// windows crossing the pieces.
+func TestTrainPrestartSameBytes(t *testing.T) {
+	t.Parallel()
+	dir := videoDataset(t, func(o *datagen.Options) {
+		o.Episodes, o.MinFrames, o.MaxFrames, o.FramesPerFile = 6, 30, 45, 100
+		o.Cameras = []string{"front"}
+	})
+	const rows = 8
+	const deltas = "observation.images.front=-2/30,0,1/30"
+	for name, to := range map[string]TrainOptions{
+		"global, 2 epochs": {Shuffle: true, Seed: 5, BufferSize: 40, Epochs: 2},
+		"stratified":       {Shuffle: true, Seed: 5, BufferSize: 40, Epochs: 1, Order: OrderStratified, Partitions: 2, PartitionOpen: 2, Consumers: 1},
+	} {
+		run := func(wrap func(video.Decoder) video.Decoder) ([]byte, *video.FFmpeg) {
+			var ff *video.FFmpeg
+			cfg, _ := pieceConfig(t, dir, rows, deltas, func(d video.Decoder) video.Decoder {
+				ff = d.(*video.FFmpeg)
+				if wrap != nil {
+					return wrap(d)
+				}
+				return d
+			})
+			var buf bytes.Buffer
+			if _, err := Train(context.Background(), cfg, StreamOptions{BatchSize: 8}, to, sink.NewMsgpack(&buf)); err != nil {
+				t.Fatal(err)
+			}
+			return buf.Bytes(), ff
+		}
+		want, plain := run(func(d video.Decoder) video.Decoder { return noPrestart{d} })
+		got, ff := run(nil)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s: %d bytes with prestarts, %d without; they differ", name, len(got), len(want))
+		}
+		if pre, _ := plain.Prestarts(); pre != 0 {
+			t.Fatalf("%d processes prestarted through a decoder that hides Prestart", pre)
+		}
+		pre, used := ff.Prestarts()
+		if used > pre {
+			t.Fatalf("%d prestarted processes used, %d prestarted", used, pre)
+		}
+		t.Logf("%s: %d processes with prestarts (%d prestarted, %d used), %d without", name, ff.ProcessesStarted(), pre, used, plain.ProcessesStarted())
+	}
+}
+
 // TestPieceTurn: piece k's turn comes once the pieces before it had
 // theirs (in any order of finishing), and a cancelled wait returns.
 func TestPieceTurn(t *testing.T) {
