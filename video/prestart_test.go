@@ -51,7 +51,9 @@ func TestSetPrestart(t *testing.T) {
 	for e := range int64(4) {
 		spans = append(spans, shard.VideoSpan{Episode: e, Key: key, From: float64(e), To: float64(e + 1), Length: 30})
 	}
-	loc := func(ctx context.Context, name string) (string, func(), error) { return filepath.Join(dir, name), func() {}, nil }
+	loc := func(ctx context.Context, name string) (string, func(), error) {
+		return filepath.Join(dir, name), func() {}, nil
+	}
 	samples := func(ep int64, from, to int) (eps, index []int64, ts []float32) {
 		for f := from; f < to; f++ {
 			eps, index, ts = append(eps, ep), append(index, ep*30+int64(f)), append(ts, float32(f)/30)
