@@ -2,6 +2,7 @@ package video
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/lrstream/lrstream/fetch"
@@ -51,12 +52,7 @@ func (m *Materializer) Locate(ctx context.Context, name string) (string, func(),
 		m.files[name] = f
 	}
 	f.refs++
-	for i, n := range m.idle {
-		if n == name {
-			m.idle = append(m.idle[:i], m.idle[i+1:]...)
-			break
-		}
-	}
+	m.idle = slices.DeleteFunc(m.idle, func(n string) bool { return n == name }) // in use again
 	m.mu.Unlock()
 	if first {
 		f.path, f.release, f.err = fetch.Materialize(ctx, m.src, name)
@@ -98,12 +94,7 @@ func (m *Materializer) Held(name string) (string, func(), bool) {
 		return "", nil, false
 	}
 	f.refs++
-	for i, n := range m.idle {
-		if n == name {
-			m.idle = append(m.idle[:i], m.idle[i+1:]...)
-			break
-		}
-	}
+	m.idle = slices.DeleteFunc(m.idle, func(n string) bool { return n == name }) // in use again
 	m.mu.Unlock()
 	var once sync.Once
 	return f.path, func() { once.Do(func() { m.unref(name, f) }) }, true
