@@ -25,9 +25,9 @@ type YUV struct {
 	// Name is the matrix and range ("bt601 limited", "bt709 limited").
 	Name                     string
 	cy, yOff, vr, ub, ug, vg int16
-	// vec holds yOff, cy, vr, ub, ug, vg and 1024, each eight times, for
-	// the vector code.
-	vec [7][8]int16
+	// vec holds yOff, cy, vr, ub, ug, vg and 1024, each sixteen times (a
+	// 256-bit register), for the vector code.
+	vec [7][16]int16
 }
 
 // yuvMatrix is a YUV→RGB matrix as swscale's inverse tables give it:
@@ -152,14 +152,17 @@ func (c *YUV) toCHWPath(dst, yuv []byte, w, h int, p yuvPath) {
 	cw := w / 2
 	ys, us, vs := yuv[:n], yuv[n:n+cw*(h/2)], yuv[n+cw*(h/2):n+2*cw*(h/2)]
 	r, g, b := dst[:n], dst[n:2*n], dst[2*n:3*n]
-	for row := range h {
-		o := row * w
-		co := (row / 2) * cw
+	for row := 0; row < h; row += 2 {
+		// The two rows sharing chroma row row/2: vector blocks first,
+		// then each row's tail pixel by pixel.
+		o, co := row*w, (row/2)*cw
 		x := 0
 		if p != yuvScalar {
-			x = c.rowFast(p, r[o:o+w], g[o:o+w], b[o:o+w], ys[o:o+w], us[co:co+cw], vs[co:co+cw])
+			x = c.rowPairFast(p, r[o:o+2*w], g[o:o+2*w], b[o:o+2*w], ys[o:o+2*w], us[co:co+cw], vs[co:co+cw], w)
 		}
-		c.row(r[o+x:o+w], g[o+x:o+w], b[o+x:o+w], ys[o+x:o+w], us[co+x/2:co+cw], vs[co+x/2:co+cw])
+		for k := o; k < o+2*w; k += w {
+			c.row(r[k+x:k+w], g[k+x:k+w], b[k+x:k+w], ys[k+x:k+w], us[co+x/2:co+cw], vs[co+x/2:co+cw])
+		}
 	}
 }
 

@@ -12,5 +12,6 @@ const yuvBestPath = yuvScalar
 // loop here.
 func yuvPathAvailable(p yuvPath) bool { return p == yuvScalar }
 
-// rowFast has no vector version on this architecture: row does the work.
-func (c *YUV) rowFast(p yuvPath, r, g, b, ys, us, vs []byte) int { return 0 }
+// rowPairFast has no vector version on this architecture: row does the
+// work.
+func (c *YUV) rowPairFast(p yuvPath, r, g, b, ys, us, vs []byte, w int) int { return 0 }
