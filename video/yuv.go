@@ -120,7 +120,7 @@ type yuvPath uint8
 const (
 	yuvScalar yuvPath = iota // YUV.row, pixel by pixel
 	yuvSSE2                  // yuvRowSSE2, 16 pixels a step (amd64)
-	yuvAVX2                  // yuvRowAVX2, 32 pixels a step, then SSE2 (amd64 with AVX2)
+	yuvAVX2                  // yuvRowsAVX2, 32 pixels of two rows a step, then SSE2 (amd64 with AVX2)
 )
 
 func (p yuvPath) String() string {
@@ -145,8 +145,9 @@ func (c *YUV) toCHW(dst, yuv []byte, w, h int, vector bool) {
 	c.toCHWPath(dst, yuv, w, h, p)
 }
 
-// toCHWPath is ToCHW without checks through row conversion p, which must
-// be available on this CPU (yuvPathAvailable): tests compare them all.
+// toCHWPath is ToCHW without checks (w and h even) through row conversion
+// p, which must be available on this CPU (yuvPathAvailable): tests compare
+// them all.
 func (c *YUV) toCHWPath(dst, yuv []byte, w, h int, p yuvPath) {
 	n := w * h
 	cw := w / 2
