@@ -25,9 +25,9 @@ type YUV struct {
 	// Name is the matrix and range ("bt601 limited", "bt709 limited").
 	Name                     string
 	cy, yOff, vr, ub, ug, vg int16
-	// vec holds yOff, cy, vr, ub, ug, vg and 1024, each eight times, for
-	// the vector code.
-	vec [7][8]int16
+	// vec holds yOff, cy, vr, ub, ug, vg and 1024, each sixteen times (a
+	// 256-bit register), for the vector code.
+	vec [7][16]int16
 }
 
 // yuvMatrix is a YUV→RGB matrix as swscale's inverse tables give it:
@@ -82,6 +82,10 @@ func yuvFor(space, rng string) *YUV {
 	return nil
 }
 
+// yuvNames are the names (YUV.Name) of every conversion yuvFor and
+// yuvByName return.
+func yuvNames() []string { return []string{"bt601 limited", "bt709 limited"} }
+
 // yuvByName returns the conversion named name (YUV.Name), or nil.
 func yuvByName(name string) *YUV {
 	switch name {
@@ -109,21 +113,57 @@ func (c *YUV) ToCHW(dst, yuv []byte, w, h int) error {
 	return nil
 }
 
+// yuvPath is an implementation of the row conversion. ToCHW runs the
+// best one the CPU has (yuvBestPath); tests force each.
+type yuvPath uint8
+
+const (
+	yuvScalar yuvPath = iota // YUV.row, pixel by pixel
+	yuvSSE2                  // yuvRowSSE2, 16 pixels a step (amd64)
+	yuvAVX2                  // yuvRowsAVX2, 32 pixels of two rows a step, then SSE2 (amd64 with AVX2)
+)
+
+func (p yuvPath) String() string {
+	switch p {
+	case yuvScalar:
+		return "scalar"
+	case yuvSSE2:
+		return "sse2"
+	case yuvAVX2:
+		return "avx2"
+	}
+	return fmt.Sprintf("yuvPath(%d)", uint8(p))
+}
+
 // toCHW is ToCHW without checks, with the vector code (where there is
-// one) only when vector is set: tests compare both.
+// one: the best this CPU runs) only when vector is set.
 func (c *YUV) toCHW(dst, yuv []byte, w, h int, vector bool) {
+	p := yuvScalar
+	if vector {
+		p = yuvBestPath
+	}
+	c.toCHWPath(dst, yuv, w, h, p)
+}
+
+// toCHWPath is ToCHW without checks (w and h even) through row conversion
+// p, which must be available on this CPU (yuvPathAvailable): tests compare
+// them all.
+func (c *YUV) toCHWPath(dst, yuv []byte, w, h int, p yuvPath) {
 	n := w * h
 	cw := w / 2
 	ys, us, vs := yuv[:n], yuv[n:n+cw*(h/2)], yuv[n+cw*(h/2):n+2*cw*(h/2)]
 	r, g, b := dst[:n], dst[n:2*n], dst[2*n:3*n]
-	for row := range h {
-		o := row * w
-		co := (row / 2) * cw
+	for row := 0; row < h; row += 2 {
+		// The two rows sharing chroma row row/2: vector blocks first,
+		// then each row's tail pixel by pixel.
+		o, co := row*w, (row/2)*cw
 		x := 0
-		if vector {
-			x = c.rowFast(r[o:o+w], g[o:o+w], b[o:o+w], ys[o:o+w], us[co:co+cw], vs[co:co+cw])
+		if p != yuvScalar {
+			x = c.rowPairFast(p, r[o:o+2*w], g[o:o+2*w], b[o:o+2*w], ys[o:o+2*w], us[co:co+cw], vs[co:co+cw], w)
 		}
-		c.row(r[o+x:o+w], g[o+x:o+w], b[o+x:o+w], ys[o+x:o+w], us[co+x/2:co+cw], vs[co+x/2:co+cw])
+		for k := o; k < o+2*w; k += w {
+			c.row(r[k+x:k+w], g[k+x:k+w], b[k+x:k+w], ys[k+x:k+w], us[co+x/2:co+cw], vs[co+x/2:co+cw])
+		}
 	}
 }
 

@@ -1,12 +1,12 @@
 #include "textflag.h"
 
-// func yuvRowSSE2(red, green, blue, ys, us, vs *byte, blocks int, k *[7][8]int16)
+// func yuvRowSSE2(red, green, blue, ys, us, vs *byte, blocks int, k *[7][16]int16)
 //
 // Converts blocks×16 pixels of one YUV 4:2:0 row (16 Y, 8 U and 8 V bytes a
 // block) to the R, G and B planes, with YUV's arithmetic (yuv.go): k holds
-// the constants broadcast to eight words each: yOff, cy, vr, ub, ug, vg,
-// 1024. Chroma terms are computed once per chroma sample and then
-// duplicated to its two pixels.
+// the constants broadcast to sixteen words each (this reads the first
+// eight): yOff, cy, vr, ub, ug, vg, 1024. Chroma terms are computed once
+// per chroma sample and then duplicated to its two pixels.
 TEXT ·yuvRowSSE2(SB), NOSPLIT, $0-64
 	MOVQ red+0(FP), DI
 	MOVQ green+8(FP), R8
@@ -17,12 +17,12 @@ TEXT ·yuvRowSSE2(SB), NOSPLIT, $0-64
 	MOVQ blocks+48(FP), CX
 	MOVQ k+56(FP), AX
 	MOVOU 0(AX), X8   // yOff
-	MOVOU 16(AX), X9  // cy
-	MOVOU 32(AX), X10 // vr
-	MOVOU 48(AX), X11 // ub
-	MOVOU 64(AX), X12 // ug
-	MOVOU 80(AX), X13 // vg
-	MOVOU 96(AX), X14 // 1024
+	MOVOU 32(AX), X9  // cy
+	MOVOU 64(AX), X10 // vr
+	MOVOU 96(AX), X11 // ub
+	MOVOU 128(AX), X12 // ug
+	MOVOU 160(AX), X13 // vg
+	MOVOU 192(AX), X14 // 1024
 	PXOR X15, X15
 	TESTQ CX, CX
 	JZ done
