@@ -474,13 +474,11 @@ func absentVideosError(dataset, spec string, miss []absentVideo, total int) erro
 // whose camera window holds a frame that cannot — becomes a failed render
 // (counted and skipped with SkipErrors, else the stream's error, naming
 // file, camera, episode, index and timestamps).
-func attachFrames(ctx context.Context, cfg *Config, gr *groupRead, c *Chunk, lo, hi, piece int) error {
+// turn, when not nil, orders the piece's first camera after its
+// predecessor's (cameraTurn).
+func attachFrames(ctx context.Context, cfg *Config, gr *groupRead, turn cameraTurn, c *Chunk, lo, hi, piece int) error {
 	if cfg.Cameras == nil && cfg.Images == nil {
 		return nil
-	}
-	turn := gr.turn // the piece's turn (plan order): see pieceTurn
-	if turn != nil {
-		defer turn.finish(piece) // also on failure: the next piece goes on
 	}
 	a := newFrameAttach(cfg, gr.c, c, lo, hi)
 	if cfg.Cameras != nil {
@@ -551,7 +549,7 @@ func (a *frameAttach) addColumn(cam video.Camera, buf []byte, convs []*video.Fra
 
 // videoColumns decodes every video camera's frames (the first camera in
 // the piece's turn, when pieces take turns).
-func (a *frameAttach) videoColumns(ctx context.Context, turn *pieceTurn, piece int) error {
+func (a *frameAttach) videoColumns(ctx context.Context, turn cameraTurn, piece int) error {
 	set, c, wb := a.cfg.Cameras, a.c, a.whole.Batch
 	flo, fhi, lo, hi := a.flo, a.fhi, a.lo, a.hi
 	n := fhi - flo

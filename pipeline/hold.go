@@ -564,16 +564,17 @@ func serveBatches(ctx context.Context, srcs []Mix, idx *keepIndex, h *holder, or
 		workers = runtime.GOMAXPROCS(0)
 	}
 	defer bs.ahead.wait() // before the cameras' Release
+	bs.linkTurns(workers + 1)
 	clear(h.ring)
 	defer bs.drop()
 	return ordered(ctx, len(bs.units), workers, chunkWindow(srcs[0].Config, workers),
 		func(ctx context.Context, i int) (*Chunk, error) {
 			bs.ahead.take(ctx, i, workers, len(bs.units), func(ctx context.Context, j int) {
-				if !bs.continues(j, workers+1) {
+				if bs.continues(j, workers+1) < 0 {
 					bs.pi.prestart(ctx, bs.units[j])
 				}
 			})
-			return bs.pi.decode(ctx, bs.units[i])
+			return bs.pi.decode(ctx, bs.units[i], bs.turns[i])
 		},
 		func(i int, c *Chunk) error {
 			if err := bs.take(i, c); err != nil {
@@ -583,21 +584,43 @@ func serveBatches(ctx context.Context, srcs []Mix, idx *keepIndex, h *holder, or
 		})
 }
 
-// continues reports whether the piece before input j's in its group is
-// one of the within inputs before j: decoded just before it, by a
-// decoder that then continues to j (video.FFmpeg keeps its process), so
-// j needs no prestart.
-func (bs *batchServer) continues(j, within int) bool {
+// continues returns the input, among the within inputs before j, that
+// decodes the piece before input j's in its group (-1: none): decoded just
+// before it, by a decoder that then continues to j (video.FFmpeg keeps its
+// process), so j needs no prestart, and waits for its first camera
+// (linkTurns).
+func (bs *batchServer) continues(j, within int) int {
 	id := bs.units[j]
 	if id == 0 || bs.pi.group(id-1) != bs.pi.group(id) {
-		return false
+		return -1
 	}
 	for t := j - 1; t >= max(0, j-within); t-- {
 		if bs.units[t] == id-1 {
-			return true
+			return t
 		}
 	}
-	return false
+	return -1
+}
+
+// linkTurns gives each input that continues its predecessor's decoder
+// (continues) a turn after the predecessor's first camera: the workers
+// take them at once, and the piece that won the race to the decoder would
+// start a process of its own, its predecessor another.
+func (bs *batchServer) linkTurns(within int) {
+	bs.turns = make([]cameraTurn, len(bs.units))
+	for j := range bs.units {
+		t := bs.continues(j, within)
+		if t < 0 {
+			continue
+		}
+		prev, ok := bs.turns[t].(*pieceAfter)
+		if !ok {
+			prev = &pieceAfter{}
+			bs.turns[t] = prev
+		}
+		prev.done = make(chan struct{})
+		bs.turns[j] = &pieceAfter{prev: prev.done}
+	}
 }
 
 // batchServer is one serveBatches call: the serve index of every position
@@ -621,7 +644,8 @@ type batchServer struct {
 	bi      int     // next batch of mine
 	fillers []*filler
 	picks   []*heldFrame
-	ahead   lookahead // prestarts the pieces after those being decoded
+	ahead   lookahead    // prestarts the pieces after those being decoded
+	turns   []cameraTurn // per input: its turn at the decoder (nil: none)
 }
 
 // lookahead prepares the inputs the workers take next while they decode:

@@ -530,17 +530,40 @@ func TestPieceContinues(t *testing.T) {
 	bs := &batchServer{pi: &pieceIndex{base: []int{0, 3, 5}}, units: []int{0, 1, 3, 2, 4}}
 	for _, tc := range []struct {
 		j, within int
-		want      bool
+		want      int
 	}{
-		{0, 3, false}, // a group's first piece
-		{1, 1, true},  // piece 0 just before
-		{2, 3, false}, // piece 3: group 1's first
-		{3, 2, true},  // piece 2: piece 1 two inputs before
-		{3, 1, false}, // ... not within one
-		{4, 2, true},  // piece 4: piece 3 two before
+		{0, 3, -1}, // a group's first piece
+		{1, 1, 0},  // piece 0 just before
+		{2, 3, -1}, // piece 3: group 1's first
+		{3, 2, 1},  // piece 2: piece 1 two inputs before
+		{3, 1, -1}, // ... not within one
+		{4, 2, 2},  // piece 4: piece 3 two before
 	} {
 		if got := bs.continues(tc.j, tc.within); got != tc.want {
 			t.Errorf("continues(%d, %d) = %v, want %v", tc.j, tc.within, got, tc.want)
 		}
+	}
+	// Their turns: each waits for the first camera of the input it
+	// continues; the others wait for none.
+	bs.linkTurns(3)
+	waitsFor := []int{-1, 0, -1, 1, 2}
+	for j, want := range waitsFor {
+		turn, _ := bs.turns[j].(*pieceAfter)
+		switch {
+		case want < 0 && turn != nil && turn.prev != nil:
+			t.Errorf("input %d waits", j)
+		case want >= 0 && (turn == nil || turn.prev == nil || turn.prev != bs.turns[want].(*pieceAfter).done):
+			t.Errorf("input %d does not wait for input %d", j, want)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	if err := bs.turns[1].wait(ctx, 1); err == nil {
+		t.Fatal("input 1 went before input 0's first camera")
+	}
+	bs.turns[0].finish(0)
+	bs.turns[0].finish(0) // once
+	if err := bs.turns[1].wait(context.Background(), 1); err != nil {
+		t.Fatal(err)
 	}
 }

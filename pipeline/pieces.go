@@ -111,6 +111,44 @@ type groupRead struct {
 	turn *pieceTurn
 }
 
+// cameraTurn orders the pieces of a group at the decoder: a piece waits
+// before its first camera and finishes after it (or on failure), so that a
+// piece decoded just after its predecessor continues the predecessor's
+// FFmpeg process instead of overtaking it and starting one of its own
+// (which the predecessor would then start again).
+type cameraTurn interface {
+	wait(ctx context.Context, k int) error
+	finish(k int)
+}
+
+// pieceAfter is the cameraTurn of a training order's piece: it waits for
+// prev (the first camera of its predecessor in its group, when that is
+// among the pieces decoded just before it; nil: no wait) and closes done
+// (when a later piece waits for it).
+type pieceAfter struct {
+	prev <-chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+func (t *pieceAfter) wait(ctx context.Context, _ int) error {
+	if t.prev == nil {
+		return nil
+	}
+	select {
+	case <-t.prev:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (t *pieceAfter) finish(int) {
+	if t.done != nil {
+		t.once.Do(func() { close(t.done) })
+	}
+}
+
 // pieceTurn makes piece k of a group start decoding its first camera only
 // once piece k-1 has decoded its own. The pieces of a group wait for its
 // read together and then race to the decoder; when a camera's file has
@@ -178,6 +216,7 @@ func (gr *groupRead) get(ctx context.Context, cfg *Config, g []shard.Unit) error
 type piece struct {
 	g    []shard.Unit
 	gr   *groupRead
+	turn cameraTurn // when not nil, the piece's turn (else gr.turn's, if any)
 	k, n int
 	// want is the group's length as the keep index counted it (-1: not
 	// known; it is checked when known).
@@ -198,6 +237,13 @@ type pieceExt struct {
 // decodePiece reads (once per group) and renders the group, and decodes
 // the camera frames of the piece's rows.
 func decodePiece(ctx context.Context, cfg *Config, pc piece) (*Chunk, error) {
+	turn := pc.turn
+	if turn == nil && pc.gr.turn != nil {
+		turn = pc.gr.turn
+	}
+	if turn != nil {
+		defer turn.finish(pc.k) // also on failure: the next piece goes on
+	}
 	if err := pc.gr.get(ctx, cfg, pc.g); err != nil {
 		return nil, err
 	}
@@ -208,14 +254,14 @@ func decodePiece(ctx context.Context, cfg *Config, pc piece) (*Chunk, error) {
 	}
 	if pc.n <= 1 {
 		// The whole group: frames are attached to the group's chunk.
-		if err := attachFrames(ctx, cfg, pc.gr, whole, 0, total, 0); err != nil {
+		if err := attachFrames(ctx, cfg, pc.gr, turn, whole, 0, total, 0); err != nil {
 			return nil, err
 		}
 		return whole, nil
 	}
 	lo, hi := pieceRange(total, pc.n, pc.k)
 	c := &Chunk{Unit: whole.Unit, Batch: sliceBatch(whole.Batch, lo, hi), Results: whole.Results[lo:hi:hi], Tasks: whole.Tasks[lo:hi:hi]}
-	if err := attachFrames(ctx, cfg, pc.gr, c, lo, hi, pc.k); err != nil {
+	if err := attachFrames(ctx, cfg, pc.gr, turn, c, lo, hi, pc.k); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -396,9 +442,9 @@ func (pi *pieceIndex) prestart(ctx context.Context, id int) {
 	}
 }
 
-// decode decodes piece id; the group's read is shared with its other used
-// pieces and dropped after the last of them.
-func (pi *pieceIndex) decode(ctx context.Context, id int) (*Chunk, error) {
+// decode decodes piece id in its turn (nil: none); the group's read is
+// shared with its other used pieces and dropped after the last of them.
+func (pi *pieceIndex) decode(ctx context.Context, id int, turn cameraTurn) (*Chunk, error) {
 	u := pi.group(id)
 	pi.mu.Lock()
 	gr := pi.groups[u]
@@ -411,7 +457,7 @@ func (pi *pieceIndex) decode(ctx context.Context, id int) (*Chunk, error) {
 		delete(pi.uses, u)
 	}
 	pi.mu.Unlock()
-	pc := piece{g: pi.idx.units[u], gr: gr, k: id - pi.base[u], n: pi.base[u+1] - pi.base[u],
+	pc := piece{g: pi.idx.units[u], gr: gr, turn: turn, k: id - pi.base[u], n: pi.base[u+1] - pi.base[u],
 		want: pi.idx.unitStart[u+1] - pi.idx.unitStart[u]}
 	return decodePiece(ctx, pi.srcs[pi.idx.src[u]].Config, pc)
 }
