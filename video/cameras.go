@@ -371,7 +371,8 @@ func (s *Set) Release() {
 }
 
 // prepare has the decoder prepare episode ep's video files of the cameras
-// other than skip, each in its own goroutine, until Release.
+// other than skip, and checks them (checkFile), each in its own goroutine,
+// until Release.
 func (s *Set) prepare(ctx context.Context, ep int64, skip string) {
 	p, ok := s.Decoder.(Preparer)
 	if !ok || s.resize {
@@ -405,6 +406,9 @@ func (s *Set) prepare(ctx context.Context, ep int64, skip string) {
 				return // its segments report it
 			}
 			p.Prepare(ctx, path)
+			// The file's check too (once per file; its segments wait for
+			// the verdict): the segments Prestart may start need it.
+			_ = s.checkFile(ctx, name, path)
 			release()
 		})
 	}
