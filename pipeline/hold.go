@@ -563,13 +563,24 @@ func serveBatches(ctx context.Context, srcs []Mix, idx *keepIndex, h *holder, or
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	defer bs.ahead.wait() // before the cameras' Release
-	bs.linkTurns(workers + 1)
+	cams := false
+	for _, m := range srcs {
+		cams = cams || m.Config.Cameras != nil
+	}
+	if cams {
+		// Pieces cut from groups, decoded by processes kept between them:
+		// take turns, and prepare the next ones (prestart).
+		bs.linkTurns(workers + 1)
+		defer bs.prep.wait() // before the cameras' Release
+	}
 	clear(h.ring)
 	defer bs.drop()
 	return ordered(ctx, len(bs.units), workers, chunkWindow(srcs[0].Config, workers),
 		func(ctx context.Context, i int) (*Chunk, error) {
-			bs.ahead.take(ctx, i, workers, len(bs.units), func(ctx context.Context, j int) {
+			if !cams {
+				return bs.pi.decode(ctx, bs.units[i], nil)
+			}
+			bs.prep.take(ctx, i, workers, len(bs.units), func(ctx context.Context, j int) {
 				if bs.continues(j, workers+1) < 0 {
 					bs.pi.prestart(ctx, bs.units[j])
 				}
@@ -644,8 +655,8 @@ type batchServer struct {
 	bi      int     // next batch of mine
 	fillers []*filler
 	picks   []*heldFrame
-	ahead   lookahead    // prestarts the pieces after those being decoded
-	turns   []cameraTurn // per input: its turn at the decoder (nil: none)
+	prep    lookahead    // with cameras: prestarts the pieces after those being decoded
+	turns   []cameraTurn // with cameras: per input, its turn at the decoder (nil: none)
 }
 
 // lookahead prepares the inputs the workers take next while they decode:
