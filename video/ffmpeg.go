@@ -235,14 +235,17 @@ func (d *FFmpeg) segmentForm(ctx context.Context, seg Segment) (*YUV, error) {
 // seg and keeps it, ready, for the Decode of seg — which then waits for
 // neither the process's start (~50 ms of CPU for a distribution's
 // dynamically linked FFmpeg) nor its seek. At most MaxIdle prestarted
-// processes wait at a time; they are ended after every other kept
-// process, and by Close. hold, when not nil, releases the caller's
+// processes wait at a time, besides the MaxIdle kept ones; Close ends
+// them. hold, when not nil, releases the caller's
 // reference to seg.Path: it is called once the process is used or ended,
 // or at once when none is started. Errors are left to Decode: a
 // prestarted process that fails before its first frame is replaced there
 // by a new one.
 func (d *FFmpeg) Prestart(ctx context.Context, seg Segment, hold func()) {
-	s := d.prestartStream(ctx, seg)
+	s, stale := d.prestartStream(ctx, seg)
+	if stale != nil {
+		stale.stop()
+	}
 	if s == nil {
 		if hold != nil {
 			hold()
@@ -265,33 +268,45 @@ func (d *FFmpeg) Prestart(ctx context.Context, seg Segment, hold func()) {
 	s.busy, s.starting = false, false
 	d.tick++
 	s.used = d.tick
-	end := d.trim()
 	d.notify()
 	d.mu.Unlock()
-	for _, x := range end {
-		x.stop()
-	}
 }
 
 // prestartStream registers a process to prestart for seg, busy while it
 // starts, or returns nil when none should be: seg's file is not usable
-// (Decode reports it), a process can continue to seg, or MaxIdle
-// prestarted processes are waiting already.
-func (d *FFmpeg) prestartStream(ctx context.Context, seg Segment) *stream {
+// (Decode reports it), or a process can continue to seg. When MaxIdle
+// prestarted processes are waiting already, the one prestarted first is
+// taken out (stale, for the caller to stop: its segment has most likely
+// gone to another process); when they are all still starting, none is
+// prestarted.
+func (d *FFmpeg) prestartStream(ctx context.Context, seg Segment) (s, stale *stream) {
 	yuv, err := d.segmentForm(ctx, seg)
 	if err != nil || ctx.Err() != nil {
-		return nil
+		return nil, nil
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.maxIdle() == 0 || d.continues(seg) || d.waitingPrestarts() >= d.maxIdle() {
-		return nil
+	if d.maxIdle() == 0 || d.continues(seg) {
+		return nil, nil
 	}
-	s := d.newStream(seg, yuv)
+	if d.waitingPrestarts() >= d.maxIdle() {
+		oldest := -1
+		for i, x := range d.live {
+			if x.pre && !x.busy && (oldest < 0 || x.used < d.live[oldest].used) {
+				oldest = i
+			}
+		}
+		if oldest < 0 {
+			return nil, nil
+		}
+		stale = d.live[oldest]
+		d.live = slices.Delete(d.live, oldest, oldest+1)
+	}
+	s = d.newStream(seg, yuv)
 	d.prestarted++
 	s.pre, s.starting = true, true
 	d.live = append(d.live, s)
-	return s
+	return s, stale
 }
 
 // continues reports whether a live process can continue to seg: one kept
@@ -530,19 +545,21 @@ func (d *FFmpeg) release(s *stream, keep bool) {
 	}
 }
 
-// trim takes out of d.live the idle processes beyond MaxIdle, least
-// recently used first, prestarted ones (waiting for a segment that has not
-// come yet) last, and returns them to be stopped. d.mu is held.
+// trim takes out of d.live the kept processes beyond MaxIdle, least
+// recently used first, and returns them to be stopped. Prestarted
+// processes waiting for their segment are not counted: they have a bound
+// of their own (Prestart), and a process kept between the pieces of the
+// episode being decoded must not make way for them. d.mu is held.
 func (d *FFmpeg) trim() []*stream {
 	var end []*stream
 	for {
 		idle, oldest := 0, -1
 		for i, x := range d.live {
-			if x.busy {
+			if x.busy || x.pre {
 				continue
 			}
 			idle++
-			if o := oldest; o < 0 || (d.live[o].pre && !x.pre) || (x.pre == d.live[o].pre && x.used < d.live[o].used) {
+			if oldest < 0 || x.used < d.live[oldest].used {
 				oldest = i
 			}
 		}

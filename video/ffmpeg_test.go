@@ -414,10 +414,10 @@ func FuzzReadY4MHeader(f *testing.F) {
 
 // TestFFmpegPrestart: a segment finds the process Prestart started for it
 // and gets exactly a new process's frames; Prestart starts nothing when a
-// process can continue to the segment, nor beyond MaxIdle waiting; kept
-// processes are ended before prestarted ones; a prestarted process that
-// died is replaced; Close ends the waiting ones; the file reference given
-// to Prestart is released exactly once whatever happens.
+// process can continue to the segment; beyond MaxIdle waiting the first
+// prestarted ends; a prestart never ends a kept process; a prestarted
+// process that died is replaced; Close ends the waiting ones; the file
+// reference given to Prestart is released exactly once whatever happens.
 func TestFFmpegPrestart(t *testing.T) {
 	needFFmpeg(t)
 	dir := t.TempDir()
@@ -443,8 +443,9 @@ func TestFFmpegPrestart(t *testing.T) {
 		{"beyond a kept process's reach", 0, []op{{"dec", seg(0, 29)}, {"pre", seg(150, 179)}, {"dec", seg(150, 179)}, {"dec", seg(30, 59)}}, 2, 1, 1},
 		{"twice for one segment: once", 0, []op{{"pre", seg(60, 89)}, {"pre", seg(60, 89)}, {"dec", seg(60, 89)}}, 1, 1, 1},
 		{"died before used: replaced", 0, []op{{"pre", seg(60, 89)}, {"kill", Segment{}}, {"dec", seg(60, 89)}}, 2, 1, 1},
-		{"at most MaxIdle waiting", 2, []op{{"pre", seg(0, 9)}, {"pre", seg(100, 109)}, {"pre", seg(200, 209)}, {"dec", seg(200, 209)}}, 3, 2, 0},
-		{"kept ones ended first", 1, []op{{"pre", seg(200, 209)}, {"dec", seg(0, 29)}, {"dec", seg(200, 209)}, {"dec", seg(30, 59)}}, 3, 1, 1},
+		{"at most MaxIdle waiting: the first prestarted ends", 2, []op{{"pre", seg(0, 9)}, {"pre", seg(100, 109)}, {"pre", seg(200, 209)},
+			{"dec", seg(200, 209)}, {"dec", seg(100, 109)}, {"dec", seg(0, 9)}}, 4, 3, 2},
+		{"a prestart makes no kept process end", 1, []op{{"dec", seg(0, 29)}, {"pre", seg(200, 209)}, {"dec", seg(30, 59)}, {"dec", seg(200, 209)}}, 2, 1, 1},
 		{"ended by Close", 0, []op{{"pre", seg(0, 9)}, {"close", Segment{}}, {"dec", seg(0, 9)}}, 2, 1, 0},
 		{"missing file: none", 0, []op{{"pre", Segment{Path: filepath.Join(dir, "absent.mp4"), End: 1}}}, 0, 0, 0},
 	} {
