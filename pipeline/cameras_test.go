@@ -630,9 +630,9 @@ func TestCameraShareDecodesOnlyItsEpisodes(t *testing.T) {
 // TestCamerasNonLocalSource: a source that is not a local directory (an
 // embedded FS) decodes its cameras from temporary copies of the video
 // files (fetch.Materialize), with the local copy's pixels, and removes
-// the copies after the run.
+// the copies after the run — a plan-order stream and a training order.
 func TestCamerasNonLocalSource(t *testing.T) {
-	dir := videoDataset(t, func(o *datagen.Options) { o.Episodes = 2 })
+	dir := videoDataset(t, func(o *datagen.Options) { o.Episodes = 4 })
 	local, err := cameraConfig(t, dir, "all")
 	if err != nil {
 		t.Fatal(err)
@@ -674,6 +674,29 @@ func TestCamerasNonLocalSource(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(tmp); len(left) != 0 {
 		t.Fatalf("temporary copies left after the run: %v", left)
+	}
+	// A training order in pieces, which prestarts FFmpeg on the copies
+	// (Materializer.Held): the same frames, and the copies still removed
+	// when the run ends, prestarted processes and all.
+	cfg.PieceBytes, cfg.minPieceRows = 1, 6
+	var buf bytes.Buffer
+	if _, err := Train(context.Background(), cfg, StreamOptions{BatchSize: 8}, TrainOptions{Shuffle: true, Seed: 2, Epochs: 1}, sink.NewMsgpack(&buf)); err != nil {
+		t.Fatal(err)
+	}
+	g = cameraColumns(t, buf.Bytes())
+	if len(g) != len(w) {
+		t.Fatalf("%d frames from the training order, %d local", len(g), len(w))
+	}
+	for k, v := range w {
+		if !bytes.Equal(g[k], v) {
+			t.Fatalf("training order: %s differs from the local copy", k)
+		}
+	}
+	if pre, _ := cfg.Cameras.Decoder.(*video.FFmpeg).Prestarts(); pre == 0 {
+		t.Fatal("no process prestarted: the test does not cover prestarts on temporary copies")
+	}
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Fatalf("temporary copies left after the training run: %v", left)
 	}
 }
 
