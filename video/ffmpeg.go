@@ -290,12 +290,7 @@ func (d *FFmpeg) prestartStream(ctx context.Context, seg Segment) (s, stale *str
 		return nil, nil
 	}
 	if d.waitingPrestarts() >= d.maxIdle() {
-		oldest := -1
-		for i, x := range d.live {
-			if x.pre && !x.busy && (oldest < 0 || x.used < d.live[oldest].used) {
-				oldest = i
-			}
-		}
+		oldest, _ := d.oldestIdle(true)
 		if oldest < 0 {
 			return nil, nil
 		}
@@ -320,7 +315,7 @@ func (d *FFmpeg) continues(seg Segment) bool {
 		if (!s.busy || s.starting) && s.serves(seg, d.maxSkip()) {
 			return true
 		}
-		if s.busy && !s.starting && s.from <= seg.Start && s.seg.Start <= seg.Start && seg.Start-s.seg.End <= d.maxSkip() {
+		if s.busy && !s.starting && s.seg.Start <= seg.Start && s.leadsTo(seg, d.maxSkip()) {
 			return true
 		}
 	}
@@ -504,7 +499,7 @@ func (d *FFmpeg) worthWaiting(seg Segment) bool {
 			}
 			continue
 		}
-		if s.from <= seg.Start && s.seg.Start < seg.Start && seg.Start-s.seg.End <= d.maxSkip() {
+		if s.seg.Start < seg.Start && s.leadsTo(seg, d.maxSkip()) {
 			return true
 		}
 	}
@@ -553,22 +548,31 @@ func (d *FFmpeg) release(s *stream, keep bool) {
 func (d *FFmpeg) trim() []*stream {
 	var end []*stream
 	for {
-		idle, oldest := 0, -1
-		for i, x := range d.live {
-			if x.busy || x.pre {
-				continue
-			}
-			idle++
-			if oldest < 0 || x.used < d.live[oldest].used {
-				oldest = i
-			}
-		}
+		oldest, idle := d.oldestIdle(false)
 		if idle <= d.maxIdle() {
 			return end
 		}
 		end = append(end, d.live[oldest])
 		d.live = slices.Delete(d.live, oldest, oldest+1)
 	}
+}
+
+// oldestIdle returns the index in d.live of the least recently used idle
+// process that is (pre) or is not a prestarted one waiting for its
+// segment, -1 when there is none, and how many such processes there are.
+// d.mu is held.
+func (d *FFmpeg) oldestIdle(pre bool) (oldest, idle int) {
+	oldest = -1
+	for i, x := range d.live {
+		if x.busy || x.pre != pre {
+			continue
+		}
+		idle++
+		if oldest < 0 || x.used < d.live[oldest].used {
+			oldest = i
+		}
+	}
+	return oldest, idle
 }
 
 // notify wakes the segments waiting in acquire. d.mu is held.
@@ -633,6 +637,13 @@ func (s *stream) last() float64 {
 		return s.recent[n-1].PTS
 	}
 	return s.from
+}
+
+// leadsTo reports whether s, busy with its segment, will reach seg: it
+// started at or before seg, which is at most maxSkip seconds past the end
+// of s's segment (the caller compares the two segments' starts).
+func (s *stream) leadsTo(seg Segment, maxSkip float64) bool {
+	return s.from <= seg.Start && seg.Start-s.seg.End <= maxSkip
 }
 
 // serves reports whether the kept process s can give seg exactly the
