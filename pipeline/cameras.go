@@ -510,7 +510,7 @@ func newFrameAttach(cfg *Config, whole, c *Chunk, lo, hi int) *frameAttach {
 	a := &frameAttach{cfg: cfg, whole: whole, c: c, lo: lo, hi: hi, flo: lo, fhi: hi, rows: hi - lo}
 	if c != whole {
 		before, after := cameraHalo(cfg)
-		a.flo, a.fhi = max(0, lo-before), min(whole.Batch.Len(), hi+after)
+		a.flo, a.fhi = haloRows(cfg, whole.Batch.Len(), lo, hi)
 		a.rows = pieceRows(cfg) + before + after
 		x := &pieceExt{lo: lo, start: whole.epStart, end: whole.epEnd}
 		for _, f := range whole.Batch.Features {

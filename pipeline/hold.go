@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -553,20 +552,15 @@ func serveBatches(ctx context.Context, srcs []Mix, idx *keepIndex, h *holder, or
 	bs.plan(order)
 	// order is not used past this point (nor by the callers after this
 	// call), so the collector can free it while the batches are served.
+	cams := false
 	for _, m := range srcs {
 		if m.Config.Cameras != nil {
+			cams = true
 			m.Config.Cameras.Start(ctx)
 			defer m.Config.Cameras.Release()
 		}
 	}
-	workers := srcs[0].Config.Workers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	cams := false
-	for _, m := range srcs {
-		cams = cams || m.Config.Cameras != nil
-	}
+	workers := workerCount(srcs[0].Config)
 	if cams {
 		// Pieces cut from groups, decoded by processes kept between them:
 		// take turns, and prepare the next ones (prestart).
@@ -581,7 +575,7 @@ func serveBatches(ctx context.Context, srcs []Mix, idx *keepIndex, h *holder, or
 				return bs.pi.decode(ctx, bs.units[i], nil)
 			}
 			bs.prep.take(ctx, i, prepWidth(workers), len(bs.units), func(ctx context.Context, j int) {
-				if bs.continues(j, workers+1) < 0 {
+				if !bs.follows(j) {
 					bs.pi.prestart(ctx, bs.units[j])
 				}
 			})
@@ -598,8 +592,8 @@ func serveBatches(ctx context.Context, srcs []Mix, idx *keepIndex, h *holder, or
 // continues returns the input, among the within inputs before j, that
 // decodes the piece before input j's in its group (-1: none): decoded just
 // before it, by a decoder that then continues to j (video.FFmpeg keeps its
-// process), so j needs no prestart, and waits for its first camera
-// (linkTurns).
+// process), so j waits for its first camera (linkTurns) and needs no
+// prestart (follows).
 func (bs *batchServer) continues(j, within int) int {
 	id := bs.units[j]
 	if id == 0 || bs.pi.group(id-1) != bs.pi.group(id) {
@@ -632,6 +626,13 @@ func (bs *batchServer) linkTurns(within int) {
 		prev.done = make(chan struct{})
 		bs.turns[j] = &pieceAfter{prev: prev.done}
 	}
+}
+
+// follows reports whether input j continues its predecessor's decoder
+// (linkTurns gave it a turn after it): it needs no prestart.
+func (bs *batchServer) follows(j int) bool {
+	t, ok := bs.turns[j].(*pieceAfter)
+	return ok && t.prev != nil
 }
 
 // batchServer is one serveBatches call: the serve index of every position

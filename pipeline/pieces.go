@@ -78,6 +78,13 @@ func cameraHalo(cfg *Config) (before, after int) {
 	return before, after
 }
 
+// haloRows is the rows [flo, fhi) a piece of rows [lo, hi) of a group of
+// total samples decodes: its own and its --delta-timestamps camera halo.
+func haloRows(cfg *Config, total, lo, hi int) (flo, fhi int) {
+	before, after := cameraHalo(cfg)
+	return max(0, lo-before), min(total, hi+after)
+}
+
 // pieceCount is the number of pieces of a group of n samples.
 func pieceCount(n, rows int) int {
 	if rows <= 0 || n <= rows {
@@ -431,8 +438,7 @@ func (pi *pieceIndex) prestart(ctx context.Context, id int) {
 	flo, fhi := 0, total
 	if n > 1 {
 		lo, hi := pieceRange(total, n, id-pi.base[u])
-		before, after := cameraHalo(cfg)
-		flo, fhi = max(0, lo-before), min(total, hi+after)
+		flo, fhi = haloRows(cfg, total, lo, hi)
 	}
 	if flo >= fhi {
 		return
