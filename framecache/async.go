@@ -11,15 +11,17 @@ import (
 	"github.com/lrstream/lrstream/internal/fsalloc"
 )
 
-// Entries are written in the background by default: Writer.Add copies each record
-// and queues it for one goroutine of the Cache, which writes the records to the
-// entry's temporary file in order, and publishes the file when the Writer commits.
-// The decoder that feeds a Writer never waits for the disk (a slow or busy disk,
-// page-cache write-back throttling): it pays one copy per record. The bytes queued
-// and not yet written are bounded (Options.MaxPending); a Writer whose record would
-// pass the bound is dropped — its temporary file removed, its frames decoded again
-// next time (Stats.Dropped) — rather than slowing the decoding down. Flush and Close
-// wait for what is queued.
+// Entries are published by one goroutine of the Cache, the background writer, and
+// their records are written where Writer.Add is called as long as those writes are
+// fast (inline.go). Once they are slow, or from the start with Options.Background or
+// Direct, Writer.Add copies each record and queues it for the background writer,
+// which writes the records to the entry's temporary file in order: the decoder that
+// feeds a Writer then never waits for the disk (a slow or busy disk, page-cache
+// write-back throttling), and pays one copy per record. The bytes queued and not yet
+// written are bounded (Options.MaxPending); a Writer whose record would pass the
+// bound is dropped — its temporary file removed, its frames decoded again next time
+// (Stats.Dropped) — rather than slowing the decoding down. Flush and Close wait for
+// what is queued.
 
 // errDropped is put's error when the background writer is too far behind.
 var errDropped = errors.New("framecache: background writer behind, entry dropped")
@@ -28,7 +30,8 @@ var errDropped = errors.New("framecache: background writer behind, entry dropped
 type bgWriter struct {
 	max     int64 // bound on queued bytes; negative: synchronous writers
 	pending atomic.Int64
-	free    chan []byte // chunk buffers to reuse (aligned, direct.go): kept across
+	inline  inlineWrites // whether records are written where they are added (inline.go)
+	free    chan []byte  // chunk buffers to reuse (aligned, direct.go): kept across
 	// garbage collections, unlike a sync.Pool's, so the pages stay mapped
 
 	mu     sync.Mutex
@@ -95,7 +98,7 @@ func (w *Writer) handOver() {
 	if ch.buf == nil {
 		return
 	}
-	w.c.bg.submit(w.c, bgJob{e: w.bg, chunk: ch.buf, lead: ch.lead, crcs: ch.crcs})
+	w.c.bg.submit(w.c, bgJob{e: w.e, chunk: ch.buf, lead: ch.lead, crcs: ch.crcs})
 	*ch = pendingChunk{}
 }
 
@@ -216,15 +219,10 @@ func (b *bgWriter) run(c *Cache, j bgJob) {
 			binary.LittleEndian.PutUint32(rec[20:], recordCRC(rec, rec[recHeader:]))
 		}
 		if e.f == nil {
-			f, err := createTemp(e.dir)
-			if err != nil {
+			if err := e.open(c, c.direct); err != nil {
 				e.failed = true
 				c.degrade(err)
 				return
-			}
-			e.f = f
-			if e.direct = c.direct && setDirect(f); e.direct {
-				c.st.direct.Add(1)
 			}
 		}
 		if err := e.writeChunk(j.chunk, j.lead); err != nil {
@@ -235,19 +233,39 @@ func (b *bgWriter) run(c *Cache, j bgJob) {
 	case j.abort:
 		e.discard()
 	case j.publish != nil:
-		if e.failed || e.f == nil {
-			e.discard()
-			return
-		}
-		if err := e.finish(j.size); err != nil {
-			e.discard()
-			c.degrade(fmt.Errorf("writing %s: %w", e.dir, err))
-			return
-		}
-		f := e.f
-		e.f = nil
-		c.publish(j.publish, f, j.covered, j.size)
+		e.publish(c, j.publish, j.covered, j.size)
 	}
+}
+
+// open creates the entry's temporary file, in O_DIRECT mode if direct and the file
+// system allows it.
+func (e *bgEntry) open(c *Cache, direct bool) error {
+	f, err := createTemp(e.dir)
+	if err != nil {
+		return err
+	}
+	e.f = f
+	if e.direct = direct && setDirect(f); e.direct {
+		c.st.direct.Add(1)
+	}
+	return nil
+}
+
+// publish finishes the entry's complete temporary file (size bytes) and publishes it
+// as w's entry with coverage [w.start, covered]; an entry that failed is removed.
+func (e *bgEntry) publish(c *Cache, w *Writer, covered float64, size int64) {
+	if e.failed || e.f == nil {
+		e.discard()
+		return
+	}
+	if err := e.finish(size); err != nil {
+		e.discard()
+		c.degrade(fmt.Errorf("writing %s: %w", e.dir, err))
+		return
+	}
+	f := e.f
+	e.f = nil
+	c.publish(w, f, covered, size)
 }
 
 // discard removes the entry's temporary file.

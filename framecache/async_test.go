@@ -5,7 +5,8 @@ import (
 	"testing"
 )
 
-// TestBackground: by default entries are published by the Cache's background writer:
+// TestBackground: with Options.Background entries are written and published by the
+// Cache's background writer:
 // Flush and Close wait for them, the bytes read back are the ones added, the pending
 // bytes are bounded (an entry that would pass the bound is dropped, counted, without a
 // warning and without degrading the cache), and Abort after Commit changes nothing.
@@ -38,7 +39,7 @@ func TestBackground(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	c, h := openTest(t, Options{Dir: dir, Budget: 1 << 30, Codec: "none", MaxPending: DefaultMaxPending})
+	c, h := openTest(t, Options{Dir: dir, Budget: 1 << 30, Codec: "none", MaxPending: DefaultMaxPending, Background: true})
 	write(c, "a")
 	c.Flush()
 	check(c, "a")
@@ -55,7 +56,7 @@ func TestBackground(t *testing.T) {
 		check(c2, f)
 	}
 	// A record past the bound: its entry dropped, counted, no warning, still writable.
-	c3, h3 := openTest(t, Options{Dir: t.TempDir(), Budget: 1 << 30, Codec: "none", MaxPending: 100_000})
+	c3, h3 := openTest(t, Options{Dir: t.TempDir(), Budget: 1 << 30, Codec: "none", MaxPending: 100_000, Background: true})
 	wb := c3.Create("g", "big", 0, nil)
 	wb.Add(0.1, make([]byte, 150_000))
 	if err := wb.Commit(1); err != nil {

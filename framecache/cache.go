@@ -68,6 +68,11 @@ type Options struct {
 	// is called (synchronously). See async.go.
 	MaxPending int64
 
+	// Background makes Writers queue every record for the background writer, which
+	// writes it, from the start; by default records are written where they are added
+	// until those writes are slow (inline.go). Direct implies it.
+	Background bool
+
 	// Direct makes the background writer write entries with O_DIRECT where the file
 	// system allows it, bypassing the page cache (direct.go): less CPU to store a frame,
 	// but its first read comes from the disk. Off: through the page cache.
@@ -87,11 +92,14 @@ type Stats struct {
 	Dropped int64
 	// Direct counts entries the background writer wrote with O_DIRECT (direct.go).
 	Direct int64
+	// SlowWrites is 1 when the writes made where frames are decoded were slow and
+	// the cache went on writing in the background (inline.go).
+	SlowWrites int64
 }
 
 // counters is Stats, updated atomically.
 type counters struct {
-	hits, misses, corrupt, entriesWritten, framesWritten, framesRead, bytesWritten, bytesRead, rawBytesWritten, evicted, dropped, direct atomic.Int64
+	hits, misses, corrupt, entriesWritten, framesWritten, framesRead, bytesWritten, bytesRead, rawBytesWritten, evicted, dropped, direct, slowWrites atomic.Int64
 }
 
 // groupCounters is a group's share of this process's run, recorded by Close.
@@ -167,6 +175,8 @@ func Open(o Options) (*Cache, error) {
 		direct:     o.Direct,
 	}
 	c.bg.max = o.MaxPending
+	c.bg.inline.off = o.Background || o.Direct
+	c.bg.inline.window, c.bg.inline.rate, c.bg.inline.maxWrite = inlineWindow, inlineRate, inlineMaxWrite
 	if c.bg.max == 0 {
 		c.bg.max = DefaultMaxPending
 	}
@@ -264,7 +274,7 @@ func (c *Cache) Stats() Stats {
 		EntriesWritten: s.entriesWritten.Load(), FramesWritten: s.framesWritten.Load(),
 		FramesRead: s.framesRead.Load(), BytesWritten: s.bytesWritten.Load(),
 		BytesRead: s.bytesRead.Load(), RawBytesWritten: s.rawBytesWritten.Load(),
-		Evicted: s.evicted.Load(), Dropped: s.dropped.Load(), Direct: s.direct.Load(),
+		Evicted: s.evicted.Load(), Dropped: s.dropped.Load(), Direct: s.direct.Load(), SlowWrites: s.slowWrites.Load(),
 	}
 }
 

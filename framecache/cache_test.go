@@ -32,19 +32,21 @@ func TestRoundTrip(t *testing.T) {
 		{"block edges", []record{{0, make([]byte, dioAlign-recHeader)}, {1, payload("b", 1, dioAlign)},
 			{2, payload("c", 2, dioAlign+1)}, {3, []byte{9}}, {4, payload("d", 4, chunkBytes+5)}, {5, payload("e", 5, 2*dioAlign-1)}}},
 	}
-	// Writers: synchronous (Add writes), and the background writer with O_DIRECT and
-	// through the page cache.
+	// Writers: synchronous (Add writes, Commit publishes), the default (Add writes, the
+	// background writer publishes), and the background writer writing too, with
+	// O_DIRECT and through the page cache.
 	writers := []struct {
-		name    string
-		pending int64
-		direct  bool
-	}{{"sync", -1, false}, {"direct", DefaultMaxPending, true}, {"buffered", DefaultMaxPending, false}}
+		name       string
+		pending    int64
+		direct     bool
+		background bool
+	}{{"sync", -1, false, false}, {"inline", DefaultMaxPending, false, false}, {"direct", DefaultMaxPending, true, false}, {"buffered", DefaultMaxPending, false, true}}
 	for _, codec := range []string{"s2", "zstd", "none", ""} {
 		for _, wr := range writers {
 			for _, tc := range cases {
 				t.Run(codec+"/"+wr.name+"/"+tc.name, func(t *testing.T) {
 					dir := t.TempDir()
-					c, h := openTest(t, Options{Dir: dir, Codec: codec, Budget: 1 << 30, MaxPending: wr.pending, Direct: wr.direct})
+					c, h := openTest(t, Options{Dir: dir, Codec: codec, Budget: 1 << 30, MaxPending: wr.pending, Direct: wr.direct, Background: wr.background})
 					start, covered := -2.0, 10.0
 					meta := []byte("meta " + tc.name)
 					put(t, c, "group", "file", start, covered, meta, tc.recs)
@@ -523,10 +525,10 @@ func TestStaleTempRemoved(t *testing.T) {
 		t.Fatalf("temporary files %v", tmp)
 	}
 	old := time.Now().Add(-2 * time.Hour)
-	os.Chtimes(w.f.Name(), old, old)
+	os.Chtimes(w.e.f.Name(), old, old)
 	openTest(t, Options{Dir: dir})
-	if left := tempFiles(t, dir); len(left) != 1 || left[0] != fresh.f.Name() {
-		t.Fatalf("after Open: %v, want only %s", left, fresh.f.Name())
+	if left := tempFiles(t, dir); len(left) != 1 || left[0] != fresh.e.f.Name() {
+		t.Fatalf("after Open: %v, want only %s", left, fresh.e.f.Name())
 	}
 	fresh.Abort()
 	w.Abort()

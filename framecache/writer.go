@@ -17,7 +17,6 @@ type Writer struct {
 	c     *Cache
 	g     *groupCounters
 	dir   string // the entry's directory
-	f     *os.File
 	start float64
 	hcrc  uint32 // CRC-32C of the header bytes
 	off   uint64 // bytes written so far
@@ -28,11 +27,13 @@ type Writer struct {
 	buf   []byte
 	done  bool  // committed or aborted
 	err   error // why the writer was aborted, when it was the caller's doing
-	// async: the entry's bytes go to the cache's background writer, which owns
-	// the entry's file (bg) (async.go).
-	async bool
-	bg    *bgEntry
-	ch    pendingChunk // async: records not yet handed to the background writer
+	// e is the entry's temporary file: written on the caller's goroutine until the
+	// records are queued, then by the cache's background writer, which publishes it
+	// in either case unless the cache has none (sync) (async.go).
+	e      *bgEntry
+	queued bool         // records go to the background writer
+	sync   bool         // no background writer: published on the caller's goroutine
+	ch     pendingChunk // queued: records not yet handed to the background writer
 }
 
 // Create starts an entry of (group, file) whose coverage starts at start, carrying meta
@@ -52,16 +53,13 @@ func (c *Cache) Create(group, file string, start float64, meta []byte) *Writer {
 		return nil
 	}
 	dir := c.fileDir(group, file)
-	w := &Writer{c: c, g: c.group(group), dir: dir, start: start, async: c.bg.max >= 0}
-	if w.async {
-		w.bg = &bgEntry{dir: dir}
-	} else {
-		f, err := createTemp(dir)
-		if err != nil {
+	w := &Writer{c: c, g: c.group(group), dir: dir, start: start, e: &bgEntry{dir: dir},
+		queued: c.bg.queueing(), sync: c.bg.max < 0}
+	if !w.queued {
+		if err := w.e.open(c, false); err != nil {
 			c.degrade(err)
 			return nil
 		}
-		w.f = f
 	}
 	w.buf = appendHeader(w.buf[:0], header{start: start, group: group, file: file, meta: meta})
 	w.hcrc = crc32.Update(0, castagnoli, w.buf)
@@ -73,24 +71,17 @@ func (c *Cache) Create(group, file string, start float64, meta []byte) *Writer {
 	return w
 }
 
-// put writes b and then rest to the entry's temporary file, or (async) copies them
+// put writes b and then rest to the entry's temporary file, or (queued) copies them
 // into a chunk for the background writer: errDropped when it is too far behind.
 func (w *Writer) put(b, rest []byte) error { return w.putRecord(b, rest, false) }
 
 // putRecord is put; crc asks the background writer to fill in the checksum of the
 // raw record b+rest.
 func (w *Writer) putRecord(b, rest []byte, crc bool) error {
-	if w.async {
+	if w.queued {
 		return w.queue(b, rest, crc)
 	}
-	_, err := w.f.Write(b)
-	if err == nil && len(rest) > 0 {
-		_, err = w.f.Write(rest)
-	}
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", w.f.Name(), err)
-	}
-	return nil
+	return w.write(b, rest)
 }
 
 // putFailed aborts the writer after put's error: a dropped entry quietly (counted),
@@ -169,9 +160,11 @@ func (w *Writer) Add(pts float64, payload []byte) {
 	}
 	n := len(buf) + len(rest)
 	putRecordHeader(buf, recordHeader{stored: uint32(n - recHeader), raw: uint32(len(payload)), pts: pts, kind: kind})
+	w.queued = w.queued || w.c.bg.queueing() // the writes became slow (async.go)
 	// A raw record queued for the background writer gets its checksum there (from
-	// the copy: the caller's thread only copies); any other here.
-	crcLater := w.async && kind == kindRaw
+	// the copy: the caller's thread only copies); any other here, while the payload
+	// is in the CPU's cache.
+	crcLater := w.queued && kind == kindRaw
 	if !crcLater {
 		binary.LittleEndian.PutUint32(buf[20:], recordCRC(buf, payload))
 	}
@@ -226,14 +219,12 @@ func (w *Writer) Commit(covered float64) error {
 	}
 	size := int64(w.off) + int64(len(tail))
 	w.done = true
-	if w.async {
-		w.handOver()
-		w.c.bg.submit(w.c, bgJob{e: w.bg, publish: w, covered: covered, size: size})
+	w.handOver()
+	if w.sync {
+		w.e.publish(w.c, w, covered, size)
 		return nil
 	}
-	f := w.f
-	w.f = nil
-	w.c.publish(w, f, covered, size)
+	w.c.bg.submit(w.c, bgJob{e: w.e, publish: w, covered: covered, size: size})
 	return nil
 }
 
@@ -279,16 +270,14 @@ func (w *Writer) Abort() {
 
 func (w *Writer) abort() {
 	w.done = true
-	if w.f != nil {
-		name := w.f.Name()
-		w.f.Close()
-		os.Remove(name)
-		w.f = nil
-	}
 	w.dropChunk()
-	if w.bg != nil {
-		w.c.bg.submit(w.c, bgJob{e: w.bg, abort: true})
-		w.bg = nil
+	if w.e != nil {
+		if w.queued {
+			w.c.bg.submit(w.c, bgJob{e: w.e, abort: true})
+		} else {
+			w.e.discard()
+		}
+		w.e = nil
 	}
 	w.buf, w.idx = nil, nil
 }

@@ -147,6 +147,9 @@ func frameCacheSummary(st framecache.Stats, dir string) string {
 	total := st.FramesRead + st.FramesWritten
 	s := fmt.Sprintf("frame cache: %d of %d frames from the cache (%.1f%%), %d decoded and stored (%s); %s",
 		st.FramesRead, total, 100*float64(st.FramesRead)/float64(max(total, 1)), st.FramesWritten, formatGB(st.BytesWritten), dir)
+	if st.SlowWrites > 0 {
+		s += "; the disk was slow: entries written in the background from then on"
+	}
 	if st.Dropped > 0 {
 		s += fmt.Sprintf("; %d decoded segments not stored (the disk was behind: decoded again next time)", st.Dropped)
 	}

@@ -437,3 +437,29 @@ func TestFrameCacheFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestFrameCacheSummary: the run's summary line says what was served and stored, and
+// why frames were not stored when the disk was slow or behind.
+func TestFrameCacheSummary(t *testing.T) {
+	for _, tc := range []struct {
+		st       framecache.Stats
+		want     []string
+		wantNone []string
+	}{
+		{framecache.Stats{FramesRead: 30, FramesWritten: 10, BytesWritten: 2.5e9}, []string{"30 of 40 frames from the cache (75.0%), 10 decoded and stored (2.50 GB); /c"}, []string{"slow", "not stored"}},
+		{framecache.Stats{FramesWritten: 10, SlowWrites: 1}, []string{"the disk was slow: entries written in the background"}, []string{"not stored"}},
+		{framecache.Stats{FramesWritten: 10, SlowWrites: 1, Dropped: 3}, []string{"the disk was slow", "3 decoded segments not stored"}, nil},
+	} {
+		got := frameCacheSummary(tc.st, "/c")
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%+v: %q lacks %q", tc.st, got, w)
+			}
+		}
+		for _, w := range tc.wantNone {
+			if strings.Contains(got, w) {
+				t.Errorf("%+v: %q says %q", tc.st, got, w)
+			}
+		}
+	}
+}

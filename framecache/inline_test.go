@@ -1,0 +1,91 @@
+package framecache
+
+import (
+	"bytes"
+	"testing"
+)
+
+// TestInlineWrites: by default a Writer writes its records where they are added and
+// the background writer publishes the entry; once the inline writes are slow (a window
+// of them under the rate, or one write over the longest allowed), every Writer queues
+// its records from its next one on — including one in the middle of its entry — and
+// the cache stays so. Every entry reads back as written. Writes that keep up never
+// switch it, however many windows they fill.
+func TestInlineWrites(t *testing.T) {
+	recs := makeRecords("f", 0, 12, 50_000)
+	write := func(t *testing.T, c *Cache, file string, mid func(i int, w *Writer)) {
+		t.Helper()
+		w := c.Create("g", file, 0, []byte("meta"))
+		for i, r := range recs {
+			w.Add(r.pts, r.payload)
+			if mid != nil {
+				mid(i, w)
+			}
+		}
+		if err := w.Commit(12); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(t *testing.T, c *Cache, file string) {
+		t.Helper()
+		c.Flush()
+		r, err := c.Lookup("g", file, 5)
+		if err != nil || r == nil {
+			t.Fatalf("%s: no entry (%v)", file, err)
+		}
+		got, err := readAll(r)
+		if err != nil || len(got) != len(recs) {
+			t.Fatalf("%s: %d records, %v", file, len(got), err)
+		}
+		for i := range got {
+			if got[i].pts != recs[i].pts || !bytes.Equal(got[i].payload, recs[i].payload) {
+				t.Fatalf("%s: record %d differs", file, i)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		set   func(in *inlineWrites)
+		after int // the record after which the writer queues (-1: never)
+	}{
+		// A window of ~3 records' bytes written at under 10^18 bytes/s: slow.
+		{"slow window", func(in *inlineWrites) { in.window, in.rate = 3*50_000, 1e18 }, 2},
+		// One write over a longest write of 0: slow at once (the header's write in Create).
+		{"slow write", func(in *inlineWrites) { in.maxWrite = 0 }, -2},
+		// Windows of a record each, at ≥ 1 byte/s: never slow.
+		{"fast", func(in *inlineWrites) { in.window, in.rate = 1, 1 }, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, h := openTest(t, Options{Dir: t.TempDir(), Budget: 1 << 30, Codec: "none", MaxPending: DefaultMaxPending})
+			tc.set(&c.bg.inline)
+			queuedAt := -1
+			write(t, c, "a", func(i int, w *Writer) {
+				if w.queued && queuedAt < 0 {
+					queuedAt = i
+				}
+			})
+			check(t, c, "a")
+			w := c.Create("g", "b", 0, nil)
+			queuedB := w.queued
+			w.Abort()
+			switch {
+			case tc.after == -1:
+				if queuedAt >= 0 || queuedB || c.Stats().SlowWrites != 0 {
+					t.Fatalf("fast writes queued (at record %d, next writer %v, stats %+v)", queuedAt, queuedB, c.Stats())
+				}
+			case tc.after == -2 && queuedAt != 0, tc.after >= 0 && queuedAt != tc.after+1:
+				t.Fatalf("queued from record %d, want after record %d", queuedAt, tc.after)
+			case !queuedB || c.Stats().SlowWrites != 1:
+				t.Fatalf("after slow writes: the next writer queues %v, stats %+v", queuedB, c.Stats())
+			}
+			write(t, c, "c", nil)
+			check(t, c, "c")
+			if len(h.warnings()) != 0 || !c.Writable() {
+				t.Fatalf("warnings %q, writable %v", h.warnings(), c.Writable())
+			}
+			if tmp := tempFiles(t, c.Dir()); len(tmp) != 0 {
+				t.Fatalf("temporary files left: %v", tmp)
+			}
+		})
+	}
+}
