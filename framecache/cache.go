@@ -176,7 +176,7 @@ func Open(o Options) (*Cache, error) {
 	}
 	c.bg.max = o.MaxPending
 	c.bg.inline.off = o.Background || o.Direct
-	c.bg.inline.window, c.bg.inline.rate, c.bg.inline.maxWrite = inlineWindow, inlineRate, inlineMaxWrite
+	c.bg.inline.window, c.bg.inline.span, c.bg.inline.rate = inlineWindow, inlineSpan, inlineRate
 	if c.bg.max == 0 {
 		c.bg.max = DefaultMaxPending
 	}

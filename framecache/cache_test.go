@@ -635,3 +635,30 @@ func TestCreateLimits(t *testing.T) {
 	}
 	put(t, c, "g", "f", 0, 1, []byte(strings.Repeat("m", maxKey)), nil) // the limit itself
 }
+
+// TestEmpty: a cache is empty of a group until an entry of the group is published
+// (a temporary file is not one; another group's entries do not count); nil is empty.
+func TestEmpty(t *testing.T) {
+	var nilCache *Cache
+	if !nilCache.Empty("g") {
+		t.Fatal("a nil cache is not empty")
+	}
+	c, _ := openTest(t, Options{Dir: t.TempDir()})
+	put(t, c, "other", "f", 0, 1, nil, []record{{0, []byte{1}}})
+	if !c.Empty("g") {
+		t.Fatal("a new cache is not empty of g")
+	}
+	w := c.Create("g", "f", 0, nil)
+	w.Add(0, []byte{1})
+	c.Flush()
+	if !c.Empty("g") {
+		t.Fatal("a writer's temporary file made the cache hold g")
+	}
+	if err := w.Commit(1); err != nil {
+		t.Fatal(err)
+	}
+	c.Flush()
+	if c.Empty("g") || c.Empty("other") {
+		t.Fatal("after entries were published the cache is empty of their group")
+	}
+}

@@ -7,7 +7,7 @@ import (
 
 // TestInlineWrites: by default a Writer writes its records where they are added and
 // the background writer publishes the entry; once the inline writes are slow (a window
-// of them under the rate, or one write over the longest allowed), every Writer queues
+// of them, by bytes or by time, under the rate), every Writer queues
 // its records from its next one on — including one in the middle of its entry — and
 // the cache stays so. Every entry reads back as written. Writes that keep up never
 // switch it, however many windows they fill.
@@ -50,8 +50,9 @@ func TestInlineWrites(t *testing.T) {
 	}{
 		// A window of ~3 records' bytes written at under 10^18 bytes/s: slow.
 		{"slow window", func(in *inlineWrites) { in.window, in.rate = 3*50_000, 1e18 }, 2},
-		// One write over a longest write of 0: slow at once (the header's write in Create).
-		{"slow write", func(in *inlineWrites) { in.maxWrite = 0 }, -2},
+		// A window ended by time (a span of 0) under 10^18 bytes/s: slow at once (the
+		// header's write in Create).
+		{"slow span", func(in *inlineWrites) { in.span, in.rate = 0, 1e18 }, -2},
 		// Windows of a record each, at ≥ 1 byte/s: never slow.
 		{"fast", func(in *inlineWrites) { in.window, in.rate = 1, 1 }, -1},
 	} {

@@ -53,6 +53,34 @@ func (c *Cache) Holds(group, file string, t float64) bool {
 	return false
 }
 
+// Empty reports whether the cache holds no published entry of group: none was ever
+// stored, or all were removed. A nil Cache is empty.
+func (c *Cache) Empty(group string) bool {
+	if c == nil || c.root == "" {
+		return true
+	}
+	gdir := c.groupDir(group)
+	dirs, err := os.ReadDir(gdir)
+	if err != nil {
+		return true
+	}
+	for _, d := range dirs {
+		if !d.IsDir() {
+			continue
+		}
+		files, err := os.ReadDir(filepath.Join(gdir, d.Name()))
+		if err != nil {
+			continue
+		}
+		for _, f := range files {
+			if _, _, ok := parseEntryName(f.Name()); ok {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 type candidate struct {
 	name           string
 	start, covered float64

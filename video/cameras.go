@@ -326,9 +326,14 @@ func (s *Set) Start(ctx context.Context) {
 	if s.Frames != nil {
 		// With a frame cache, files are prepared when a segment is decoded
 		// (a cached one needs neither its file nor FFmpeg); the decoder's
-		// build, which keys the cache's entries, is found meanwhile.
+		// build, which keys the cache's entries, is found meanwhile. Unless
+		// the cache holds nothing of the dataset: then the first episode's
+		// files are prepared now too, as without a cache, not after the
+		// decoder's build is known (an `ffmpeg -version` the first time).
 		s.background(ctx, func(ctx context.Context) { s.Frames.decoderID(ctx, s.Decoder) })
-		return
+		if !s.Frames.Cache.Empty(s.Frames.Group) {
+			return
+		}
 	}
 	s.prepMu.Lock()
 	ep, ok := s.prepFirst, s.prepHas

@@ -2,6 +2,7 @@ package video
 
 import (
 	"context"
+	"github.com/lrstream/lrstream/framecache"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -313,5 +314,43 @@ func TestSetReleaseStopsPreparing(t *testing.T) {
 	}
 	if n := len(p.prepared()); n != 2 {
 		t.Fatalf("%d files prepared, want 2", n)
+	}
+}
+
+// TestSetStartWithFrameCache: with a frame cache that holds nothing of the
+// dataset, Start prepares the PrepareFirst episode's files as without one
+// (they will be decoded); once it holds entries of the dataset, Start
+// prepares nothing (a cached segment needs neither file nor FFmpeg).
+func TestSetStartWithFrameCache(t *testing.T) {
+	d := needFFmpeg(t)
+	c, err := framecache.Open(framecache.Options{Dir: t.TempDir(), Budget: 1 << 30, MaxPending: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, tc := range []struct {
+		name   string
+		stored bool
+		want   int
+	}{{"empty", false, 2}, {"holds the dataset", true, 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.stored {
+				w := c.Create("g", "some file", 0, nil)
+				w.Add(0, []byte{1})
+				if err := w.Commit(1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p := &preparer{Decoder: d}
+			var located atomic.Int32
+			set, _ := twoCameraSet(t, p, &located)
+			set.Frames = &Frames{Cache: c, Group: "g"}
+			set.PrepareFirst(0)
+			set.Start(context.Background())
+			set.Release()
+			if got := p.prepared(); len(got) != tc.want {
+				t.Fatalf("Start prepared %v, want %d files", got, tc.want)
+			}
+		})
 	}
 }
