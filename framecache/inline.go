@@ -14,7 +14,7 @@ import (
 // writer's thread. Written where it is added instead, a record is checksummed and
 // copied into the page cache while the decoder has just read it. On the 2-core VM of
 // docs/performance.md the first epoch of a shuffled bench480 stream, which stores
-// 2.28 GB, costs ~0.7 CPU-s more than without the cache, against ~1.15 with every
+// 2.28 GB, costs ~0.6 CPU-s more than without the cache, against ~1.1 with every
 // record queued.
 //
 // But a buffered write blocks when the kernel throttles the writers of dirty pages
