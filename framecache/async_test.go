@@ -1,7 +1,6 @@
 package framecache
 
 import (
-	"bytes"
 	"testing"
 )
 
@@ -24,19 +23,7 @@ func TestBackground(t *testing.T) {
 	}
 	check := func(c *Cache, file string) {
 		t.Helper()
-		r, _ := c.Lookup("g", file, 0.5)
-		if r == nil {
-			t.Fatalf("%s: no entry", file)
-		}
-		got, err := readAll(r)
-		if err != nil || len(got) != len(recs) {
-			t.Fatalf("%s: %d records, %v", file, len(got), err)
-		}
-		for i := range got {
-			if got[i].pts != recs[i].pts || !bytes.Equal(got[i].payload, recs[i].payload) {
-				t.Fatalf("%s: record %d differs", file, i)
-			}
-		}
+		holds(t, c, "g", file, 0.5, recs)
 	}
 	dir := t.TempDir()
 	c, h := openTest(t, Options{Dir: dir, Budget: 1 << 30, Codec: "none", MaxPending: DefaultMaxPending, Background: true})

@@ -155,6 +155,20 @@ func sameRecords(t testing.TB, got, want []record) {
 	}
 }
 
+// holds checks that c serves the records want for (group, file) at time at.
+func holds(t testing.TB, c *Cache, group, file string, at float64, want []record) {
+	t.Helper()
+	r, err := c.Lookup(group, file, at)
+	if err != nil || r == nil {
+		t.Fatalf("%s: no entry at %v (%v)", file, at, err)
+	}
+	got, err := readAll(r)
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	sameRecords(t, got, want)
+}
+
 // entryFiles lists the entry files under dir's cache.
 func entryFiles(t testing.TB, dir string) []string {
 	t.Helper()

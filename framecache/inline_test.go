@@ -1,7 +1,6 @@
 package framecache
 
 import (
-	"bytes"
 	"testing"
 )
 
@@ -29,19 +28,7 @@ func TestInlineWrites(t *testing.T) {
 	check := func(t *testing.T, c *Cache, file string) {
 		t.Helper()
 		c.Flush()
-		r, err := c.Lookup("g", file, 5)
-		if err != nil || r == nil {
-			t.Fatalf("%s: no entry (%v)", file, err)
-		}
-		got, err := readAll(r)
-		if err != nil || len(got) != len(recs) {
-			t.Fatalf("%s: %d records, %v", file, len(got), err)
-		}
-		for i := range got {
-			if got[i].pts != recs[i].pts || !bytes.Equal(got[i].payload, recs[i].payload) {
-				t.Fatalf("%s: record %d differs", file, i)
-			}
-		}
+		holds(t, c, "g", file, 5, recs)
 	}
 	for _, tc := range []struct {
 		name  string
