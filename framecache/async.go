@@ -40,8 +40,9 @@ type bgWriter struct {
 	closed bool
 }
 
-// bgEntry is an entry being written in the background; its fields belong to the
-// goroutine running its jobs.
+// bgEntry is an entry's temporary file being written; its fields belong to the
+// Writer's goroutine while it writes records there (inline.go), then to the goroutine
+// running the entry's jobs (the first job hands it over).
 type bgEntry struct {
 	dir     string
 	f       *os.File // the temporary file, created with the first chunk

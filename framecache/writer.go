@@ -160,7 +160,7 @@ func (w *Writer) Add(pts float64, payload []byte) {
 	}
 	n := len(buf) + len(rest)
 	putRecordHeader(buf, recordHeader{stored: uint32(n - recHeader), raw: uint32(len(payload)), pts: pts, kind: kind})
-	w.queued = w.queued || w.c.bg.queueing() // the writes became slow (async.go)
+	w.queued = w.queued || w.c.bg.queueing() // the writes became slow (inline.go)
 	// A raw record queued for the background writer gets its checksum there (from
 	// the copy: the caller's thread only copies); any other here, while the payload
 	// is in the CPU's cache.
