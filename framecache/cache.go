@@ -177,6 +177,7 @@ func Open(o Options) (*Cache, error) {
 	c.bg.max = o.MaxPending
 	c.bg.inline.off = o.Background || o.Direct
 	c.bg.inline.window, c.bg.inline.span, c.bg.inline.rate = inlineWindow, inlineSpan, inlineRate
+	c.bg.inline.sleeps = threadSleeps
 	if c.bg.max == 0 {
 		c.bg.max = DefaultMaxPending
 	}

@@ -2,6 +2,7 @@ package framecache
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,11 +23,15 @@ import (
 // is what the background writer is there to prevent. So the inline writes are timed:
 // the cache switches to queueing, for every Writer at its next record and for the
 // rest of the Cache's life, once a window of writes — inlineWindow bytes, or fewer
-// that took inlineSpan — ran slower than inlineRate. Windows of writes into the page
-// cache ran at 1.2–7.5 GB/s on that VM, single writes of a frame took 0.1–5 ms and
-// once in a while 40–100 ms (a decoder descheduled, the host busy): only a throttled
-// or starved writer is that slow over a window, and a slow disk (10 MB/s, a network
-// file system) holds the decoders about inlineSpan before the switch.
+// whose waits came to inlineSpan — waited longer than writing them at inlineRate
+// would take. A write waited if its thread slept during it (threadSleeps: a
+// voluntary context switch); then its whole time counts. Writes that never sleep do
+// not count however long they run (preempted by the decoders they share the cores
+// with, or stalled while the host brings back memory it reclaimed): timed by the clock
+// alone, one run of ten on the VM of docs/performance.md switched in that state, with
+// the dirty pages nowhere near the kernel's throttling, where windows of writes into
+// the page cache ran at 1.2–7.5 GB/s otherwise. A slow disk (10 MB/s, a network file
+// system) holds the decoders about inlineSpan before the switch.
 
 const (
 	inlineWindow = 64 << 20
@@ -39,11 +44,12 @@ type inlineWrites struct {
 	off  bool        // Options.Background, Options.Direct: always queued
 	slow atomic.Bool // the inline writes were slow: queued from now on
 
-	// The thresholds: inlineWindow, inlineSpan, inlineRate (set by Open; tests
-	// change them).
+	// The thresholds: inlineWindow, inlineSpan, inlineRate, and the count of the
+	// thread's sleeps, threadSleeps (set by Open; tests change them).
 	window int64
 	span   time.Duration
 	rate   float64
+	sleeps func() (int64, bool)
 
 	mu    sync.Mutex
 	bytes int64         // written inline in the current window
@@ -56,8 +62,18 @@ func (b *bgWriter) queueing() bool {
 }
 
 // write writes b and then rest to the entry's file on the caller's goroutine, timing
-// the writes unless the cache has no background writer to hand them to.
+// the writes unless the cache has no background writer to hand them to. Only writes
+// during which the thread slept count: one that ran all along (copying into memory
+// the host had to bring back, or preempted by the decoders it shares the cores with)
+// did not wait for the disk. The goroutine stays on its thread meanwhile, so that
+// the thread's count of sleeps is its own.
 func (w *Writer) write(b, rest []byte) error {
+	if !w.sync {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
+	sleeps := w.c.bg.inline.sleeps
+	slept, known := sleeps()
 	start := time.Now()
 	err := w.e.writeChunk(b, 0)
 	if err == nil && len(rest) > 0 {
@@ -66,14 +82,19 @@ func (w *Writer) write(b, rest []byte) error {
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", w.e.f.Name(), err)
 	}
-	if !w.sync {
-		w.c.bg.inline.timed(w.c, int64(len(b)+len(rest)), time.Since(start))
+	if w.sync {
+		return nil
 	}
+	waited := time.Since(start)
+	if now, ok := sleeps(); known && ok && now == slept {
+		waited = 0
+	}
+	w.c.bg.inline.timed(w.c, int64(len(b)+len(rest)), waited)
 	return nil
 }
 
-// timed counts an inline write of n bytes that took d, and switches the cache to
-// queueing when the writes are slow.
+// timed counts an inline write of n bytes that waited d for the disk, and switches the
+// cache to queueing when the writes are slow.
 func (in *inlineWrites) timed(c *Cache, n int64, d time.Duration) {
 	if in.slow.Load() {
 		return

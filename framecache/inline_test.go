@@ -6,10 +6,10 @@ import (
 
 // TestInlineWrites: by default a Writer writes its records where they are added and
 // the background writer publishes the entry; once the inline writes are slow (a window
-// of them, by bytes or by time, under the rate), every Writer queues
+// of them, by bytes or by time spent asleep, under the rate), every Writer queues
 // its records from its next one on — including one in the middle of its entry — and
 // the cache stays so. Every entry reads back as written. Writes that keep up never
-// switch it, however many windows they fill.
+// switch it, however many windows they fill, nor do writes that never sleep.
 func TestInlineWrites(t *testing.T) {
 	recs := makeRecords("f", 0, 12, 50_000)
 	write := func(t *testing.T, c *Cache, file string, mid func(i int, w *Writer)) {
@@ -30,18 +30,25 @@ func TestInlineWrites(t *testing.T) {
 		c.Flush()
 		holds(t, c, "g", file, 5, recs)
 	}
+	// A thread that sleeps in every write, and one that never does.
+	var n int64
+	sleeping := func() (int64, bool) { n++; return n, true }
+	awake := func() (int64, bool) { return 7, true }
 	for _, tc := range []struct {
 		name  string
 		set   func(in *inlineWrites)
 		after int // the record after which the writer queues (-1: never)
 	}{
 		// A window of ~3 records' bytes written at under 10^18 bytes/s: slow.
-		{"slow window", func(in *inlineWrites) { in.window, in.rate = 3*50_000, 1e18 }, 2},
+		{"slow window", func(in *inlineWrites) { in.window, in.rate, in.sleeps = 3*50_000, 1e18, sleeping }, 2},
+		// The same thresholds, but the writes never slept: they did not wait for the
+		// disk, however long they took.
+		{"never slept", func(in *inlineWrites) { in.window, in.rate, in.sleeps = 3*50_000, 1e18, awake }, -1},
 		// A window ended by time (a span of 0) under 10^18 bytes/s: slow at once (the
 		// header's write in Create).
-		{"slow span", func(in *inlineWrites) { in.span, in.rate = 0, 1e18 }, -2},
+		{"slow span", func(in *inlineWrites) { in.span, in.rate, in.sleeps = 0, 1e18, sleeping }, -2},
 		// Windows of a record each, at ≥ 1 byte/s: never slow.
-		{"fast", func(in *inlineWrites) { in.window, in.rate = 1, 1 }, -1},
+		{"fast", func(in *inlineWrites) { in.window, in.rate, in.sleeps = 1, 1, sleeping }, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, h := openTest(t, Options{Dir: t.TempDir(), Budget: 1 << 30, Codec: "none", MaxPending: DefaultMaxPending})
