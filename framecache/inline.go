@@ -53,7 +53,7 @@ type inlineWrites struct {
 
 	mu    sync.Mutex
 	bytes int64         // written inline in the current window
-	took  time.Duration // and the time that took
+	took  time.Duration // and the time those writes waited (write)
 }
 
 // queueing tells whether a Writer's records go to the background writer.
