@@ -138,6 +138,51 @@ func BenchmarkWrite(b *testing.B) {
 	}
 }
 
+// BenchmarkWritePath stores raw frames as the default writer does (written where they
+// are added, published in the background) and as the background writer does (copied,
+// queued, checksummed and written on its goroutine), Flush included; the process's CPU
+// a frame (cpu-ns/frame) counts both goroutines. The bound on queued bytes is large
+// enough that no entry is dropped (the benchmark checks).
+func BenchmarkWritePath(b *testing.B) {
+	frames, src := benchFrames(b, benchSegment)
+	for _, path := range []struct {
+		name       string
+		background bool
+	}{{"inline", false}, {"queued", true}} {
+		b.Run(path.name, func(b *testing.B) {
+			c, err := Open(Options{Dir: b.TempDir(), Codec: "none", Budget: 64 << 30, MaxPending: 8 << 30, Background: path.background})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			b.SetBytes(int64(len(frames[0])))
+			b.ReportAllocs()
+			var w *Writer
+			b.ResetTimer()
+			cpu0 := cpuTime()
+			for i := range b.N {
+				if i%benchSegment == 0 {
+					if err := w.Commit(float64(i)); err != nil {
+						b.Fatal(err)
+					}
+					w = c.Create("bench", src, float64(i), nil)
+				}
+				w.Add(float64(i), frames[i%len(frames)])
+			}
+			if err := w.Commit(float64(b.N)); err != nil {
+				b.Fatal(err)
+			}
+			c.Flush()
+			b.StopTimer()
+			st := c.Stats()
+			if st.Dropped != 0 || st.SlowWrites != 0 {
+				b.Fatalf("%d entries dropped, slow writes %d: not the path measured", st.Dropped, st.SlowWrites)
+			}
+			reportFrames(b, cpu0, st.RawBytesWritten, st.BytesWritten)
+		})
+	}
+}
+
 // BenchmarkRead reads entries of benchSegment frames through Lookup and Next (from the
 // page cache) and reports raw MB/s and frames/s.
 func BenchmarkRead(b *testing.B) {
