@@ -113,29 +113,34 @@ func BenchmarkWrite(b *testing.B) {
 	for _, codec := range []string{"s2", "zstd", "none"} {
 		b.Run(codec, func(b *testing.B) {
 			c := benchOpen(b, codec)
-			b.SetBytes(int64(len(frames[0])))
-			b.ReportAllocs()
-			var w *Writer
-			seg := 0
-			b.ResetTimer()
-			cpu0 := cpuTime()
-			for i := range b.N {
-				if i%benchSegment == 0 {
-					if err := w.Commit(float64(i)); err != nil {
-						b.Fatal(err)
-					}
-					w = c.Create("bench", src, float64(i), nil)
-					seg++
-				}
-				w.Add(float64(i), frames[i%len(frames)])
-			}
-			if err := w.Commit(float64(b.N)); err != nil {
-				b.Fatal(err)
-			}
+			cpu0 := benchStore(b, c, frames, src)
 			b.StopTimer()
 			reportFrames(b, cpu0, c.Stats().RawBytesWritten, c.Stats().BytesWritten)
 		})
 	}
+}
+
+// benchStore resets b's timer and adds b.N frames to c in entries of benchSegment
+// frames, committing each; it returns the process's CPU time at the start.
+func benchStore(b *testing.B, c *Cache, frames [][]byte, src string) time.Duration {
+	b.SetBytes(int64(len(frames[0])))
+	b.ReportAllocs()
+	var w *Writer
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for i := range b.N {
+		if i%benchSegment == 0 {
+			if err := w.Commit(float64(i)); err != nil {
+				b.Fatal(err)
+			}
+			w = c.Create("bench", src, float64(i), nil)
+		}
+		w.Add(float64(i), frames[i%len(frames)])
+	}
+	if err := w.Commit(float64(b.N)); err != nil {
+		b.Fatal(err)
+	}
+	return cpu0
 }
 
 // BenchmarkWritePath stores raw frames as the default writer does (written where they
@@ -155,23 +160,7 @@ func BenchmarkWritePath(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer c.Close()
-			b.SetBytes(int64(len(frames[0])))
-			b.ReportAllocs()
-			var w *Writer
-			b.ResetTimer()
-			cpu0 := cpuTime()
-			for i := range b.N {
-				if i%benchSegment == 0 {
-					if err := w.Commit(float64(i)); err != nil {
-						b.Fatal(err)
-					}
-					w = c.Create("bench", src, float64(i), nil)
-				}
-				w.Add(float64(i), frames[i%len(frames)])
-			}
-			if err := w.Commit(float64(b.N)); err != nil {
-				b.Fatal(err)
-			}
+			cpu0 := benchStore(b, c, frames, src)
 			c.Flush()
 			b.StopTimer()
 			st := c.Stats()
