@@ -68,14 +68,8 @@ func (c *Cache) Empty(group string) bool {
 		if !d.IsDir() {
 			continue
 		}
-		files, err := os.ReadDir(filepath.Join(gdir, d.Name()))
-		if err != nil {
-			continue
-		}
-		for _, f := range files {
-			if _, _, ok := parseEntryName(f.Name()); ok {
-				return false
-			}
+		if all, err := c.entriesOf(filepath.Join(gdir, d.Name())); err == nil && len(all) > 0 {
+			return false
 		}
 	}
 	return true
