@@ -10,6 +10,12 @@
 # wall less its 1-epoch wall.
 #
 # FLAGS="..." (optional): more stream flags for every run, e.g. FLAGS="--resize 224x224".
+# FLOOR=1 (optional): each round starts with the FFmpeg floor — FFmpeg decoding every video
+# file of the dataset one after the other, nothing converted or written (ffmpeg -i FILE -map
+# 0:v:0 -f null -, the `bench` ffmpeg stage's command), with $LRSTREAM_FFMPEG's ffmpeg if set —
+# so that later epochs are set against the floor measured in the same rounds.
+# EPOCHS="1" (optional): the epoch counts to run, "1 3" unless given (EPOCHS=1 times only
+# first epochs, alternating the arms).
 # WARM_MB=N (optional): before every run (both arms), write and delete an N MB file, so that
 # the run finds N MB of free memory the kernel has just used. On a VM whose free memory goes
 # back to the hypervisor (virtio-balloon free page reporting), memory the guest has not used
@@ -25,11 +31,20 @@ shift 3
 cold=$(mktemp -d)
 trap 'rm -rf "$cold"' EXIT
 first=1
+ffmpeg=${LRSTREAM_FFMPEG:-ffmpeg}
 for i in $(seq "$rounds"); do
   first=1
+  if [ "${FLOOR:-0}" = 1 ]; then
+    t0=$(date +%s.%N)
+    /usr/bin/time -f "%U %S" -o "$cold.time" bash -c 'for f in "$@"; do
+        "$0" -nostdin -hide_banner -loglevel error -i "$f" -map 0:v:0 -f null - || exit 1; done' \
+      "$ffmpeg" $(find "$ds/videos" -name '*.mp4' | sort)
+    t1=$(date +%s.%N)
+    printf 'floor wall %.3f cpu %s\n' "$(echo "$t1 - $t0" | bc)" "$(awk '{print $1 + $2}' "$cold.time")"
+  fi
   for spec in "$@"; do
     name=${spec%%=*} bin=${spec#*=}
-    for ep in 1 3; do
+    for ep in ${EPOCHS:-1 3}; do
       if [ $first = 1 ]; then
         flags=(--frame-cache off)
       else
