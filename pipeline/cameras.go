@@ -27,6 +27,10 @@ type CameraOptions struct {
 	// DepthUnit is the unit of depth cameras' values: "mm" (default,
 	// LeRobotDataset's depth_output_unit) or "m".
 	DepthUnit string
+	// VideoBackend is the LeRobot video backend whose RGB frames FFmpeg
+	// reproduces where the two differ: video.BackendTorchcodec (default,
+	// "") or video.BackendPyAV (video.FFmpeg.Backend).
+	VideoBackend string
 	// NewDecoder makes the decoder, called only when a camera is decoded
 	// (default video.NewFFmpeg: FFmpeg is needed only then).
 	NewDecoder func() (video.Decoder, error)
@@ -47,6 +51,9 @@ type CameraOptions struct {
 func SetupCameras(ctx context.Context, cfg *Config, o CameraOptions) error {
 	if u := depthUnit(o); u != video.DepthMillimetres && u != video.DepthMetres {
 		return fmt.Errorf("--depth-unit %q: want mm or m", u)
+	}
+	if err := video.CheckBackend(o.VideoBackend); err != nil {
+		return fmt.Errorf("--video-backend: %w", err)
 	}
 	keys := video.Keys(&cfg.Dataset.Info)
 	if len(keys) == 0 && len(video.ImageKeys(&cfg.Dataset.Info)) == 0 {
@@ -246,6 +253,7 @@ func cameraDecoder(cfg *Config, o CameraOptions, cameras int) (dec video.Decoder
 			if workerCount(cfg) > 1 {
 				d.Threads = 1
 			}
+			d.Backend = o.VideoBackend
 			return d, nil
 		}
 	}

@@ -78,6 +78,10 @@ type FFmpeg struct {
 	// RGB24 makes FFmpeg convert every frame to RGB24 itself (no YUV
 	// frames; for comparisons).
 	RGB24 bool
+	// Backend is the LeRobot video backend whose RGB frames to reproduce
+	// where the two differ: BackendTorchcodec (the default, "") or
+	// BackendPyAV (backend.go).
+	Backend string
 
 	mu      sync.Mutex
 	probes  map[string]*lazyYUV    // by video path
@@ -169,9 +173,11 @@ func (d *FFmpeg) args(seg Segment, pixFmt string) []string {
 	}
 	muxer := "rawvideo"
 	if pixFmt == "yuv420p" {
-		muxer = "yuv4mpegpipe"
+		muxer = "yuv4mpegpipe" // the planes as decoded: nothing is converted
+	} else if d.ignoresTags(seg.Gray12) {
+		vf = "setparams=colorspace=unknown," + vf
 	}
-	return append(args, "-vf", vf, "-fps_mode", "passthrough", "-sws_flags", "bilinear",
+	return append(args, "-vf", vf, "-fps_mode", "passthrough", "-sws_flags", d.swsFlags(seg.Gray12),
 		"-f", muxer, "-pix_fmt", pixFmt, "pipe:1")
 }
 

@@ -90,8 +90,9 @@ func (m frameMeta) frame(pts float64, pix []byte) (Frame, error) {
 }
 
 // fileKey is the cache key of the frames of one file version decoded for
-// seg's size and format, with the checks' inputs (needs, tol) and the
-// decoder's build: anything that changes the pixels or whether they are
+// seg's size and format, with the checks' inputs (needs, tol), the
+// decoder's build and the conversion it reproduces (FFmpeg.Conversion: the
+// LeRobot backend): anything that changes the pixels or whether they are
 // used.
 func (c *Frames) fileKey(ctx context.Context, d Decoder, name, camera string, seg Segment, needs FileNeeds, tol float64) (string, bool) {
 	if c == nil || c.Cache == nil || c.Identify == nil {
@@ -108,9 +109,13 @@ func (c *Frames) fileKey(ctx context.Context, d Decoder, name, camera string, se
 		c.warnOnce("frame cache: the decoder's build is unknown (%v); frames are decoded, not cached", c.decErr)
 		return "", false
 	}
+	conv := ""
+	if cv, ok := d.(interface{ Conversion() string }); ok {
+		conv = cv.Conversion()
+	}
 	var b strings.Builder
 	for _, s := range []string{"v1", id, camera, strconv.Itoa(seg.Width), strconv.Itoa(seg.Height), strconv.FormatBool(seg.Gray12),
-		fmt.Sprintf("%d,%d,%v,%v", needs.Width, needs.Height, needs.FPS, needs.End), strconv.FormatFloat(tol, 'g', -1, 64), c.decID} {
+		fmt.Sprintf("%d,%d,%v,%v", needs.Width, needs.Height, needs.FPS, needs.End), strconv.FormatFloat(tol, 'g', -1, 64), c.decID, conv} {
 		b.WriteString(s)
 		b.WriteByte(0)
 	}

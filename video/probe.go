@@ -38,6 +38,9 @@ func (d *FFmpeg) yuv(ctx context.Context, path string) (*YUV, error) {
 		if !ok {
 			return nil
 		}
+		if d.ignoresTags(false) {
+			key.space = "" // converted as an untagged stream (BT.601)
+		}
 		y, _ := once(ctx, d, &d.checks, key, func() *YUV { return d.check(ctx, key) })
 		return y
 	})
@@ -131,7 +134,7 @@ func (d *FFmpeg) matches(ctx context.Context, key yuvKey, conv *YUV) bool {
 	if p := setparams(key.space, key.rng); p != "" {
 		args = append(args, "-vf", p)
 	}
-	args = append(args, "-sws_flags", "bilinear", "-f", "rawvideo", "-pix_fmt", "rgb24", "pipe:1")
+	args = append(args, "-sws_flags", d.swsFlags(false), "-f", "rawvideo", "-pix_fmt", "rgb24", "pipe:1")
 	cmd := Command(ctx, d.Path, args...)
 	cmd.Stdin = bytes.NewReader(bytes.Join(frames, nil))
 	want, err := cmd.Output()

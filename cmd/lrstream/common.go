@@ -49,6 +49,8 @@ type runFlags struct {
 	// cameras and resize are --cameras and --resize; camerasDefault is
 	// the command's --cameras default ("auto" unless set before register).
 	cameras, resize, camerasDefault string
+	// videoBackend is --video-backend.
+	videoBackend string
 	// depthUnit is --depth-unit (mm or m).
 	depthUnit string
 	// evalSplit and split are --eval-split and --split.
@@ -89,6 +91,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.cameras, "cameras", def, "camera frames in the batches: auto (the cameras whose video files exist), all, none, or KEY,KEY... (docs/video.md; needs FFmpeg)")
 	fs.StringVar(&f.depthUnit, "depth-unit", "mm", "unit of depth cameras' float32 values: mm (as LeRobotDataset's depth_output_unit) or m (docs/video.md, Depth cameras)")
 	fs.StringVar(&f.resize, "resize", "", "resize camera frames to HxW, e.g. 224x224 (bilinear: FFmpeg for videos, torchvision-exact for image features, see docs/video.md; default: the dataset's size)")
+	fs.StringVar(&f.videoBackend, "video-backend", video.BackendTorchcodec, "the LeRobot video backend (LeRobotDataset's video_backend) whose RGB camera frames to reproduce where the two differ — 10- and 12-bit videos, videos tagged BT.709 or BT.2020: torchcodec (LeRobot's default) or pyav (docs/video.md, Which LeRobot backend)")
 	fs.Int64Var(&f.pieceMB, "piece-mb", pipeline.DefaultPieceBytes>>20, "MiB of decoded camera frames per decoding job: longer episodes are decoded in pieces; in flight at most (workers+1) pieces (docs/video.md, Memory)")
 	f.hub.register(fs)
 	f.frameCache.register(fs)
@@ -420,7 +423,7 @@ func (f *runFlags) setupCameras(ctx context.Context, e *env, cfg *pipeline.Confi
 		return err
 	}
 	cfg.PieceBytes = f.pieceMB << 20 // 0 (commands without the flag): the default
-	co := pipeline.CameraOptions{Spec: f.cameras, DepthUnit: f.depthUnit, FrameCache: f.frameCache.opener(e)}
+	co := pipeline.CameraOptions{Spec: f.cameras, DepthUnit: f.depthUnit, VideoBackend: f.videoBackend, FrameCache: f.frameCache.opener(e)}
 	if f.resize != "" {
 		var err error
 		if co.ResizeH, co.ResizeW, err = parseResize(f.resize); err != nil {
@@ -460,6 +463,11 @@ func (f *runFlags) optionsJSON(extra map[string]any) json.RawMessage {
 	// --resize only shows in their shapes, so it is recorded.
 	if f.resize != "" {
 		m["resize"] = f.resize
+	}
+	// So is a backend other than LeRobot's default, which changes some
+	// videos' pixels.
+	if f.videoBackend != "" && f.videoBackend != video.BackendTorchcodec {
+		m["video_backend"] = f.videoBackend
 	}
 	for k, v := range extra {
 		m[k] = v
