@@ -203,3 +203,15 @@ func TestDepthUnitFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestVideoBackendFlag: --video-backend is checked on every dataset, with
+// cameras or not.
+func TestVideoBackendFlag(t *testing.T) {
+	cfg := demoConfig(t, render.ModeFallback)
+	for backend, ok := range map[string]bool{"": true, "torchcodec": true, "pyav": true, "video_reader": false} {
+		err := SetupCameras(context.Background(), cfg, CameraOptions{Spec: video.ModeNone, VideoBackend: backend})
+		if (err == nil) != ok {
+			t.Errorf("--video-backend %q: %v", backend, err)
+		}
+	}
+}

@@ -108,53 +108,56 @@ func TestFFmpegYUVFrames(t *testing.T) {
 		{"bt709", "libx264", "yuv420p", 64, 48, true, []string{"-colorspace", "bt709", "-color_primaries", "bt709", "-color_trc", "bt709", "-color_range", "tv"}},
 		{"full range", "libx264", "yuv420p", 64, 48, false, []string{"-color_range", "pc"}},
 		{"444", "libx264", "yuv444p", 32, 16, false, nil},
+		{"10-bit", "libsvtav1", "yuv420p10le", 64, 64, false, nil},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			p := filepath.Join(dir, tc.name+".mp4")
-			args := []string{"-nostdin", "-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi",
-				"-i", "testsrc2=size=" + itoa(tc.w) + "x" + itoa(tc.h) + ":rate=30", "-frames:v", "12",
-				"-c:v", tc.codec, "-pix_fmt", tc.pixFmt, "-g", "5"}
-			if tc.codec == "libsvtav1" {
-				args = append(args, "-svtav1-params", "verbose=0")
-			}
-			args = append(args, tc.extra...)
-			if out, err := exec.Command("ffmpeg", append(args, p)...).CombinedOutput(); err != nil {
-				t.Fatalf("ffmpeg: %v: %s", err, out)
-			}
-			decode := func(rgb bool) (frames [][]byte, yuv int) {
-				dec := &FFmpeg{Path: d.Path, Probe: d.Probe, RGB24: rgb, MaxIdle: -1}
-				err := dec.Decode(context.Background(), Segment{Path: p, Start: 0, End: 100}, func(f Frame) error {
-					if f.YUV != nil {
-						yuv++
+		for _, backend := range []string{BackendTorchcodec, BackendPyAV} {
+			t.Run(tc.name+"/"+backend, func(t *testing.T) {
+				p := filepath.Join(dir, tc.name+"-"+backend+".mp4")
+				args := []string{"-nostdin", "-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi",
+					"-i", "testsrc2=size=" + itoa(tc.w) + "x" + itoa(tc.h) + ":rate=30", "-frames:v", "12",
+					"-c:v", tc.codec, "-pix_fmt", tc.pixFmt, "-g", "5"}
+				if tc.codec == "libsvtav1" {
+					args = append(args, "-svtav1-params", "verbose=0")
+				}
+				args = append(args, tc.extra...)
+				if out, err := exec.Command("ffmpeg", append(args, p)...).CombinedOutput(); err != nil {
+					t.Fatalf("ffmpeg: %v: %s", err, out)
+				}
+				decode := func(rgb bool) (frames [][]byte, yuv int) {
+					dec := &FFmpeg{Path: d.Path, Probe: d.Probe, RGB24: rgb, MaxIdle: -1, Backend: backend}
+					err := dec.Decode(context.Background(), Segment{Path: p, Start: 0, End: 100}, func(f Frame) error {
+						if f.YUV != nil {
+							yuv++
+						}
+						chw := make([]byte, 3*f.Width*f.Height)
+						ToCHW(chw, f)
+						frames = append(frames, chw)
+						return nil
+					})
+					if err != nil {
+						t.Fatal(err)
 					}
-					chw := make([]byte, 3*f.Width*f.Height)
-					ToCHW(chw, f)
-					frames = append(frames, chw)
-					return nil
-				})
-				if err != nil {
-					t.Fatal(err)
+					return frames, yuv
 				}
-				return frames, yuv
-			}
-			got, yuv := decode(false)
-			want, rgbYUV := decode(true)
-			if len(got) != 12 || len(want) != 12 {
-				t.Fatalf("%d and %d frames, want 12", len(got), len(want))
-			}
-			if rgbYUV != 0 {
-				t.Fatalf("RGB24 set: %d YUV frames", rgbYUV)
-			}
-			if tc.yuv != (yuv == 12) || (!tc.yuv && yuv != 0) {
-				t.Fatalf("%d of 12 frames came as YUV, want yuv=%v", yuv, tc.yuv)
-			}
-			for i := range got {
-				if string(got[i]) != string(want[i]) {
-					t.Fatalf("frame %d: YUV-converted pixels differ from FFmpeg's RGB24", i)
+				got, yuv := decode(false)
+				want, rgbYUV := decode(true)
+				if len(got) != 12 || len(want) != 12 {
+					t.Fatalf("%d and %d frames, want 12", len(got), len(want))
 				}
-			}
-		})
+				if rgbYUV != 0 {
+					t.Fatalf("RGB24 set: %d YUV frames", rgbYUV)
+				}
+				if tc.yuv != (yuv == 12) || (!tc.yuv && yuv != 0) {
+					t.Fatalf("%d of 12 frames came as YUV, want yuv=%v", yuv, tc.yuv)
+				}
+				for i := range got {
+					if string(got[i]) != string(want[i]) {
+						t.Fatalf("frame %d: YUV-converted pixels differ from FFmpeg's RGB24", i)
+					}
+				}
+			})
+		}
 	}
 }
 

@@ -71,6 +71,7 @@ func TestCamerasPrerenderReplay(t *testing.T) {
 	}{
 		{"default: no frames", nil, 0},
 		{"all cameras resized", []string{"--cameras", "all", "--resize", "8x12"}, 2},
+		{"all cameras, PyAV's conversion", []string{"--cameras", "all", "--video-backend", "pyav"}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "pr")

@@ -160,8 +160,13 @@ def make_dataset(
     fps: int = 10,
     seed: int = 0,
     repo_id: str = "interop/lerobot_written",
+    pix_fmt: str | None = None,
 ) -> Path:
-    """Write the dataset under ``root`` (must not exist) and return it."""
+    """Write the dataset under ``root`` (must not exist) and return it.
+
+    ``pix_fmt`` (video codecs only) is the encoder's pixel format, as a
+    LeRobot user sets it (``RGBEncoderConfig(pix_fmt=...)``, e.g.
+    ``yuv420p10le``); default LeRobot's (``yuv420p``)."""
     from lerobot.configs.video import RGBEncoderConfig
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
@@ -177,10 +182,11 @@ def make_dataset(
         features[cam] = {"dtype": "video" if videos else "image", "shape": (height, width, 3),
                          "names": ["height", "width", "channels"]}
     kwargs = {}
+    enc = {} if pix_fmt is None else {"pix_fmt": pix_fmt}
     if codec == "av1":
-        kwargs["rgb_encoder"] = RGBEncoderConfig()
+        kwargs["rgb_encoder"] = RGBEncoderConfig(**enc)
     elif codec == "h264":
-        kwargs["rgb_encoder"] = RGBEncoderConfig(vcodec="h264")
+        kwargs["rgb_encoder"] = RGBEncoderConfig(vcodec="h264", **enc)
     elif codec != "image":
         raise ValueError(f"codec must be av1, h264 or image, got {codec!r}")
     ds = LeRobotDataset.create(
