@@ -91,7 +91,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.cameras, "cameras", def, "camera frames in the batches: auto (the cameras whose video files exist), all, none, or KEY,KEY... (docs/video.md; needs FFmpeg)")
 	fs.StringVar(&f.depthUnit, "depth-unit", "mm", "unit of depth cameras' float32 values: mm (as LeRobotDataset's depth_output_unit) or m (docs/video.md, Depth cameras)")
 	fs.StringVar(&f.resize, "resize", "", "resize camera frames to HxW, e.g. 224x224 (bilinear: FFmpeg for videos, torchvision-exact for image features, see docs/video.md; default: the dataset's size)")
-	fs.StringVar(&f.videoBackend, "video-backend", video.BackendTorchcodec, "the LeRobot video backend (LeRobotDataset's video_backend) whose RGB camera frames to reproduce where the two differ — 10- and 12-bit videos, videos tagged BT.709 or BT.2020: torchcodec (LeRobot's default) or pyav (docs/video.md, Which LeRobot backend)")
+	fs.StringVar(&f.videoBackend, "video-backend", video.BackendTorchcodec, "the LeRobot video backend (LeRobotDataset's video_backend) whose RGB camera frames to reproduce where the two differ — 10- and 12-bit videos, videos tagged BT.709 or BT.2020: torchcodec, which LeRobot uses unless told otherwise, or pyav (docs/video.md, Which LeRobot backend)")
 	fs.Int64Var(&f.pieceMB, "piece-mb", pipeline.DefaultPieceBytes>>20, "MiB of decoded camera frames per decoding job: longer episodes are decoded in pieces; in flight at most (workers+1) pieces (docs/video.md, Memory)")
 	f.hub.register(fs)
 	f.frameCache.register(fs)
