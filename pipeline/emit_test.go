@@ -192,26 +192,26 @@ func TestEmittedDTypes(t *testing.T) {
 	}
 }
 
-// TestDepthUnitFlag: --depth-unit is checked on every dataset, with
-// cameras or not.
-func TestDepthUnitFlag(t *testing.T) {
+// TestCameraOptionFlags: --depth-unit and --video-backend are checked on
+// every dataset, with cameras or not.
+func TestCameraOptionFlags(t *testing.T) {
 	cfg := demoConfig(t, render.ModeFallback)
-	for unit, ok := range map[string]bool{"": true, "mm": true, "m": true, "cm": false} {
-		err := SetupCameras(context.Background(), cfg, CameraOptions{Spec: video.ModeNone, DepthUnit: unit})
-		if (err == nil) != ok {
-			t.Errorf("--depth-unit %q: %v", unit, err)
-		}
-	}
-}
-
-// TestVideoBackendFlag: --video-backend is checked on every dataset, with
-// cameras or not.
-func TestVideoBackendFlag(t *testing.T) {
-	cfg := demoConfig(t, render.ModeFallback)
-	for backend, ok := range map[string]bool{"": true, "torchcodec": true, "pyav": true, "video_reader": false} {
-		err := SetupCameras(context.Background(), cfg, CameraOptions{Spec: video.ModeNone, VideoBackend: backend})
-		if (err == nil) != ok {
-			t.Errorf("--video-backend %q: %v", backend, err)
+	for _, tc := range []struct {
+		o  CameraOptions
+		ok bool
+	}{
+		{CameraOptions{}, true},
+		{CameraOptions{DepthUnit: "mm"}, true},
+		{CameraOptions{DepthUnit: "m"}, true},
+		{CameraOptions{DepthUnit: "cm"}, false},
+		{CameraOptions{VideoBackend: "torchcodec"}, true},
+		{CameraOptions{VideoBackend: "pyav"}, true},
+		{CameraOptions{VideoBackend: "video_reader"}, false},
+	} {
+		tc.o.Spec = video.ModeNone
+		err := SetupCameras(context.Background(), cfg, tc.o)
+		if (err == nil) != tc.ok {
+			t.Errorf("%+v: %v", tc.o, err)
 		}
 	}
 }
