@@ -154,13 +154,28 @@ func toPlanes(img image.Image, dst []byte) {
 				R[p], G[p], B[p] = row[4*x], row[4*x+1], row[4*x+2]
 			}
 		}
+	case *image.YCbCr:
+		// A colour JPEG: converted as libjpeg converts it (jpegconv.go).
+		if ycbcrToPlanes(m, dst) {
+			return
+		}
+		toPlanesAny(img, dst)
 	default:
-		for y := 0; y < h; y++ {
-			for x := 0; x < w; x++ {
-				p := y*w + x
-				col := color.NRGBAModel.Convert(img.At(r.Min.X+x, r.Min.Y+y)).(color.NRGBA)
-				R[p], G[p], B[p] = col.R, col.G, col.B
-			}
+		toPlanesAny(img, dst)
+	}
+}
+
+// toPlanesAny converts any image through color.NRGBAModel.
+func toPlanesAny(img image.Image, dst []byte) {
+	r := img.Bounds()
+	w, h := r.Dx(), r.Dy()
+	n := w * h
+	R, G, B := dst[:n], dst[n:2*n], dst[2*n:3*n]
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			p := y*w + x
+			col := color.NRGBAModel.Convert(img.At(r.Min.X+x, r.Min.Y+y)).(color.NRGBA)
+			R[p], G[p], B[p] = col.R, col.G, col.B
 		}
 	}
 }
