@@ -34,6 +34,16 @@ func TestDecodeImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A colour JPEG's planes are converted as libjpeg converts them
+	// (jpegconv.go; TestJPEGMatchesPIL checks that against PIL).
+	jpgPlanes := make([]byte, 3*w*h)
+	if !ycbcrToPlanes(jpgImage.(*image.YCbCr), jpgPlanes) {
+		t.Fatal("Go's JPEG encoder wrote a subsampling ycbcrToPlanes does not take")
+	}
+	jpgWant := image.NewNRGBA(image.Rect(0, 0, w, h))
+	for p := range w * h {
+		jpgWant.SetNRGBA(p%w, p/w, color.NRGBA{jpgPlanes[p], jpgPlanes[w*h+p], jpgPlanes[2*w*h+p], 255})
+	}
 	tests := []struct {
 		name    string
 		data    []byte
@@ -43,7 +53,7 @@ func TestDecodeImage(t *testing.T) {
 		wantErr string
 	}{
 		{"png exact", pngBuf.Bytes(), true, cam, src, ""},
-		{"jpeg as Go's decoder gives it", jpgBuf.Bytes(), true, cam, jpgImage, ""},
+		{"jpeg converted as libjpeg", jpgBuf.Bytes(), true, cam, jpgWant, ""},
 		{"null", nil, false, cam, nil, "no image"},
 		{"garbage", []byte("not an image"), true, cam, nil, "decoding image"},
 		{"truncated png", pngBuf.Bytes()[:20], true, cam, nil, "decoding image"},
