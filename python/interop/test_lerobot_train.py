@@ -273,3 +273,29 @@ def test_stored_wider_than_declared_streams_as_lerobot_loads(lrstream_bin, lerob
         for k in ("action", "frame_index", "observation.state", "index", "timestamp"):
             gv = torch.from_numpy(np.array(g[k]))  # a copy: the decoded arrays are read-only views
             assert gv.dtype == w[k].dtype and torch.equal(gv, w[k]), k
+
+
+def test_video_backend_reaches_both_loaders(monkeypatch):
+    """--dataset.video_backend (lerobot-train's name) becomes lrstream serve's --video-backend
+    and LeRobotDataset's video_backend, so that --loader=lerobot compares like with like."""
+    import lrstream_client.torch_dataset as td
+
+    seen = {}
+
+    class Recorder:
+        def __init__(self, serve_args=None, **kw):
+            seen["serve"] = list(serve_args)
+
+    monkeypatch.setattr(td, "LRStreamDataset", Recorder)
+    meta = type("Meta", (), {"camera_keys": ["observation.images.front"], "repo_id": "x/y"})()
+    for backend, want in ((None, None), ("pyav", "pyav"), ("torchcodec", "torchcodec")):
+        argv = ["--policy.type=act", "--dataset.root=/nonexistent"]
+        if backend:
+            argv.append(f"--dataset.video_backend={backend}")
+        args, _, _ = trainmod.parse_args(argv)
+        assert args.video_backend == want
+        trainmod.lrstream_loader(args, meta, None)
+        s = seen["serve"]
+        assert (s[s.index("--video-backend") + 1] if "--video-backend" in s else None) == want
+    with pytest.raises(SystemExit):
+        trainmod.parse_args(["--policy.type=act", "--dataset.root=x", "--dataset.video_backend=video_reader"])

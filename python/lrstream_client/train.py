@@ -47,6 +47,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> Tuple[argparse.Namespace
     p.add_argument("--dataset.repo_id", dest="repo_id", default=None)
     p.add_argument("--dataset.root", dest="root", default=None)
     p.add_argument("--dataset.revision", dest="revision", default=None)
+    p.add_argument("--dataset.video_backend", dest="video_backend", choices=("torchcodec", "pyav"), default=None,
+                   help="whose camera pixels (LeRobot's backends differ on 10/12-bit and BT.709-tagged videos): "
+                        "default torchcodec, as LeRobot")
     p.add_argument("--batch_size", type=int, default=8)
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--seed", type=int, default=1000)
@@ -147,6 +150,8 @@ def lrstream_loader(args, meta: DatasetMetadata, delta: Optional[Dict[str, List[
              "--seed", str(args.seed)]
     if args.revision:
         serve += ["--revision", args.revision]
+    if args.video_backend:
+        serve += ["--video-backend", args.video_backend]
     if args.shuffle:
         serve.append("--shuffle")
     flag = delta_timestamps_flag(delta)
@@ -163,7 +168,7 @@ def lerobot_loader(args, meta: DatasetMetadata, delta: Optional[Dict[str, List[f
     from torch.utils.data import DataLoader
 
     ds = LeRobotDataset(args.repo_id or meta.repo_id, root=args.root, delta_timestamps=delta,
-                        revision=args.revision, return_uint8=True)
+                        revision=args.revision, return_uint8=True, video_backend=args.video_backend)
     dl = DataLoader(ds, batch_size=args.batch_size, shuffle=args.shuffle, num_workers=args.num_workers,
                     drop_last=False)
     return None, dl
