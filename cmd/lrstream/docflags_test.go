@@ -24,7 +24,7 @@ var otherToolFlags = map[string]string{
 	"bogus": "wire-format.md's example of an unknown flag", "resize-hxw": "a Markdown anchor (#--resize-hxw)",
 	// python -m lrstream_client.train: lerobot-train's spellings (docs/lerobot-policies.md).
 	"dataset.root": trainModule, "dataset.repo_id": trainModule,
-	"dataset.revision": trainModule, "batch_size": trainModule, "num_workers": trainModule,
+	"dataset.revision": trainModule, "dataset.video_backend": trainModule, "batch_size": trainModule, "num_workers": trainModule,
 	"log_freq": trainModule, "save_freq": trainModule, "output_dir": trainModule, "lrstream_args": trainModule,
 	"steps": trainModule, "loader": trainModule, "device": trainModule,
 	"root": "python/interop/fake_hub.py", "repo": "python/interop/fake_hub.py", "port": "python/interop/fake_hub.py",
