@@ -433,3 +433,38 @@ func TestValidateHubVideos(t *testing.T) {
 		t.Fatalf("the short video is not reported:%s", dump(rep))
 	}
 }
+
+// TestValidateNotesBackends: a camera whose video LeRobot's two backends
+// decode differently (tagged BT.709, or 10-bit) gets one info finding; the
+// generator's untagged 8-bit videos none.
+func TestValidateNotesBackends(t *testing.T) {
+	ff, err := video.NewFFmpeg()
+	if err != nil {
+		t.Skip(err)
+	}
+	note := "torchcodec and pyav backends decode its frames to different pixels"
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // "" when no note is due
+	}{
+		{"untagged 8-bit", nil, ""},
+		{"bt709", []string{"-c:v", "libx264", "-g", "2", "-colorspace", "bt709"}, "tagged bt709"},
+		{"10-bit", []string{"-c:v", "libx264", "-g", "2", "-pix_fmt", "yuv420p10le"}, "a yuv420p10le video"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := videoBase(t)
+			if tc.args != nil {
+				ffmpegRewrite(t, dir, nil, tc.args...)
+			}
+			rep := runDir(t, dir, Options{Video: ff})
+			got := has(rep, Info, CheckVideo, frontKey, note)
+			if got != (tc.want != "") || (got && !has(rep, Info, CheckVideo, frontKey, tc.want, "--video-backend pyav")) {
+				t.Errorf("note %v, want %q:%s", got, tc.want, dump(rep))
+			}
+			if !rep.Clean() {
+				t.Errorf("not clean:%s", dump(rep))
+			}
+		})
+	}
+}

@@ -235,6 +235,9 @@ type validator struct {
 	r    *Report
 	ds   *schema.Dataset
 	raw  []byte // info.json
+	// backendNoted are the cameras whose videos LeRobot's backends
+	// decode differently, already reported (once a camera).
+	backendNoted map[string]bool
 }
 
 func (v *validator) checked(what string)    { v.r.Checked = append(v.r.Checked, what) }

@@ -147,6 +147,7 @@ func (v *validator) videoFile(ctx context.Context, f videoFileRef, need video.Fi
 		bad(err.Error() + " (stream refuses every frame of this file)")
 		return
 	}
+	v.backendNote(f, si)
 	start := si.Start
 	if math.IsNaN(start) {
 		start = 0
@@ -222,4 +223,23 @@ func (v *validator) decodeFile(ctx context.Context, f videoFileRef, path string,
 				Message: fmt.Sprintf("no decoded frame within tolerance_s of from_timestamp + k/fps for frame(s) %s of the episode", strings.Join(missed, ", "))})
 		}
 	}
+}
+
+// backendNote reports, once a camera, an RGB camera's video on which
+// LeRobot's two decoding backends give different pixels (video.BackendsDiffer):
+// which one a training run reproduces is then a choice (--video-backend).
+func (v *validator) backendNote(f videoFileRef, si video.StreamInfo) {
+	why, differ := video.BackendsDiffer(si)
+	if !differ || v.backendNoted[f.key] {
+		return
+	}
+	if ft, ok := v.ds.Info.Feature(f.key); !ok || video.IsDepth(ft) {
+		return // LeRobot decodes depth cameras with PyAV whatever its backend
+	}
+	if v.backendNoted == nil {
+		v.backendNoted = map[string]bool{}
+	}
+	v.backendNoted[f.key] = true
+	v.c.add(Finding{Severity: Info, Check: CheckVideo, File: f.name, Column: f.key,
+		Message: why + ": LeRobot's torchcodec and pyav backends decode its frames to different pixels; lrstream gives torchcodec's (LeRobot's default) or, with --video-backend pyav, PyAV's (docs/video.md, Which LeRobot backend)"})
 }

@@ -1,6 +1,9 @@
 package video
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // LeRobot decodes camera frames with one of two backends (LeRobotDataset's
 // video_backend): torchcodec, its default wherever torchcodec loads, and
@@ -54,4 +57,26 @@ func (d *FFmpeg) swsFlags(gray bool) string {
 // (PyAV's conversion uses the default matrix for every stream).
 func (d *FFmpeg) ignoresTags(gray bool) bool {
 	return !gray && d.Conversion() == BackendPyAV
+}
+
+// BackendsDiffer says whether LeRobot's two backends decode a stream's
+// frames to different RGB pixels, and why: a colour stream of more than 8
+// bits per sample (chroma interpolated bicubically by torchcodec,
+// bilinearly by PyAV) or tagged with a matrix other than BT.601's (honoured
+// by torchcodec, ignored by PyAV). Gray streams (depth cameras) and RGB
+// ones convert alike.
+func BackendsDiffer(si StreamInfo) (why string, differ bool) {
+	pf := si.PixFmt
+	if pf == "" || strings.HasPrefix(pf, "gray") || strings.HasPrefix(pf, "gbr") || strings.HasPrefix(pf, "rgb") || strings.HasPrefix(pf, "bgr") {
+		return "", false
+	}
+	if deep := strings.TrimSuffix(strings.TrimSuffix(pf, "le"), "be"); deep != pf && !strings.HasSuffix(deep, "p") ||
+		strings.HasPrefix(pf, "p0") || strings.HasPrefix(pf, "p2") || strings.HasPrefix(pf, "p4") {
+		return fmt.Sprintf("a %s video (more than 8 bits per sample: torchcodec interpolates its chroma bicubically, PyAV bilinearly)", pf), true
+	}
+	switch si.ColorSpace {
+	case "", "unknown", "unspecified", "bt470bg", "smpte170m":
+		return "", false
+	}
+	return fmt.Sprintf("a video tagged %s (torchcodec converts with that matrix, PyAV with BT.601's)", si.ColorSpace), true
 }

@@ -130,3 +130,30 @@ func TestFileKeyBackend(t *testing.T) {
 		t.Error("torchcodec and pyav frames share a key")
 	}
 }
+
+func TestBackendsDiffer(t *testing.T) {
+	for _, tc := range []struct {
+		pix, space string
+		differ     bool
+	}{
+		{"yuv420p", "", false},
+		{"yuv420p", "bt470bg", false},
+		{"yuv420p", "smpte170m", false},
+		{"yuvj420p", "", false},
+		{"yuv444p", "unknown", false},
+		{"yuv420p", "bt709", true},
+		{"yuv420p", "bt2020nc", true},
+		{"yuv420p10le", "", true},
+		{"yuv422p12be", "", true},
+		{"p010le", "", true},
+		{"gray12le", "", false},
+		{"gray", "bt709", false},
+		{"gbrp10le", "", false},
+		{"rgb24", "", false},
+		{"nv12", "", false},
+	} {
+		if _, got := BackendsDiffer(StreamInfo{PixFmt: tc.pix, ColorSpace: tc.space}); got != tc.differ {
+			t.Errorf("%s %q: differ=%v, want %v", tc.pix, tc.space, got, tc.differ)
+		}
+	}
+}
