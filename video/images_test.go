@@ -9,6 +9,8 @@ import (
 	"image/color"
 	"image/jpeg"
 	"image/png"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -170,6 +172,27 @@ func FuzzDecodeImage(f *testing.F) {
 	f.Add(pngHeader(f, 40000, 40000, 6), true)
 	f.Add([]byte("\x89PNG\r\n\x1a\n"), false)
 	f.Add([]byte{0xff, 0xd8, 0xff, 0xc0, 0, 17, 8, 0xff, 0xff, 0xff, 0xff, 3}, true)
+	// Colour JPEGs through the libjpeg conversion (jpegconv.go): one and
+	// three columns of chroma, odd sizes, 4:2:0 to 4:4:4.
+	for _, sz := range [][2]int{{1, 1}, {2, 1}, {1, 3}, {5, 3}, {4, 3}} {
+		img := image.NewRGBA(image.Rect(0, 0, sz[0], sz[1]))
+		for i := range img.Pix {
+			img.Pix[i] = byte(i * 37)
+		}
+		var b bytes.Buffer
+		if err := jpeg.Encode(&b, img, nil); err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b.Bytes(), true)
+	}
+	jpgs, _ := filepath.Glob(filepath.Join("testdata", "jpeg", "*.jpg"))
+	for _, p := range jpgs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, true)
+	}
 	cam := Camera{Key: "k", C: 3, H: 3, W: 4}
 	f.Fuzz(func(t *testing.T, data []byte, resize bool) {
 		if resize {
