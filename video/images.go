@@ -67,7 +67,7 @@ func decodeImage(b []byte, present bool, c Camera, resize bool, dst []byte) erro
 	if err := CheckImageHeader(b, c, resize); err != nil {
 		return err
 	}
-	img, format, err := image.Decode(bytes.NewReader(b))
+	img, format, err := decodeEncoded(b)
 	if err != nil {
 		return fmt.Errorf("decoding image: %w", err)
 	}
@@ -86,6 +86,18 @@ func decodeImage(b []byte, present bool, c Camera, resize bool, dst []byte) erro
 	toPlanes(img, src)
 	resizePlanes(src, 3, h, w, dst, c.H, c.W)
 	return nil
+}
+
+// decodeEncoded decodes a PNG or JPEG image. A baseline JPEG goes through
+// decodeJPEG (libjpeg's inverse DCT, so that its pixels are PIL's); any
+// other JPEG, or one decodeJPEG finds damaged, through image/jpeg.
+func decodeEncoded(b []byte) (image.Image, string, error) {
+	if len(b) >= 2 && b[0] == 0xFF && b[1] == 0xD8 {
+		if img, ok, err := decodeJPEG(b); ok && err == nil {
+			return img, "jpeg", nil
+		}
+	}
+	return image.Decode(bytes.NewReader(b))
 }
 
 // MaxImagePixels is PIL's Image.MAX_IMAGE_PIXELS (1024·1024·1024 / 4 / 3):

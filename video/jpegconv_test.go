@@ -3,6 +3,7 @@ package video
 import (
 	"bytes"
 	"image"
+	"image/jpeg"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,38 +13,49 @@ import (
 // TestJPEGMatchesPIL decodes JPEG images as image features are decoded and
 // compares every byte with what PIL (Pillow 12.3.0, libjpeg-turbo 3.1.4.1 —
 // what LeRobot reads image features with) decoded from the same files,
-// kept in testdata/jpeg/*.rgb (HWC). The images are 16×16 tiles of flat
-// colour at quality 100, so every 8×8 block is flat and the inverse DCT
-// is exact in any decoder: what is compared is the chroma upsampling —
-// 4:2:0 and 4:2:2, at tile edges, at the image's edges, with an odd
-// number of chroma columns and rows — and the YCbCr → RGB arithmetic
-// (jpegconv.go). Go's own conversion is tens of levels off here.
+// kept in testdata/jpeg/*.rgb (HWC). tiles*: 16×16 tiles of flat colour
+// at quality 100, so every 8×8 block is flat and any decoder's inverse DCT
+// is exact — they test the chroma upsampling (4:2:0, 4:2:2, tile and image
+// edges, odd numbers of chroma columns and rows) and the YCbCr → RGB
+// arithmetic (jpegconv.go), which Go's own conversion gets tens of levels
+// wrong. photo*: gradients, a disc and noise at qualities 20–90, 4:4:4 to
+// 4:2:0, an odd size, restart markers, optimized Huffman tables, gray, RGB
+// components — they test decodeJPEG's inverse DCT (jpegdec.go), which
+// image/jpeg's differs from. progressive.jpg is not one decodeJPEG takes:
+// image/jpeg decodes it.
 func TestJPEGMatchesPIL(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "jpeg", "*.jpg"))
-	if len(files) < 5 {
-		t.Fatalf("%d test images, want 5", len(files))
+	if len(files) < 14 {
+		t.Fatalf("%d test images, want 14", len(files))
 	}
+	goDiffers := false
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			b, err := os.ReadFile(f)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, err := os.ReadFile(strings.TrimSuffix(f, ".jpg") + ".rgb")
+			goImg, _, err := image.Decode(bytes.NewReader(b))
 			if err != nil {
 				t.Fatal(err)
 			}
-			img, _, err := image.Decode(bytes.NewReader(b))
-			if err != nil {
-				t.Fatal(err)
-			}
-			w, h := img.Bounds().Dx(), img.Bounds().Dy()
-			if len(want) != 3*w*h {
-				t.Fatalf("%d reference bytes for %dx%d", len(want), w, h)
-			}
+			w, h := goImg.Bounds().Dx(), goImg.Bounds().Dy()
 			got := make([]byte, 3*w*h)
 			if err := decodeImage(b, true, Camera{W: w, H: h}, false, got); err != nil {
 				t.Fatal(err)
+			}
+			if _, ok, _ := decodeJPEG(b); ok == (filepath.Base(f) == "progressive.jpg") {
+				t.Fatalf("decodeJPEG takes it: %v", ok)
+			}
+			want, err := os.ReadFile(strings.TrimSuffix(f, ".jpg") + ".rgb")
+			if os.IsNotExist(err) {
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(want) != 3*w*h {
+				t.Fatalf("%d reference bytes for %dx%d", len(want), w, h)
 			}
 			wantCHW := hwcToCHW(want, w, h)
 			worst, bad := 0, 0
@@ -57,16 +69,23 @@ func TestJPEGMatchesPIL(t *testing.T) {
 			if bad > 0 {
 				t.Errorf("%d of %d values differ from PIL's, by up to %d", bad, len(got), worst)
 			}
-			m, ok := img.(*image.YCbCr)
-			if !ok {
-				t.Fatalf("decoded as %T, want *image.YCbCr", img)
-			}
-			goConv := make([]byte, 3*w*h)
-			toPlanesAny(m, goConv)
-			if m.SubsampleRatio != image.YCbCrSubsampleRatio444 && bytes.Equal(goConv, wantCHW) {
-				t.Error("Go's own conversion matches PIL's too: the image does not test the upsampling")
+			// What image/jpeg would have given: Go's conversion for the
+			// tiles, its inverse DCT (with libjpeg's conversion) for the
+			// photos.
+			alt := make([]byte, 3*w*h)
+			m, ycc := goImg.(*image.YCbCr)
+			if strings.HasPrefix(filepath.Base(f), "tiles") {
+				toPlanesAny(goImg, alt)
+				if ycc && m.SubsampleRatio != image.YCbCrSubsampleRatio444 && bytes.Equal(alt, wantCHW) {
+					t.Error("Go's own conversion matches PIL's too: the image does not test the upsampling")
+				}
+			} else if ycc && ycbcrToPlanes(m, alt) && !bytes.Equal(alt, wantCHW) {
+				goDiffers = true
 			}
 		})
+	}
+	if !goDiffers {
+		t.Error("image/jpeg's inverse DCT matched PIL's on every photo: they do not test decodeJPEG's")
 	}
 }
 
@@ -90,4 +109,29 @@ func TestUpsampleEdges(t *testing.T) {
 	if want := []byte{10, 10}; !bytes.Equal(out[:2], want) {
 		t.Errorf("h2v2, one sample %v, want %v", out[:2], want)
 	}
+}
+
+// FuzzDecodeJPEG: decodeJPEG never panics or hangs on any bytes; what it
+// decodes has its header's size, and what it refuses to take image/jpeg
+// decodes instead.
+func FuzzDecodeJPEG(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "jpeg", "*.jpg"))
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte{0xff, 0xd8, 0xff, 0xc0, 0, 11, 8, 0, 1, 0, 1, 1, 1, 0x11, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		img, ok, err := decodeJPEGLimit(data, 1<<16)
+		if !ok || err != nil {
+			return
+		}
+		cfg, err := jpeg.DecodeConfig(bytes.NewReader(data))
+		if err == nil && (cfg.Width != img.Bounds().Dx() || cfg.Height != img.Bounds().Dy()) {
+			t.Fatalf("decoded %v, the header says %dx%d", img.Bounds(), cfg.Width, cfg.Height)
+		}
+	})
 }
