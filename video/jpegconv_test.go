@@ -135,3 +135,43 @@ func FuzzDecodeJPEG(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkDecodeJPEG decodes a 480×640 4:2:0 JPEG into CHW planes:
+// decodeJPEG (libjpeg's arithmetic, what image features use) against
+// image/jpeg with the same colour conversion.
+func BenchmarkDecodeJPEG(b *testing.B) {
+	const w, h = 640, 480
+	src := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := range h {
+		for x := range w {
+			i := src.PixOffset(x, y)
+			src.Pix[i], src.Pix[i+1], src.Pix[i+2], src.Pix[i+3] = byte(x^y), byte(3*x+y), byte(x*y>>5), 255
+		}
+	}
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, src, &jpeg.Options{Quality: 90}); err != nil {
+		b.Fatal(err)
+	}
+	data := buf.Bytes()
+	dst := make([]byte, 3*w*h)
+	b.Run("libjpeg", func(b *testing.B) {
+		b.SetBytes(int64(len(dst)))
+		for b.Loop() {
+			img, ok, err := decodeJPEG(data)
+			if !ok || err != nil {
+				b.Fatal(ok, err)
+			}
+			toPlanes(img, dst)
+		}
+	})
+	b.Run("image/jpeg", func(b *testing.B) {
+		b.SetBytes(int64(len(dst)))
+		for b.Loop() {
+			img, err := jpeg.Decode(bytes.NewReader(data))
+			if err != nil {
+				b.Fatal(err)
+			}
+			toPlanes(img, dst)
+		}
+	})
+}

@@ -54,6 +54,9 @@ type huffTable struct {
 	valptr           [17]int32
 	vals             []byte
 	defined          bool
+	// lut decodes the codes of up to 8 bits from the next 8 bits:
+	// length<<8 | value, 0 for a longer code.
+	lut [256]uint16
 }
 
 type jpegDecoder struct {
@@ -338,6 +341,14 @@ func (d *jpegDecoder) dht(p []byte) error {
 			if code > 1<<l {
 				return errors.New("jpeg: bad Huffman table")
 			}
+			if l <= 8 {
+				for c := t.mincode[l]; c <= t.maxcode[l]; c++ {
+					v := uint16(l)<<8 | uint16(t.vals[t.valptr[l]+c-t.mincode[l]])
+					for x := range int32(1) << (8 - l) {
+						t.lut[c<<(8-l)|x] = v
+					}
+				}
+			}
 			code <<= 1
 		}
 		p = p[17+total:]
@@ -508,6 +519,12 @@ func (d *jpegDecoder) getBits(n int) int32 {
 
 func (d *jpegDecoder) huff(t *huffTable) (int, error) {
 	d.fill()
+	if e := t.lut[d.bits>>24]; e != 0 {
+		n := int(e >> 8)
+		d.bits <<= n
+		d.nbits -= n
+		return int(e & 0xFF), nil
+	}
 	code := int32(0)
 	for l := 1; l <= 16; l++ {
 		code = code<<1 | int32(d.bits>>31)
@@ -628,23 +645,24 @@ func descale(x int64, n uint) int64 { return (x + 1<<(n-1)) >> n }
 func idctIslow(coef, q *[64]int32, out []byte, stride int) {
 	var ws [64]int64
 	for col := range 8 {
-		in := func(r int) int64 { return int64(coef[r*8+col]) * int64(q[r*8+col]) }
-		if coef[8+col] == 0 && coef[16+col] == 0 && coef[24+col] == 0 && coef[32+col] == 0 &&
-			coef[40+col] == 0 && coef[48+col] == 0 && coef[56+col] == 0 {
-			dc := in(0) << idctPass1Bits
+		if coef[8+col]|coef[16+col]|coef[24+col]|coef[32+col]|coef[40+col]|coef[48+col]|coef[56+col] == 0 {
+			dc := int64(coef[col]) * int64(q[col]) << idctPass1Bits
 			for r := range 8 {
 				ws[r*8+col] = dc
 			}
 			continue
 		}
-		o := idct1D(in(0), in(1), in(2), in(3), in(4), in(5), in(6), in(7))
+		o := idct1D(int64(coef[col])*int64(q[col]), int64(coef[8+col])*int64(q[8+col]),
+			int64(coef[16+col])*int64(q[16+col]), int64(coef[24+col])*int64(q[24+col]),
+			int64(coef[32+col])*int64(q[32+col]), int64(coef[40+col])*int64(q[40+col]),
+			int64(coef[48+col])*int64(q[48+col]), int64(coef[56+col])*int64(q[56+col]))
 		for r := range 8 {
 			ws[r*8+col] = descale(o[r], idctConstBits-idctPass1Bits)
 		}
 	}
 	for row := range 8 {
-		w := ws[row*8 : row*8+8]
-		dst := out[row*stride : row*stride+8]
+		w := ws[row*8 : row*8+8 : row*8+8]
+		dst := out[row*stride : row*stride+8 : row*stride+8]
 		o := idct1D(w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7])
 		for c := range 8 {
 			v := descale(o[c], idctConstBits+idctPass1Bits+3) + 128
