@@ -44,7 +44,12 @@ type jpegComponent struct {
 	bw, bh       int // blocks per line and column (of the padded plane)
 	pix          []byte
 	pred         int
-	done         bool // decoded by a scan
+	done         bool    // decoded by a scan (sequential files)
+	coefs        []int32 // progressive files: every block's coefficients, natural order
+	// bits is, for coefficients 0..9 of a progressive file, the point
+	// transform of the last scan that sent them (-1: none yet): libjpeg's
+	// coef_bits, which decide whether it smooths the blocks.
+	bits [10]int
 }
 
 type huffTable struct {
@@ -81,6 +86,9 @@ type jpegDecoder struct {
 	nbits int
 	mark  bool // a marker was met: the rest reads as zero bits
 	eof   bool // the data ended inside a scan
+
+	progressive bool
+	eobrun      int // progressive AC scans: blocks left in an end-of-band run
 }
 
 // zigzag[k] is the natural (row-major) index of the k-th coefficient.
@@ -145,17 +153,21 @@ func (d *jpegDecoder) decode() (image.Image, error) {
 		}
 		switch {
 		case m == 0xD9: // EOI
+			if d.progressive && d.frame {
+				return d.finishProgressive()
+			}
 			return nil, errors.New("jpeg: no image data before EOI")
-		case m == 0xC0 || m == 0xC1: // baseline, extended sequential Huffman
+		case m == 0xC0 || m == 0xC1 || m == 0xC2: // baseline, extended sequential, progressive (Huffman)
 			p, err := d.segment()
 			if err != nil {
 				return nil, err
 			}
+			d.progressive = m == 0xC2
 			if err := d.sof(p); err != nil {
 				return nil, err
 			}
-		case m >= 0xC2 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC:
-			return nil, errJPEGUnsupported // progressive, lossless, arithmetic
+		case m >= 0xC3 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC:
+			return nil, errJPEGUnsupported // lossless, arithmetic coding
 		case m == 0xC4:
 			p, err := d.segment()
 			if err != nil {
@@ -189,7 +201,7 @@ func (d *jpegDecoder) decode() (image.Image, error) {
 			if err := d.sos(p); err != nil {
 				return nil, err
 			}
-			if d.scansDone() {
+			if !d.progressive && d.scansDone() {
 				return d.image()
 			}
 		case m == 0xEE || (m >= 0xE0 && m <= 0xEF) || m == 0xFE || m == 0xDC || m == 0xDE || m == 0xDF:
@@ -279,6 +291,10 @@ func (d *jpegDecoder) sof(p []byte) error {
 			return errors.New("jpeg: image too large")
 		}
 		c.pix = make([]byte, c.bw*8*c.bh*8)
+		if d.progressive {
+			c.coefs = make([]int32, c.bw*c.bh*64)
+			c.bits = [10]int{-1, -1, -1, -1, -1, -1, -1, -1, -1, -1}
+		}
 	}
 	return nil
 }
@@ -377,8 +393,12 @@ func (d *jpegDecoder) sos(p []byte) error {
 	if ns < 1 || len(p) != 4+2*ns {
 		return errors.New("jpeg: bad SOS segment")
 	}
-	if p[1+2*ns] != 0 || p[2+2*ns] != 63 || p[3+2*ns] != 0 {
-		return errJPEGUnsupported // spectral selection or successive approximation
+	ss, se, ah, al := int(p[1+2*ns]), int(p[2+2*ns]), int(p[3+2*ns]>>4), int(p[3+2*ns]&15)
+	if !d.progressive && (ss != 0 || se != 63 || ah != 0 || al != 0) {
+		return errJPEGUnsupported
+	}
+	if d.progressive && (ss > se || se > 63 || (ss == 0 && se != 0) || (ss > 0 && ns != 1) || al > 13 || ah > 13) {
+		return errors.New("jpeg: bad progressive scan parameters")
 	}
 	var scan []*jpegComponent
 	for i := range ns {
@@ -393,10 +413,23 @@ func (d *jpegDecoder) sos(p []byte) error {
 			return errors.New("jpeg: SOS names an unknown or already decoded component")
 		}
 		c.td, c.ta = int(p[2+2*i]>>4), int(p[2+2*i]&15)
-		if c.td > 3 || c.ta > 3 || !d.dc[c.td].defined || !d.ac[c.ta].defined || !d.haveQuant[c.tq] {
+		needDC, needAC := ss == 0 && ah == 0, se > 0
+		if c.td > 3 || c.ta > 3 || (needDC && !d.dc[c.td].defined) || (needAC && !d.ac[c.ta].defined) || !d.haveQuant[c.tq] {
 			return errors.New("jpeg: SOS refers to an undefined table")
 		}
 		scan = append(scan, c)
+	}
+	if d.progressive {
+		for _, c := range scan {
+			for k := ss; k <= min(se, 9); k++ {
+				c.bits[k] = al
+			}
+		}
+		err := d.scanProgressive(scan, ss, se, ah, al)
+		if err == nil && d.eof {
+			err = errors.New("jpeg: the data ends inside a scan (file cut short)")
+		}
+		return err
 	}
 	if err := d.scan(scan); err != nil {
 		return err
@@ -463,10 +496,7 @@ func (d *jpegDecoder) scan(comps []*jpegComponent) error {
 			}
 		}
 	}
-	// Skip to the marker after the scan's data.
-	for d.pos+1 < len(d.data) && !(d.data[d.pos] == 0xFF && d.data[d.pos+1] != 0 && (d.data[d.pos+1] < 0xD0 || d.data[d.pos+1] > 0xD7)) {
-		d.pos++
-	}
+	d.skipToMarker()
 	return nil
 }
 
@@ -585,6 +615,227 @@ func (d *jpegDecoder) block(c *jpegComponent, coef *[64]int32) error {
 		k++
 	}
 	return nil
+}
+
+// scanProgressive decodes one scan of a progressive file into its
+// components' coefficients: the DC coefficients (first scan, then one bit
+// a refinement scan) of interleaved blocks, or a band ss..se of one
+// component's AC coefficients (first scan, then refinement scans adding
+// a bit to each nonzero coefficient and new ±1 ones), point-transformed
+// by al (ITU T.81 G.1.2).
+func (d *jpegDecoder) scanProgressive(comps []*jpegComponent, ss, se, ah, al int) error {
+	d.bits, d.nbits, d.mark, d.eobrun = 0, 0, false, 0
+	for _, c := range comps {
+		c.pred = 0
+	}
+	var mcusX, mcusY int
+	if len(comps) == 1 {
+		c := comps[0]
+		mcusX = ((d.width*c.h+d.hmax-1)/d.hmax + 7) / 8
+		mcusY = ((d.height*c.v+d.vmax-1)/d.vmax + 7) / 8
+	} else {
+		mcusX = (d.width + 8*d.hmax - 1) / (8 * d.hmax)
+		mcusY = (d.height + 8*d.vmax - 1) / (8 * d.vmax)
+	}
+	mcu, rstNext := 0, 0
+	for my := range mcusY {
+		if d.eof {
+			return nil
+		}
+		for mx := range mcusX {
+			if d.restart > 0 && mcu > 0 && mcu%d.restart == 0 {
+				if err := d.restartMarker(rstNext); err != nil {
+					return err
+				}
+				rstNext = (rstNext + 1) & 7
+				d.eobrun = 0
+				for _, c := range comps {
+					c.pred = 0
+				}
+			}
+			mcu++
+			for _, c := range comps {
+				bx0, by0, nh, nv := mx*c.h, my*c.v, c.h, c.v
+				if len(comps) == 1 {
+					bx0, by0, nh, nv = mx, my, 1, 1
+				}
+				for by := by0; by < by0+nv; by++ {
+					for bx := bx0; bx < bx0+nh; bx++ {
+						blk := c.coefs[(by*c.bw+bx)*64 : (by*c.bw+bx+1)*64 : (by*c.bw+bx+1)*64]
+						var err error
+						switch {
+						case ss == 0 && ah == 0:
+							err = d.dcFirst(c, blk, al)
+						case ss == 0:
+							if d.getBits(1) != 0 {
+								blk[0] |= 1 << al
+							}
+						case ah == 0:
+							err = d.acFirst(c, blk, ss, se, al)
+						default:
+							err = d.acRefine(c, blk, ss, se, al)
+						}
+						if err != nil {
+							return err
+						}
+					}
+				}
+			}
+		}
+	}
+	d.skipToMarker()
+	return nil
+}
+
+func (d *jpegDecoder) dcFirst(c *jpegComponent, blk []int32, al int) error {
+	s, err := d.huff(&d.dc[c.td])
+	if err != nil {
+		return err
+	}
+	if s > 16 {
+		return errors.New("jpeg: bad DC difference size")
+	}
+	if s > 0 {
+		c.pred += int(extend(d.getBits(s), s))
+	}
+	blk[0] = int32(c.pred) << al
+	return nil
+}
+
+func (d *jpegDecoder) acFirst(c *jpegComponent, blk []int32, ss, se, al int) error {
+	if d.eobrun > 0 {
+		d.eobrun--
+		return nil
+	}
+	for k := ss; k <= se; k++ {
+		rs, err := d.huff(&d.ac[c.ta])
+		if err != nil {
+			return err
+		}
+		r, s := rs>>4, rs&15
+		if s == 0 {
+			if r < 15 {
+				d.eobrun = 1<<r - 1
+				if r > 0 {
+					d.eobrun += int(d.getBits(r))
+				}
+				return nil
+			}
+			k += 15 // sixteen zeros
+			continue
+		}
+		k += r
+		if k > 63 {
+			return errors.New("jpeg: AC coefficient past the block")
+		}
+		blk[zigzag[k]] = extend(d.getBits(s), s) << al
+	}
+	return nil
+}
+
+// refine adds a correction bit to a nonzero coefficient: one more bit of
+// its magnitude at p1 (= 1<<al) when the bit is 1 and that bit is not set.
+func (d *jpegDecoder) refine(v *int32, p1 int32) {
+	if d.getBits(1) != 0 && *v&p1 == 0 {
+		if *v >= 0 {
+			*v += p1
+		} else {
+			*v -= p1
+		}
+	}
+}
+
+func (d *jpegDecoder) acRefine(c *jpegComponent, blk []int32, ss, se, al int) error {
+	p1 := int32(1) << al
+	k := ss
+	if d.eobrun == 0 {
+		for ; k <= se; k++ {
+			rs, err := d.huff(&d.ac[c.ta])
+			if err != nil {
+				return err
+			}
+			r, s := rs>>4, rs&15
+			var nz int32
+			if s != 0 {
+				// A newly nonzero coefficient, ±p1 (its size is always 1).
+				nz = -p1
+				if d.getBits(1) != 0 {
+					nz = p1
+				}
+			} else if r != 15 {
+				d.eobrun = 1 << r
+				if r > 0 {
+					d.eobrun += int(d.getBits(r))
+				}
+				break // the rest of the block is the end-of-band run's
+			}
+			// Pass the already nonzero coefficients, refining each, and r
+			// zero ones; the new one (if any) takes the zero after them.
+			for ; k <= se; k++ {
+				z := zigzag[k]
+				if blk[z] != 0 {
+					d.refine(&blk[z], p1)
+				} else {
+					if r == 0 {
+						break
+					}
+					r--
+				}
+			}
+			if nz != 0 && k <= se {
+				blk[zigzag[k]] = nz
+			}
+		}
+	}
+	if d.eobrun > 0 {
+		// Inside an end-of-band run: only refinement bits, for the
+		// nonzero coefficients left in the band.
+		for ; k <= se; k++ {
+			if z := zigzag[k]; blk[z] != 0 {
+				d.refine(&blk[z], p1)
+			}
+		}
+		d.eobrun--
+	}
+	return nil
+}
+
+// skipToMarker moves past the rest of a scan's entropy-coded data.
+func (d *jpegDecoder) skipToMarker() {
+	for d.pos+1 < len(d.data) && !(d.data[d.pos] == 0xFF && d.data[d.pos+1] != 0 && (d.data[d.pos+1] < 0xD0 || d.data[d.pos+1] > 0xD7)) {
+		d.pos++
+	}
+}
+
+// finishProgressive runs the inverse DCT of every block once all scans are
+// read. (libjpeg smooths the blocks of a progressive file whose low AC
+// coefficients are not all complete; a file that ends before its last
+// refinement is refused: it would not be decoded alike.)
+func (d *jpegDecoder) finishProgressive() (image.Image, error) {
+	if d.eof {
+		return nil, errors.New("jpeg: the data ends inside a scan (file cut short)")
+	}
+	for _, c := range d.comps {
+		for _, b := range c.bits[1:] {
+			if b != 0 {
+				// Low AC coefficients not all sent to their last bit:
+				// libjpeg smooths the blocks (jdcoefct.c), which this
+				// decoder does not.
+				return nil, errJPEGUnsupported
+			}
+		}
+	}
+	for i := range d.comps {
+		c := &d.comps[i]
+		stride := c.bw * 8
+		for by := range c.bh {
+			for bx := range c.bw {
+				blk := (*[64]int32)(c.coefs[(by*c.bw+bx)*64:])
+				idctIslow(blk, &d.quant[c.tq], c.pix[by*8*stride+bx*8:], stride)
+			}
+		}
+	}
+	return d.image()
 }
 
 // image assembles the decoded planes.
