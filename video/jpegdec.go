@@ -157,75 +157,60 @@ func (d *jpegDecoder) decode() (image.Image, error) {
 				return d.finishProgressive()
 			}
 			return nil, errors.New("jpeg: no image data before EOI")
-		case m == 0xC0 || m == 0xC1 || m == 0xC2: // baseline, extended sequential, progressive (Huffman)
-			p, err := d.segment()
-			if err != nil {
-				return nil, err
-			}
-			d.progressive = m == 0xC2
-			if err := d.sof(p); err != nil {
-				return nil, err
-			}
 		case m >= 0xC3 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC:
 			return nil, errJPEGUnsupported // lossless, arithmetic coding
-		case m == 0xC4:
+		case m == 0xC0 || m == 0xC1 || m == 0xC2 || m == 0xC4 || m == 0xDA || m == 0xDB || m == 0xDD ||
+			(m >= 0xE0 && m <= 0xEF) || m == 0xFE || m == 0xDC || m == 0xDE || m == 0xDF:
 			p, err := d.segment()
 			if err != nil {
 				return nil, err
 			}
-			if err := d.dht(p); err != nil {
+			if err := d.marker(m, p); err != nil {
 				return nil, err
 			}
-		case m == 0xDB:
-			p, err := d.segment()
-			if err != nil {
-				return nil, err
-			}
-			if err := d.dqt(p); err != nil {
-				return nil, err
-			}
-		case m == 0xDD:
-			p, err := d.segment()
-			if err != nil {
-				return nil, err
-			}
-			if len(p) != 2 {
-				return nil, errors.New("jpeg: bad DRI segment")
-			}
-			d.restart = int(p[0])<<8 | int(p[1])
-		case m == 0xDA:
-			p, err := d.segment()
-			if err != nil {
-				return nil, err
-			}
-			if err := d.sos(p); err != nil {
-				return nil, err
-			}
-			if !d.progressive && d.scansDone() {
+			if m == 0xDA && !d.progressive && d.scansDone() {
 				return d.image()
-			}
-		case m == 0xEE || (m >= 0xE0 && m <= 0xEF) || m == 0xFE || m == 0xDC || m == 0xDE || m == 0xDF:
-			p, err := d.segment()
-			if err != nil {
-				return nil, err
-			}
-			switch {
-			case m == 0xE0 && len(p) >= 5 && string(p[:5]) == "JFIF\x00":
-				d.jfif = true
-			case m == 0xEE && len(p) >= 12 && string(p[:5]) == "Adobe":
-				d.adobe = true
-				switch p[11] {
-				case 0: // no transform: RGB (or CMYK, refused by sof)
-					d.rgb = true
-				case 1: // YCbCr
-				default: // YCCK
-					return nil, errJPEGUnsupported
-				}
 			}
 		default:
 			return nil, errJPEGUnsupported
 		}
 	}
+}
+
+// marker takes the segment p of marker m.
+func (d *jpegDecoder) marker(m int, p []byte) error {
+	switch m {
+	case 0xC0, 0xC1, 0xC2: // baseline, extended sequential, progressive (Huffman)
+		d.progressive = m == 0xC2
+		return d.sof(p)
+	case 0xC4:
+		return d.dht(p)
+	case 0xDB:
+		return d.dqt(p)
+	case 0xDA:
+		return d.sos(p)
+	case 0xDD:
+		if len(p) != 2 {
+			return errors.New("jpeg: bad DRI segment")
+		}
+		d.restart = int(p[0])<<8 | int(p[1])
+	case 0xE0:
+		if len(p) >= 5 && string(p[:5]) == "JFIF\x00" {
+			d.jfif = true
+		}
+	case 0xEE:
+		if len(p) >= 12 && string(p[:5]) == "Adobe" {
+			d.adobe = true
+			switch p[11] {
+			case 0: // no transform: RGB (or CMYK, refused by sof)
+				d.rgb = true
+			case 1: // YCbCr
+			default: // YCCK
+				return errJPEGUnsupported
+			}
+		}
+	}
+	return nil // other APPn, COM, DNL, DHP, EXP: nothing to take
 }
 
 func (d *jpegDecoder) sof(p []byte) error {
