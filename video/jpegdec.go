@@ -6,18 +6,18 @@ import (
 	"image"
 )
 
-// decodeJPEG decodes a baseline JPEG the way libjpeg-turbo's default
-// decompression does — what PIL, and so LeRobot, runs on image features:
-// Huffman decoding, dequantization, the accurate integer inverse DCT
-// (libjpeg's "islow": Loeffler–Ligtenberg–Moschytz with 13-bit fixed-point
-// constants, two passes, 2 extra bits between them), then the fancy
-// upsampling and colour conversion of jpegconv.go. It takes 8-bit
-// sequential Huffman files (SOF0, SOF1) with one (gray) or three (YCbCr)
-// components sampled 4:4:4, 4:2:2 or 4:2:0, interleaved or not, with or
-// without restart markers: what encoders write for photographs. Anything
-// else — progressive or arithmetic coding, 12-bit samples, CMYK, other
-// samplings — reports ok false and the caller decodes with image/jpeg
-// (exact in the colour conversion, not in the inverse DCT).
+// decodeJPEG decodes a JPEG the way libjpeg-turbo's default decompression
+// does — what PIL, and so LeRobot, runs on image features: Huffman
+// decoding (sequential or progressive), dequantization, the accurate
+// integer inverse DCT (libjpeg's "islow": Loeffler–Ligtenberg–Moschytz with
+// 13-bit fixed-point constants, two passes, 2 extra bits between them),
+// then the fancy upsampling and colour conversion of jpegconv.go. It takes
+// 8-bit Huffman-coded files (SOF0, SOF1, SOF2) with one (gray) or three
+// (YCbCr, or RGB) components sampled 4:4:4, 4:2:2 or 4:2:0, with or without
+// restart markers. Anything else — arithmetic or lossless coding, 12-bit
+// samples, CMYK, 4:4:0, a progressive file libjpeg would smooth — reports
+// ok false and the caller decodes with image/jpeg (exact in the colour
+// conversion, not in the inverse DCT).
 func decodeJPEG(b []byte) (img image.Image, ok bool, err error) {
 	return decodeJPEGLimit(b, 2*MaxImagePixels)
 }
@@ -428,30 +428,42 @@ func (d *jpegDecoder) sos(p []byte) error {
 	return nil
 }
 
-// scan decodes the entropy-coded data of one scan into its components'
-// planes, leaving d.pos at the marker that ends it.
+// scan decodes the entropy-coded data of one sequential scan into its
+// components' planes.
 func (d *jpegDecoder) scan(comps []*jpegComponent) error {
-	d.bits, d.nbits, d.mark = 0, 0, false
+	var coef [64]int32
+	return d.blocks(comps, func(c *jpegComponent, bx, by int) error {
+		if err := d.block(c, &coef); err != nil {
+			return err
+		}
+		stride := c.bw * 8
+		idctIslow(&coef, &d.quant[c.tq], c.pix[by*8*stride+bx*8:], stride)
+		return nil
+	})
+}
+
+// blocks runs fn on every block of a scan in the order the scan codes
+// them — MCU by MCU for an interleaved scan, the component's own blocks
+// (not the MCU-padded ones) for a single-component one — reading the
+// restart marker at each restart interval (and resetting the DC
+// predictions and the end-of-band run there), then moves past the scan's
+// data. A scan whose data ends early stops at the next row (d.eof says so).
+func (d *jpegDecoder) blocks(comps []*jpegComponent, fn func(c *jpegComponent, bx, by int) error) error {
+	d.bits, d.nbits, d.mark, d.eobrun = 0, 0, false, 0
 	for _, c := range comps {
 		c.pred = 0
 	}
-	var mcusX, mcusY int
+	mcusX := (d.width + 8*d.hmax - 1) / (8 * d.hmax)
+	mcusY := (d.height + 8*d.vmax - 1) / (8 * d.vmax)
 	if len(comps) == 1 {
-		// A non-interleaved scan covers the component's own blocks, not
-		// the MCU-padded ones.
 		c := comps[0]
-		cw := (d.width*c.h + d.hmax - 1) / d.hmax
-		ch := (d.height*c.v + d.vmax - 1) / d.vmax
-		mcusX, mcusY = (cw+7)/8, (ch+7)/8
-	} else {
-		mcusX = (d.width + 8*d.hmax - 1) / (8 * d.hmax)
-		mcusY = (d.height + 8*d.vmax - 1) / (8 * d.vmax)
+		mcusX = ((d.width*c.h+d.hmax-1)/d.hmax + 7) / 8
+		mcusY = ((d.height*c.v+d.vmax-1)/d.vmax + 7) / 8
 	}
-	var coef [64]int32
 	mcu, rstNext := 0, 0
 	for my := range mcusY {
 		if d.eof {
-			return errors.New("jpeg: the data ends inside a scan (file cut short)")
+			return nil
 		}
 		for mx := range mcusX {
 			if d.restart > 0 && mcu > 0 && mcu%d.restart == 0 {
@@ -459,6 +471,7 @@ func (d *jpegDecoder) scan(comps []*jpegComponent) error {
 					return err
 				}
 				rstNext = (rstNext + 1) & 7
+				d.eobrun = 0
 				for _, c := range comps {
 					c.pred = 0
 				}
@@ -471,11 +484,9 @@ func (d *jpegDecoder) scan(comps []*jpegComponent) error {
 				}
 				for by := by0; by < by0+nv; by++ {
 					for bx := bx0; bx < bx0+nh; bx++ {
-						if err := d.block(c, &coef); err != nil {
+						if err := fn(c, bx, by); err != nil {
 							return err
 						}
-						stride := c.bw * 8
-						idctIslow(&coef, &d.quant[c.tq], c.pix[by*8*stride+bx*8:], stride)
 					}
 				}
 			}
@@ -568,17 +579,11 @@ func extend(v int32, s int) int32 {
 // dequantized) into coef.
 func (d *jpegDecoder) block(c *jpegComponent, coef *[64]int32) error {
 	*coef = [64]int32{}
-	s, err := d.huff(&d.dc[c.td])
+	dc, err := d.dcDiff(c)
 	if err != nil {
 		return err
 	}
-	if s > 16 {
-		return errors.New("jpeg: bad DC difference size")
-	}
-	if s > 0 {
-		c.pred += int(extend(d.getBits(s), s))
-	}
-	coef[0] = int32(c.pred)
+	coef[0] = dc
 	for k := 1; k < 64; {
 		rs, err := d.huff(&d.ac[c.ta])
 		if err != nil {
@@ -609,82 +614,41 @@ func (d *jpegDecoder) block(c *jpegComponent, coef *[64]int32) error {
 // a bit to each nonzero coefficient and new ±1 ones), point-transformed
 // by al (ITU T.81 G.1.2).
 func (d *jpegDecoder) scanProgressive(comps []*jpegComponent, ss, se, ah, al int) error {
-	d.bits, d.nbits, d.mark, d.eobrun = 0, 0, false, 0
-	for _, c := range comps {
-		c.pred = 0
-	}
-	var mcusX, mcusY int
-	if len(comps) == 1 {
-		c := comps[0]
-		mcusX = ((d.width*c.h+d.hmax-1)/d.hmax + 7) / 8
-		mcusY = ((d.height*c.v+d.vmax-1)/d.vmax + 7) / 8
-	} else {
-		mcusX = (d.width + 8*d.hmax - 1) / (8 * d.hmax)
-		mcusY = (d.height + 8*d.vmax - 1) / (8 * d.vmax)
-	}
-	mcu, rstNext := 0, 0
-	for my := range mcusY {
-		if d.eof {
+	return d.blocks(comps, func(c *jpegComponent, bx, by int) error {
+		i := (by*c.bw + bx) * 64
+		blk := c.coefs[i : i+64 : i+64]
+		switch {
+		case ss == 0 && ah == 0:
+			dc, err := d.dcDiff(c)
+			blk[0] = dc << al
+			return err
+		case ss == 0:
+			if d.getBits(1) != 0 {
+				blk[0] |= 1 << al
+			}
 			return nil
+		case ah == 0:
+			return d.acFirst(c, blk, ss, se, al)
+		default:
+			return d.acRefine(c, blk, ss, se, al)
 		}
-		for mx := range mcusX {
-			if d.restart > 0 && mcu > 0 && mcu%d.restart == 0 {
-				if err := d.restartMarker(rstNext); err != nil {
-					return err
-				}
-				rstNext = (rstNext + 1) & 7
-				d.eobrun = 0
-				for _, c := range comps {
-					c.pred = 0
-				}
-			}
-			mcu++
-			for _, c := range comps {
-				bx0, by0, nh, nv := mx*c.h, my*c.v, c.h, c.v
-				if len(comps) == 1 {
-					bx0, by0, nh, nv = mx, my, 1, 1
-				}
-				for by := by0; by < by0+nv; by++ {
-					for bx := bx0; bx < bx0+nh; bx++ {
-						blk := c.coefs[(by*c.bw+bx)*64 : (by*c.bw+bx+1)*64 : (by*c.bw+bx+1)*64]
-						var err error
-						switch {
-						case ss == 0 && ah == 0:
-							err = d.dcFirst(c, blk, al)
-						case ss == 0:
-							if d.getBits(1) != 0 {
-								blk[0] |= 1 << al
-							}
-						case ah == 0:
-							err = d.acFirst(c, blk, ss, se, al)
-						default:
-							err = d.acRefine(c, blk, ss, se, al)
-						}
-						if err != nil {
-							return err
-						}
-					}
-				}
-			}
-		}
-	}
-	d.skipToMarker()
-	return nil
+	})
 }
 
-func (d *jpegDecoder) dcFirst(c *jpegComponent, blk []int32, al int) error {
+// dcDiff decodes a block's DC difference and returns the component's
+// new DC prediction.
+func (d *jpegDecoder) dcDiff(c *jpegComponent) (int32, error) {
 	s, err := d.huff(&d.dc[c.td])
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if s > 16 {
-		return errors.New("jpeg: bad DC difference size")
+		return 0, errors.New("jpeg: bad DC difference size")
 	}
 	if s > 0 {
 		c.pred += int(extend(d.getBits(s), s))
 	}
-	blk[0] = int32(c.pred) << al
-	return nil
+	return int32(c.pred), nil
 }
 
 func (d *jpegDecoder) acFirst(c *jpegComponent, blk []int32, ss, se, al int) error {
