@@ -73,19 +73,44 @@ func decodeImage(b []byte, present bool, c Camera, resize bool, dst []byte) erro
 	}
 	r := img.Bounds()
 	w, h := r.Dx(), r.Dy()
-	if w == c.W && h == c.H {
-		toPlanes(img, dst)
+	// An EXIF orientation turns the image as LeRobot's reader does (exif.go).
+	o := exifOrientation(b)
+	ow, oh := orientedSize(o, w, h)
+	if ow != c.W || oh != c.H {
+		if !resize {
+			// The header said otherwise (CheckImageHeader): a decoder bug
+			// or a file whose header and data disagree.
+			return fmt.Errorf("%s image is %dx%d%s, info.json says %dx%d (use --resize HxW to resize)", format, ow, oh, orientedNote(o), c.W, c.H)
+		}
+		src := make([]byte, 3*ow*oh)
+		toOrientedPlanes(img, o, src)
+		resizePlanes(src, 3, oh, ow, dst, c.H, c.W)
 		return nil
 	}
-	if !resize {
-		// The header said otherwise (CheckImageHeader): a decoder bug
-		// or a file whose header and data disagree.
-		return fmt.Errorf("%s image is %dx%d, info.json says %dx%d (use --resize HxW to resize)", format, w, h, c.W, c.H)
-	}
-	src := make([]byte, 3*w*h)
-	toPlanes(img, src)
-	resizePlanes(src, 3, h, w, dst, c.H, c.W)
+	toOrientedPlanes(img, o, dst)
 	return nil
+}
+
+// toOrientedPlanes writes img's RGB planes, turned by EXIF orientation o,
+// into dst.
+func toOrientedPlanes(img image.Image, o int, dst []byte) {
+	if o <= 1 {
+		toPlanes(img, dst)
+		return
+	}
+	w, h := img.Bounds().Dx(), img.Bounds().Dy()
+	raw := make([]byte, 3*w*h)
+	toPlanes(img, raw)
+	orientPlanes(dst, raw, 3, w, h, o)
+}
+
+// orientedNote says, in a size error, that the size is after an EXIF
+// orientation.
+func orientedNote(o int) string {
+	if o <= 1 {
+		return ""
+	}
+	return fmt.Sprintf(" once turned by its EXIF orientation %d", o)
 }
 
 // decodeEncoded decodes a PNG or JPEG image. A baseline JPEG goes through
@@ -128,9 +153,10 @@ func CheckImageHeader(b []byte, c Camera, resize bool) error {
 	if err != nil {
 		return fmt.Errorf("decoding image header: %w", err)
 	}
-	w, h := cfg.Width, cfg.Height
+	o := exifOrientation(b)
+	w, h := orientedSize(o, cfg.Width, cfg.Height)
 	if !resize && (w != c.W || h != c.H) {
-		return fmt.Errorf("%s image is %dx%d, info.json says %dx%d (use --resize HxW to resize)", format, w, h, c.W, c.H)
+		return fmt.Errorf("%s image is %dx%d%s, info.json says %dx%d (use --resize HxW to resize)", format, w, h, orientedNote(o), c.W, c.H)
 	}
 	if w <= 0 || h <= 0 {
 		return fmt.Errorf("%s image is %dx%d: no pixels", format, w, h)

@@ -7,10 +7,14 @@ datasets whose images were re-encoded as JPEG with PIL: 4:2:0 and 4:4:4, an
 odd size, restart markers, progressive. lrstream decodes them with its own
 decoder, which runs libjpeg's entropy decoding, integer inverse DCT, fancy
 upsampling and colour conversion (video/jpegdec.go, video/jpegconv.go):
-every value must equal LeRobot's.
+every value must equal LeRobot's. One dataset's JPEGs carry an EXIF
+orientation (6: stored a quarter turn anticlockwise), which the datasets
+library's Image feature undoes before LeRobot sees the image (its info.json
+shape is the turned one): lrstream turns them the same way (video/exif.go).
 """
 
 import io
+import json
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +26,18 @@ from PIL import Image
 from make_lerobot_dataset import CAMERAS, make_dataset
 from test_camera_pixels import as_uint8, stream
 
-def _to_jpeg(ds: Path, quality: int, subsampling: int, **kw) -> None:
+def _to_jpeg(ds: Path, quality: int, subsampling: int, orientation: int = 0, **kw) -> None:
+    if orientation:
+        ex = Image.Exif()
+        ex[0x0112] = orientation
+        kw["exif"] = ex.tobytes()
+        if orientation >= 5:  # LeRobot sees the image turned: height and width swap
+            info = ds / "meta" / "info.json"
+            meta = json.loads(info.read_text())
+            for cam in CAMERAS:
+                h, w, c = meta["features"][cam]["shape"]
+                meta["features"][cam]["shape"] = [w, h, c]
+            info.write_text(json.dumps(meta, indent=4))
     for f in sorted(ds.glob("data/**/*.parquet")):
         t = pq.read_table(f)
         for cam in CAMERAS:
@@ -44,6 +59,7 @@ CASES = {
     "420-q30-restart": (30, 2, 64, 96, {"restart_marker_blocks": 3}),
     "progressive": (90, 2, 64, 96, {"progressive": True}),
     "progressive-444-restart": (60, 0, 61, 91, {"progressive": True, "restart_marker_blocks": 4}),
+    "exif-orientation-6": (90, 2, 64, 96, {"orientation": 6}),
 }
 
 
