@@ -113,9 +113,9 @@ func orientedNote(o int) string {
 	return fmt.Sprintf(" once turned by its EXIF orientation %d", o)
 }
 
-// decodeEncoded decodes a PNG or JPEG image. A baseline JPEG goes through
-// decodeJPEG (libjpeg's inverse DCT, so that its pixels are PIL's); any
-// other JPEG, or one decodeJPEG finds damaged, through image/jpeg.
+// decodeEncoded decodes a PNG or JPEG image. A JPEG goes through
+// decodeJPEG (libjpeg's arithmetic, so that its pixels are PIL's); one it
+// does not take, or finds damaged, through image/jpeg.
 func decodeEncoded(b []byte) (image.Image, string, error) {
 	if len(b) >= 2 && b[0] == 0xFF && b[1] == 0xD8 {
 		if img, ok, err := decodeJPEG(b); ok && err == nil {
