@@ -68,23 +68,8 @@ func exifOrientation(b []byte) int {
 // tiffOrientation reads tag 0x0112 (Orientation, a SHORT) from the first
 // IFD of TIFF-structured EXIF data.
 func tiffOrientation(t []byte) int {
-	if len(t) < 8 {
-		return 0
-	}
-	var bo binary.ByteOrder
-	switch string(t[:2]) {
-	case "II":
-		bo = binary.LittleEndian
-	case "MM":
-		bo = binary.BigEndian
-	default:
-		return 0
-	}
-	if bo.Uint16(t[2:]) != 42 {
-		return 0
-	}
-	ifd := int64(bo.Uint32(t[4:]))
-	if ifd < 8 || ifd+2 > int64(len(t)) {
+	bo, ifd, ok := tiffHeader(t)
+	if !ok || ifd < 8 || ifd+2 > int64(len(t)) {
 		return 0
 	}
 	n := int64(bo.Uint16(t[ifd:]))

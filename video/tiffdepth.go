@@ -53,16 +53,11 @@ func decodeDepthTIFF(b []byte) (w, h int, vals []float32, err error) {
 	if len(b) < 8 {
 		return 0, 0, nil, errors.New("TIFF: shorter than its header")
 	}
-	var bo binary.ByteOrder
-	switch string(b[:4]) {
-	case "II*\x00":
-		bo = binary.LittleEndian
-	case "MM\x00*":
-		bo = binary.BigEndian
-	default:
+	bo, ifd, ok := tiffHeader(b)
+	if !ok {
 		return 0, 0, nil, errors.New("not a TIFF image (depth image features are TIFF)")
 	}
-	tags, err := readIFD(b, bo, int(bo.Uint32(b[4:8])))
+	tags, err := readIFD(b, bo, int(ifd))
 	if err != nil {
 		return 0, 0, nil, err
 	}
@@ -108,6 +103,23 @@ func decodeDepthTIFF(b []byte) (w, h int, vals []float32, err error) {
 }
 
 // tiffTags holds an IFD's numeric tag values.
+// tiffHeader reads a TIFF header (an image's, or EXIF data's): its byte
+// order and the offset of its first IFD; ok is false for anything else.
+func tiffHeader(b []byte) (bo binary.ByteOrder, ifd int64, ok bool) {
+	if len(b) < 8 {
+		return nil, 0, false
+	}
+	switch string(b[:4]) {
+	case "II*\x00":
+		bo = binary.LittleEndian
+	case "MM\x00*":
+		bo = binary.BigEndian
+	default:
+		return nil, 0, false
+	}
+	return bo, int64(bo.Uint32(b[4:8])), true
+}
+
 type tiffTags map[uint16][]uint64
 
 // one returns a tag's single value, def when absent.
