@@ -64,7 +64,8 @@ func decodeImage(b []byte, present bool, c Camera, resize bool, dst []byte) erro
 	if c.img != nil {
 		return decodeDepthImage(b, c, resize, dst)
 	}
-	if err := CheckImageHeader(b, c, resize); err != nil {
+	o, err := checkImageHeader(b, c, resize)
+	if err != nil {
 		return err
 	}
 	img, format, err := decodeEncoded(b)
@@ -74,7 +75,6 @@ func decodeImage(b []byte, present bool, c Camera, resize bool, dst []byte) erro
 	r := img.Bounds()
 	w, h := r.Dx(), r.Dy()
 	// An EXIF orientation turns the image as LeRobot's reader does (exif.go).
-	o := exifOrientation(b)
 	ow, oh := orientedSize(o, w, h)
 	if ow != c.W || oh != c.H {
 		if !resize {
@@ -139,33 +139,40 @@ const MaxImagePixels = 1024 * 1024 * 1024 / 4 / 3
 // decompression-bomb limit; with resize any size up to that is
 // accepted). A 560 KB PNG can declare 24000x24000 pixels.
 func CheckImageHeader(b []byte, c Camera, resize bool) error {
+	_, err := checkImageHeader(b, c, resize)
+	return err
+}
+
+// checkImageHeader is CheckImageHeader returning, as well, the image's EXIF
+// orientation (exifOrientation), which it reads to know the turned size.
+func checkImageHeader(b []byte, c Camera, resize bool) (orientation int, err error) {
 	if c.img != nil { // a depth image: LeRobot's TIFF
 		w, h, _, err := decodeDepthTIFF(b)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if !resize && (w != c.W || h != c.H) {
-			return fmt.Errorf("depth image is %dx%d, info.json says %dx%d (use --resize HxW to resize)", w, h, c.W, c.H)
+			return 0, fmt.Errorf("depth image is %dx%d, info.json says %dx%d (use --resize HxW to resize)", w, h, c.W, c.H)
 		}
-		return nil
+		return 0, nil
 	}
 	cfg, format, err := image.DecodeConfig(bytes.NewReader(b))
 	if err != nil {
-		return fmt.Errorf("decoding image header: %w", err)
+		return 0, fmt.Errorf("decoding image header: %w", err)
 	}
 	o := exifOrientation(b)
 	w, h := orientedSize(o, cfg.Width, cfg.Height)
 	if !resize && (w != c.W || h != c.H) {
-		return fmt.Errorf("%s image is %dx%d%s, info.json says %dx%d (use --resize HxW to resize)", format, w, h, orientedNote(o), c.W, c.H)
+		return 0, fmt.Errorf("%s image is %dx%d%s, info.json says %dx%d (use --resize HxW to resize)", format, w, h, orientedNote(o), c.W, c.H)
 	}
 	if w <= 0 || h <= 0 {
-		return fmt.Errorf("%s image is %dx%d: no pixels", format, w, h)
+		return 0, fmt.Errorf("%s image is %dx%d: no pixels", format, w, h)
 	}
 	if int64(w)*int64(h) > 2*MaxImagePixels {
-		return fmt.Errorf("%s image is %dx%d = %d pixels, more than twice PIL's MAX_IMAGE_PIXELS (%d): refused as a decompression bomb, as PIL refuses it",
+		return 0, fmt.Errorf("%s image is %dx%d = %d pixels, more than twice PIL's MAX_IMAGE_PIXELS (%d): refused as a decompression bomb, as PIL refuses it",
 			format, w, h, int64(w)*int64(h), int64(MaxImagePixels))
 	}
-	return nil
+	return o, nil
 }
 
 // toPlanes writes img's RGB pixels into dst as three planes (CHW).
